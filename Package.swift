@@ -1,0 +1,35 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Tether has no SwiftPM dependencies: these machines cannot fetch any. C libraries
+// come from Debian packages through system library targets.
+let package = Package(
+    name: "Tether",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "tether", targets: ["tether"]),
+    ],
+    dependencies: [],
+    targets: [
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+
+        .target(name: "TetherCore"),
+        .target(name: "TetherCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
+        .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore"]),
+        .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP"]),
+        .executableTarget(name: "tether", dependencies: ["TetherAPI"]),
+        .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
+        .target(name: "TetherTesting", dependencies: ["TetherPostgres", "TetherHTTP", "TetherAPI"]),
+
+        .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
+        .testTarget(name: "TetherCryptoTests", dependencies: ["TetherCrypto"]),
+        .testTarget(name: "TetherJOSETests", dependencies: ["TetherJOSE", "TetherCrypto", "TetherHTTP"]),
+        .testTarget(name: "TetherPostgresTests", dependencies: ["TetherPostgres", "TetherTesting"]),
+        .testTarget(name: "TetherHTTPTests", dependencies: ["TetherHTTP", "TetherTesting"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
