@@ -1,0 +1,127 @@
+import COpenSSL
+import Foundation
+
+/// AES-256-GCM authenticated encryption with 12-byte nonces and 16-byte tags.
+public enum AESGCM {
+    /// Key size: AES-256.
+    public static let keyByteCount = 32
+    /// Nonce size: the 96-bit IV GCM is designed for (NIST SP 800-38D §8.2).
+    public static let nonceByteCount = 12
+    /// Tag size: the full 128-bit tag.
+    public static let tagByteCount = 16
+
+    /// The output of ``seal(_:key:nonce:authenticating:)``.
+    public struct SealedBox: Sendable, Hashable {
+        /// The nonce used; never reuse one with the same key.
+        public var nonce: [UInt8]
+        /// The encrypted bytes, as long as the plaintext.
+        public var ciphertext: [UInt8]
+        /// The authentication tag.
+        public var tag: [UInt8]
+
+        /// Collects the three parts, checking the nonce and tag sizes.
+        public init(nonce: [UInt8], ciphertext: [UInt8], tag: [UInt8]) throws {
+            guard nonce.count == AESGCM.nonceByteCount, tag.count == AESGCM.tagByteCount else {
+                throw CryptoError.invalidInput.with(detail: "AES-GCM needs a 12-byte nonce and a 16-byte tag")
+            }
+            self.nonce = nonce
+            self.ciphertext = ciphertext
+            self.tag = tag
+        }
+
+        /// Splits `nonce ‖ ciphertext ‖ tag`.
+        public init(combined: [UInt8]) throws {
+            guard combined.count >= AESGCM.nonceByteCount + AESGCM.tagByteCount else {
+                throw CryptoError.invalidInput.with(detail: "sealed box is too short")
+            }
+            let tagStart = combined.count - AESGCM.tagByteCount
+            try self.init(nonce: Array(combined[..<AESGCM.nonceByteCount]),
+                          ciphertext: Array(combined[AESGCM.nonceByteCount..<tagStart]),
+                          tag: Array(combined[tagStart...]))
+        }
+
+        /// `nonce ‖ ciphertext ‖ tag`, the form to store.
+        public var combined: [UInt8] { nonce + ciphertext + tag }
+    }
+
+    /// Encrypts and authenticates `plaintext`, and authenticates `aad`; a random nonce is drawn when none is given.
+    public static func seal(
+        _ plaintext: some ContiguousBytes, key: some ContiguousBytes, nonce: [UInt8]? = nil,
+        authenticating aad: some ContiguousBytes = [UInt8]()
+    ) throws -> SealedBox {
+        let nonce = nonce ?? SecureRandom.bytes(count: nonceByteCount)
+        var tag = [UInt8](repeating: 0, count: tagByteCount)
+        let ciphertext = try run(isEncrypting: true, key: key, nonce: nonce, aad: aad, input: plaintext) { context in
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(tagByteCount), &tag) == 1
+        }
+        return try SealedBox(nonce: nonce, ciphertext: ciphertext, tag: tag)
+    }
+
+    /// Checks and decrypts `box`; throws ``CryptoError/authenticationFailed`` if anything was altered.
+    public static func open(
+        _ box: SealedBox, key: some ContiguousBytes, authenticating aad: some ContiguousBytes = [UInt8]()
+    ) throws -> [UInt8] {
+        var tag = box.tag
+        return try run(isEncrypting: false, key: key, nonce: box.nonce, aad: aad, input: box.ciphertext) { context in
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(tagByteCount), &tag) == 1
+        }
+    }
+
+    /// One pass of GCM; `tagStep` sets the expected tag before the final step (decrypt) or reads it after (encrypt).
+    private static func run(
+        isEncrypting: Bool, key: some ContiguousBytes, nonce: [UInt8], aad: some ContiguousBytes,
+        input: some ContiguousBytes, tagStep: (OpaquePointer) -> Bool
+    ) throws -> [UInt8] {
+        guard nonce.count == nonceByteCount else { throw CryptoError.invalidInput.with(detail: "nonce must be 12 bytes") }
+        guard let context = EVP_CIPHER_CTX_new() else { throw OpenSSL.failure(.operationFailed, "EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        let mode: Int32 = isEncrypting ? 1 : 0
+        try key.withUnsafeBytes { keyBytes in
+            guard keyBytes.count == keyByteCount else { throw CryptoError.invalidInput.with(detail: "key must be 32 bytes") }
+            guard EVP_CipherInit_ex2(context, OpenSSL.aes256GCM, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                                     nonce, mode, nil) == 1 else {
+                throw OpenSSL.failure(.operationFailed, "EVP_CipherInit_ex2")
+            }
+        }
+        var length: Int32 = 0
+        // With a NULL output buffer, EVP_CipherUpdate feeds additional authenticated data.
+        try aad.withUnsafeBytes { aadBytes in
+            guard let base = aadBytes.baseAddress, aadBytes.count > 0 else { return }
+            guard aadBytes.count < Int32.max,
+                  EVP_CipherUpdate(context, nil, &length, base.assumingMemoryBound(to: UInt8.self), Int32(aadBytes.count)) == 1 else {
+                throw OpenSSL.failure(.operationFailed, "EVP_CipherUpdate(aad)")
+            }
+        }
+        var output = try input.withUnsafeBytes { inputBytes -> [UInt8] in
+            guard inputBytes.count < Int32.max else { throw CryptoError.invalidInput.with(detail: "input too large") }
+            var output = [UInt8](repeating: 0, count: inputBytes.count + tagByteCount)
+            if let base = inputBytes.baseAddress, inputBytes.count > 0 {
+                guard EVP_CipherUpdate(context, &output, &length, base.assumingMemoryBound(to: UInt8.self),
+                                       Int32(inputBytes.count)) == 1 else {
+                    throw OpenSSL.failure(.operationFailed, "EVP_CipherUpdate")
+                }
+            }
+            return output
+        }
+        let produced = Int(length)
+        if !isEncrypting {
+            guard tagStep(context) else { throw OpenSSL.failure(.operationFailed, "EVP_CTRL_AEAD_SET_TAG") }
+        }
+        var finalLength: Int32 = 0
+        let finalStatus = output.withUnsafeMutableBufferPointer { buffer in
+            EVP_CipherFinal_ex(context, buffer.baseAddress! + produced, &finalLength)
+        }
+        guard finalStatus == 1 else {
+            // Do not hand out unauthenticated plaintext.
+            output.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+            if isEncrypting { throw OpenSSL.failure(.operationFailed, "EVP_CipherFinal_ex") }
+            OpenSSL.clearErrors()
+            throw CryptoError.authenticationFailed
+        }
+        if isEncrypting {
+            guard tagStep(context) else { throw OpenSSL.failure(.operationFailed, "EVP_CTRL_AEAD_GET_TAG") }
+        }
+        output.removeSubrange((produced + Int(finalLength))...)
+        return output
+    }
+}

@@ -1,0 +1,45 @@
+import Testing
+import TetherCrypto
+
+@Suite("AES-256-GCM")
+struct AESGCMTests {
+    let key = SecureRandom.bytes(count: 32)
+
+    @Test("Seal matches the GCM specification's AES-256 test cases 13 and 14", arguments: [
+        ("", "", "530f8afbc74536b9a963b4f1c4cb738b"),
+        ("00000000000000000000000000000000", "cea7403d4d606b6e074ec5d3baf39d18", "d0d1c8a799996bf0265b98b5d48ab919"),
+    ])
+    func sealMatchesSpecificationVector(plaintext: String, ciphertext: String, tag: String) throws {
+        let box = try AESGCM.seal([UInt8](hex: plaintext), key: [UInt8](repeating: 0, count: 32),
+                                  nonce: [UInt8](repeating: 0, count: 12))
+        #expect(box.ciphertext.hex == ciphertext)
+        #expect(box.tag.hex == tag)
+        #expect(try AESGCM.open(box, key: [UInt8](repeating: 0, count: 32)).hex == plaintext)
+    }
+
+    @Test func sealedBoxOpensWithTheSameKeyAndAAD() throws {
+        let message = Array("personal data".utf8)
+        let aad = Array("user-42".utf8)
+        let box = try AESGCM.seal(message, key: key, authenticating: aad)
+        #expect(box.nonce.count == 12 && box.tag.count == 16)
+        #expect(try AESGCM.open(AESGCM.SealedBox(combined: box.combined), key: key, authenticating: aad) == message)
+    }
+
+    @Test func tamperedCiphertextTagOrAADFailsAuthentication() throws {
+        let box = try AESGCM.seal(Array("secret".utf8), key: key, authenticating: Array("a".utf8))
+        var flipped = box
+        flipped.ciphertext[0] ^= 1
+        var badTag = box
+        badTag.tag[15] ^= 1
+        #expect(throws: CryptoError.authenticationFailed) { try AESGCM.open(flipped, key: key, authenticating: Array("a".utf8)) }
+        #expect(throws: CryptoError.authenticationFailed) { try AESGCM.open(badTag, key: key, authenticating: Array("a".utf8)) }
+        #expect(throws: CryptoError.authenticationFailed) { try AESGCM.open(box, key: key, authenticating: Array("b".utf8)) }
+        #expect(throws: CryptoError.authenticationFailed) { try AESGCM.open(box, key: SecureRandom.bytes(count: 32), authenticating: Array("a".utf8)) }
+    }
+
+    @Test func wrongKeyOrNonceSizeIsRejected() {
+        #expect(throws: CryptoError.invalidInput) { try AESGCM.seal([UInt8](), key: [UInt8](repeating: 0, count: 16)) }
+        #expect(throws: CryptoError.invalidInput) { try AESGCM.seal([UInt8](), key: key, nonce: [UInt8](repeating: 0, count: 8)) }
+        #expect(throws: CryptoError.invalidInput) { try AESGCM.SealedBox(combined: [UInt8](repeating: 0, count: 27)) }
+    }
+}

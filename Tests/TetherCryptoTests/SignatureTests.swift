@@ -1,0 +1,94 @@
+import Testing
+import TetherCrypto
+
+@Suite("Signing and verification")
+struct SignatureTests {
+    static let algorithms: [SignatureAlgorithm] = [
+        .rsaPKCS1v15(.sha256), .rsaPKCS1v15(.sha384), .rsaPKCS1v15(.sha512),
+        .rsaPSS(.sha256), .rsaPSS(.sha384), .rsaPSS(.sha512), .ecdsaP256SHA256, .ed25519,
+    ]
+    static let keys: [KeyType: PrivateKey] = {
+        Dictionary(uniqueKeysWithValues: KeyType.allCases.map { ($0, try! PrivateKey.generate($0)) })
+    }()
+
+    @Test(arguments: algorithms)
+    func signatureVerifiesAndFailsWhenAnythingChanges(algorithm: SignatureAlgorithm) throws {
+        let key = Self.keys[algorithm.keyType]!
+        let message = Array("tether".utf8)
+        let signature = try key.signature(for: message, algorithm: algorithm)
+        #expect(key.publicKey.isValidSignature(signature, for: message, algorithm: algorithm))
+        // Reuse of pooled verification contexts must give the same answer.
+        #expect(key.publicKey.isValidSignature(signature, for: message, algorithm: algorithm))
+        #expect(!key.publicKey.isValidSignature(signature, for: message + [0], algorithm: algorithm))
+        var flipped = signature
+        flipped[flipped.count / 2] ^= 0x01
+        #expect(!key.publicKey.isValidSignature(flipped, for: message, algorithm: algorithm))
+        #expect(!key.publicKey.isValidSignature(signature.dropLast(), for: message, algorithm: algorithm))
+        #expect(!key.publicKey.isValidSignature([UInt8](), for: message, algorithm: algorithm))
+        let otherKey = try PrivateKey.generate(algorithm.keyType)
+        #expect(!otherKey.publicKey.isValidSignature(signature, for: message, algorithm: algorithm))
+    }
+
+    @Test func emptyMessageCanBeSignedAndVerified() throws {
+        for algorithm in Self.algorithms {
+            let key = Self.keys[algorithm.keyType]!
+            let signature = try key.signature(for: [UInt8](), algorithm: algorithm)
+            #expect(key.publicKey.isValidSignature(signature, for: [UInt8](), algorithm: algorithm))
+        }
+    }
+
+    @Test func ecdsaSignatureIsRawRAndSAndVerifiesOnlyInTheRightForm() throws {
+        let key = Self.keys[.ecP256]!
+        let message = Array("raw".utf8)
+        let signature = try key.signature(for: message, algorithm: .ecdsaP256SHA256)
+        #expect(signature.count == 64)
+        // The raw form is not DER; a DER verifier must refuse it.
+        #expect(!key.publicKey.isValidECDSASignature(der: signature, for: message))
+    }
+
+    @Test func pkcs1SignatureDoesNotVerifyAsPSSOrWithAnotherHash() throws {
+        let key = Self.keys[.rsa]!
+        let message = Array("m".utf8)
+        let signature = try key.signature(for: message, algorithm: .rsaPKCS1v15(.sha256))
+        #expect(!key.publicKey.isValidSignature(signature, for: message, algorithm: .rsaPSS(.sha256)))
+        #expect(!key.publicKey.isValidSignature(signature, for: message, algorithm: .rsaPKCS1v15(.sha512)))
+    }
+
+    @Test func keyOfTheWrongTypeNeverVerifiesOrSigns() throws {
+        let message = Array("m".utf8)
+        let ecSignature = try Self.keys[.ecP256]!.signature(for: message, algorithm: .ecdsaP256SHA256)
+        #expect(!Self.keys[.rsa]!.publicKey.isValidSignature(ecSignature, for: message, algorithm: .ecdsaP256SHA256))
+        #expect(!Self.keys[.ed25519]!.publicKey.isValidSignature(ecSignature, for: message, algorithm: .ed25519))
+        #expect(throws: CryptoError.invalidKey) { try Self.keys[.rsa]!.signature(for: message, algorithm: .ed25519) }
+        #expect(throws: CryptoError.invalidKey) { try Self.keys[.rsa]!.signature(for: message, algorithm: .rsaPKCS1v15(.sha1)) }
+    }
+
+    @Test func ed25519SignatureMatchesRFC8037Example() throws {
+        // RFC 8037 Appendix A.1 key and A.4 JWS signing input; Ed25519 is deterministic.
+        let d = [UInt8](hex: "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+        let x = [UInt8](hex: "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+        let key = try PrivateKey(components: .ed25519(x: x, d: d))
+        let signature = try key.signature(for: Array("eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc".utf8),
+                                          algorithm: .ed25519)
+        #expect(signature.hex == "860c98d2297f3060a33f42739672d61b53cf3adefed3d3c672f320dc021b411e9d59b8628dc351e248b88b29468e0e41855b0fb7d83bb15be902bfccb8cd0a02")
+    }
+
+    @Test func concurrentVerificationsOnOneKeyAllSucceed() async throws {
+        let key = Self.keys[.rsa]!
+        let message = Array("shared".utf8)
+        let signature = try key.signature(for: message, algorithm: .rsaPKCS1v15(.sha256))
+        let publicKey = key.publicKey
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    // Every fourth task presents a bad signature, so failed contexts are discarded mid-stream.
+                    var candidate = signature
+                    if index % 4 == 0 { candidate[0] ^= 1 }
+                    return publicKey.isValidSignature(candidate, for: message, algorithm: .rsaPKCS1v15(.sha256)) == (index % 4 != 0)
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        #expect(results.count == 64 && results.allSatisfy { $0 })
+    }
+}
