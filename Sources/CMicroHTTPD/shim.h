@@ -4,4 +4,46 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
+
+/* Swift does not import C variadic functions, so every variadic libmicrohttpd
+   entry point that TetherHTTP needs is wrapped here with a fixed signature. */
+
+/* The URI log callback's return value becomes the request's initial `*con_cls`,
+   which is how TetherHTTP sees the raw request target before it is unescaped. */
+typedef void *(*CMicroHTTPD_URILogCallback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
+/* Starts a daemon bound to `address` with exactly the options TetherHTTP uses.
+   A `thread_pool_size` below 2 means one internal polling thread. */
+static inline struct MHD_Daemon *
+CMicroHTTPD_start_daemon(unsigned int flags,
+                         const struct sockaddr *address,
+                         unsigned int thread_pool_size,
+                         unsigned int connection_timeout_seconds,
+                         MHD_AccessHandlerCallback handler, void *handler_cls,
+                         MHD_RequestCompletedCallback completed, void *completed_cls,
+                         CMicroHTTPD_URILogCallback uri_log, void *uri_log_cls,
+                         MHD_LogCallback logger, void *logger_cls)
+{
+    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_SOCK_ADDR, address,
+                            MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size < 2 ? 0u : thread_pool_size,
+                            MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
+                            MHD_OPTION_END);
+}
+
+static inline const union MHD_DaemonInfo *
+CMicroHTTPD_get_daemon_info(struct MHD_Daemon *daemon, enum MHD_DaemonInfoType type)
+{
+    return MHD_get_daemon_info(daemon, type);
+}
+
+static inline const union MHD_ConnectionInfo *
+CMicroHTTPD_get_connection_info(struct MHD_Connection *connection, enum MHD_ConnectionInfoType type)
+{
+    return MHD_get_connection_info(connection, type);
+}
+
 #endif

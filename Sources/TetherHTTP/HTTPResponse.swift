@@ -1,0 +1,67 @@
+import Foundation
+
+/// A complete HTTP response: status, headers and body.
+///
+/// `Content-Length` is computed by the server from `body`; a
+/// `Content-Length` header set here is ignored.
+public struct HTTPResponse: Sendable, Equatable {
+    /// The status code, 100 to 599.
+    public var status: Int
+    /// The response headers.
+    public var headers: HTTPHeaders
+    /// The body bytes.
+    public var body: [UInt8]
+
+    /// Creates a response from its parts.
+    public init(status: Int = 200, headers: HTTPHeaders = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response; keys are sorted so that equal values give equal bytes.
+    ///
+    /// - Throws: `EncodingError` when `value` cannot be encoded (a non-finite
+    ///   double, for example); the server answers that with a 500.
+    public static func json<T: Encodable>(
+        _ value: T,
+        status: Int = 200,
+        headers: HTTPHeaders = [:],
+        encoder: JSONEncoder? = nil
+    ) throws -> HTTPResponse {
+        let body = try (encoder ?? JSONCoding.encoder).encode(value)
+        return HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: Array(body))
+    }
+
+    /// A `text/plain; charset=utf-8` response.
+    public static func text(_ text: String, status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: headers.setting(contentType: "text/plain; charset=utf-8"), body: Array(text.utf8))
+    }
+
+    /// A `text/html; charset=utf-8` response.
+    public static func html(_ html: String, status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: headers.setting(contentType: "text/html; charset=utf-8"), body: Array(html.utf8))
+    }
+
+    /// A 204 response without a body.
+    public static func noContent(headers: HTTPHeaders = [:]) -> HTTPResponse {
+        HTTPResponse(status: 204, headers: headers)
+    }
+
+    /// The body decoded as UTF-8, with invalid sequences replaced.
+    public var bodyText: String {
+        String(decoding: body, as: UTF8.self)
+    }
+}
+
+extension HTTPHeaders {
+    /// Sets `Content-Type` unless the caller already chose one.
+    fileprivate func setting(contentType: String) -> HTTPHeaders {
+        guard !contains("Content-Type") else { return self }
+        var headers = self
+        headers.add(name: "Content-Type", value: contentType)
+        return headers
+    }
+}

@@ -1,0 +1,66 @@
+extension HTTPServer {
+    /// How the server listens, how long it waits and where it logs.
+    public struct Configuration: Sendable {
+        /// The IP address to bind: IPv4 (`127.0.0.1`, `0.0.0.0`), IPv6 (`::1`, `::`), or `localhost`.
+        public var host: String
+        /// The TCP port; 0 picks any free port (read it back from ``HTTPServer/boundPort``).
+        public var port: Int
+        /// The largest request body accepted; larger ones are answered 413 `payload_too_large`.
+        public var maxBodyBytes: Int
+        /// How long a handler may take before the server answers 503 `deadline_exceeded` itself.
+        public var requestTimeout: Duration
+        /// How long a connection may stay idle (between keep-alive requests, or mid-request) before it is closed.
+        public var connectionTimeout: Duration
+        /// The number of libmicrohttpd polling threads; handlers run on the Swift concurrency pool, not on these.
+        public var threadCount: Int
+        /// How long ``HTTPServer/shutdown()`` waits for in-flight requests before answering them 503.
+        public var shutdownGracePeriod: Duration
+        /// Where request and server log lines go.
+        public var log: LogSink
+
+        /// Creates a configuration; every default suits a local development server.
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 8080,
+            maxBodyBytes: Int = 1 << 20,
+            requestTimeout: Duration = .seconds(30),
+            connectionTimeout: Duration = .seconds(60),
+            threadCount: Int = 2,
+            shutdownGracePeriod: Duration = .seconds(20),
+            log: LogSink = .standardError
+        ) {
+            self.host = host
+            self.port = port
+            self.maxBodyBytes = maxBodyBytes
+            self.requestTimeout = requestTimeout
+            self.connectionTimeout = connectionTimeout
+            self.threadCount = threadCount
+            self.shutdownGracePeriod = shutdownGracePeriod
+            self.log = log
+        }
+    }
+}
+
+/// Why the server could not start.
+public struct HTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, naming the address where that matters.
+    public let description: String
+
+    static func cannotListen(host: String, port: Int, reason: String) -> HTTPServerError {
+        HTTPServerError(description: "cannot listen on \(formatAddress(host: host, port: port)): \(reason)")
+    }
+
+    static func invalidHost(_ host: String) -> HTTPServerError {
+        HTTPServerError(description: "cannot listen on '\(host)': the host must be an IPv4 or IPv6 address or localhost")
+    }
+
+    static func invalidPort(_ port: Int) -> HTTPServerError {
+        HTTPServerError(description: "cannot listen on port \(port): a port is 0 to 65535")
+    }
+
+    static let alreadyStarted = HTTPServerError(description: "the server was already started; a server starts once")
+
+    static func formatAddress(host: String, port: Int) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}

@@ -1,0 +1,397 @@
+internal import CMicroHTTPD
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// Every libmicrohttpd callback and call lives in this file.
+//
+// One request goes through the access handler several times (DESIGN.md, appendix):
+//   1. head: read method and headers into a `RequestState` (created earlier by the
+//      URI callback, stored in `*con_cls`) and return YES without answering, because
+//      libmicrohttpd closes keep-alive connections answered in the first call;
+//   2. body chunks: append, set `*upload_data_size = 0`;
+//   3. final call (size 0): suspend the connection and start a task for the handler;
+//   4. after the task resumes the connection: queue the stored response.
+// The completion callback releases the state and writes the access log line.
+
+/// A connection pointer that may cross to the handler task.
+///
+/// Invariant: it is used only for `MHD_resume_connection`, which libmicrohttpd
+/// allows from any thread, and only once (``HTTPServer/PendingResponse`` lets
+/// exactly one caller resume); a suspended connection stays allocated until resumed.
+struct SuspendedConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    func resume() {
+        MHD_resume_connection(pointer)
+    }
+}
+
+/// A running daemon and its listening socket.
+///
+/// Invariant: the daemon is quiesced and stopped only by the shutdown path,
+/// which runs once (``HTTPServer`` hands the handle out of its lifecycle mutex once).
+struct DaemonHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+    let port: Int
+}
+
+/// Per-request state; lives from the request line to the completion callback.
+///
+/// Only the connection's polling thread touches it, so it needs no lock;
+/// the handler task gets an `HTTPRequest` value and a `PendingResponse`, never this.
+final class RequestState {
+    enum Phase {
+        case awaitingHead
+        case receivingBody
+        case dispatched(HTTPServer.PendingResponse)
+        case answered
+    }
+
+    let target: String
+    let startedAt = ContinuousClock.now
+    var phase = Phase.awaitingHead
+    var method: String?
+    var headers = HTTPHeaders()
+    var body: [UInt8] = []
+    var isBodyTooLarge = false
+    var requestID: String?
+    var remoteAddress: String?
+    var status: Int?
+
+    init(target: String) {
+        self.target = target
+    }
+}
+
+// MARK: - C callbacks
+
+private func core(_ closure: UnsafeMutableRawPointer?) -> HTTPServer.Core {
+    Unmanaged<HTTPServer.Core>.fromOpaque(closure!).takeUnretainedValue()
+}
+
+/// Runs at the request line, before libmicrohttpd unescapes the target; its result becomes `*con_cls`.
+private let beginRequest: CMicroHTTPD_URILogCallback = { closure, uri, _ in
+    core(closure).inFlightRequests.add(1, ordering: .relaxed)
+    let state = RequestState(target: uri.map { String(cString: $0) } ?? "/")
+    return Unmanaged.passRetained(state).toOpaque()
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = {
+    closure, connection, _, method, _, uploadData, uploadDataSize, requestContext in
+    guard let connection, let uploadDataSize, let stateAddress = requestContext?.pointee else { return .NO }
+    let state = Unmanaged<RequestState>.fromOpaque(stateAddress).takeUnretainedValue()
+    return core(closure).handle(state, on: connection, method: method, upload: uploadData, uploadSize: uploadDataSize)
+}
+
+private let completeRequest: MHD_RequestCompletedCallback = { closure, connection, requestContext, termination in
+    guard let requestContext, let stateAddress = requestContext.pointee else { return }
+    requestContext.pointee = nil
+    let state = Unmanaged<RequestState>.fromOpaque(stateAddress).takeRetainedValue()
+    core(closure).complete(state, on: connection, termination: termination)
+}
+
+private let collectHeader: MHD_KeyValueIteratorN = { closure, _, key, keySize, value, valueSize in
+    let state = Unmanaged<RequestState>.fromOpaque(closure!).takeUnretainedValue()
+    state.headers.add(name: string(key, count: keySize), value: string(value, count: valueSize))
+    return .YES
+}
+
+private let logLibraryMessage: MHD_LogCallback = { closure, format, arguments in
+    guard let format, let arguments else { return }
+    var buffer = [CChar](repeating: 0, count: 512)
+    _ = vsnprintf(&buffer, buffer.count, format, arguments)
+    let message = string(nullTerminated: buffer)
+    core(closure).libraryMessage(message.hasSuffix("\n") ? String(message.dropLast()) : message)
+}
+
+private func string(nullTerminated buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+private func string(_ characters: UnsafePointer<CChar>?, count: Int) -> String {
+    guard let characters else { return "" }
+    return String(decoding: UnsafeRawBufferPointer(start: characters, count: count), as: UTF8.self)
+}
+
+// MARK: - Request handling
+
+extension HTTPServer.Core {
+    fileprivate func handle(
+        _ state: RequestState, on connection: OpaquePointer, method: UnsafePointer<CChar>?,
+        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>
+    ) -> MHD_Result {
+        switch state.phase {
+        case .awaitingHead:
+            readHead(of: state, on: connection, method: method)
+            if let declared = state.headers["Content-Length"].flatMap(Int.init), declared > configuration.maxBodyBytes {
+                // Answering before the body is the one early answer allowed: the body will not be read,
+                // so the connection cannot be reused and says so.
+                return queue(Problem.payloadTooLarge(limit: configuration.maxBodyBytes).response(), for: state, on: connection, closing: true)
+            }
+            state.phase = .receivingBody
+            return .YES
+        case .receivingBody:
+            guard uploadSize.pointee == 0 else {
+                append(UnsafeRawBufferPointer(start: upload, count: uploadSize.pointee), to: state)
+                uploadSize.pointee = 0
+                return .YES
+            }
+            if state.isBodyTooLarge {
+                return queue(Problem.payloadTooLarge(limit: configuration.maxBodyBytes).response(), for: state, on: connection)
+            }
+            dispatch(state, on: connection)
+            return .YES
+        case .dispatched(let pending):
+            suspendedConnections.subtract(1, ordering: .relaxed)
+            return queue(pending.takeResponse() ?? Problem.internal.response(), for: state, on: connection)
+        case .answered:
+            uploadSize.pointee = 0
+            return .YES
+        }
+    }
+
+    private func readHead(of state: RequestState, on connection: OpaquePointer, method: UnsafePointer<CChar>?) {
+        state.method = method.map { String(cString: $0) }
+        MHD_get_connection_values_n(connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
+        state.requestID = state.headers["X-Request-Id"].flatMap { RequestIDGenerator.isAcceptable($0) ? $0 : nil } ?? requestIDs.next()
+        state.remoteAddress = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS)?
+            .pointee.client_addr.flatMap(numericHost)
+    }
+
+    private func append(_ chunk: UnsafeRawBufferPointer, to state: RequestState) {
+        guard !state.isBodyTooLarge else { return }
+        guard state.body.count + chunk.count <= configuration.maxBodyBytes else {
+            // A chunked body has no declared length: read it to the end, keep none of it, answer 413 then.
+            state.isBodyTooLarge = true
+            state.body = []
+            return
+        }
+        if state.body.isEmpty, let declared = state.headers["Content-Length"].flatMap(Int.init) {
+            state.body.reserveCapacity(declared)
+        }
+        state.body.append(contentsOf: chunk)
+    }
+
+    /// Suspends the connection and runs the handler on the concurrency pool; the task resumes the connection.
+    private func dispatch(_ state: RequestState, on connection: OpaquePointer) {
+        let deadline = ContinuousClock.now.advanced(by: configuration.requestTimeout)
+        let request = HTTPRequest(
+            method: state.method ?? "GET", target: state.target, headers: state.headers, body: state.body,
+            requestID: state.requestID, remoteAddress: state.remoteAddress, deadline: deadline)
+        state.body = []
+        let pending = HTTPServer.PendingResponse(connection: SuspendedConnection(pointer: connection), deadline: deadline)
+        // Suspend before anyone can resume: the deadline sweep or shutdown may answer as soon as it is registered.
+        MHD_suspend_connection(connection)
+        suspendedConnections.add(1, ordering: .relaxed)
+        state.phase = .dispatched(pending)
+        guard register(pending) else {
+            finish(pending, with: Problem.serviceUnavailable(detail: "The server is shutting down.").response())
+            return
+        }
+        pending.attach(
+            Task {
+                let response = await self.respond(to: request)
+                self.finish(pending, with: response)
+            })
+    }
+
+    private func queue(
+        _ response: HTTPResponse, for state: RequestState, on connection: OpaquePointer, closing: Bool = false
+    ) -> MHD_Result {
+        let response = (100...599).contains(response.status) ? response : invalidStatus(response.status, state)
+        let created = response.body.withUnsafeBytes { body in
+            MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse = created else { return .NO }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers where !name.equalsIgnoringASCIICase("Content-Length") {
+            if MHD_add_response_header(mhdResponse, name, value) == .NO {
+                logEvent(level: "warning", "response header dropped", [("requestId", state.requestID ?? ""), ("header", name)])
+            }
+        }
+        if let requestID = state.requestID {
+            MHD_add_response_header(mhdResponse, "X-Request-Id", requestID)
+        }
+        if closing || isDraining.load(ordering: .relaxed) {
+            MHD_add_response_header(mhdResponse, "Connection", "close")
+        }
+        state.status = response.status
+        state.phase = .answered
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    private func invalidStatus(_ status: Int, _ state: RequestState) -> HTTPResponse {
+        logEvent(level: "error", "handler returned an invalid status", [("requestId", state.requestID ?? ""), ("status", String(status))])
+        return Problem.internal.response()
+    }
+
+    fileprivate func complete(_ state: RequestState, on connection: OpaquePointer?, termination: MHD_RequestTerminationCode) {
+        if case .dispatched = state.phase {
+            // Resumed but closed before the answer was queued (the client went away).
+            suspendedConnections.subtract(1, ordering: .relaxed)
+        }
+        let libraryStatus = connection.flatMap { CMicroHTTPD_get_connection_info($0, .CONNECTION_INFO_HTTP_STATUS) }
+            .map { Int($0.pointee.http_status) }
+        logRequest(
+            requestID: state.requestID ?? requestIDs.next(), method: state.method, target: state.target,
+            status: state.status ?? libraryStatus.flatMap { $0 == 0 ? nil : $0 },
+            duration: state.startedAt.duration(to: .now), remoteAddress: state.remoteAddress,
+            failure: termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : describe(termination))
+        inFlightRequests.subtract(1, ordering: .relaxed)
+    }
+
+    private func describe(_ termination: MHD_RequestTerminationCode) -> String {
+        switch termination {
+        case .REQUEST_TERMINATED_TIMEOUT_REACHED: "connection timed out"
+        case .REQUEST_TERMINATED_DAEMON_SHUTDOWN: "server shut down"
+        case .REQUEST_TERMINATED_READ_ERROR: "read error"
+        case .REQUEST_TERMINATED_CLIENT_ABORT: "client closed the connection"
+        default: "connection error"
+        }
+    }
+}
+
+/// The numeric form of an IPv4 or IPv6 socket address.
+private func numericHost(_ address: UnsafeMutablePointer<sockaddr>) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+    let written: UnsafePointer<CChar>?
+    switch Int32(address.pointee.sa_family) {
+    case AF_INET:
+        written = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { ipv4 in
+            inet_ntop(AF_INET, &ipv4.pointee.sin_addr, &buffer, socklen_t(buffer.count))
+        }
+    case AF_INET6:
+        written = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { ipv6 in
+            inet_ntop(AF_INET6, &ipv6.pointee.sin6_addr, &buffer, socklen_t(buffer.count))
+        }
+    default:
+        return nil
+    }
+    return written == nil ? nil : string(nullTerminated: buffer)
+}
+
+// MARK: - Daemon lifecycle
+
+extension HTTPServer.Core {
+    /// Binds and starts the polling threads; the core must outlive the daemon (the server owns both).
+    func startDaemon() throws -> DaemonHandle {
+        let host = configuration.host, port = configuration.port
+        guard (0...65535).contains(port) else { throw HTTPServerError.invalidPort(port) }
+        guard var address = SocketAddress(host: host, port: UInt16(port)) else { throw HTTPServerError.invalidHost(host) }
+        var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_ITC.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_ERROR_LOG.rawValue
+        #if os(Linux)
+            flags |= MHD_USE_EPOLL.rawValue
+        #else
+            flags |= MHD_USE_AUTO.rawValue
+        #endif
+        if address.isIPv6 {
+            flags |= MHD_USE_IPv6.rawValue
+        }
+        let closure = Unmanaged.passUnretained(self).toOpaque()
+        let idleSeconds = max(1, configuration.connectionTimeout.components.seconds + (configuration.connectionTimeout.components.attoseconds > 0 ? 1 : 0))
+        _ = captureLibraryMessages(true)
+        let daemon = address.withSocketAddress { socketAddress in
+            CMicroHTTPD_start_daemon(
+                flags, socketAddress, UInt32(clamping: configuration.threadCount), UInt32(clamping: idleSeconds),
+                accessHandler, closure, completeRequest, closure, beginRequest, closure, logLibraryMessage, closure)
+        }
+        let messages = captureLibraryMessages(false)
+        guard let daemon else {
+            throw HTTPServerError.cannotListen(
+                host: host, port: port, reason: messages.isEmpty ? "libmicrohttpd could not start" : messages.joined(separator: "; "))
+        }
+        let boundPort = CMicroHTTPD_get_daemon_info(daemon, .DAEMON_INFO_BIND_PORT).map { Int($0.pointee.port) } ?? port
+        return DaemonHandle(pointer: daemon, port: boundPort)
+    }
+
+    /// Stops accepting: new connections are refused at once, open ones keep being served.
+    func stopAccepting(_ daemon: DaemonHandle) -> Int32? {
+        let listenSocket = MHD_quiesce_daemon(daemon.pointer)
+        guard listenSocket >= 0 else { return nil }
+        // libmicrohttpd's threads may still hold the descriptor until MHD_stop_daemon, so it is
+        // shut down (which makes Linux refuse new connections) and closed only after the stop.
+        _ = shutdown(listenSocket, Int32(SHUT_RDWR))
+        return listenSocket
+    }
+
+    /// Answers what is still waiting, waits for those answers to be queued, then stops the daemon.
+    ///
+    /// libmicrohttpd aborts the process when stopped with a suspended connection,
+    /// so if a resumed connection is not processed within a few seconds the daemon is left running.
+    func stopDaemon(_ daemon: DaemonHandle, listenSocket: Int32?) async {
+        isDraining.store(true, ordering: .relaxed)
+        let stragglers = answerStragglers()
+        if stragglers > 0 {
+            logEvent(level: "warning", "answered unfinished requests 503 at shutdown", [("count", String(stragglers))])
+        }
+        // Resumed connections must be processed before the stop (libmicrohttpd requires it), and
+        // the answers just queued should reach the wire: wait for suspended connections to be
+        // gone, and briefly for in-flight requests, of which some may be stuck uploading.
+        let start = ContinuousClock.now
+        while start.duration(to: .now) < .seconds(5) {
+            let isSettled =
+                inFlightRequests.load(ordering: .relaxed) == 0 || start.duration(to: .now) > .seconds(1)
+            if suspendedConnections.load(ordering: .relaxed) == 0 && isSettled {
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        guard suspendedConnections.load(ordering: .relaxed) == 0 else {
+            logEvent(level: "error", "libmicrohttpd left running: connections still suspended")
+            return
+        }
+        MHD_stop_daemon(daemon.pointer)
+        if let listenSocket {
+            close(listenSocket)
+        }
+    }
+}
+
+/// An IPv4 or IPv6 socket address parsed from a numeric host.
+private struct SocketAddress {
+    private var storage = sockaddr_storage()
+    let isIPv6: Bool
+
+    init?(host: String, port: UInt16) {
+        let numericHost = host == "localhost" ? "127.0.0.1" : host.trimmingBrackets
+        var ipv4 = sockaddr_in()
+        var ipv6 = sockaddr_in6()
+        if inet_pton(AF_INET, numericHost, &ipv4.sin_addr) == 1 {
+            ipv4.sin_family = sa_family_t(AF_INET)
+            ipv4.sin_port = port.bigEndian
+            isIPv6 = false
+            store(ipv4)
+        } else if inet_pton(AF_INET6, numericHost, &ipv6.sin6_addr) == 1 {
+            ipv6.sin6_family = sa_family_t(AF_INET6)
+            ipv6.sin6_port = port.bigEndian
+            isIPv6 = true
+            store(ipv6)
+        } else {
+            return nil
+        }
+    }
+
+    private mutating func store<Address>(_ address: Address) {
+        withUnsafeBytes(of: address) { source in
+            withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: source) }
+        }
+    }
+
+    mutating func withSocketAddress<Result>(_ body: (UnsafePointer<sockaddr>) -> Result) -> Result {
+        withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1, body)
+        }
+    }
+}
+
+extension String {
+    /// `::1` from `[::1]`, as hosts are often written in URLs.
+    fileprivate var trimmingBrackets: String {
+        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
+    }
+}

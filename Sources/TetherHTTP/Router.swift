@@ -1,0 +1,175 @@
+/// Maps a method and a path to a handler, with `{name}` path parameters.
+///
+/// Patterns are paths whose segments are literals or `{name}` parameters
+/// (`/v1/users/{id}/history`). A literal segment beats a parameter at the
+/// same position, empty segments (a trailing slash, `//`) are ignored, and
+/// `HEAD` falls back to the `GET` handler. A path that matches no pattern is
+/// 404; a path that matches only under other methods is 405 with `Allow`.
+public struct Router: Sendable {
+    /// How a request resolved against the route table.
+    public enum Resolution: Sendable {
+        /// A handler answers this method and path; `pattern` is the route as registered.
+        case matched(handler: HTTPHandler, pattern: String, pathParameters: [String: String])
+        /// The path exists, but only for `allowed` methods.
+        case methodNotAllowed(allowed: [String])
+        /// No route matches the path.
+        case notFound
+    }
+
+    private struct Route: Sendable {
+        let method: String
+        let pattern: String
+        let handler: HTTPHandler
+    }
+
+    private struct Endpoint: Sendable {
+        let route: Route
+        let parameterNames: [String]
+    }
+
+    /// A trie node; children are indices into `nodes`, which keeps `Router` a plain value.
+    private struct Node: Sendable {
+        var literals: [String: Int] = [:]
+        var parameter: Int?
+        var endpoints: [String: Endpoint] = [:]
+    }
+
+    private var nodes = [Node()]
+    private var registered: [Route] = []
+
+    /// Creates an empty router.
+    public init() {}
+
+    /// The registered routes, in registration order.
+    public var routes: [(method: String, pattern: String)] {
+        registered.map { ($0.method, $0.pattern) }
+    }
+
+    /// Registers `handler` for `method` and `pattern`.
+    ///
+    /// Registering the same method and pattern twice, or a pattern that
+    /// repeats a parameter name, is a programming error and traps.
+    public mutating func add(_ method: String, _ pattern: String, _ handler: @escaping HTTPHandler) {
+        let route = Route(method: method.uppercased(), pattern: pattern, handler: handler)
+        var node = 0
+        var parameterNames: [String] = []
+        for segment in pattern.split(separator: "/") {
+            if segment.count > 2, segment.hasPrefix("{"), segment.hasSuffix("}") {
+                parameterNames.append(String(segment.dropFirst().dropLast()))
+                node = child(of: node, at: \.parameter)
+            } else {
+                node = child(of: node, at: \.literals[String(segment)])
+            }
+        }
+        precondition(Set(parameterNames).count == parameterNames.count, "\(pattern) repeats a parameter name")
+        precondition(nodes[node].endpoints[route.method] == nil, "\(route.method) \(pattern) is registered twice")
+        nodes[node].endpoints[route.method] = Endpoint(route: route, parameterNames: parameterNames)
+        registered.append(route)
+    }
+
+    /// Registers a `GET` handler.
+    public mutating func get(_ pattern: String, _ handler: @escaping HTTPHandler) {
+        add("GET", pattern, handler)
+    }
+
+    /// Registers a `POST` handler.
+    public mutating func post(_ pattern: String, _ handler: @escaping HTTPHandler) {
+        add("POST", pattern, handler)
+    }
+
+    /// Registers a `PUT` handler.
+    public mutating func put(_ pattern: String, _ handler: @escaping HTTPHandler) {
+        add("PUT", pattern, handler)
+    }
+
+    /// Registers a `PATCH` handler.
+    public mutating func patch(_ pattern: String, _ handler: @escaping HTTPHandler) {
+        add("PATCH", pattern, handler)
+    }
+
+    /// Registers a `DELETE` handler.
+    public mutating func delete(_ pattern: String, _ handler: @escaping HTTPHandler) {
+        add("DELETE", pattern, handler)
+    }
+
+    /// Registers every route of `other` under `prefix` (`"/parse"`, or `""` to merge).
+    public mutating func mount(_ prefix: String, _ other: Router) {
+        let base = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
+        for route in other.registered {
+            add(route.method, base + (route.pattern.hasPrefix("/") ? "" : "/") + route.pattern, route.handler)
+        }
+    }
+
+    /// Resolves `request` by its method and its decoded path segments.
+    public func route(_ request: HTTPRequest) -> Resolution {
+        var captured: [String] = []
+        var allowed: Set<String> = []
+        let segments = request.pathSegments
+        guard let endpoint = search(node: 0, segments: segments[...], method: request.method, captured: &captured, allowed: &allowed)
+        else {
+            guard !allowed.isEmpty else { return .notFound }
+            if allowed.contains("GET") {
+                allowed.insert("HEAD")
+            }
+            return .methodNotAllowed(allowed: allowed.sorted())
+        }
+        let parameters = Dictionary(
+            zip(endpoint.parameterNames, captured).map { ($0, $1) }, uniquingKeysWith: { first, _ in first })
+        return .matched(handler: endpoint.route.handler, pattern: endpoint.route.pattern, pathParameters: parameters)
+    }
+
+    /// Routes `request` and runs the handler with `pathParameters` filled in.
+    ///
+    /// - Throws: ``Problem/notFound(detail:)`` or ``Problem/methodNotAllowed(allowed:)``
+    ///   when no handler matches, and whatever the handler throws.
+    public func respond(to request: HTTPRequest) async throws -> HTTPResponse {
+        switch route(request) {
+        case .matched(let handler, _, let parameters):
+            var request = request
+            request.pathParameters = parameters
+            return try await handler(request)
+        case .methodNotAllowed(let allowed):
+            throw Problem.methodNotAllowed(allowed: allowed)
+        case .notFound:
+            throw Problem.notFound(detail: "Nothing answers at \(request.path).")
+        }
+    }
+
+    /// The child of `parent` found through `link`, created when missing.
+    private mutating func child(of parent: Int, at link: WritableKeyPath<Node, Int?>) -> Int {
+        if let existing = nodes[parent][keyPath: link] {
+            return existing
+        }
+        nodes.append(Node())
+        nodes[parent][keyPath: link] = nodes.count - 1
+        return nodes.count - 1
+    }
+
+    /// Depth-first, literal child before parameter child, so literals win but a parameter still matches when the literal branch has no handler for the method.
+    private func search(
+        node: Int, segments: ArraySlice<String>, method: String, captured: inout [String], allowed: inout Set<String>
+    ) -> Endpoint? {
+        guard let segment = segments.first else {
+            let endpoints = nodes[node].endpoints
+            if let endpoint = endpoints[method] ?? (method == "HEAD" ? endpoints["GET"] : nil) {
+                return endpoint
+            }
+            allowed.formUnion(endpoints.keys)
+            return nil
+        }
+        let rest = segments.dropFirst()
+        if let literal = nodes[node].literals[segment],
+            let found = search(node: literal, segments: rest, method: method, captured: &captured, allowed: &allowed)
+        {
+            return found
+        }
+        if let parameter = nodes[node].parameter {
+            captured.append(segment)
+            if let found = search(node: parameter, segments: rest, method: method, captured: &captured, allowed: &allowed) {
+                return found
+            }
+            captured.removeLast()
+        }
+        return nil
+    }
+}

@@ -1,0 +1,363 @@
+import Dispatch
+import Foundation
+import Testing
+import TetherHTTP
+import TetherTesting
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A domain error from another module, mapped to a problem once.
+private struct AccountLocked: ProblemConvertible {
+    var problem: Problem {
+        Problem(status: 423, code: "account_locked", title: "Account locked", detail: "Too many attempts.")
+    }
+}
+
+private struct DatabaseExploded: Error, CustomStringConvertible {
+    var description: String { "connection to 10.0.0.5 lost: password=hunter2" }
+}
+
+private struct Greeting: Codable, Equatable {
+    var name: String
+    var times: Int
+}
+
+private func echoRouter() -> Router {
+    var router = Router()
+    router.get("/ok") { _ in .text("ok") }
+    router.get("/items") { _ in try .json(["items": [String]()]) }
+    router.post("/items") { request in try .json(["received": request.body.count], status: 201) }
+    router.post("/echo") { request in HTTPResponse(status: 200, headers: ["Content-Type": "application/octet-stream"], body: request.body) }
+    router.post("/greetings") { request in
+        let greeting = try request.decodeJSON(Greeting.self)
+        return try .json(greeting)
+    }
+    router.get("/users/{id}/history") { request in
+        try .json([
+            "id": request.pathParameters["id"] ?? "",
+            "limit": request.query["limit"] ?? "",
+            "tags": request.queryItems.filter { $0.name == "tag" }.map(\.value).joined(separator: ","),
+            "requestId": request.requestID,
+        ])
+    }
+    router.get("/locked") { _ in throw AccountLocked() }
+    router.get("/explode") { _ in throw DatabaseExploded() }
+    return router
+}
+
+@Suite("HTTPServer over a real socket")
+struct HTTPServerTests {
+    @Test func keepAliveConnectionServesManySequentialRequests() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            for index in 0..<200 {
+                let response =
+                    index.isMultiple(of: 2)
+                    ? try await client.get("/ok")
+                    : try await client.post("/items", body: Array("payload \(index)".utf8))
+                #expect(response.status == (index.isMultiple(of: 2) ? 200 : 201))
+                #expect(!response.isConnectionClosed)
+            }
+            #expect(client.connectionsOpened == 1)
+            #expect(client.isConnected)
+        }
+    }
+
+    @Test func parallelClientsAreAllAnswered() async throws {
+        try await withServer(echoRouter()) { server, _, _ in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        let client = HTTPTestClient(port: server.boundPort)
+                        var answered = 0
+                        for index in 0..<50 {
+                            let body = Array("client payload \(index)".utf8)
+                            let response = try await client.post("/echo", body: body)
+                            if response.status == 200 && response.body == body { answered += 1 }
+                        }
+                        return answered
+                    }
+                }
+                var total = 0
+                for try await answered in group { total += answered }
+                #expect(total == 400)
+            }
+        }
+    }
+
+    @Test func bodyUpToTheLimitArrivesIntact() async throws {
+        try await withServer(echoRouter()) { server, client, _ in
+            let body = (0..<server.configuration.maxBodyBytes).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let response = try await client.post("/echo", body: body)
+            #expect(response.status == 200)
+            #expect(response.body == body)
+        }
+    }
+
+    @Test func declaredBodyOverTheLimitIsRefusedBeforeItIsSent() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            try await client.sendRaw(Array("POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 2000000\r\n\r\n".utf8))
+            let response = try await client.readResponse(method: "POST")
+            #expect(response.status == 413)
+            #expect(response.headers["Content-Type"] == "application/problem+json")
+            #expect(response.problemCode == "payload_too_large")
+            #expect(response.isConnectionClosed)
+        }
+    }
+
+    @Test func chunkedBodyOverTheLimitIsAnswered413AndTheConnectionStaysUsable() async throws {
+        try await withServer(echoRouter(), configure: { $0.maxBodyBytes = 1024 }) { _, client, _ in
+            let chunk = [UInt8](repeating: 0x61, count: 600)
+            let refused = try await client.sendChunked("POST", "/echo", chunks: [chunk, chunk, chunk])
+            #expect(refused.status == 413)
+            #expect(refused.problemCode == "payload_too_large")
+            let accepted = try await client.sendChunked("POST", "/echo", chunks: [chunk, Array(chunk[..<424])])
+            #expect(accepted.status == 200)
+            #expect(accepted.body.count == 1024)
+            #expect(client.connectionsOpened == 1)
+        }
+    }
+
+    @Test func malformedJSONIsAnswered400InvalidRequest() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.post("/greetings", headers: ["Content-Type": "application/json"], body: Array("{\"name\": ".utf8))
+            #expect(response.status == 400)
+            #expect(response.headers["Content-Type"] == "application/problem+json")
+            #expect(response.problemCode == "invalid_request")
+            let problem = try response.decodeJSON([String: JSONValue].self)
+            #expect(problem["type"] == "/problems/invalid-request")
+            #expect(problem["status"] == 400)
+        }
+    }
+
+    @Test func wrongJSONShapeNamesTheMember() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.post("/greetings", json: ["name": "Ada"])
+            #expect(response.status == 400)
+            let problem = try response.decodeJSON([String: JSONValue].self)
+            #expect(problem["pointer"] == "/times")
+            #expect(response.bodyText.contains("times"))
+            let valid = try await client.post("/greetings", json: Greeting(name: "Ada", times: 2))
+            #expect(try valid.decodeJSON(Greeting.self) == Greeting(name: "Ada", times: 2))
+        }
+    }
+
+    @Test func unknownPathIsAnswered404Problem() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.get("/nowhere")
+            #expect(response.status == 404)
+            #expect(response.headers["Content-Type"] == "application/problem+json")
+            #expect(response.problemCode == "not_found")
+            #expect(!response.isConnectionClosed)
+        }
+    }
+
+    @Test func knownPathWithAnotherMethodIsAnswered405WithAllow() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.delete("/items")
+            #expect(response.status == 405)
+            #expect(response.headers["Allow"] == "GET, HEAD, POST")
+            #expect(response.problemCode == "method_not_allowed")
+        }
+    }
+
+    @Test func headIsAnsweredByTheGetHandlerWithoutABody() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.send("HEAD", "/ok")
+            #expect(response.status == 200)
+            #expect(response.body.isEmpty)
+            #expect(response.headers["Content-Length"] == "2")
+            #expect(try await client.get("/ok").bodyText == "ok")
+        }
+    }
+
+    @Test func pathParametersAndQueryAreDecoded() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.get("/users/a%2Fb%20c/history/?limit=5&tag=x+y&tag=z%26w&limit=9")
+            #expect(response.status == 200)
+            let body = try response.decodeJSON([String: String].self)
+            #expect(body["id"] == "a/b c")
+            #expect(body["limit"] == "5")
+            #expect(body["tags"] == "x y,z&w")
+        }
+    }
+
+    @Test func saneClientRequestIDIsEchoedAndInsaneOneReplaced() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let echoed = try await client.get("/users/1/history", headers: ["X-Request-Id": "trace-42"])
+            #expect(echoed.headers["X-Request-Id"] == "trace-42")
+            #expect(try echoed.decodeJSON([String: String].self)["requestId"] == "trace-42")
+
+            let tooLong = String(repeating: "x", count: 129)
+            let replaced = try await client.get("/ok", headers: ["X-Request-Id": tooLong])
+            let generated = try #require(replaced.headers["X-Request-Id"])
+            #expect(generated != tooLong && !generated.isEmpty)
+
+            let other = try await client.get("/ok")
+            #expect(other.headers["X-Request-Id"] != generated)
+        }
+    }
+
+    @Test func problemConvertibleErrorsAreAnsweredWithTheirProblem() async throws {
+        try await withServer(echoRouter()) { _, client, _ in
+            let response = try await client.get("/locked")
+            #expect(response.status == 423)
+            #expect(response.problemCode == "account_locked")
+        }
+    }
+
+    @Test func otherErrorsAreAnswered500WithoutDetailsAndLogged() async throws {
+        try await withServer(echoRouter()) { _, client, logs in
+            let response = try await client.get("/explode", headers: ["X-Request-Id": "boom-1"])
+            #expect(response.status == 500)
+            #expect(response.problemCode == "internal")
+            #expect(!response.bodyText.contains("hunter2"))
+            let logged = try await logs.record { $0["level"] as? String == "error" && $0["requestId"] as? String == "boom-1" }
+            #expect((logged?["error"] as? String)?.contains("10.0.0.5") == true)
+        }
+    }
+
+    @Test func eachRequestWritesOneJSONAccessLogLine() async throws {
+        try await withServer(echoRouter()) { _, client, logs in
+            _ = try await client.get("/ok?token=secret", headers: ["X-Request-Id": "log-1"])
+            // A target with a quote and a backslash must still give valid JSON.
+            try await client.sendRaw(Array("GET /odd\"path\\é HTTP/1.1\r\nHost: test\r\nX-Request-Id: log-2\r\n\r\n".utf8))
+            let odd = try await client.readResponse()
+            #expect(odd.status == 404 || odd.status == 400)
+
+            let line = try #require(await logs.record { $0["requestId"] as? String == "log-1" })
+            #expect(line["level"] as? String == "info")
+            #expect(line["msg"] as? String == "request")
+            #expect(line["method"] as? String == "GET")
+            #expect(line["path"] as? String == "/ok")
+            #expect(line["status"] as? Int == 200)
+            #expect(line["remote"] as? String == "127.0.0.1")
+            #expect((line["durationMs"] as? Double).map { $0 >= 0 } == true)
+            let time = try #require(line["time"] as? String)
+            #expect(time.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/) != nil)
+
+            let oddLine = try #require(await logs.record { ($0["path"] as? String)?.hasPrefix("/odd") == true })
+            #expect(oddLine["path"] as? String == "/odd\"path\\é")
+            #expect(try logs.records().filter { $0["requestId"] as? String == "log-1" }.count == 1)
+        }
+    }
+
+    @Test func handlerPastItsDeadlineIsAnswered503Promptly() async throws {
+        var router = Router()
+        router.get("/stuck") { _ in
+            // Ignores cancellation on purpose: the deadline must hold anyway.
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().asyncAfter(deadline: .now() + 5) { continuation.resume() }
+            }
+            return .text("too late")
+        }
+        try await withServer(router, configure: { $0.requestTimeout = .milliseconds(200) }) { _, client, _ in
+            let started = ContinuousClock.now
+            let response = try await client.get("/stuck")
+            let elapsed = started.duration(to: .now)
+            #expect(response.status == 503)
+            #expect(response.problemCode == "deadline_exceeded")
+            #expect(response.headers["Retry-After"] != nil)
+            #expect(elapsed >= .milliseconds(200))
+            #expect(elapsed < .seconds(2))
+        }
+    }
+
+    @Test func handlerPastItsDeadlineIsCancelled() async throws {
+        let cancelled = Checkpoint()
+        var router = Router()
+        router.get("/slow") { _ in
+            do {
+                try await Task.sleep(for: .seconds(5))
+            } catch {
+                cancelled.signal()
+                throw error
+            }
+            return .text("too late")
+        }
+        try await withServer(router, configure: { $0.requestTimeout = .milliseconds(100) }) { _, client, _ in
+            let response = try await client.get("/slow")
+            #expect(response.status == 503)
+            #expect(await cancelled.wait(limit: .seconds(2)))
+        }
+    }
+
+    /// Starts a server whose `/slow` handler sleeps for `handlerTime`, and a request to it that is already in the handler.
+    private func startSlowRequest(
+        handlerTime: Duration, gracePeriod: Duration = .seconds(20)
+    ) async throws -> (HTTPServer, Task<HTTPTestClient.Response, any Error>) {
+        let entered = Checkpoint()
+        var router = Router()
+        router.get("/slow") { _ in
+            entered.signal()
+            try await Task.sleep(for: handlerTime)
+            return .text("finished")
+        }
+        let server = HTTPServer(
+            configuration: .init(port: 0, shutdownGracePeriod: gracePeriod, log: .discarding), router: router)
+        try server.start()
+        let client = HTTPTestClient(port: server.boundPort)
+        let response = Task { try await client.get("/slow") }
+        #expect(await entered.wait())
+        return (server, response)
+    }
+
+    @Test func gracefulShutdownFinishesInFlightRequestsAndRefusesNewConnections() async throws {
+        let (server, slowResponse) = try await startSlowRequest(handlerTime: .milliseconds(800))
+        let port = server.boundPort
+        let stopping = Task { await server.shutdown() }
+        var refusal: HTTPTestClientError?
+        for _ in 0..<100 where refusal == nil {
+            do {
+                try await HTTPTestClient(port: port).connect()
+                try await Task.sleep(for: .milliseconds(5))
+            } catch let error as HTTPTestClientError {
+                refusal = error
+            }
+        }
+        #expect(refusal == .connectFailed(errno: ECONNREFUSED))
+
+        let response = try await slowResponse.value
+        #expect(response.status == 200)
+        #expect(response.bodyText == "finished")
+        #expect(response.isConnectionClosed)
+        await stopping.value
+    }
+
+    @Test func shutdownAnswersRequestsStillRunningAfterTheGracePeriod() async throws {
+        let (server, pending) = try await startSlowRequest(handlerTime: .seconds(30), gracePeriod: .milliseconds(200))
+        let started = ContinuousClock.now
+        await server.shutdown()
+        #expect(started.duration(to: .now) < .seconds(5))
+        let response = try await pending.value
+        #expect(response.status == 503)
+        #expect(response.problemCode == "service_unavailable")
+    }
+
+    @Test func startFailsWithTheAddressWhenThePortIsTaken() async throws {
+        let first = HTTPServer(configuration: .init(port: 0, log: .discarding), router: Router())
+        try first.start()
+        let port = first.boundPort
+        let second = HTTPServer(configuration: .init(port: port, log: .discarding), router: Router())
+        let error = try #require(throws: HTTPServerError.self) { try second.start() }
+        #expect(error.description.contains("127.0.0.1:\(port)"))
+        await first.shutdown()
+        await second.shutdown()
+    }
+
+    @Test func startRejectsAHostThatIsNotAnAddress() {
+        let server = HTTPServer(configuration: .init(host: "example.com", port: 0, log: .discarding), router: Router())
+        #expect(throws: HTTPServerError.self) { try server.start() }
+    }
+
+    @Test func serverListensOnIPv6Loopback() async throws {
+        try await withServer(echoRouter(), configure: { $0.host = "::1" }) { server, _, logs in
+            let client = HTTPTestClient(host: "::1", port: server.boundPort)
+            let response = try await client.get("/ok", headers: ["X-Request-Id": "v6"])
+            #expect(response.status == 200)
+            let line = try await logs.record { $0["requestId"] as? String == "v6" }
+            #expect(line?["remote"] as? String == "::1")
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import Testing
+import TetherHTTP
+
+@Suite("Router")
+struct RouterTests {
+    private func handler(_ name: String) -> HTTPHandler {
+        { request in
+            let parameters = request.pathParameters.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return .text(([name] + parameters).joined(separator: " "))
+        }
+    }
+
+    private func answer(_ router: Router, _ method: String, _ target: String) async throws -> String {
+        try await router.respond(to: HTTPRequest(method: method, target: target)).bodyText
+    }
+
+    @Test func literalSegmentBeatsParameter() async throws {
+        var router = Router()
+        router.get("/v1/users/{id}", handler("byID"))
+        router.get("/v1/users/me", handler("me"))
+        #expect(try await answer(router, "GET", "/v1/users/me") == "me")
+        #expect(try await answer(router, "GET", "/v1/users/42") == "byID id=42")
+    }
+
+    @Test func parameterMatchesWhenTheLiteralBranchLacksTheMethod() async throws {
+        var router = Router()
+        router.get("/v1/users/me", handler("me"))
+        router.delete("/v1/users/{id}", handler("delete"))
+        #expect(try await answer(router, "DELETE", "/v1/users/me") == "delete id=me")
+    }
+
+    @Test func parametersAreCapturedByName() async throws {
+        var router = Router()
+        router.get("/parse/users/{id}/links/{provider}", handler("link"))
+        #expect(try await answer(router, "GET", "/parse/users/u1/links/apple") == "link id=u1 provider=apple")
+    }
+
+    @Test func encodedSlashStaysInsideItsParameter() async throws {
+        var router = Router()
+        router.get("/files/{name}", handler("file"))
+        #expect(try await answer(router, "GET", "/files/a%2Fb") == "file name=a/b")
+    }
+
+    @Test(arguments: ["/v1/health/", "/v1//health", "v1/health", "/v1/health?verbose=1"])
+    func trailingAndRepeatedSlashesAreTolerated(target: String) async throws {
+        var router = Router()
+        router.get("/v1/health", handler("health"))
+        #expect(try await answer(router, "GET", target) == "health")
+    }
+
+    @Test func unknownPathThrowsNotFound() async {
+        var router = Router()
+        router.get("/v1/health", handler("health"))
+        await #expect(throws: Problem.notFound(detail: "Nothing answers at /v1/nope.")) {
+            try await router.respond(to: HTTPRequest(method: "GET", target: "/v1/nope"))
+        }
+    }
+
+    @Test func knownPathWithOtherMethodThrowsMethodNotAllowedListingAllowed() {
+        var router = Router()
+        router.get("/items", handler("list"))
+        router.post("/items", handler("create"))
+        guard case .methodNotAllowed(let allowed) = router.route(HTTPRequest(method: "PUT", target: "/items")) else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == ["GET", "HEAD", "POST"])
+        #expect(Problem.methodNotAllowed(allowed: allowed).headers["Allow"] == "GET, HEAD, POST")
+    }
+
+    @Test func headFallsBackToGet() async throws {
+        var router = Router()
+        router.get("/ok", handler("ok"))
+        #expect(try await answer(router, "HEAD", "/ok") == "ok")
+    }
+
+    @Test func methodsAreMatchedCaseInsensitively() async throws {
+        var router = Router()
+        router.add("post", "/items", handler("create"))
+        #expect(try await answer(router, "POST", "/items") == "create")
+    }
+
+    @Test func mountingAddsRoutesUnderAPrefix() async throws {
+        var parse = Router()
+        parse.get("/users/{id}", handler("parseUser"))
+        parse.post("/login", handler("parseLogin"))
+        var router = Router()
+        router.get("/health", handler("health"))
+        router.mount("/parse/", parse)
+        #expect(try await answer(router, "GET", "/parse/users/7") == "parseUser id=7")
+        #expect(try await answer(router, "POST", "/parse/login") == "parseLogin")
+        #expect(router.routes.map { "\($0.method) \($0.pattern)" } == ["GET /health", "GET /parse/users/{id}", "POST /parse/login"])
+    }
+
+    @Test func matchedResolutionNamesThePattern() {
+        var router = Router()
+        router.get("/v1/users/{id}/history", handler("history"))
+        guard case .matched(_, let pattern, let parameters) = router.route(HTTPRequest(method: "GET", target: "/v1/users/9/history"))
+        else {
+            Issue.record("expected a match")
+            return
+        }
+        #expect(pattern == "/v1/users/{id}/history")
+        #expect(parameters == ["id": "9"])
+    }
+}
