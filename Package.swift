@@ -23,7 +23,7 @@ let package = Package(
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP"]),
         .executableTarget(name: "tether", dependencies: ["TetherAPI"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
-        .target(name: "TetherTesting", dependencies: ["TetherPostgres", "TetherHTTP", "TetherAPI"]),
+        .target(name: "TetherTesting", dependencies: ["TetherPostgres"]),
 
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
         .testTarget(name: "TetherCryptoTests", dependencies: ["TetherCrypto"]),

@@ -1,0 +1,283 @@
+import Foundation
+
+/// The name of one event stream, such as `user-<uuid>`.
+public struct StreamName: Hashable, Sendable, CustomStringConvertible {
+    /// The stream's name as stored in the log.
+    public let rawValue: String
+
+    /// Wraps a stream name; names are `category-id`, for example `user-…` or `signin-…`.
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// The stream of everything that happens to one user.
+    public static func user(_ id: UUID) -> StreamName {
+        StreamName("user-\(id.uuidString.lowercased())")
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The version a writer expects a stream to be at before its append.
+///
+/// Versions count from 1: a stream holding three events is at version 3, and
+/// a stream that does not exist yet is at version 0.
+public enum ExpectedVersion: Sendable, Hashable, CustomStringConvertible {
+    /// Append whatever the stream holds (no concurrency check).
+    case any
+    /// The stream must not exist yet.
+    case noStream
+    /// The stream must be exactly at this version.
+    case exact(Int)
+
+    /// Whether a stream currently at `actual` satisfies this expectation.
+    public func isSatisfied(by actual: Int) -> Bool {
+        switch self {
+        case .any: true
+        case .noStream: actual == 0
+        case .exact(let version): actual == version
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .any: "any"
+        case .noStream: "no stream"
+        case .exact(let version): "\(version)"
+        }
+    }
+}
+
+/// Who caused an event.
+public struct EventActor: Codable, Sendable, Hashable {
+    /// `user`, `admin-key`, `system` or `anonymous`.
+    public var kind: String
+    /// The user id, admin key id, or system component name.
+    public var id: String?
+
+    public init(kind: String, id: String? = nil) {
+        self.kind = kind
+        self.id = id
+    }
+
+    /// Tether itself (migrations, replay, seeds).
+    public static func system(_ component: String) -> EventActor { EventActor(kind: "system", id: component) }
+    /// A signed-in user acting on their own account.
+    public static func user(_ id: UUID) -> EventActor { EventActor(kind: "user", id: id.uuidString.lowercased()) }
+    /// A caller that has not proven who it is yet (sign-in attempts).
+    public static let anonymous = EventActor(kind: "anonymous")
+}
+
+/// What is recorded beside every event: where the command came from and why.
+public struct EventMetadata: Codable, Sendable, Hashable {
+    /// The command that produced the event (the `Idempotency-Key`, or a generated id).
+    public var commandId: UUID?
+    /// Groups the events of one user-visible operation across streams.
+    public var correlationId: UUID?
+    /// The event or command that directly caused this one.
+    public var causationId: UUID?
+    /// Who acted.
+    public var actor: EventActor?
+    /// The client's IP address, where known.
+    public var clientIP: String?
+    /// The client's `User-Agent`, where known.
+    public var userAgent: String?
+    /// The surface the command arrived on: `v1`, `parse`, `firebase`, `cli`.
+    public var surface: String?
+
+    public init(
+        commandId: UUID? = nil, correlationId: UUID? = nil, causationId: UUID? = nil,
+        actor: EventActor? = nil, clientIP: String? = nil, userAgent: String? = nil, surface: String? = nil
+    ) {
+        self.commandId = commandId
+        self.correlationId = correlationId
+        self.causationId = causationId
+        self.actor = actor
+        self.clientIP = clientIP
+        self.userAgent = userAgent
+        self.surface = surface
+    }
+}
+
+/// An event about to be appended.
+public struct NewEvent: Sendable, Hashable {
+    /// Globally unique id; appending an event whose id is already stored is a no-op
+    /// that answers the first append's result (idempotency).
+    public var id: UUID
+    /// The event's type, such as `IdentityLinked`.
+    public var type: String
+    /// The version of the payload's shape for this type.
+    public var schema: Int
+    /// The payload as a JSON object.
+    public var data: Data
+    /// The user the event is about, if any (for per-user queries and erasure).
+    public var userId: UUID?
+
+    public init(id: UUID = UUID(), type: String, schema: Int = 1, data: Data, userId: UUID? = nil) {
+        self.id = id
+        self.type = type
+        self.schema = schema
+        self.data = data
+        self.userId = userId
+    }
+}
+
+/// Where a reader of the whole log has got to.
+///
+/// The log is read in `(transactionId, position)` order, not in `position`
+/// order alone: positions are taken at insert time but become visible at commit,
+/// so a reader that went by position could pass a position whose transaction
+/// commits later. Ordering by transaction id and reading only transactions older
+/// than the oldest one still running never skips anything.
+public struct LogCheckpoint: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    /// The `xid8` of the transaction that wrote the last event read.
+    public var transactionId: UInt64
+    /// The position of the last event read.
+    public var position: Int64
+
+    public init(transactionId: UInt64, position: Int64) {
+        self.transactionId = transactionId
+        self.position = position
+    }
+
+    /// Before the first event.
+    public static let start = LogCheckpoint(transactionId: 0, position: 0)
+
+    public static func < (lhs: LogCheckpoint, rhs: LogCheckpoint) -> Bool {
+        (lhs.transactionId, lhs.position) < (rhs.transactionId, rhs.position)
+    }
+
+    public var description: String { "\(transactionId)/\(position)" }
+}
+
+/// An event as stored in the log.
+public struct RecordedEvent: Sendable, Hashable {
+    /// Global position, assigned at insert.
+    public var position: Int64
+    /// The transaction that wrote it.
+    public var transactionId: UInt64
+    public var stream: StreamName
+    /// Version within the stream, counting from 1.
+    public var version: Int
+    public var id: UUID
+    public var type: String
+    /// The payload's schema after upcasting.
+    public var schema: Int
+    /// The payload as a JSON object (after upcasting).
+    public var data: Data
+    public var metadata: EventMetadata
+    public var userId: UUID?
+    public var occurredAt: Date
+
+    public init(
+        position: Int64, transactionId: UInt64, stream: StreamName, version: Int, id: UUID,
+        type: String, schema: Int, data: Data, metadata: EventMetadata, userId: UUID?, occurredAt: Date
+    ) {
+        self.position = position
+        self.transactionId = transactionId
+        self.stream = stream
+        self.version = version
+        self.id = id
+        self.type = type
+        self.schema = schema
+        self.data = data
+        self.metadata = metadata
+        self.userId = userId
+        self.occurredAt = occurredAt
+    }
+
+    /// Where a reader stands after reading this event.
+    public var checkpoint: LogCheckpoint { LogCheckpoint(transactionId: transactionId, position: position) }
+}
+
+/// The outcome of an append.
+public struct AppendResult: Sendable, Hashable {
+    /// Position of the first event written (or found, for a repeated append).
+    public var firstPosition: Int64
+    /// Position of the last event written.
+    public var lastPosition: Int64
+    /// The stream's version after the append; pass it as the next expected version.
+    public var streamVersion: Int
+    /// True when these events were already stored and nothing was written.
+    public var wasAlreadyAppended: Bool
+
+    public init(firstPosition: Int64, lastPosition: Int64, streamVersion: Int, wasAlreadyAppended: Bool) {
+        self.firstPosition = firstPosition
+        self.lastPosition = lastPosition
+        self.streamVersion = streamVersion
+        self.wasAlreadyAppended = wasAlreadyAppended
+    }
+}
+
+/// An append found the stream at another version than the writer expected.
+///
+/// Writers re-run their decision on fresh state and try again (bounded).
+public struct WrongExpectedVersion: Error, Sendable, Hashable, CustomStringConvertible {
+    public var stream: StreamName
+    public var expected: ExpectedVersion
+    /// The version the stream was actually at.
+    public var actual: Int
+
+    public init(stream: StreamName, expected: ExpectedVersion, actual: Int) {
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+    }
+
+    public var description: String {
+        "stream \(stream) is at version \(actual), expected \(expected)"
+    }
+}
+
+/// Rewrites events stored under an old payload schema into today's shape when they are read.
+///
+/// Stored events are never rewritten in place; upcasting happens on every read.
+public protocol EventUpcaster: Sendable {
+    /// Event type this upcaster handles.
+    var eventType: String { get }
+    /// The schema it reads; it returns the payload at `fromSchema + 1`.
+    var fromSchema: Int { get }
+    /// Returns the payload in the next schema.
+    func upcast(_ data: Data, metadata: EventMetadata) throws -> Data
+}
+
+/// Applies upcasters in sequence until an event reaches its newest schema.
+public struct UpcasterChain: Sendable {
+    private let upcasters: [String: [Int: any EventUpcaster]]
+
+    public init(_ upcasters: [any EventUpcaster] = []) {
+        var table: [String: [Int: any EventUpcaster]] = [:]
+        for upcaster in upcasters {
+            table[upcaster.eventType, default: [:]][upcaster.fromSchema] = upcaster
+        }
+        self.upcasters = table
+    }
+
+    /// Upcasts `event` step by step; an event with no upcaster for its schema is returned unchanged.
+    public func apply(to event: RecordedEvent) throws -> RecordedEvent {
+        guard let steps = upcasters[event.type] else { return event }
+        var event = event
+        while let step = steps[event.schema] {
+            event.data = try step.upcast(event.data, metadata: event.metadata)
+            event.schema += 1
+        }
+        return event
+    }
+}
+
+/// The append-only event log.
+public protocol EventStore: Sendable {
+    /// Appends `events` to `stream` if the stream is at `expected`, all or nothing.
+    ///
+    /// Throws ``WrongExpectedVersion`` on a conflict. Appending events whose ids are
+    /// already stored writes nothing and answers the first append's result.
+    func append(
+        _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata
+    ) async throws -> AppendResult
+
+    /// Events of one stream with versions greater than `version`, in version order.
+    func readStream(_ stream: StreamName, after version: Int) async throws -> [RecordedEvent]
+
+    /// Up to `limit` events of the whole log after `checkpoint`, never skipping a late commit.
+    func readAll(after checkpoint: LogCheckpoint, limit: Int) async throws -> [RecordedEvent]
+}

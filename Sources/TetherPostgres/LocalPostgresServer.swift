@@ -1,0 +1,209 @@
+import Foundation
+
+/// A private PostgreSQL cluster in a directory of its own, for `tether dev` and tests.
+///
+/// It listens only on 127.0.0.1 (no Unix socket), trusts local connections, and
+/// runs as an unprivileged user when started by root, because PostgreSQL refuses
+/// to run as root.
+public struct LocalPostgresServer: Sendable {
+    /// Where the cluster lives (`.tether/pg` for `tether dev`).
+    public let dataDirectory: URL
+    /// The TCP port on 127.0.0.1.
+    public let port: Int
+    /// Turns off durability (fsync) for throwaway test clusters, which makes them much faster.
+    public let isThrowaway: Bool
+
+    /// Describes a cluster; `port` 0 reuses the port recorded by an earlier start, or picks a free one.
+    public init(dataDirectory: URL, port: Int = 0, isThrowaway: Bool = false) throws {
+        self.dataDirectory = dataDirectory.standardizedFileURL
+        self.isThrowaway = isThrowaway
+        if port != 0 {
+            self.port = port
+        } else if let recorded = Self.recordedPort(in: self.dataDirectory) {
+            self.port = recorded
+        } else {
+            self.port = try Self.freeLoopbackPort()
+        }
+    }
+
+    /// The superuser connection URL of the cluster's `postgres` database.
+    public var url: String { url(database: "postgres") }
+
+    /// A connection URL for `database` on this cluster.
+    public func url(database: String) -> String {
+        "postgresql://postgres@127.0.0.1:\(port)/\(database)"
+    }
+
+    /// Creates the cluster on first use, then starts it and waits until it accepts connections.
+    public func start() throws {
+        let binaries = try Self.binaryDirectory()
+        let fileManager = FileManager.default
+        let owner = Self.unprivilegedUser()
+        try fileManager.createDirectory(at: dataDirectory.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if !fileManager.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
+            try? fileManager.removeItem(at: dataDirectory)
+            try fileManager.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+            if let owner {
+                try Self.run("/bin/chown", ["-R", owner, dataDirectory.path])
+                try Self.requireAccess(for: owner, to: dataDirectory)
+            }
+            try Self.run(binaries + "/initdb", [
+                "-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-instructions",
+            ], as: owner, what: "initdb (creating the PostgreSQL cluster in \(dataDirectory.path))")
+        }
+        if isRunning { return }
+        var settings = [
+            "listen_addresses='127.0.0.1'", "port=\(port)", "unix_socket_directories=''", "max_connections=200",
+            "logging_collector=off",
+        ]
+        if isThrowaway {
+            settings += ["fsync=off", "synchronous_commit=off", "full_page_writes=off"]
+        }
+        let config = dataDirectory.appendingPathComponent("tether.conf")
+        try (settings.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
+        let mainConfig = dataDirectory.appendingPathComponent("postgresql.conf")
+        let existing = (try? String(contentsOf: mainConfig, encoding: .utf8)) ?? ""
+        if !existing.contains("include_if_exists = 'tether.conf'") {
+            try (existing + "\ninclude_if_exists = 'tether.conf'\n").write(to: mainConfig, atomically: false, encoding: .utf8)
+        }
+        if let owner {
+            try Self.run("/bin/chown", [owner, config.path, mainConfig.path])
+        }
+        try String(port).write(to: Self.portFile(in: dataDirectory), atomically: true, encoding: .utf8)
+        try Self.run(binaries + "/pg_ctl", [
+            "-D", dataDirectory.path, "-l", dataDirectory.appendingPathComponent("server.log").path, "-w", "-t", "60", "start",
+        ], as: owner, what: "pg_ctl start (log: \(dataDirectory.path)/server.log)")
+    }
+
+    /// Stops the cluster (fast shutdown: open transactions are rolled back) if it is running.
+    public func stop() throws {
+        guard isRunning else { return }
+        try Self.run(try Self.binaryDirectory() + "/pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"],
+                     as: Self.unprivilegedUser(), what: "pg_ctl stop")
+    }
+
+    /// Whether a server is running on the data directory (its postmaster.pid is live).
+    public var isRunning: Bool {
+        guard let pidText = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8),
+              let pid = pidText.split(separator: "\n").first.flatMap({ Int32($0) })
+        else { return false }
+        return kill(pid, 0) == 0
+    }
+
+    private static func portFile(in directory: URL) -> URL {
+        directory.appendingPathComponent("tether-port")
+    }
+
+    private static func recordedPort(in directory: URL) -> Int? {
+        guard let text = try? String(contentsOf: portFile(in: directory), encoding: .utf8) else { return nil }
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// A port on 127.0.0.1 that nothing listens on right now.
+    public static func freeLoopbackPort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw LocalPostgresError("cannot open a socket to find a free port") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
+            }
+        }
+        guard bound else { throw LocalPostgresError("cannot bind 127.0.0.1 to find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The directory holding `initdb` and `pg_ctl` (Debian keeps them off the PATH).
+    static func binaryDirectory() throws -> String {
+        let fileManager = FileManager.default
+        if let output = try? capture("/usr/bin/env", ["pg_config", "--bindir"]),
+           fileManager.isExecutableFile(atPath: output + "/initdb") {
+            return output
+        }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: root)) ?? []).compactMap(Int.init).sorted(by: >)
+        for version in versions where fileManager.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {
+            return "\(root)/\(version)/bin"
+        }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        where fileManager.isExecutableFile(atPath: "\(directory)/initdb") {
+            return String(directory)
+        }
+        throw LocalPostgresError("PostgreSQL server binaries (initdb, pg_ctl) not found: install the postgresql package (make run does)")
+    }
+
+    /// The user PostgreSQL runs as when we are root; nil when we are not root.
+    static func unprivilegedUser() -> String? {
+        guard getuid() == 0 else { return nil }
+        return getpwnam("postgres") != nil ? "postgres" : "nobody"
+    }
+
+    /// Fails clearly when `user` cannot reach `directory` (a parent such as /root is closed to it).
+    private static func requireAccess(for user: String, to directory: URL) throws {
+        do {
+            try run("/usr/bin/test", ["-w", directory.path], as: user, what: "access check")
+        } catch {
+            throw LocalPostgresError(
+                "PostgreSQL runs as the user \(user), who cannot write \(directory.path) (a parent directory is closed to it); "
+                    + "move the checkout or set TETHER_DATABASE_URL")
+        }
+    }
+
+    @discardableResult
+    private static func run(_ executable: String, _ arguments: [String], as user: String? = nil, what: String? = nil) throws -> String {
+        var executable = executable
+        var arguments = arguments
+        if let user {
+            arguments = ["-u", user, "--", executable] + arguments
+            executable = "/sbin/runuser"
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: "/")
+        // A file, not a pipe: pg_ctl leaves the server running with our output
+        // descriptors, so a pipe would never reach end-of-file.
+        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("tether-\(UUID().uuidString).log")
+        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: outputURL) }
+        let output = try FileHandle(forWritingTo: outputURL)
+        defer { try? output.close() }
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw LocalPostgresError("cannot run \(executable): \(error.localizedDescription)")
+        }
+        process.waitUntilExit()
+        let data = (try? Data(contentsOf: outputURL)) ?? Data()
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0 else {
+            let lastLines = text.split(separator: "\n").suffix(5).joined(separator: " | ")
+            throw LocalPostgresError("\(what ?? executable) failed (exit \(process.terminationStatus)): \(lastLines)")
+        }
+        return text
+    }
+
+    private static func capture(_ executable: String, _ arguments: [String]) throws -> String {
+        try run(executable, arguments)
+    }
+}
+
+/// Why the private PostgreSQL cluster could not be created, started or stopped.
+public struct LocalPostgresError: Error, Sendable, CustomStringConvertible {
+    /// One line saying what failed.
+    public let message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import Synchronization
+
+/// A bounded pool of PostgreSQL connections for async code.
+///
+/// Tasks lease a connection, use it, and hand it back. When every connection is
+/// busy, callers wait (up to `acquireTimeout`) without blocking a thread. A
+/// connection that broke (server restart, network loss) is discarded on return,
+/// and one whose server went away while it sat idle is replaced before it is
+/// leased, so the request after a database restart succeeds.
+public final class PostgresClient: Sendable {
+    /// How to reach PostgreSQL and how many connections to keep.
+    public struct Configuration: Sendable {
+        /// A libpq connection string: `postgresql://user@host:port/db` or `host=… dbname=…`.
+        public var url: String
+        /// The most connections open at once.
+        public var maxConnections: Int
+        /// How long a caller waits for a free connection before failing.
+        public var acquireTimeout: Duration
+        /// libpq's `connect_timeout`, in seconds.
+        public var connectTimeoutSeconds: Int
+        /// `application_name` shown in `pg_stat_activity`.
+        public var applicationName: String
+        /// A role every connection switches to with `SET ROLE` (the service role, which
+        /// may not update or delete events); nil keeps the login role.
+        public var role: String?
+
+        public init(
+            url: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(10),
+            connectTimeoutSeconds: Int = 5, applicationName: String = "tether", role: String? = nil
+        ) {
+            self.url = url
+            self.maxConnections = max(1, maxConnections)
+            self.acquireTimeout = acquireTimeout
+            self.connectTimeoutSeconds = connectTimeoutSeconds
+            self.applicationName = applicationName
+            self.role = role
+        }
+    }
+
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Lease, any Error>
+    }
+
+    /// What an acquirer gets: an idle connection, or the right to open a new one.
+    private enum Lease: Sendable {
+        case connection(PostgresConnection)
+        case openNew
+    }
+
+    private struct State {
+        var idle: [PostgresConnection] = []
+        var open = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var isClosed = false
+    }
+
+    /// The configuration the pool was made with.
+    public let configuration: Configuration
+    private let state = Mutex(State())
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Convenience for a pool on `url` with default settings.
+    public convenience init(url: String, maxConnections: Int = 8, role: String? = nil) {
+        self.init(configuration: Configuration(url: url, maxConnections: maxConnections, role: role))
+    }
+
+    /// Leases a connection for the duration of `body`.
+    @discardableResult
+    public func withConnection<T>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let connection = try await acquire()
+        do {
+            let value = try await body(connection)
+            await release(connection)
+            return value
+        } catch {
+            await release(connection)
+            throw error
+        }
+    }
+
+    /// Runs `body` in a transaction on a leased connection; it commits when `body` returns.
+    @discardableResult
+    public func withTransaction<T>(
+        isolationLevel: String = "READ COMMITTED", isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withConnection { connection in
+            try await connection.withTransaction(isolationLevel: isolationLevel, body)
+        }
+    }
+
+    /// Runs one statement on a leased connection.
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await withConnection { try await $0.query(query) }
+    }
+
+    /// Closes idle connections and fails later acquisitions; leased ones close when returned.
+    public func shutdown() {
+        let (idle, waiters) = state.withLock { state -> ([PostgresConnection], [Waiter]) in
+            state.isClosed = true
+            defer {
+                state.open -= state.idle.count
+                state.idle = []
+                state.waiters = []
+            }
+            return (state.idle, state.waiters)
+        }
+        _ = idle // released here; deinit calls PQfinish
+        for waiter in waiters {
+            waiter.continuation.resume(throwing: PostgresError.poolClosed)
+        }
+    }
+
+    private func acquire() async throws -> PostgresConnection {
+        while true {
+            let lease = try await lease()
+            switch lease {
+            case .openNew:
+                do {
+                    return try await PostgresConnection.connect(configuration)
+                } catch {
+                    returnSlot()
+                    throw error
+                }
+            case .connection(let connection):
+                if await connection.checkHealth() {
+                    return connection
+                }
+                returnSlot()
+            }
+        }
+    }
+
+    private func lease() async throws -> Lease {
+        enum Decision {
+            case ready(Lease)
+            case wait(UInt64)
+            case closed
+        }
+        let decision = state.withLock { state -> Decision in
+            if state.isClosed { return .closed }
+            if let connection = state.idle.popLast() { return .ready(.connection(connection)) }
+            if state.open < configuration.maxConnections {
+                state.open += 1
+                return .ready(.openNew)
+            }
+            state.nextWaiterID += 1
+            return .wait(state.nextWaiterID)
+        }
+        switch decision {
+        case .ready(let lease):
+            return lease
+        case .closed:
+            throw PostgresError.poolClosed
+        case .wait(let id):
+            let timeout = configuration.acquireTimeout
+            let timer = Task { [weak self] in
+                try await Task.sleep(for: timeout)
+                self?.failWaiter(id, with: PostgresError.poolTimeout(
+                    "no PostgreSQL connection became free within \(timeout) (pool of \(self?.configuration.maxConnections ?? 0))"))
+            }
+            defer { timer.cancel() }
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let isClosed = state.withLock { state in
+                        if state.isClosed { return true }
+                        state.waiters.append(Waiter(id: id, continuation: continuation))
+                        return false
+                    }
+                    if isClosed { continuation.resume(throwing: PostgresError.poolClosed) }
+                }
+            } onCancel: {
+                failWaiter(id, with: CancellationError())
+            }
+        }
+    }
+
+    private func failWaiter(_ id: UInt64, with error: any Error) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(throwing: error)
+    }
+
+    private func release(_ connection: PostgresConnection) async {
+        var usable = !connection.isBroken
+        if usable, await connection.isInTransaction {
+            // A body that leaked an open transaction must not hand it to the next caller.
+            usable = (try? await connection.execute(simple: "ROLLBACK")) != nil
+        }
+        if usable {
+            let waiter = state.withLock { state -> Waiter? in
+                if state.isClosed {
+                    state.open -= 1
+                    return nil
+                }
+                if state.waiters.isEmpty {
+                    state.idle.append(connection)
+                    return nil
+                }
+                return state.waiters.removeFirst()
+            }
+            waiter?.continuation.resume(returning: .connection(connection))
+        } else {
+            returnSlot()
+        }
+    }
+
+    /// Gives up a connection slot: a waiter (if any) may open a fresh connection in its place.
+    private func returnSlot() {
+        let waiter = state.withLock { state -> Waiter? in
+            if !state.isClosed, !state.waiters.isEmpty {
+                return state.waiters.removeFirst()
+            }
+            state.open -= 1
+            return nil
+        }
+        waiter?.continuation.resume(returning: .openNew)
+    }
+}

@@ -1,0 +1,287 @@
+import CLibPQ
+import Dispatch
+import Foundation
+
+/// One PostgreSQL connection on libpq.
+///
+/// libpq's calls block, so each connection owns a serial dispatch queue and every
+/// libpq call runs there, off Swift's cooperative threads.
+///
+/// `@unchecked Sendable`: the `PGconn` pointer is only touched on `queue`, and a
+/// connection is leased to one task at a time by ``PostgresClient``.
+public final class PostgresConnection: @unchecked Sendable {
+    private let connection: OpaquePointer
+    private let queue: DispatchQueue
+    private let settings: PostgresClient.Configuration
+    /// Set once the connection is known to be unusable; the pool then discards it.
+    private(set) var isBroken = false
+
+    private init(connection: OpaquePointer, queue: DispatchQueue, settings: PostgresClient.Configuration) {
+        self.connection = connection
+        self.queue = queue
+        self.settings = settings
+    }
+
+    deinit {
+        PQfinish(connection)
+    }
+
+    /// Opens a connection described by `configuration.url` (a libpq URL or key=value string).
+    public static func connect(_ configuration: PostgresClient.Configuration) async throws -> PostgresConnection {
+        let queue = DispatchQueue(label: "tether.postgres.connection")
+        return try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try connectBlocking(configuration, queue: queue) })
+            }
+        }
+    }
+
+    private static func connectBlocking(
+        _ configuration: PostgresClient.Configuration, queue: DispatchQueue
+    ) throws -> PostgresConnection {
+        // Our defaults come first so that the URL's own settings win.
+        let keywords = ["connect_timeout", "application_name", "dbname"]
+        let values = [String(configuration.connectTimeoutSeconds), configuration.applicationName, configuration.url]
+        let handle = withCStringArray(keywords) { keywordPointers in
+            withCStringArray(values) { valuePointers in
+                PQconnectdbParams(keywordPointers, valuePointers, 1)
+            }
+        }
+        guard let handle else {
+            throw PostgresError.connectionFailed("could not connect to PostgreSQL: out of memory")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = errorMessage(handle)
+            PQfinish(handle)
+            throw PostgresError.connectionFailed(
+                "could not connect to PostgreSQL at \(redacted(configuration.url)): \(message)")
+        }
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        let connection = PostgresConnection(connection: handle, queue: queue, settings: configuration)
+        var setup = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET intervalstyle = 'iso_8601'"
+        if let role = configuration.role {
+            setup += "; SET ROLE \(quoteIdentifier(role))"
+        }
+        do {
+            try connection.executeBlocking(simple: setup)
+        } catch let error as PostgresError {
+            throw PostgresError.connectionFailed(
+                "connected to PostgreSQL at \(redacted(configuration.url)), but session set-up failed: \(error.description)")
+        }
+        return connection
+    }
+
+    /// Runs a statement with bound parameters and returns its rows.
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await onQueue { try self.executeBlocking(query) }
+    }
+
+    /// Runs one or more statements without parameters (simple query protocol), as migrations need.
+    public func execute(simple sql: String) async throws {
+        try await onQueue { try self.executeBlocking(simple: sql) }
+    }
+
+    /// Runs `body` inside `BEGIN`/`COMMIT`, rolling back when it throws.
+    @discardableResult
+    public func withTransaction<T>(
+        isolationLevel: String = "READ COMMITTED", isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await execute(simple: "BEGIN ISOLATION LEVEL \(isolationLevel)")
+        let value: T
+        do {
+            value = try await body(self)
+        } catch {
+            if !isBroken {
+                try? await execute(simple: "ROLLBACK")
+            }
+            throw error
+        }
+        try await execute(simple: "COMMIT")
+        return value
+    }
+
+    /// Whether the connection is still usable; a server restart or idle kill is noticed here.
+    ///
+    /// When the server has closed the connection (for example after a restart), the
+    /// termination message is already waiting on the socket: reading it marks the
+    /// connection broken without sending a query that would fail.
+    func checkHealth() async -> Bool {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                continuation.resume(returning: self.checkHealthBlocking())
+            }
+        }
+    }
+
+    private func checkHealthBlocking() -> Bool {
+        guard !isBroken, PQstatus(connection) == CONNECTION_OK else {
+            isBroken = true
+            return false
+        }
+        let socket = PQsocket(connection)
+        guard socket >= 0 else {
+            isBroken = true
+            return false
+        }
+        for _ in 0..<4 {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 0)
+            if ready == 0 { return true }
+            if ready < 0 || PQconsumeInput(connection) == 0 || PQstatus(connection) != CONNECTION_OK {
+                isBroken = true
+                return false
+            }
+            // Drop anything the server sent while idle (notices, a FATAL before the close).
+            while PQisBusy(connection) == 0, let result = PQgetResult(connection) {
+                PQclear(result)
+            }
+        }
+        return PQstatus(connection) == CONNECTION_OK
+    }
+
+    /// True while a transaction block is open (or failed and not yet rolled back).
+    var isInTransaction: Bool {
+        get async {
+            await withCheckedContinuation { continuation in
+                queue.async {
+                    let status = PQtransactionStatus(self.connection)
+                    continuation.resume(returning: status == PQTRANS_INTRANS || status == PQTRANS_INERROR)
+                }
+            }
+        }
+    }
+
+    private func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try work() })
+            }
+        }
+    }
+
+    private func executeBlocking(_ query: PostgresQuery) throws -> PostgresRows {
+        guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        let count = query.parameters.count
+        var types = [Oid](repeating: 0, count: count)
+        var lengths = [Int32](repeating: 0, count: count)
+        var formats = [Int32](repeating: 0, count: count)
+        var values = [UnsafeMutablePointer<CChar>?](repeating: nil, count: count)
+        defer { values.forEach { free($0) } }
+        for (index, parameter) in query.parameters.enumerated() {
+            switch parameter.storage {
+            case .null:
+                values[index] = nil
+            case .text(let text):
+                values[index] = strdup(text)
+            case .bytea(let bytes):
+                types[index] = 17 // bytea
+                formats[index] = 1
+                lengths[index] = Int32(bytes.count)
+                let buffer = malloc(max(bytes.count, 1))!.assumingMemoryBound(to: CChar.self)
+                bytes.withUnsafeBytes { raw in
+                    if let base = raw.baseAddress { memcpy(buffer, base, bytes.count) }
+                }
+                values[index] = buffer
+            }
+        }
+        let result = values.withUnsafeBufferPointer { valuePointers in
+            valuePointers.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(count, 1)) { rebound in
+                PQexecParams(connection, query.sql, Int32(count), types, count == 0 ? nil : rebound, lengths, formats, 0)
+            }
+        }
+        return try rows(from: result)
+    }
+
+    private func executeBlocking(simple sql: String) throws {
+        guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        _ = try rows(from: PQexec(connection, sql))
+    }
+
+    /// Turns a libpq result into rows or a precise error, and frees it.
+    private func rows(from result: OpaquePointer?) throws -> PostgresRows {
+        guard let result else {
+            try failWithoutResult()
+        }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_SINGLE_TUPLE:
+            let rowCount = Int(PQntuples(result))
+            let columnCount = Int(PQnfields(result))
+            var columns = [String]()
+            columns.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                columns.append(String(cString: PQfname(result, Int32(column))))
+            }
+            var cells = [String?]()
+            cells.reserveCapacity(rowCount * columnCount)
+            for row in 0..<Int32(rowCount) {
+                for column in 0..<Int32(columnCount) {
+                    if PQgetisnull(result, row, column) == 1 {
+                        cells.append(nil)
+                    } else {
+                        cells.append(String(cString: PQgetvalue(result, row, column)))
+                    }
+                }
+            }
+            return PostgresRows(columns: columns, cells: cells, affectedRows: rowCount)
+        case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+            return PostgresRows(columns: [], cells: [], affectedRows: affected)
+        default:
+            if PQstatus(connection) != CONNECTION_OK {
+                isBroken = true
+                throw PostgresError.connectionLost("the connection to PostgreSQL was lost: \(Self.errorMessage(connection))")
+            }
+            func field(_ code: Character) -> String? {
+                guard let value = PQresultErrorField(result, Int32(code.asciiValue!)) else { return nil }
+                return String(cString: value)
+            }
+            let sqlState = field("C")
+            let message = field("M") ?? Self.errorMessage(connection)
+            let error = PostgresError.server(message, sqlState: sqlState, constraint: field("n"), detail: field("D"))
+            if error.isUnavailable {
+                isBroken = true
+            }
+            throw error
+        }
+    }
+
+    private func failWithoutResult() throws -> Never {
+        if PQstatus(connection) != CONNECTION_OK {
+            isBroken = true
+            throw PostgresError.connectionLost("the connection to PostgreSQL was lost: \(Self.errorMessage(connection))")
+        }
+        throw PostgresError.protocolViolation("libpq returned no result: \(Self.errorMessage(connection))")
+    }
+
+    private static func errorMessage(_ handle: OpaquePointer) -> String {
+        guard let message = PQerrorMessage(handle) else { return "unknown error" }
+        let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? "unknown error" : text.replacingOccurrences(of: "\n", with: "; ")
+    }
+
+    /// Quotes an identifier for SQL text (`"role"`), doubling embedded quotes.
+    static func quoteIdentifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// The URL with any password replaced, for error messages.
+    static func redacted(_ url: String) -> String {
+        if let components = URLComponents(string: url), components.scheme?.hasPrefix("postgres") == true {
+            var copy = components
+            if copy.password != nil { copy.password = "***" }
+            return copy.string ?? url
+        }
+        return url.replacing(/password\s*=\s*\S+/, with: "password=***")
+    }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings that live for the call.
+private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let duplicates = strings.map { strdup($0) }
+    defer { duplicates.forEach { free($0) } }
+    let pointers = duplicates.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

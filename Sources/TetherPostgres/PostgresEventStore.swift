@@ -1,0 +1,183 @@
+import Foundation
+import TetherCore
+
+/// The event log in PostgreSQL's `events` table.
+///
+/// Appends run in the caller's transaction when one is given, so projections
+/// written in the same transaction commit or roll back with the events.
+public struct PostgresEventStore: EventStore {
+    /// The pool appends and reads go through when no connection is given.
+    public let client: PostgresClient
+    /// Rewrites old payload schemas on every read.
+    public let upcasters: UpcasterChain
+
+    /// Rows inserted per statement; keeps bind parameters far below PostgreSQL's 65,535.
+    static let insertBatchSize = 500
+
+    public init(client: PostgresClient, upcasters: UpcasterChain = UpcasterChain()) {
+        self.client = client
+        self.upcasters = upcasters
+    }
+
+    public func append(
+        _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata
+    ) async throws -> AppendResult {
+        try await client.withTransaction { connection in
+            try await append(events, to: stream, expected: expected, metadata: metadata, on: connection)
+        }
+    }
+
+    /// Appends inside the transaction open on `connection`.
+    ///
+    /// Throws ``WrongExpectedVersion`` when the stream is not at `expected`
+    /// (including when a concurrent writer won the race for the same version).
+    /// When the first event's id is already stored, nothing is written and the
+    /// original append's result is returned, so a retried command has one effect.
+    public func append(
+        _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata,
+        on connection: PostgresConnection
+    ) async throws -> AppendResult {
+        guard !events.isEmpty else {
+            let version = try await currentVersion(of: stream, on: connection).version
+            guard expected.isSatisfied(by: version) else {
+                throw WrongExpectedVersion(stream: stream, expected: expected, actual: version)
+            }
+            return AppendResult(firstPosition: 0, lastPosition: 0, streamVersion: version, wasAlreadyAppended: false)
+        }
+        if let earlier = try await earlierAppend(of: events, on: connection) {
+            return earlier
+        }
+        let current = try await currentVersion(of: stream, on: connection)
+        guard expected.isSatisfied(by: current.version) else {
+            throw WrongExpectedVersion(stream: stream, expected: expected, actual: current.version)
+        }
+        let metadataJSON = try PostgresJSON(encoding: metadata)
+        try await connection.execute(simple: "SAVEPOINT tether_append")
+        do {
+            var positions: [(position: Int64, tx: UInt64)] = []
+            positions.reserveCapacity(events.count)
+            var version = current.version
+            for batch in events.chunked(by: Self.insertBatchSize) {
+                var insert: PostgresQuery =
+                    "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
+                for (offset, event) in batch.enumerated() {
+                    version += 1
+                    let row: PostgresQuery = """
+                        (\(stream.rawValue), \(version), \(event.id), \(event.type), \(event.schema), \
+                        \(PostgresJSON(data: event.data))::jsonb, \(metadataJSON)::jsonb, \(event.userId))
+                        """
+                    insert.append(offset == 0 ? row : ", \(row)")
+                }
+                insert.append(" RETURNING position, tx")
+                for row in try await connection.query(insert) {
+                    positions.append((try row.decode("position"), try row.decode("tx")))
+                }
+            }
+            // The log is read in (tx, position) order; a transaction that took its id
+            // before the previous version's writer must not append after it.
+            if let previousTx = current.transactionId, let ours = positions.first?.tx, ours < previousTx {
+                throw WrongExpectedVersion(stream: stream, expected: expected, actual: current.version)
+            }
+            try await connection.execute(simple: "RELEASE SAVEPOINT tether_append")
+            return AppendResult(
+                firstPosition: positions.first!.position, lastPosition: positions.last!.position,
+                streamVersion: version, wasAlreadyAppended: false)
+        } catch let error as PostgresError where error.isUniqueViolation {
+            try await connection.execute(simple: "ROLLBACK TO SAVEPOINT tether_append")
+            if error.constraint == "events_event_id_key", let earlier = try await earlierAppend(of: events, on: connection) {
+                return earlier
+            }
+            let actual = try await currentVersion(of: stream, on: connection).version
+            throw WrongExpectedVersion(stream: stream, expected: expected, actual: actual)
+        } catch {
+            if !connection.isBroken {
+                try? await connection.execute(simple: "ROLLBACK TO SAVEPOINT tether_append")
+            }
+            throw error
+        }
+    }
+
+    /// The result of an earlier append of the same events, if their ids are stored.
+    private func earlierAppend(of events: [NewEvent], on connection: PostgresConnection) async throws -> AppendResult? {
+        let ids = PostgresArray(events.map(\.id))
+        let rows = try await connection.query("""
+            SELECT min(position) AS first, max(position) AS last, max(version) AS version, count(*) AS found
+            FROM events WHERE event_id = ANY(\(ids)::uuid[])
+            """)
+        let found: Int = try rows[0].decode("found")
+        guard found > 0 else { return nil }
+        return AppendResult(
+            firstPosition: try rows[0].decode("first"), lastPosition: try rows[0].decode("last"),
+            streamVersion: try rows[0].decode("version"), wasAlreadyAppended: true)
+    }
+
+    private func currentVersion(
+        of stream: StreamName, on connection: PostgresConnection
+    ) async throws -> (version: Int, transactionId: UInt64?) {
+        let rows = try await connection.query("""
+            SELECT version, tx FROM events WHERE stream = \(stream.rawValue) ORDER BY version DESC LIMIT 1
+            """)
+        guard let row = rows.first else { return (0, nil) }
+        return (try row.decode("version"), try row.decode("tx"))
+    }
+
+    public func readStream(_ stream: StreamName, after version: Int) async throws -> [RecordedEvent] {
+        try await client.withConnection { try await readStream(stream, after: version, on: $0) }
+    }
+
+    /// Reads one stream on `connection` (inside the caller's transaction, if any).
+    public func readStream(
+        _ stream: StreamName, after version: Int, on connection: PostgresConnection
+    ) async throws -> [RecordedEvent] {
+        let rows = try await connection.query("""
+            SELECT \(unsafeSQL: Self.columns) FROM events
+            WHERE stream = \(stream.rawValue) AND version > \(version) ORDER BY version
+            """)
+        return try rows.map(decode)
+    }
+
+    /// Reads the whole log after `checkpoint` in `(tx, position)` order.
+    ///
+    /// Only transactions older than the oldest one still running are read
+    /// (`tx < pg_snapshot_xmin(pg_current_snapshot())`): every later commit has a
+    /// larger `tx`, so nothing before the returned checkpoint can still appear.
+    public func readAll(after checkpoint: LogCheckpoint, limit: Int) async throws -> [RecordedEvent] {
+        let rows = try await client.query("""
+            SELECT \(unsafeSQL: Self.columns) FROM events
+            WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
+              AND tx < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY tx, position
+            LIMIT \(limit)
+            """)
+        return try rows.map(decode)
+    }
+
+    /// Events about one user across all streams, in log order.
+    public func readUser(_ userId: UUID, after position: Int64 = 0, limit: Int = 1000) async throws -> [RecordedEvent] {
+        let rows = try await client.query("""
+            SELECT \(unsafeSQL: Self.columns) FROM events
+            WHERE user_id = \(userId) AND position > \(position) ORDER BY position LIMIT \(limit)
+            """)
+        return try rows.map(decode)
+    }
+
+    private static let columns =
+        "position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at"
+
+    private func decode(_ row: PostgresRow) throws -> RecordedEvent {
+        let metadata = try row.decode("metadata", as: PostgresJSON.self).decode(EventMetadata.self)
+        let event = RecordedEvent(
+            position: try row.decode("position"), transactionId: try row.decode("tx"),
+            stream: StreamName(try row.decode("stream")), version: try row.decode("version"),
+            id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
+            data: try row.decode("data", as: PostgresJSON.self).data, metadata: metadata,
+            userId: try row.decode("user_id"), occurredAt: try row.decode("occurred_at"))
+        return try upcasters.apply(to: event)
+    }
+}
+
+extension Array {
+    fileprivate func chunked(by size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+@testable import TetherPostgres
+
+@Suite("PostgresQuery")
+struct PostgresQueryTests {
+    @Test func interpolatedValuesBecomeNumberedParameters() {
+        let stream = "user-1'; DROP TABLE events; --"
+        let query: PostgresQuery = "SELECT * FROM events WHERE stream = \(stream) AND version > \(3)"
+        #expect(query.sql == "SELECT * FROM events WHERE stream = $1 AND version > $2")
+        #expect(query.parameters == [.text(stream), .text("3")])
+    }
+
+    @Test func unsafeSQLIsSplicedVerbatimAndBindsNothing() {
+        let query: PostgresQuery = "SELECT \(unsafeSQL: "position, tx") FROM events WHERE user_id = \(UUID?.none)"
+        #expect(query.sql == "SELECT position, tx FROM events WHERE user_id = $1")
+        #expect(query.parameters == [.null])
+    }
+
+    @Test func nestedQueriesAreRenumberedOutsideQuotes() {
+        let inner: PostgresQuery = "version = \(7) AND type <> '$1'"
+        let outer: PostgresQuery = "SELECT 1 WHERE stream = \("s") AND \(inner)"
+        #expect(outer.sql == "SELECT 1 WHERE stream = $1 AND version = $2 AND type <> '$1'")
+        #expect(outer.parameters == [.text("s"), .text("7")])
+    }
+
+    @Test func appendingQueriesKeepsPlaceholdersInOrder() {
+        var query: PostgresQuery = "INSERT INTO t VALUES (\(1))"
+        query.append(", (\(2))")
+        query.append(", (\(3))")
+        #expect(query.sql == "INSERT INTO t VALUES ($1), ($2), ($3)")
+        #expect(query.parameters.count == 3)
+    }
+
+    @Test(arguments: [
+        ("2026-11-29 13:29:45.123456+00", 1_795_958_985.123456),
+        ("1970-01-01 00:00:00+00", 0.0),
+        ("2000-02-29 23:59:59.5+02", 951_861_599.5),
+        ("1969-12-31 23:59:59+00", -1.0),
+    ])
+    func timestampsParseInUTC(text: String, seconds: Double) throws {
+        let date = try #require(PostgresTimestamp.parse(text))
+        #expect(abs(date.timeIntervalSince1970 - seconds) < 0.000_001)
+    }
+
+    @Test func timestampsFormatAndParseBack() throws {
+        for seconds in [0.0, 1_795_958_985.123456, -86_400.25, 4_102_444_800.000001] {
+            let date = Date(timeIntervalSince1970: seconds)
+            let parsed = try #require(PostgresTimestamp.parse(PostgresTimestamp.format(date)))
+            #expect(abs(parsed.timeIntervalSince1970 - seconds) < 0.000_001)
+        }
+        #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: 1_795_958_985.5)) == "2026-11-29 13:29:45.500000+00")
+    }
+
+    @Test func malformedTimestampsAreRejected() {
+        #expect(PostgresTimestamp.parse("2026-13-01 00:00:00+00") == nil)
+        #expect(PostgresTimestamp.parse("yesterday") == nil)
+        #expect(PostgresTimestamp.parse("2026-11-29 13:29:45+00 trailing") == nil)
+    }
+}
