@@ -1,8 +1,8 @@
 /// A failure in TetherCrypto, identified by a stable machine-readable ``reason``.
 ///
-/// Equality compares the reason only, so tests and callers can match
-/// `CryptoError.invalidKey` regardless of the OpenSSL detail text.
-public struct CryptoError: Error, Sendable, Hashable, CustomStringConvertible {
+/// Equality compares the reason only (see ``ReasonCodedError``), so callers can
+/// match `CryptoError.invalidKey` regardless of the OpenSSL detail text.
+public struct CryptoError: ReasonCodedError {
     private enum Kind: String, Sendable {
         case invalidKey = "invalid_key"
         case unsupportedKey = "unsupported_key"
@@ -25,9 +25,6 @@ public struct CryptoError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The stable machine code of the failed check, for logs and API errors.
     public var reason: String { kind.rawValue }
 
-    /// A textual form combining the reason and the detail.
-    public var description: String { detail.isEmpty ? kind.rawValue : "\(kind.rawValue): \(detail)" }
-
     /// Key material is malformed, inconsistent, or of the wrong type for the operation.
     public static let invalidKey = CryptoError(.invalidKey)
     /// The key type, curve or size is outside what Tether accepts.
@@ -45,7 +42,4 @@ public struct CryptoError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The same error with a human-readable detail attached.
     public func with(detail: String) -> CryptoError { CryptoError(kind, detail: detail) }
-
-    public static func == (lhs: CryptoError, rhs: CryptoError) -> Bool { lhs.kind == rhs.kind }
-    public func hash(into hasher: inout Hasher) { hasher.combine(kind) }
 }
