@@ -112,7 +112,7 @@ extension HTTPServer {
             line.add("requestId", requestID)
             line.add("method", method)
             // The query is left out: it can carry tokens, and the path is what identifies the route.
-            line.add("path", String(target.prefix { $0 != "?" }))
+            line.add("path", target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[..<$0]) } ?? target)
             line.add("status", status)
             line.add("durationMs", duration.fractionalMilliseconds)
             line.add("remote", remoteAddress)

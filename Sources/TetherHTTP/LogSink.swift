@@ -46,85 +46,108 @@ private func writeFully(_ descriptor: Int32, _ bytes: UnsafeBufferPointer<UInt8>
     }
 }
 
-/// Builds one JSON log line by hand: cheaper than an encoder per request, and always valid JSON.
+/// Builds one JSON log line by hand into bytes: one allocation per line in the usual case, and always valid JSON.
 struct LogLine {
-    private var text: String
+    private var bytes: [UInt8] = []
 
     /// Starts a line with `time` (ISO 8601 UTC, milliseconds), `level` and `msg`.
     init(level: String, message: String) {
-        text = "{\"time\":\"" + Self.timestamp() + "\",\"level\":"
-        Self.appendQuoted(level, to: &text)
-        text += ",\"msg\":"
-        Self.appendQuoted(message, to: &text)
+        bytes.reserveCapacity(320)
+        append(#"{"time":""#)
+        Self.appendTimestamp(to: &bytes)
+        append(#"","level":"#)
+        appendQuoted(level)
+        append(#","msg":"#)
+        appendQuoted(message)
     }
 
     /// Adds a string member, or `null`.
     mutating func add(_ key: String, _ value: String?) {
         appendKey(key)
         if let value {
-            Self.appendQuoted(value, to: &text)
+            appendQuoted(value)
         } else {
-            text += "null"
+            append("null")
         }
     }
 
     /// Adds an integer member, or `null`.
     mutating func add(_ key: String, _ value: Int?) {
         appendKey(key)
-        text += value.map(String.init) ?? "null"
+        append(value.map(String.init) ?? "null")
     }
 
     /// Adds a finite number member.
     mutating func add(_ key: String, _ value: Double) {
         appendKey(key)
-        text += value.isFinite ? String(value) : "null"
+        append(value.isFinite ? String(value) : "null")
     }
 
     /// The finished line.
-    var rendered: String { text + "}" }
+    var rendered: String {
+        String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
+            _ = buffer.initialize(from: bytes)
+            buffer[bytes.count] = UInt8(ascii: "}")
+            return bytes.count + 1
+        }
+    }
+
+    private mutating func append(_ text: String) {
+        bytes.append(contentsOf: text.utf8)
+    }
 
     private mutating func appendKey(_ key: String) {
-        text += ","
-        Self.appendQuoted(key, to: &text)
-        text += ":"
+        bytes.append(UInt8(ascii: ","))
+        appendQuoted(key)
+        bytes.append(UInt8(ascii: ":"))
     }
 
-    static func appendQuoted(_ value: String, to output: inout String) {
-        output += "\""
-        guard value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
-            output += value
-            output += "\""
-            return
-        }
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
+    /// Escapes `"`, `\` and control characters; everything else is already valid UTF-8 and copied as is.
+    private mutating func appendQuoted(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): append(#"\""#)
+            case UInt8(ascii: "\\"): append(#"\\"#)
+            case UInt8(ascii: "\n"): append(#"\n"#)
+            case UInt8(ascii: "\r"): append(#"\r"#)
+            case UInt8(ascii: "\t"): append(#"\t"#)
+            case 0..<0x20:
+                append(#"\u00"#)
+                bytes.append(Self.hexDigits[Int(byte >> 4)])
+                bytes.append(Self.hexDigits[Int(byte & 0xF)])
+            default: bytes.append(byte)
             }
         }
-        output += "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 
-    /// `2025-01-31T12:34:56.789Z` from the wall clock.
-    static func timestamp() -> String {
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// `2025-01-31T12:34:56.789Z` from the wall clock, written digit by digit.
+    private static func appendTimestamp(to bytes: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var parts = tm()
         var seconds = now.tv_sec
         gmtime_r(&seconds, &parts)
-        func padded(_ value: Int, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        func digits(_ value: Int, _ width: Int, then separator: Character?) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+            if let separator {
+                bytes.append(separator.asciiValue!)
+            }
         }
-        return padded(Int(parts.tm_year) + 1900, 4) + "-" + padded(Int(parts.tm_mon) + 1, 2) + "-"
-            + padded(Int(parts.tm_mday), 2) + "T" + padded(Int(parts.tm_hour), 2) + ":" + padded(Int(parts.tm_min), 2)
-            + ":" + padded(Int(parts.tm_sec), 2) + "." + padded(now.tv_nsec / 1_000_000, 3) + "Z"
+        digits(Int(parts.tm_year) + 1900, 4, then: "-")
+        digits(Int(parts.tm_mon) + 1, 2, then: "-")
+        digits(Int(parts.tm_mday), 2, then: "T")
+        digits(Int(parts.tm_hour), 2, then: ":")
+        digits(Int(parts.tm_min), 2, then: ":")
+        digits(Int(parts.tm_sec), 2, then: ".")
+        digits(now.tv_nsec / 1_000_000, 3, then: "Z")
     }
 }
