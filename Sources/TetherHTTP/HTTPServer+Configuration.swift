@@ -58,7 +58,8 @@ public struct HTTPServerError: Error, Sendable, Equatable, CustomStringConvertib
         HTTPServerError(description: "cannot listen on port \(port): a port is 0 to 65535")
     }
 
-    static let alreadyStarted = HTTPServerError(description: "the server was already started; a server starts once")
+    static let alreadyStarted = HTTPServerError(
+        description: "the server was already started or shut down; a server starts once")
 
     static func formatAddress(host: String, port: Int) -> String {
         host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"

@@ -184,9 +184,10 @@ extension HTTPServer.Core {
             requestID: state.requestID, remoteAddress: state.remoteAddress, deadline: deadline)
         state.body = []
         let pending = HTTPServer.PendingResponse(connection: SuspendedConnection(pointer: connection), deadline: deadline)
-        // Suspend before anyone can resume: the deadline sweep or shutdown may answer as soon as it is registered.
-        MHD_suspend_connection(connection)
+        // Counted before suspending, so that shutdown never sees zero while a suspension is under way;
+        // suspended before registering, because the deadline sweep or shutdown may resume it from then on.
         suspendedConnections.add(1, ordering: .relaxed)
+        MHD_suspend_connection(connection)
         state.phase = .dispatched(pending)
         guard register(pending) else {
             finish(pending, with: Problem.serviceUnavailable(detail: "The server is shutting down.").response())

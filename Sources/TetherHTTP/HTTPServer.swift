@@ -57,7 +57,7 @@ public final class HTTPServer: Sendable {
             [("address", HTTPServerError.formatAddress(host: configuration.host, port: boundPort))])
     }
 
-    /// The port the server listens on, which is the one picked by the system when configured as 0.
+    /// The port the server listens on (picked by the system when configured as 0); 0 before ``start()``.
     public var boundPort: Int {
         listeningPort.load(ordering: .relaxed)
     }

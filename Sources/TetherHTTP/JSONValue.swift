@@ -3,12 +3,19 @@
 /// Problem details carry extension members of any shape; integers are kept
 /// apart from doubles so that identifiers and counters survive a round trip.
 public enum JSONValue: Sendable, Hashable, Codable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number without fraction or exponent that fits in `Int`.
     case int(Int)
+    /// Any other number.
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object; member order is not kept.
     case object([String: JSONValue])
 
     /// Decodes whichever JSON shape is present.

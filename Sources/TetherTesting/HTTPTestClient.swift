@@ -337,9 +337,10 @@ public final class HTTPTestClient: Sendable {
     private func readHead(from connection: Connection) throws -> Response {
         let head = try readLine(from: connection, terminator: [13, 10, 13, 10])
         var lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
+        let firstLine = lines.removeFirst()
+        let statusLine = firstLine.split(separator: " ", maxSplits: 2)
         guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else {
-            throw HTTPTestClientError.malformedResponse("status line \(lines.first ?? "")")
+            throw HTTPTestClientError.malformedResponse("status line \(firstLine)")
         }
         var headers = Headers()
         for line in lines where !line.isEmpty {
