@@ -79,17 +79,21 @@ final class OpenSSLKey: @unchecked Sendable {
 final class VerificationContextPool: @unchecked Sendable {
     private static let maximumIdlePerAlgorithm = 16
     private let lock = NSLock()
-    private var idle: [SignatureAlgorithm: [OpaquePointer]] = [:]
+    // A key is used with one or two algorithms, so a short list beats hashing the enum twice per verify.
+    private var idle: [(algorithm: SignatureAlgorithm, contexts: [OpaquePointer])] = []
 
     deinit {
-        for contexts in idle.values {
-            for context in contexts { EVP_PKEY_CTX_free(context) }
+        for entry in idle {
+            for context in entry.contexts { EVP_PKEY_CTX_free(context) }
         }
     }
 
     /// Runs `verify` with a context for `algorithm` on `key`; a context that saw a failure is discarded.
     func verify(with key: OpenSSLKey, algorithm: SignatureAlgorithm, _ verify: (OpaquePointer) -> Int32) -> Bool {
-        let pooled = lock.withLock { idle[algorithm]?.popLast() }
+        let pooled = lock.withLock { () -> OpaquePointer? in
+            guard let index = idle.firstIndex(where: { $0.algorithm == algorithm }) else { return nil }
+            return idle[index].contexts.popLast()
+        }
         guard let context = pooled ?? Self.makeContext(key.pointer, algorithm) else {
             OpenSSL.clearErrors()
             return false
@@ -99,9 +103,13 @@ final class VerificationContextPool: @unchecked Sendable {
             OpenSSL.clearErrors()
             return false
         }
-        let isKept = lock.withLock {
-            guard idle[algorithm, default: []].count < Self.maximumIdlePerAlgorithm else { return false }
-            idle[algorithm, default: []].append(context)
+        let isKept = lock.withLock { () -> Bool in
+            guard let index = idle.firstIndex(where: { $0.algorithm == algorithm }) else {
+                idle.append((algorithm, [context]))
+                return true
+            }
+            guard idle[index].contexts.count < Self.maximumIdlePerAlgorithm else { return false }
+            idle[index].contexts.append(context)
             return true
         }
         if !isKept { EVP_PKEY_CTX_free(context) }

@@ -32,40 +32,38 @@ public struct JOSEHeader: Sendable {
 
     init(parsing bytes: [UInt8], policy: Policy) throws {
         let object = try JOSEObject(parsing: bytes)
-        guard let algorithmValue = object["alg"] else { throw JOSEError.algorithm.with(detail: "missing alg") }
-        guard let algorithmName = algorithmValue.stringValue else { throw JOSEError.malformed.with(detail: "alg must be a string") }
-        guard algorithmName.lowercased() != "none" else { throw JOSEError.algorithm.with(detail: "unsecured JWS (alg none)") }
-        guard let algorithm = JWSAlgorithm(rawValue: algorithmName) else {
-            throw JOSEError.algorithm.with(detail: "unsupported alg \(algorithmName)")
-        }
-        for name in ["jku", "x5u", "x5c", "b64"] where object[name] != nil {
-            throw JOSEError.header.with(detail: "header parameter \(name) is not accepted")
-        }
+        var algorithmName: String?
+        var keyID: String?
+        var type: String?
         var embeddedKey: JOSEObject?
-        if let value = object["jwk"] {
-            guard policy.allowsEmbeddedJWK else { throw JOSEError.header.with(detail: "embedded jwk is not accepted") }
-            guard let key = value.objectValue else { throw JOSEError.malformed.with(detail: "jwk must be an object") }
-            embeddedKey = key
-        }
-        if let value = object["crit"] {
-            guard let entries = value.arrayValue, !entries.isEmpty else { throw JOSEError.critical.with(detail: "crit must be a non-empty array") }
-            var seen: Set<String> = []
-            for entry in entries {
-                guard let name = entry.stringValue, seen.insert(name).inserted, !Self.registeredNames.contains(name),
-                      policy.understoodCriticalParameters.contains(name), object[name] != nil else {
-                    throw JOSEError.critical.with(detail: "unsupported critical header \(entry)")
-                }
+        // One pass over the members: this runs for every token on the verification hot path.
+        for (name, value) in object.members {
+            switch name {
+            case "alg":
+                guard let text = value.stringValue else { throw JOSEError.malformed.with(detail: "alg must be a string") }
+                algorithmName = text
+            case "kid":
+                guard let kid = value.stringValue, KeyID.isAcceptable(kid) else { throw JOSEError.keyID.with(detail: "unacceptable kid") }
+                keyID = kid
+            case "typ":
+                guard let text = value.stringValue else { throw JOSEError.malformed.with(detail: "typ must be a string") }
+                type = text
+            case "jku", "x5u", "x5c", "b64":
+                throw JOSEError.header.with(detail: "header parameter \(name) is not accepted")
+            case "jwk":
+                guard policy.allowsEmbeddedJWK else { throw JOSEError.header.with(detail: "embedded jwk is not accepted") }
+                guard let key = value.objectValue else { throw JOSEError.malformed.with(detail: "jwk must be an object") }
+                embeddedKey = key
+            case "crit":
+                try Self.checkCritical(value, in: object, policy: policy)
+            default:
+                continue
             }
         }
-        var keyID: String?
-        if let value = object["kid"] {
-            guard let kid = value.stringValue, KeyID.isAcceptable(kid) else { throw JOSEError.keyID.with(detail: "unacceptable kid") }
-            keyID = kid
-        }
-        var type: String?
-        if let value = object["typ"] {
-            guard let text = value.stringValue else { throw JOSEError.malformed.with(detail: "typ must be a string") }
-            type = text
+        guard let algorithmName else { throw JOSEError.algorithm.with(detail: "missing alg") }
+        guard let algorithm = JWSAlgorithm(rawValue: algorithmName) else {
+            let isNone = algorithmName.utf8.count == 4 && algorithmName.lowercased() == "none"
+            throw JOSEError.algorithm.with(detail: isNone ? "unsecured JWS (alg none)" : "unsupported alg \(algorithmName)")
         }
         self.algorithm = algorithm
         self.keyID = keyID
@@ -74,14 +72,32 @@ public struct JOSEHeader: Sendable {
         self.object = object
     }
 
+    private static func checkCritical(_ value: JOSEValue, in object: JOSEObject, policy: Policy) throws {
+        guard let entries = value.arrayValue, !entries.isEmpty else { throw JOSEError.critical.with(detail: "crit must be a non-empty array") }
+        var seen: Set<String> = []
+        for entry in entries {
+            guard let name = entry.stringValue, seen.insert(name).inserted, !registeredNames.contains(name),
+                  policy.understoodCriticalParameters.contains(name), object[name] != nil else {
+                throw JOSEError.critical.with(detail: "unsupported critical header \(entry)")
+            }
+        }
+    }
+
     /// Whether `typ` names `mediaType`, compared as RFC 7515 §4.1.9 says: case-insensitively, `application/` optional.
     func hasType(_ mediaType: String) -> Bool {
         guard let type else { return false }
-        return Self.normalizedType(type) == Self.normalizedType(mediaType)
+        return Self.mediaTypeName(type).elementsEqual(Self.mediaTypeName(mediaType)) { Self.lowered($0) == Self.lowered($1) }
     }
 
-    private static func normalizedType(_ type: String) -> String {
-        let lowered = type.lowercased()
-        return lowered.hasPrefix("application/") ? String(lowered.dropFirst("application/".count)) : lowered
+    /// The UTF-8 of a media type without an `application/` prefix (matched case-insensitively).
+    private static func mediaTypeName(_ type: String) -> Substring.UTF8View {
+        let prefix = "application/".utf8
+        let bytes = type.utf8
+        let hasPrefix = bytes.count > prefix.count && bytes.prefix(prefix.count).elementsEqual(prefix) { lowered($0) == $1 }
+        return Substring(type).utf8.dropFirst(hasPrefix ? prefix.count : 0)
+    }
+
+    private static func lowered(_ byte: UInt8) -> UInt8 {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
     }
 }

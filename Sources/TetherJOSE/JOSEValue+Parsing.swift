@@ -90,6 +90,8 @@ private struct JSONParser {
         try enterContainer()
         defer { depth -= 1 }
         var members: [(name: String, value: JOSEValue)] = []
+        // Claim sets have about ten members; growing 1, 2, 4, 8, 16 would cost five allocations.
+        members.reserveCapacity(12)
         var seen: Set<String>?
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
@@ -102,7 +104,10 @@ private struct JSONParser {
             let name = try parseString()
             // Duplicate names are how "alg" or "aud" get smuggled past one parser and not another.
             if members.count < 16 {
-                guard !members.contains(where: { $0.name == name }) else { throw failure("duplicate member \(name)") }
+                let length = name.utf8.count
+                guard !members.contains(where: { $0.name.utf8.count == length && $0.name == name }) else {
+                    throw failure("duplicate member \(name)")
+                }
             } else {
                 if seen == nil { seen = Set(members.map(\.name)) }
                 guard seen!.insert(name).inserted else { throw failure("duplicate member \(name)") }
@@ -148,6 +153,11 @@ private struct JSONParser {
         }
     }
 
+    /// Registered JOSE member names, handed out as literals instead of freshly decoded strings.
+    private static let registeredNames: [StaticString] = [
+        "alg", "kid", "typ", "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "kty", "crv", "use",
+    ]
+
     private mutating func parseString() throws -> String {
         index += 1
         let start = index
@@ -155,9 +165,14 @@ private struct JSONParser {
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let text = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return text
+                if text.count == 3 {
+                    for name in Self.registeredNames where memcmp(name.utf8Start, text.baseAddress!, 3) == 0 {
+                        return name.description
+                    }
+                }
+                return String(decoding: text, as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
             index += 1

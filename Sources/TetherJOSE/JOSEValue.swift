@@ -61,8 +61,10 @@ public struct JOSEObject: Sendable, Hashable {
     /// The value of member `name`; setting `nil` removes it, setting a new name appends it.
     public subscript(name: String) -> JOSEValue? {
         get {
-            // Linear search beats hashing for the handful of members JOSE objects have.
-            for member in members where member.name == name { return member.value }
+            // Linear search beats hashing for the handful of members JOSE objects have; comparing
+            // lengths first skips String's slower unequal-contents path for most members.
+            let length = name.utf8.count
+            for member in members where member.name.utf8.count == length && member.name == name { return member.value }
             return nil
         }
         set {

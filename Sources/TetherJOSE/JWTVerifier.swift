@@ -60,11 +60,13 @@ public struct JWTVerifier: Sendable {
     /// The rules applied to every token.
     public let configuration: Configuration
     private let clock: any WallClock
+    private let claimRules: ClaimRules
 
     /// A verifier with `configuration`, reading the time from `clock`.
     public init(configuration: Configuration, clock: any WallClock = SystemWallClock()) {
         self.configuration = configuration
         self.clock = clock
+        self.claimRules = ClaimRules(configuration: configuration)
     }
 
     /// Verifies `token` against a fixed key set.
@@ -89,7 +91,7 @@ public struct JWTVerifier: Sendable {
         let key = try jws.verifySignature(using: keys, allowedAlgorithms: configuration.allowedAlgorithms)
         // The payload is parsed only once the signature shows who wrote it.
         let claims = try JWTClaims(JOSEObject(parsing: jws.payload))
-        try ClaimRules(configuration: configuration).check(claims, now: clock.now())
+        try claimRules.check(claims, now: clock.now())
         return VerifiedJWT(header: jws.header, claims: claims, key: key, payload: jws.payload)
     }
 
@@ -113,7 +115,8 @@ struct ClaimRules {
     var audiences: Set<String> = []
     var leeway: TimeInterval
     var maximumAge: TimeInterval?
-    var requiredClaims: Set<String> = []
+    /// Sorted once, so the first missing claim reported is stable.
+    var requiredClaims: [String] = []
 
     init(issuer: String? = nil, audiences: Set<String> = [], leeway: TimeInterval, maximumAge: TimeInterval?,
          requiredClaims: Set<String>) {
@@ -121,7 +124,7 @@ struct ClaimRules {
         self.audiences = audiences
         self.leeway = leeway
         self.maximumAge = maximumAge
-        self.requiredClaims = requiredClaims
+        self.requiredClaims = requiredClaims.sorted()
     }
 
     init(configuration: JWTVerifier.Configuration) {
@@ -131,7 +134,7 @@ struct ClaimRules {
 
     func check(_ claims: JWTClaims, now date: Date) throws {
         let now = date.timeIntervalSince1970
-        for name in requiredClaims.sorted() where claims[name] == nil {
+        for name in requiredClaims where claims[name] == nil {
             throw JOSEError.missingClaim.with(detail: name)
         }
         if let issuer {
@@ -140,13 +143,16 @@ struct ClaimRules {
         }
         if !audiences.isEmpty {
             guard let value = claims["aud"] else { throw JOSEError.missingClaim.with(detail: "aud") }
-            let named: [String]
+            let isAccepted: Bool
             switch value {
-            case .string(let audience): named = [audience]
-            case .array(let entries) where entries.allSatisfy({ $0.stringValue != nil }): named = entries.compactMap(\.stringValue)
-            default: throw JOSEError.malformed.with(detail: "aud must be a string or an array of strings")
+            case .string(let audience):
+                isAccepted = audiences.contains(audience)
+            case .array(let entries) where entries.allSatisfy({ $0.stringValue != nil }):
+                isAccepted = entries.contains { audiences.contains($0.stringValue!) }
+            default:
+                throw JOSEError.malformed.with(detail: "aud must be a string or an array of strings")
             }
-            guard named.contains(where: audiences.contains) else { throw JOSEError.audience }
+            guard isAccepted else { throw JOSEError.audience }
         }
         if let expiresAt = try numericDate(claims, "exp"), now >= expiresAt + leeway {
             throw JOSEError.expired
