@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 
 /// AES-256-GCM authenticated encryption with 12-byte nonces and 16-byte tags.
-public enum AESGCM {
+public enum AESGCM: Sendable {
     /// Key size: AES-256.
     public static let keyByteCount = 32
     /// Nonce size: the 96-bit IV GCM is designed for (NIST SP 800-38D §8.2).

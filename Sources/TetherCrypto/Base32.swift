@@ -1,5 +1,5 @@
 /// Strict RFC 4648 §6 base32, the encoding of TOTP secrets in `otpauth://` URIs.
-public enum Base32 {
+public enum Base32: Sendable {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".utf8)
     private static let padding = UInt8(ascii: "=")
 

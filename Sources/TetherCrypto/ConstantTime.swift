@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 
 /// Comparisons whose running time does not depend on secret data.
-public enum ConstantTime {
+public enum ConstantTime: Sendable {
     /// Whether `lhs` and `rhs` hold the same bytes.
     ///
     /// The time depends only on the length of `lhs` (the expected value):

@@ -2,7 +2,7 @@ import COpenSSL
 import Foundation
 
 /// HMAC (RFC 2104) through OpenSSL's `EVP_MAC`.
-public enum HMAC {
+public enum HMAC: Sendable {
     /// The HMAC of `message` under `key` with the hash function `digest`.
     public static func authenticationCode(
         for message: some ContiguousBytes, key: some ContiguousBytes, digest: DigestAlgorithm

@@ -1,5 +1,5 @@
 /// HMAC-based one-time passwords (RFC 4226).
-public enum HOTP {
+public enum HOTP: Sendable {
     /// The `digits`-long code (6…8) for `counter`, zero-padded.
     public static func code(secret: [UInt8], counter: UInt64, digits: Int = 6, algorithm: DigestAlgorithm = .sha1) -> String {
         precondition((6...8).contains(digits), "HOTP codes have 6 to 8 digits")

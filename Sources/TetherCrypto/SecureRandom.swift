@@ -1,7 +1,7 @@
 import COpenSSL
 
 /// Cryptographically secure random bytes from OpenSSL's DRBG.
-public enum SecureRandom {
+public enum SecureRandom: Sendable {
     /// `count` random bytes.
     public static func bytes(count: Int) -> [UInt8] {
         precondition(count >= 0 && count <= Int(Int32.max), "random byte count out of range")

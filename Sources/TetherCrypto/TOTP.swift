@@ -79,6 +79,7 @@ public struct TOTP: Sendable, Equatable, CustomStringConvertible {
         "TOTP(algorithm: \(algorithm.rawValue), digits: \(digits), period: \(period), secret: <redacted>)"
     }
 
+    /// Equal parameters and secret; the secrets are compared in constant time.
     public static func == (lhs: TOTP, rhs: TOTP) -> Bool {
         ConstantTime.isEqual(lhs.secret, rhs.secret) && lhs.algorithm == rhs.algorithm
             && lhs.digits == rhs.digits && lhs.period == rhs.period

@@ -3,7 +3,7 @@
 /// Decoding accepts exactly one spelling per byte string: only the URL-safe
 /// alphabet, no `=`, no whitespace, no impossible lengths and no non-zero
 /// trailing bits, so a token cannot be altered without changing its bytes.
-public enum Base64URL {
+public enum Base64URL: Sendable {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let invalid: UInt8 = 0xFF
     private static let decodingTable: [UInt8] = {

@@ -84,12 +84,13 @@ public struct JOSEObject: Sendable, Hashable {
     /// The number of members.
     public var count: Int { members.count }
 
+    /// The same members with equal values, in any order (JSON object members are unordered).
     public static func == (lhs: JOSEObject, rhs: JOSEObject) -> Bool {
         lhs.members.count == rhs.members.count && lhs.members.allSatisfy { rhs[$0.name] == $0.value }
     }
 
+    /// Hashes the member names, order-independently like `==`.
     public func hash(into hasher: inout Hasher) {
-        // Order-independent, matching ==.
         hasher.combine(members.count)
         for name in members.map(\.name).sorted() { hasher.combine(name) }
     }

@@ -92,3 +92,30 @@ struct SignatureTests {
         #expect(results.count == 64 && results.allSatisfy { $0 })
     }
 }
+
+@Suite("ECDSA DER signatures")
+struct ECDSADERTests {
+    /// An independent raw → DER encoder, so the production converter is not tested against itself.
+    static func der(r: ArraySlice<UInt8>, s: ArraySlice<UInt8>, padR: Bool = false) -> [UInt8] {
+        func integer(_ bytes: ArraySlice<UInt8>, extraZero: Bool) -> [UInt8] {
+            var digits = Array(bytes.drop { $0 == 0 })
+            if digits.isEmpty || digits[0] & 0x80 != 0 { digits.insert(0, at: 0) }
+            if extraZero { digits.insert(0, at: 0) }
+            return [0x02, UInt8(digits.count)] + digits
+        }
+        let body = integer(r, extraZero: padR) + integer(s, extraZero: false)
+        return [0x30, UInt8(body.count)] + body
+    }
+
+    @Test func derSignatureVerifiesAndNonCanonicalDERIsRejected() throws {
+        let key = SignatureTests.keys[.ecP256]!
+        let message = Array("der".utf8)
+        let raw = try key.signature(for: message, algorithm: .ecdsaP256SHA256)
+        let der = Self.der(r: raw[0..<32], s: raw[32...])
+        #expect(key.publicKey.isValidECDSASignature(der: der, for: message))
+        #expect(!key.publicKey.isValidECDSASignature(der: der, for: message + [1]))
+        #expect(!key.publicKey.isValidECDSASignature(der: der + [0], for: message))
+        #expect(!key.publicKey.isValidECDSASignature(der: Self.der(r: raw[0..<32], s: raw[32...], padR: true), for: message))
+        #expect(!SignatureTests.keys[.rsa]!.publicKey.isValidECDSASignature(der: der, for: message))
+    }
+}
