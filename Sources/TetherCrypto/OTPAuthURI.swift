@@ -26,7 +26,7 @@ public struct OTPAuthURI: Sendable, Equatable {
     /// disagrees with the `issuer` parameter are errors.
     public init(parsing text: String) throws {
         let prefix = "otpauth://totp/"
-        guard text.lowercased().hasPrefix(prefix) else { throw Self.invalid("not an otpauth://totp/ URI") }
+        guard text.prefix(prefix.count).lowercased() == prefix else { throw Self.invalid("not an otpauth://totp/ URI") }
         let rest = text.dropFirst(prefix.count)
         let labelPart = rest.prefix { $0 != "?" }
         let queryPart = rest.dropFirst(labelPart.count + 1)

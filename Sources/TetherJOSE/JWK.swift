@@ -72,8 +72,10 @@ public struct JWK: Sendable {
     /// The same key without private members, or nil for an HMAC secret, which has no public form.
     public var publicJWK: JWK? {
         guard let publicKey else { return nil }
+        // A key that may sign publishes a public half that may verify.
+        let publicOperations = operations.map { $0.contains { $0 == "sign" || $0 == "verify" } ? ["verify"] : [] }
         return try? JWK(material: .publicKey(publicKey), keyID: keyID, algorithm: algorithm, use: use,
-                        operations: operations?.filter { $0 == "verify" })
+                        operations: publicOperations)
     }
 
     /// Whether `use` and `key_ops` permit verifying signatures.

@@ -119,7 +119,7 @@ public actor JWKSCache {
         let response = try await httpClient.get(url: configuration.url, timeout: configuration.timeout,
                                                 maxBytes: configuration.maximumResponseBytes)
         guard response.status == 200 else { throw JOSEError.unavailable.with(detail: "JWKS endpoint answered \(response.status)") }
-        let set = try JWKSet(parsing: response.body)
+        let set = try JWKSet(parsing: response.body, allowsSymmetricKeys: false)
         // An empty set would lock every user out; treat it like a failed fetch and keep the old one.
         guard !set.keys.isEmpty else { throw JOSEError.unavailable.with(detail: "JWKS has no usable keys") }
         let timeToLive = maxAge(response.headers["cache-control"]).map {

@@ -24,11 +24,19 @@ public struct JWKSet: Sendable {
     }
 
     /// Parses a `{"keys": [...]}` document; the document must be well-formed, individual keys may be skipped.
-    public init(parsing bytes: some Collection<UInt8>) throws {
+    ///
+    /// A set fetched from the network is public, so an HMAC secret in it is
+    /// no secret at all: pass `allowsSymmetricKeys: false` there and such keys
+    /// are skipped like any other unusable key.
+    public init(parsing bytes: some Collection<UInt8>, allowsSymmetricKeys: Bool = true) throws {
         let object = try JOSEObject(parsing: bytes)
         guard let entries = object["keys"]?.arrayValue else { throw JOSEError.malformed.with(detail: "JWKS without a keys array") }
         let parsed = entries.compactMap { entry in entry.objectValue.flatMap { try? JWK(object: $0) } }
-        let usable = parsed.filter(Self.isUsable)
+        let usable = parsed.filter { key in
+            guard Self.isUsable(key) else { return false }
+            if case .symmetric = key.material { return allowsSymmetricKeys }
+            return true
+        }
         self.init(usable: usable, unusableKeyCount: entries.count - usable.count)
     }
 

@@ -67,6 +67,20 @@ struct JWKTests {
         #expect(try JWKSet(parsing: published.jsonBytes).keys.map(\.keyID) == ["ec-1", "rsa-1"])
     }
 
+    @Test func keySetFromTheNetworkSkipsHMACSecrets() throws {
+        let document: JOSEObject = ["keys": [["kty": "oct", "kid": "shared", "k": .string(Base64URL.encode(SecureRandom.bytes(count: 32)))]]]
+        #expect(try JWKSet(parsing: document.jsonBytes).keys.count == 1)
+        let published = try JWKSet(parsing: document.jsonBytes, allowsSymmetricKeys: false)
+        #expect(published.keys.isEmpty && published.unusableKeyCount == 1)
+    }
+
+    @Test func publicHalfOfASigningKeyMayVerify() throws {
+        let signing = try JWK(material: .privateKey(TestKeys.ec), keyID: "s", operations: ["sign"])
+        let published = try #require(signing.publicJWK)
+        #expect(published.operations == ["verify"] && published.isUsableForVerification)
+        #expect(try JWK(material: .privateKey(TestKeys.ec)).publicJWK?.operations == nil)
+    }
+
     @Test func keySetDocumentMustHaveAKeysArray() {
         #expect(throws: JOSEError.malformed) { try JWKSet(parsing: Array(#"{"kty":"oct","k":"AAAA"}"#.utf8)) }
         #expect(throws: JOSEError.malformed) { try JWKSet(parsing: Array("[]".utf8)) }
