@@ -5,7 +5,7 @@ import PackageDescription
 // come from Debian packages through system library targets.
 let package = Package(
     name: "Tether",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "tether", targets: ["tether"]),
     ],
@@ -20,7 +20,8 @@ let package = Package(
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD"]),
-        .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP"]),
+        .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherHTTP"]),
+        .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
         .executableTarget(name: "tether", dependencies: ["TetherAPI"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherTesting", dependencies: ["TetherPostgres"]),
@@ -30,6 +31,8 @@ let package = Package(
         .testTarget(name: "TetherJOSETests", dependencies: ["TetherJOSE", "TetherCrypto", "TetherHTTP"]),
         .testTarget(name: "TetherPostgresTests", dependencies: ["TetherPostgres", "TetherTesting"]),
         .testTarget(name: "TetherHTTPTests", dependencies: ["TetherHTTP", "TetherTesting"]),
+        .testTarget(name: "TetherProvidersTests", dependencies: ["TetherProviders", "TetherPostgres", "TetherTesting"]),
+        .testTarget(name: "TetherAPITests", dependencies: ["TetherAPI", "TetherTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

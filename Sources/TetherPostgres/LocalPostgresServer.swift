@@ -162,33 +162,47 @@ public struct LocalPostgresServer: Sendable {
             arguments = ["-u", user, "--", executable] + arguments
             executable = "/sbin/runuser"
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: "/")
-        // A file, not a pipe: pg_ctl leaves the server running with our output
-        // descriptors, so a pipe would never reach end-of-file.
+        // A file, not a pipe, and posix_spawn rather than Foundation's Process:
+        // pg_ctl leaves the server running with the descriptors it inherited, so
+        // anything that waits for those to close would wait for the server to stop.
         let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("tether-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: outputURL.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: outputURL) }
-        let output = try FileHandle(forWritingTo: outputURL)
-        defer { try? output.close() }
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw LocalPostgresError("cannot run \(executable): \(error.localizedDescription)")
-        }
-        process.waitUntilExit()
+        let status = try spawnAndWait(executable, arguments, output: outputURL.path)
         let data = (try? Data(contentsOf: outputURL)) ?? Data()
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard process.terminationStatus == 0 else {
+        guard status == 0 else {
             let lastLines = text.split(separator: "\n").suffix(5).joined(separator: " | ")
-            throw LocalPostgresError("\(what ?? executable) failed (exit \(process.terminationStatus)): \(lastLines)")
+            throw LocalPostgresError("\(what ?? executable) failed (exit \(status)): \(lastLines)")
         }
         return text
+    }
+
+    /// Runs a program with stdin from /dev/null and stdout/stderr into `output`, and waits for it alone.
+    private static func spawnAndWait(_ executable: String, _ arguments: [String], output: String) throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Keep our sockets and files (an HTTP listener, test connections) out of the server.
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for descriptor in open.compactMap({ Int32($0) }) where descriptor > 2 && fcntl(descriptor, F_GETFD) >= 0 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else {
+            throw LocalPostgresError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw LocalPostgresError("waiting for \(executable) failed: errno \(errno)") }
+        }
+        // WIFEXITED / WEXITSTATUS, which Swift does not import.
+        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     private static func capture(_ executable: String, _ arguments: [String]) throws -> String {

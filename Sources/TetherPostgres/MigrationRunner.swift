@@ -8,6 +8,13 @@ public struct Migration: Sendable, Hashable {
     public let fileName: String
     /// The SQL the file holds.
     public let sql: String
+
+    /// A migration read from `fileName`, applied in `version` order.
+    public init(version: Int, fileName: String, sql: String) {
+        self.version = version
+        self.fileName = fileName
+        self.sql = sql
+    }
 }
 
 /// Why migrations could not be loaded or applied.

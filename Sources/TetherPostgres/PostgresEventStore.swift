@@ -19,6 +19,7 @@ public struct PostgresEventStore: EventStore {
         self.upcasters = upcasters
     }
 
+    @discardableResult
     public func append(
         _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata
     ) async throws -> AppendResult {
@@ -33,6 +34,7 @@ public struct PostgresEventStore: EventStore {
     /// (including when a concurrent writer won the race for the same version).
     /// When the first event's id is already stored, nothing is written and the
     /// original append's result is returned, so a retried command has one effect.
+    @discardableResult
     public func append(
         _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata,
         on connection: PostgresConnection
