@@ -1,1 +1,50 @@
-print("tether")
+import Foundation
+
+// `tether COMMAND [OPTIONS]`: every failure is one line on standard error and a
+// non-zero exit status (2 for a usage mistake).
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("tether: \(message)\n".utf8))
+    exit(status)
+}
+
+guard let command = arguments.first else {
+    print(Help.overview)
+    exit(2)
+}
+if ["--help", "-h", "help"].contains(command) {
+    if let topic = arguments.dropFirst().first {
+        guard let text = Help.text(for: topic) else { fail("no such command \"\(topic)\" (see tether --help)", status: 2) }
+        print(text)
+    } else {
+        print(Help.overview)
+    }
+    exit(0)
+}
+let rest = Array(arguments.dropFirst())
+if rest.contains("--help") || rest.contains("-h") {
+    guard let text = Help.text(for: command) else { fail("unknown command \"\(command)\" (see tether --help)", status: 2) }
+    print(text)
+    exit(0)
+}
+
+do {
+    switch command {
+    case "serve": try await Commands.serve(rest)
+    case "dev": try await Commands.dev(rest)
+    case "migrate": try await Commands.migrate(rest)
+    case "postgres": try await Commands.postgres(rest)
+    case "--version", "version": print("tether 0.1.0")
+    default: fail("unknown command \"\(command)\" (see tether --help)", status: 2)
+    }
+} catch let error as UsageError {
+    fail("\(error.description) (see tether \(command) --help)", status: 2)
+} catch let error as CommandFailure {
+    fail(error.description, status: error.status)
+} catch let error as CustomStringConvertible {
+    fail(error.description, status: 1)
+} catch {
+    fail(String(describing: error), status: 1)
+}

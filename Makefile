@@ -1,0 +1,52 @@
+# Tether: `make run` and `make test` do all the set-up on a fresh Debian 12 machine.
+
+SHELL := /bin/bash
+export PATH := /opt/swift/usr/bin:$(PATH)
+
+# Debian packages the build, the tests and `tether dev` need.
+PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev pkg-config
+SWIFT_BUILD_FLAGS ?=
+
+.PHONY: all deps build run test bench bench-crypto clean
+
+all: build
+
+## deps: install missing Debian packages (apt-get as root; otherwise print the command)
+deps:
+	@missing=""; \
+	for package in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "Installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$$missing >/dev/null; \
+	  else \
+	    echo "Missing Debian packages. Run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+	@command -v swift >/dev/null || { echo "Swift 6 toolchain not found (expected at /opt/swift/usr/bin)"; exit 1; }
+
+## build: debug build of every target
+build: deps
+	swift build $(SWIFT_BUILD_FLAGS)
+
+## run: build, then `tether dev` (private PostgreSQL under .tether/pg, server on TETHER_LISTEN)
+run: deps
+	swift build $(SWIFT_BUILD_FLAGS) --product tether
+	.build/debug/tether dev
+
+## test: start a throwaway PostgreSQL, run every test against it, stop it
+test: deps
+	swift build $(SWIFT_BUILD_FLAGS) --build-tests
+	scripts/test.sh
+
+## bench: every benchmark, as ratios against baselines measured in the same run
+bench: bench-crypto
+
+bench-crypto: deps
+	swift build -c release --product tether-bench
+	.build/release/tether-bench crypto
+
+clean:
+	rm -rf .build .tether

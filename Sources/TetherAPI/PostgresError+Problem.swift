@@ -1,0 +1,13 @@
+import TetherHTTP
+import TetherPostgres
+
+/// A database that cannot be reached is a 503 the client may retry, never a 500
+/// and never a reason to sign a user out.
+extension PostgresError: ProblemConvertible {
+    public var problem: Problem {
+        if isUnavailable || isTransient {
+            return .serviceUnavailable(retryAfterSeconds: 2, detail: "the database is unavailable; retry shortly")
+        }
+        return .internal
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import TetherHTTP
+
+/// Everything the server reads from `TETHER_*` variables (or a `--config` JSON file).
+///
+/// A value that cannot be used stops start-up with one line naming the variable.
+public struct TetherConfiguration: Sendable {
+    /// Which accounts may share an email address.
+    public enum EmailPolicy: String, Sendable, CaseIterable {
+        /// Firebase's default: one account per email, trusted providers take over unverified owners.
+        case oneAccountPerEmail = "one-account-per-email"
+        /// Parse's rules: link only what the client says; emails may repeat.
+        case allowDuplicateEmails = "allow-duplicate-emails"
+    }
+
+    /// An address and port to listen on.
+    public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// Parses `host:port`, `[v6]:port` or `:port` (all addresses).
+        public init?(parsing text: String) {
+            let host: Substring
+            let portText: Substring
+            if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+                host = text[text.index(after: text.startIndex)..<close]
+                let rest = text[text.index(after: close)...]
+                guard rest.hasPrefix(":") else { return nil }
+                portText = rest.dropFirst()
+            } else {
+                guard let colon = text.lastIndex(of: ":") else { return nil }
+                host = text[..<colon]
+                portText = text[text.index(after: colon)...]
+            }
+            guard let port = Int(portText), (0...65535).contains(port), !host.contains(" ") else { return nil }
+            self.host = host.isEmpty ? "0.0.0.0" : String(host)
+            self.port = port
+        }
+
+        /// True for 127.0.0.0/8, ::1 and localhost.
+        public var isLoopback: Bool {
+            host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        }
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// A configuration problem, naming the variable.
+    public struct Invalid: Error, Sendable, CustomStringConvertible {
+        /// The variable (or file) at fault.
+        public let variable: String
+        /// What is wrong with it.
+        public let problem: String
+
+        public init(_ variable: String, _ problem: String) {
+            self.variable = variable
+            self.problem = problem
+        }
+
+        public var description: String { "\(variable): \(problem)" }
+    }
+
+    /// `TETHER_DATABASE_URL`; nil means `tether dev` starts its own PostgreSQL.
+    public var databaseURL: String?
+    /// `TETHER_LISTEN`.
+    public var listen: ListenAddress
+    /// `TETHER_EMAIL_POLICY`.
+    public var emailPolicy: EmailPolicy
+    /// `TETHER_PARSE_APP_ID`; nil turns the Parse surface off.
+    public var parseAppID: String?
+    /// `TETHER_FIREBASE_PROJECT_ID`; nil turns the Firebase surface off.
+    public var firebaseProjectID: String?
+    /// `TETHER_SMS_WEBHOOK_URL`.
+    public var smsWebhookURL: URL?
+    /// `TETHER_LOG_LEVEL`.
+    public var logLevel: Logger.Level
+    /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
+    public var schemaDirectory: String?
+    /// Every `TETHER_*` value, for the layers that read their own (identity providers).
+    public var values: [String: String]
+
+    /// The variables this build understands, with their meaning, for `--help` and validation.
+    public static let variables: [(name: String, defaultValue: String, meaning: String)] = [
+        ("TETHER_DATABASE_URL", "none: tether dev starts its own PostgreSQL", "libpq connection string"),
+        ("TETHER_LISTEN", "127.0.0.1:8080", "address:port of the HTTP server"),
+        ("TETHER_EMAIL_POLICY", "one-account-per-email", "or allow-duplicate-emails"),
+        ("TETHER_APPLE_CLIENT_IDS", "none (Apple disabled)", "comma list of bundle ids / Services ids accepted as aud"),
+        ("TETHER_APPLE_JWKS_URL", "https://appleid.apple.com/auth/keys", ""),
+        ("TETHER_APPLE_ISSUER", "https://appleid.apple.com", ""),
+        ("TETHER_FACEBOOK_APP_IDS", "none (Facebook disabled)", "comma list"),
+        ("TETHER_FACEBOOK_APP_SECRET", "none", "for appsecret_proof and debug_token"),
+        ("TETHER_FACEBOOK_GRAPH_URL", "https://graph.facebook.com/v21.0", ""),
+        ("TETHER_FACEBOOK_LIMITED_JWKS_URL", "https://limited.facebook.com/.well-known/oauth/openid/jwks/", ""),
+        ("TETHER_FACEBOOK_LIMITED_ISSUER", "https://www.facebook.com", ""),
+        ("TETHER_GOOGLE_CLIENT_IDS", "none (Google disabled)", "comma list"),
+        ("TETHER_GOOGLE_JWKS_URL", "https://www.googleapis.com/oauth2/v3/certs", ""),
+        ("TETHER_GOOGLE_ISSUER", "https://accounts.google.com", ""),
+        ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id"),
+        ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
+        ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
+        ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
+        ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
+    ]
+
+    /// Reads the configuration: values of the JSON file at `configFile` (if any), overridden by
+    /// the environment's `TETHER_*` variables.
+    public static func load(
+        environment: [String: String] = ProcessInfo.processInfo.environment, configFile: String? = nil
+    ) throws(Invalid) -> TetherConfiguration {
+        var values: [String: String] = [:]
+        if let configFile {
+            values = try fileValues(configFile)
+        }
+        for (key, value) in environment where key.hasPrefix("TETHER_") {
+            values[key] = value
+        }
+        return try TetherConfiguration(values: values)
+    }
+
+    /// Validates `values` (variable name → text).
+    public init(values: [String: String]) throws(Invalid) {
+        func value(_ name: String) -> String? {
+            guard let text = values[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+            return text
+        }
+        self.values = values
+        databaseURL = value("TETHER_DATABASE_URL")
+        if let url = databaseURL, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=")) {
+            throw Invalid("TETHER_DATABASE_URL", "expected a postgresql:// URL or a key=value connection string")
+        }
+        let listenText = value("TETHER_LISTEN") ?? "127.0.0.1:8080"
+        guard let listen = ListenAddress(parsing: listenText) else {
+            throw Invalid("TETHER_LISTEN", "expected address:port (like 127.0.0.1:8080), got \"\(listenText)\"")
+        }
+        self.listen = listen
+        let policyText = value("TETHER_EMAIL_POLICY") ?? EmailPolicy.oneAccountPerEmail.rawValue
+        guard let policy = EmailPolicy(rawValue: policyText) else {
+            throw Invalid("TETHER_EMAIL_POLICY", "expected one-account-per-email or allow-duplicate-emails, got \"\(policyText)\"")
+        }
+        emailPolicy = policy
+        let levelText = value("TETHER_LOG_LEVEL") ?? "info"
+        guard let level = Logger.Level(name: levelText) else {
+            throw Invalid("TETHER_LOG_LEVEL", "expected debug, info, warn or error, got \"\(levelText)\"")
+        }
+        logLevel = level
+        parseAppID = value("TETHER_PARSE_APP_ID")
+        firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
+        if let webhook = value("TETHER_SMS_WEBHOOK_URL") {
+            guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                throw Invalid("TETHER_SMS_WEBHOOK_URL", "not an http(s) URL: \"\(webhook)\"")
+            }
+            smsWebhookURL = url
+        } else {
+            smsWebhookURL = nil
+        }
+        schemaDirectory = value("TETHER_SCHEMA_DIR")
+        let known = Set(Self.variables.map(\.name))
+        if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {
+            throw Invalid(unknown, "unknown setting (see tether --help for the list)")
+        }
+    }
+
+    private static func fileValues(_ path: String) throws(Invalid) -> [String: String] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Invalid("--config", "cannot read \(path)")
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            throw Invalid("--config", "\(path) is not a JSON object of TETHER_* keys")
+        }
+        var values: [String: String] = [:]
+        for (key, value) in object {
+            switch value {
+            case let text as String: values[key] = text
+            case let list as [String]: values[key] = list.joined(separator: ",")
+            case let number as NSNumber: values[key] = number.stringValue
+            default: throw Invalid(key, "in \(path): expected a string, number or list of strings")
+            }
+        }
+        return values
+    }
+}

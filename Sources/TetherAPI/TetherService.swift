@@ -1,0 +1,45 @@
+import Foundation
+import TetherHTTP
+import TetherPostgres
+
+/// The running service: database pool, HTTP server and routes, from start to graceful stop.
+public final class TetherService: Sendable {
+    /// The settings it runs with.
+    public let configuration: TetherConfiguration
+    /// The pool every route uses; it acts as the `tether_service` role.
+    public let database: PostgresClient
+    /// The HTTP server.
+    public let server: HTTPServer
+    let logger: Logger
+
+    /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
+    public init(
+        configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil
+    ) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
+        database = PostgresClient(configuration: .init(url: databaseURL, maxConnections: 16, role: "tether_service"))
+        var router = Router()
+        OperationsRoutes(database: database, migrations: migrations).register(on: &router)
+        if let extraRoutes {
+            router.mount("", extraRoutes)
+        }
+        server = HTTPServer(
+            configuration: .init(
+                host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink),
+            router: router)
+    }
+
+    /// Starts listening; throws with the address when the port cannot be bound.
+    public func start() throws {
+        try server.start() // the server logs "listening" with its address
+    }
+
+    /// Stops accepting, lets in-flight requests finish, then closes the pool.
+    public func stop() async {
+        logger.info("shutting down")
+        await server.shutdown() // logs "stopped" once requests in flight have finished
+        database.shutdown()
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// The arguments of one command: flags (`--name value`, `--name=value`, `--switch`) and positionals.
+struct Arguments {
+    private(set) var flags: [String: String] = [:]
+    private(set) var switches: Set<String> = []
+    private(set) var positionals: [String] = []
+
+    /// Parses `arguments`; `valueFlags` name the flags that take a value.
+    init(_ arguments: [String], valueFlags: Set<String>, switchFlags: Set<String>) throws(UsageError) {
+        var remaining = arguments[...]
+        while let argument = remaining.popFirst() {
+            if argument == "--" {
+                positionals += remaining
+                break
+            }
+            guard argument.hasPrefix("-"), argument != "-" else {
+                positionals.append(argument)
+                continue
+            }
+            var name = String(argument.drop(while: { $0 == "-" }))
+            var inlineValue: String?
+            if let equals = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: equals)...])
+                name = String(name[..<equals])
+            }
+            if name == "h" { name = "help" }
+            if switchFlags.contains(name) || name == "help" {
+                guard inlineValue == nil else { throw UsageError("--\(name) takes no value") }
+                switches.insert(name)
+            } else if valueFlags.contains(name) {
+                guard let value = inlineValue ?? remaining.popFirst() else { throw UsageError("--\(name) needs a value") }
+                flags[name] = value
+            } else {
+                throw UsageError("unknown option \(argument)")
+            }
+        }
+    }
+
+    func has(_ name: String) -> Bool { switches.contains(name) }
+    subscript(_ name: String) -> String? { flags[name] }
+}
+
+/// A mistake in how the command was called (exit status 2).
+struct UsageError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// A failure to report as one line on standard error (exit status 1, or `status`).
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    let status: Int32
+
+    init(_ description: String, status: Int32 = 1) {
+        self.description = description
+        self.status = status
+    }
+}

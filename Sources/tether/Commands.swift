@@ -1,0 +1,136 @@
+import Foundation
+import TetherAPI
+import TetherHTTP
+import TetherPostgres
+
+/// The commands of `tether`; each throws `UsageError` or `CommandFailure` on failure.
+enum Commands {
+    static func serve(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [])
+        let configuration = try loadConfiguration(options)
+        guard let url = configuration.databaseURL else {
+            throw CommandFailure("TETHER_DATABASE_URL is not set: tether serve needs a database (tether dev starts its own)")
+        }
+        let logger = Logger(minimumLevel: configuration.logLevel)
+        let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
+        try await run(service)
+    }
+
+    static func dev(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "data"], switchFlags: [])
+        var configuration = try loadConfiguration(options)
+        let logger = Logger(minimumLevel: configuration.logLevel)
+        guard configuration.listen.isLoopback else {
+            throw CommandFailure(
+                "TETHER_LISTEN: tether dev binds only to loopback (it serves a development identity provider), got \(configuration.listen)")
+        }
+        var localServer: LocalPostgresServer?
+        let url: String
+        if let configured = configuration.databaseURL {
+            url = configured
+        } else {
+            let data = URL(fileURLWithPath: options["data"] ?? ".tether/pg")
+            let server = try LocalPostgresServer(dataDirectory: data)
+            logger.info("starting PostgreSQL", [("dataDirectory", server.dataDirectory.path), ("port", String(server.port))])
+            try server.start()
+            localServer = server
+            url = server.url(database: "tether")
+            try await createDatabaseIfMissing("tether", adminURL: server.url)
+            configuration.databaseURL = url
+            logger.info("PostgreSQL ready", [("url", url)])
+        }
+        do {
+            let report = try await MigrationRunner(
+                directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory)
+            ).migrate(.init(url: url))
+            logger.info("migrations applied", [("applied", String(report.applied.count)), ("alreadyApplied", String(report.alreadyApplied))])
+            let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
+            try await run(service)
+        } catch {
+            try? localServer?.stop()
+            throw error
+        }
+        if let localServer {
+            logger.info("stopping PostgreSQL")
+            try localServer.stop()
+        }
+    }
+
+    static func migrate(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: ["status"])
+        let configuration = try loadConfiguration(options)
+        guard let url = configuration.databaseURL else {
+            throw CommandFailure("TETHER_DATABASE_URL is not set: tether migrate needs the database to migrate")
+        }
+        let runner = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
+        if options.has("status") {
+            let client = PostgresClient(url: url, maxConnections: 1)
+            defer { client.shutdown() }
+            let status = try await runner.status(client)
+            for migration in runner.migrations {
+                let state = status.pending.contains(migration.fileName) ? "pending"
+                    : status.changed.contains(migration.fileName) ? "CHANGED after being applied" : "applied"
+                print("\(migration.fileName)  \(state)")
+            }
+            for version in status.unknown {
+                print("version \(version)  applied, but no file (the database is newer than this build)")
+            }
+            if !status.isCurrent { throw CommandFailure("migrations are not current", status: 1) }
+            return
+        }
+        let report = try await runner.migrate(.init(url: url))
+        for migration in report.applied {
+            print("applied \(migration.fileName)")
+        }
+        print("\(report.applied.count) applied, \(report.alreadyApplied) already applied")
+    }
+
+    static func postgres(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["data", "port"], switchFlags: ["throwaway"])
+        guard let action = options.positionals.first, options.positionals.count == 1 else {
+            throw UsageError("tether postgres needs one action: start or stop")
+        }
+        guard let data = options["data"] else { throw UsageError("tether postgres \(action) needs --data DIR") }
+        var port = 0
+        if let text = options["port"] {
+            guard let value = Int(text), (1...65535).contains(value) else { throw UsageError("--port must be a port number") }
+            port = value
+        }
+        let server = try LocalPostgresServer(
+            dataDirectory: URL(fileURLWithPath: data), port: port, isThrowaway: options.has("throwaway"))
+        switch action {
+        case "start":
+            try server.start()
+            print(server.url)
+        case "stop":
+            try server.stop()
+        default:
+            throw UsageError("unknown action \"\(action)\" (start or stop)")
+        }
+    }
+
+    private static func loadConfiguration(_ options: Arguments) throws -> TetherConfiguration {
+        do {
+            return try TetherConfiguration.load(configFile: options["config"])
+        } catch {
+            throw CommandFailure(error.description)
+        }
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+    private static func run(_ service: TetherService) async throws {
+        let signals = ShutdownSignal.listen()
+        try service.start()
+        _ = await signals.wait()
+        await service.stop()
+    }
+
+    private static func createDatabaseIfMissing(_ name: String, adminURL: String) async throws {
+        let admin = PostgresClient(url: adminURL, maxConnections: 1)
+        defer { admin.shutdown() }
+        let exists = try await admin.query("SELECT 1 FROM pg_database WHERE datname = \(name)")
+        if exists.isEmpty {
+            try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        }
+    }
+}

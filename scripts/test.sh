@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against a throwaway PostgreSQL cluster made for this run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+data=".tether/test-run"
+tether=".build/debug/tether"
+if [ -d "$data" ]; then
+  "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
+  rm -rf "$data"
+fi
+url=$("$tether" postgres start --data "$data" --throwaway | tail -n 1)
+cleanup() {
+  "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
+  rm -rf "$data"
+}
+trap cleanup EXIT
+
+export TETHER_TEST_DATABASE_URL="$url"
+echo "Test PostgreSQL: $url"
+swift test --skip-build "$@"
