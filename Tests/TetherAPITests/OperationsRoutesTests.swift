@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+@Suite("Operations routes over HTTP")
+struct OperationsRoutesTests {
+    private func withService(
+        _ database: TestDatabase, _ body: (HTTPTestClient) async throws -> Void
+    ) async throws {
+        let configuration = try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"])
+        let service = try TetherService(
+            configuration: configuration, databaseURL: database.url, logger: Logger(sink: .discarding))
+        try service.start()
+        let client = HTTPTestClient(port: service.server.boundPort)
+        do {
+            try await body(client)
+        } catch {
+            await client.close()
+            await service.stop()
+            throw error
+        }
+        await client.close()
+        await service.stop()
+    }
+
+    @Test func readyzIsOKOnAMigratedDatabase() async throws {
+        let database = try await TestDatabase.make()
+        try await withService(database) { client in
+            let health = try await client.get("/healthz")
+            #expect(health.status == 200)
+            let ready = try await client.get("/readyz")
+            #expect(ready.status == 200)
+            #expect(try ready.decodeJSON([String: String].self)["migrations"] == "current")
+        }
+    }
+
+    @Test func readyzIs503WhileMigrationsArePending() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        try await withService(database) { client in
+            let ready = try await client.get("/readyz")
+            #expect(ready.status == 503)
+            #expect(ready.headers["content-type"] == "application/problem+json")
+            #expect(ready.headers["retry-after"] != nil)
+            #expect(ready.bodyText.contains("pending migrations: 001_event_log.sql"))
+            #expect(try await client.get("/healthz").status == 200)
+        }
+    }
+
+    @Test func readyzIs503WhenTheDatabaseIsUnreachable() async throws {
+        let port = try LocalPostgresServer.freeLoopbackPort()
+        let configuration = try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"])
+        let service = try TetherService(
+            configuration: configuration, databaseURL: "postgresql://postgres@127.0.0.1:\(port)/none",
+            logger: Logger(sink: .discarding))
+        try service.start()
+        let client = HTTPTestClient(port: service.server.boundPort)
+        let ready = try await client.get("/readyz")
+        await client.close()
+        await service.stop()
+        #expect(ready.status == 503)
+        #expect(ready.bodyText.contains("database unreachable"))
+    }
+}
+
+@Suite("Configuration")
+struct TetherConfigurationTests {
+    @Test func defaultsMatchTheContract() throws {
+        let configuration = try TetherConfiguration(values: [:])
+        #expect(configuration.listen == .init(host: "127.0.0.1", port: 8080))
+        #expect(configuration.emailPolicy == .oneAccountPerEmail)
+        #expect(configuration.logLevel == .info)
+        #expect(configuration.databaseURL == nil)
+    }
+
+    @Test(arguments: [
+        ("TETHER_LISTEN", "8080"),
+        ("TETHER_LISTEN", "127.0.0.1:99999"),
+        ("TETHER_EMAIL_POLICY", "one-per-email"),
+        ("TETHER_LOG_LEVEL", "verbose"),
+        ("TETHER_SMS_WEBHOOK_URL", "ftp://example.com/sms"),
+        ("TETHER_DATABASE_URL", "mysql://localhost/db"),
+        ("TETHER_APPLE_CLIENT_ID", "com.example.app"),
+    ])
+    func anUnusableSettingNamesItsVariable(variable: String, value: String) {
+        #expect {
+            try TetherConfiguration(values: [variable: value])
+        } throws: { error in
+            (error as? TetherConfiguration.Invalid)?.variable == variable
+        }
+    }
+
+    @Test func listenAddressesParse() {
+        #expect(TetherConfiguration.ListenAddress(parsing: "[::1]:8443") == .init(host: "::1", port: 8443))
+        #expect(TetherConfiguration.ListenAddress(parsing: ":9000") == .init(host: "0.0.0.0", port: 9000))
+        #expect(TetherConfiguration.ListenAddress(parsing: "127.0.0.1:0")?.isLoopback == true)
+        #expect(TetherConfiguration.ListenAddress(parsing: "0.0.0.0:80")?.isLoopback == false)
+    }
+
+    @Test func theEnvironmentOverridesTheConfigFile() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tether-config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(#"{"TETHER_LISTEN": "127.0.0.1:9001", "TETHER_APPLE_CLIENT_IDS": ["com.a", "com.b"], "TETHER_LOG_LEVEL": "warn"}"#.utf8)
+            .write(to: file)
+        let configuration = try TetherConfiguration.load(environment: ["TETHER_LOG_LEVEL": "debug", "HOME": "/root"], configFile: file.path)
+        #expect(configuration.listen.port == 9001)
+        #expect(configuration.logLevel == .debug)
+        #expect(configuration.values["TETHER_APPLE_CLIENT_IDS"] == "com.a,com.b")
+        #expect(throws: TetherConfiguration.Invalid.self) {
+            try TetherConfiguration.load(environment: [:], configFile: "/nonexistent/tether.json")
+        }
+    }
+}
