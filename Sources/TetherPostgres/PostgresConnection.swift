@@ -65,8 +65,9 @@ public final class PostgresConnection: @unchecked Sendable {
         do {
             try connection.executeBlocking(simple: setup)
         } catch let error as PostgresError {
+            let hint = configuration.role != nil && error.message.contains("does not exist") ? " (tether migrate creates it)" : ""
             throw PostgresError.connectionFailed(
-                "connected to PostgreSQL at \(redacted(configuration.url)), but session set-up failed: \(error.description)")
+                "connected to PostgreSQL at \(redacted(configuration.url)), but session set-up failed: \(error.description)\(hint)")
         }
         return connection
     }

@@ -38,6 +38,7 @@ struct OperationsRoutesTests {
     }
 
     @Test func readyzIs503WhileMigrationsArePending() async throws {
+        _ = try await TestDatabase.make() // the cluster-wide service role exists once any database is migrated
         let database = try await TestDatabase.make(migrated: false)
         try await withService(database) { client in
             let ready = try await client.get("/readyz")
