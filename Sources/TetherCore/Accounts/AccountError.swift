@@ -1,0 +1,74 @@
+/// Why an account command was refused; each maps once to an HTTP status and a stable code.
+public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Kind: String, Sendable, Hashable {
+        case invalidRequest = "invalid_request"
+        case invalidCredential = "invalid_credential"
+        case userDisabled = "user_disabled"
+        case accountExistsWithDifferentCredential = "account_exists_with_different_credential"
+        case credentialAlreadyInUse = "credential_already_in_use"
+        case providerAlreadyLinked = "provider_already_linked"
+        case emailAlreadyInUse = "email_already_in_use"
+        case noSuchProvider = "no_such_provider"
+        case lastSignInMethod = "last_sign_in_method"
+        case invalidToken = "invalid_token"
+        case refreshTokenReused = "refresh_token_reused"
+        case invalidDPoPProof = "invalid_dpop_proof"
+        case notFound = "not_found"
+    }
+
+    private let kind: Kind
+    /// A sentence for people; never a secret.
+    public let detail: String
+    /// For `account_exists_with_different_credential`: the email and how its owner signs in.
+    public let email: String?
+    /// Sign-in methods (providers) of the account that owns the email.
+    public let signInMethods: [String]
+
+    private init(_ kind: Kind, _ detail: String, email: String? = nil, signInMethods: [String] = []) {
+        self.kind = kind
+        self.detail = detail
+        self.email = email
+        self.signInMethods = signInMethods
+    }
+
+    /// The stable machine code of API.md.
+    public var code: String { kind.rawValue }
+
+    /// The HTTP status API.md gives the code.
+    public var status: Int {
+        switch kind {
+        case .invalidRequest: 400
+        case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof: 401
+        case .userDisabled: 403
+        case .noSuchProvider, .notFound: 404
+        case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
+             .emailAlreadyInUse, .lastSignInMethod: 409
+        }
+    }
+
+    public var description: String { "\(code): \(detail)" }
+
+    public static func invalidRequest(_ detail: String) -> AccountError { .init(.invalidRequest, detail) }
+    public static let invalidCredential = AccountError(.invalidCredential, "The credential was not accepted.")
+    public static let userDisabled = AccountError(.userDisabled, "This account is disabled.")
+    public static func accountExistsWithDifferentCredential(email: String, signInMethods: [String]) -> AccountError {
+        .init(.accountExistsWithDifferentCredential,
+              "An account already exists with this email; sign in with one of its methods, then link this one.",
+              email: email, signInMethods: signInMethods)
+    }
+    public static let credentialAlreadyInUse = AccountError(
+        .credentialAlreadyInUse, "This credential is already linked to an account.")
+    public static let providerAlreadyLinked = AccountError(
+        .providerAlreadyLinked, "An identity of this provider is already linked to the account.")
+    public static let emailAlreadyInUse = AccountError(.emailAlreadyInUse, "Another account uses this email address.")
+    public static func noSuchProvider(_ provider: String) -> AccountError {
+        .init(.noSuchProvider, "No \(provider) identity is linked to the account.")
+    }
+    public static let lastSignInMethod = AccountError(
+        .lastSignInMethod, "This is the account's last way to sign in; link another before removing it.")
+    public static let invalidToken = AccountError(.invalidToken, "The token is invalid, expired or revoked.")
+    public static let refreshTokenReused = AccountError(
+        .refreshTokenReused, "This refresh token was already used; the session has been ended.")
+    public static let invalidDPoPProof = AccountError(.invalidDPoPProof, "A valid DPoP proof by the session's key is required.")
+    public static let notFound = AccountError(.notFound, "No such user.")
+}

@@ -1,0 +1,211 @@
+import Foundation
+
+/// Personal data of an event, kept apart from the rest of its payload so that it
+/// can be encrypted per user and made unreadable by destroying that user's key.
+public struct PersonalData: Codable, Sendable, Hashable {
+    public var email: String?
+    public var displayName: String?
+    public var photoURL: String?
+    /// The password hash (scrypt, self-describing string); only on `PasswordSet`.
+    public var passwordHash: String?
+
+    public init(email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil) {
+        self.email = email
+        self.displayName = displayName
+        self.photoURL = photoURL
+        self.passwordHash = passwordHash
+    }
+}
+
+/// Everything that can happen to a user, as stored in the `user-<id>` stream.
+public enum AccountEvent: Sendable, Hashable {
+    /// A user came into being (first sign-in or sign-up).
+    case userRegistered(UserRegistered)
+    case identityLinked(IdentityLinked)
+    case identityUnlinked(IdentityUnlinked)
+    case emailVerified(EmailVerified)
+    case passwordSet(PasswordSet)
+    case signedIn(SignedIn)
+    case sessionStarted(SessionStarted)
+    case sessionRefreshed(SessionRefreshed)
+    case sessionEnded(SessionEnded)
+    /// Every session and token issued before `validSince` stops working.
+    case sessionsRevoked(SessionsRevoked)
+    case userDisabled(UserStatusChanged)
+    case userEnabled(UserStatusChanged)
+
+    public struct UserRegistered: Codable, Sendable, Hashable {
+        public var userId: UUID
+        public var emailVerified: Bool
+        public var personal: PersonalData
+    }
+
+    public struct IdentityLinked: Codable, Sendable, Hashable {
+        public var provider: String
+        public var uid: String
+        public var emailVerified: Bool
+        public var personal: PersonalData
+    }
+
+    public struct IdentityUnlinked: Codable, Sendable, Hashable {
+        public var provider: String
+        public var uid: String
+        /// `user`, `admin`, or `takeover` (dropped because a trusted provider proved the email).
+        public var reason: String
+    }
+
+    public struct EmailVerified: Codable, Sendable, Hashable {
+        /// The provider that proved the address.
+        public var provider: String
+        public var personal: PersonalData
+    }
+
+    public struct PasswordSet: Codable, Sendable, Hashable {
+        public var personal: PersonalData
+    }
+
+    public struct SignedIn: Codable, Sendable, Hashable {
+        public var provider: String
+        public var sessionId: UUID
+        /// `new_user`, `returning`, or `takeover`.
+        public var outcome: String
+    }
+
+    public struct SessionStarted: Codable, Sendable, Hashable {
+        public var sessionId: UUID
+        /// SHA-256 (hex) of the refresh token; the token itself is never stored.
+        public var refreshTokenHash: String
+        public var authTime: Date
+        public var amr: [String]
+        /// RFC 7638 thumbprint of the DPoP key the session is bound to.
+        public var jkt: String?
+    }
+
+    public struct SessionRefreshed: Codable, Sendable, Hashable {
+        public var sessionId: UUID
+        public var previousTokenHash: String
+        public var refreshTokenHash: String
+        public var generation: Int
+    }
+
+    public struct SessionEnded: Codable, Sendable, Hashable {
+        public var sessionId: UUID
+        /// `sign_out`, `revoked`, `reuse_detected`, `takeover`, `disabled`.
+        public var reason: String
+    }
+
+    public struct SessionsRevoked: Codable, Sendable, Hashable {
+        public var validSince: Date
+    }
+
+    public struct UserStatusChanged: Codable, Sendable, Hashable {
+        public var reason: String?
+    }
+
+    /// The stored event type name.
+    public var type: String {
+        switch self {
+        case .userRegistered: "UserRegistered"
+        case .identityLinked: "IdentityLinked"
+        case .identityUnlinked: "IdentityUnlinked"
+        case .emailVerified: "EmailVerified"
+        case .passwordSet: "PasswordSet"
+        case .signedIn: "SignedIn"
+        case .sessionStarted: "SessionStarted"
+        case .sessionRefreshed: "SessionRefreshed"
+        case .sessionEnded: "SessionEnded"
+        case .sessionsRevoked: "SessionsRevoked"
+        case .userDisabled: "UserDisabled"
+        case .userEnabled: "UserEnabled"
+        }
+    }
+}
+
+/// Turns account events into stored events and back.
+public enum AccountEventCodec {
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ISO8601Milliseconds.format(date))
+        }
+        return encoder
+    }()
+
+    private static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let date = ISO8601Milliseconds.parse(text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad date \(text)"))
+            }
+            return date
+        }
+        return decoder
+    }()
+
+    /// The stored form, with a deterministic id so that retrying a command writes nothing new.
+    public static func encode(_ event: AccountEvent, userId: UUID, id: UUID) throws -> NewEvent {
+        let data: Data
+        switch event {
+        case .userRegistered(let payload): data = try encoder.encode(payload)
+        case .identityLinked(let payload): data = try encoder.encode(payload)
+        case .identityUnlinked(let payload): data = try encoder.encode(payload)
+        case .emailVerified(let payload): data = try encoder.encode(payload)
+        case .passwordSet(let payload): data = try encoder.encode(payload)
+        case .signedIn(let payload): data = try encoder.encode(payload)
+        case .sessionStarted(let payload): data = try encoder.encode(payload)
+        case .sessionRefreshed(let payload): data = try encoder.encode(payload)
+        case .sessionEnded(let payload): data = try encoder.encode(payload)
+        case .sessionsRevoked(let payload): data = try encoder.encode(payload)
+        case .userDisabled(let payload), .userEnabled(let payload): data = try encoder.encode(payload)
+        }
+        return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: userId)
+    }
+
+    /// Reads a stored event; nil for a type this decoder does not know (another aggregate's).
+    public static func decode(_ event: RecordedEvent) throws -> AccountEvent? {
+        let data = event.data
+        switch event.type {
+        case "UserRegistered": return .userRegistered(try decoder.decode(AccountEvent.UserRegistered.self, from: data))
+        case "IdentityLinked": return .identityLinked(try decoder.decode(AccountEvent.IdentityLinked.self, from: data))
+        case "IdentityUnlinked": return .identityUnlinked(try decoder.decode(AccountEvent.IdentityUnlinked.self, from: data))
+        case "EmailVerified": return .emailVerified(try decoder.decode(AccountEvent.EmailVerified.self, from: data))
+        case "PasswordSet": return .passwordSet(try decoder.decode(AccountEvent.PasswordSet.self, from: data))
+        case "SignedIn": return .signedIn(try decoder.decode(AccountEvent.SignedIn.self, from: data))
+        case "SessionStarted": return .sessionStarted(try decoder.decode(AccountEvent.SessionStarted.self, from: data))
+        case "SessionRefreshed": return .sessionRefreshed(try decoder.decode(AccountEvent.SessionRefreshed.self, from: data))
+        case "SessionEnded": return .sessionEnded(try decoder.decode(AccountEvent.SessionEnded.self, from: data))
+        case "SessionsRevoked": return .sessionsRevoked(try decoder.decode(AccountEvent.SessionsRevoked.self, from: data))
+        case "UserDisabled": return .userDisabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
+        case "UserEnabled": return .userEnabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
+        default: return nil
+        }
+    }
+
+    /// A deterministic event id from a command id and the event's index in the command.
+    public static func eventID(command: UUID, index: Int) -> UUID {
+        var bytes = command.uuid
+        // Mix the index into the last bytes; index 0 keeps a distinct, stable id too.
+        let mixed = UInt16(truncatingIfNeeded: index &+ 1) &* 0x9E37
+        bytes.14 ^= UInt8(mixed >> 8)
+        bytes.15 ^= UInt8(mixed & 0xff)
+        bytes.13 ^= UInt8(truncatingIfNeeded: index >> 8)
+        return UUID(uuid: bytes)
+    }
+}
+
+/// ISO 8601 with milliseconds and `Z`, as stored in event payloads and served by the API.
+public enum ISO8601Milliseconds {
+    /// `2026-11-29T13:29:45.123Z`.
+    public static func format(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    /// Parses with or without fractional seconds.
+    public static func parse(_ text: String) -> Date? {
+        (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
+            ?? (try? Date.ISO8601FormatStyle().parse(text))
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+
+/// A person as an identity provider (or a password sign-up) describes them, after verification.
+public struct ExternalIdentity: Sendable, Hashable, Codable {
+    /// `apple`, `facebook`, `google` or `password`.
+    public var provider: String
+    /// The provider's stable id for the person (for `password`, the normalised email).
+    public var uid: String
+    public var email: String?
+    /// Whether the provider vouches for the email (never for Facebook).
+    public var isEmailVerified: Bool
+    public var displayName: String?
+    public var photoURL: String?
+
+    public init(
+        provider: String, uid: String, email: String? = nil, isEmailVerified: Bool = false,
+        displayName: String? = nil, photoURL: String? = nil
+    ) {
+        self.provider = provider
+        self.uid = uid
+        self.email = email
+        self.isEmailVerified = isEmailVerified
+        self.displayName = displayName
+        self.photoURL = photoURL
+    }
+
+    /// The email in the form used to compare addresses (trimmed, lowercased).
+    public var normalizedEmail: String? { email.map(Self.normalize) }
+
+    /// Trims and lowercases an address.
+    public static func normalize(_ email: String) -> String {
+        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+    }
+
+    /// True when this provider may be trusted for this email's domain (Firebase's rule):
+    /// Apple for its relay and iCloud addresses, Google for Gmail.
+    public var isTrustedForEmail: Bool {
+        guard isEmailVerified, let email = normalizedEmail, let at = email.lastIndex(of: "@") else { return false }
+        let domain = email[email.index(after: at)...]
+        switch provider {
+        case "apple": return ["privaterelay.appleid.com", "icloud.com", "me.com", "mac.com"].contains(domain)
+        case "google": return ["gmail.com", "googlemail.com"].contains(domain)
+        default: return false
+        }
+    }
+}

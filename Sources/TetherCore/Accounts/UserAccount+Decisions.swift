@@ -1,0 +1,142 @@
+import Foundation
+
+/// What a new session needs: chosen by the caller (ids, token hash), recorded by the events.
+public struct NewSession: Sendable, Hashable {
+    public var id: UUID
+    public var refreshTokenHash: String
+    public var amr: [String]
+    public var jkt: String?
+
+    public init(id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil) {
+        self.id = id
+        self.refreshTokenHash = refreshTokenHash
+        self.amr = amr
+        self.jkt = jkt
+    }
+}
+
+/// The decisions of the user aggregate: each returns the events a command produces, or throws.
+extension UserAccount {
+    /// A new user from their first identity (sign-in of an unknown identity, or password sign-up).
+    public static func register(
+        id: UUID, identity: ExternalIdentity, passwordHash: String? = nil, session: NewSession?, now: Date
+    ) -> [AccountEvent] {
+        let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
+        var events: [AccountEvent] = [
+            .userRegistered(.init(userId: id, emailVerified: identity.isEmailVerified && identity.email != nil, personal: personal)),
+            .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),
+        ]
+        if let passwordHash {
+            events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        }
+        if let session {
+            events += started(session, provider: identity.provider, outcome: "new_user", now: now)
+        }
+        return events
+    }
+
+    /// A returning user signs in with an identity already linked to them.
+    public func signIn(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        return Self.started(session, provider: identity.provider, outcome: "returning", now: now)
+    }
+
+    /// A trusted provider proved the email of an account whose email is unverified: the
+    /// identity is linked, the email marked verified, every unverified credential dropped
+    /// and every earlier session revoked (Firebase's rule).
+    public func takeOver(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        guard identities[identity.provider] == nil else { throw .providerAlreadyLinked }
+        let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
+        var events: [AccountEvent] = []
+        for existing in identities.values.sorted(by: { $0.provider < $1.provider }) where !existing.isEmailVerified {
+            events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "takeover")))
+        }
+        events.append(.identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: true, personal: personal)))
+        events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: identity.email))))
+        for active in activeSessions {
+            events.append(.sessionEnded(.init(sessionId: active.id, reason: "takeover")))
+        }
+        events.append(.sessionsRevoked(.init(validSince: now)))
+        events += Self.started(session, provider: identity.provider, outcome: "takeover", now: now)
+        return events
+    }
+
+    /// Links another provider's identity (the caller has checked it belongs to nobody).
+    public func link(_ identity: ExternalIdentity) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        if let linked = identities[identity.provider] {
+            throw linked.uid == identity.uid ? .credentialAlreadyInUse : .providerAlreadyLinked
+        }
+        let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
+        var events: [AccountEvent] = [
+            .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),
+        ]
+        if identity.isEmailVerified, !isEmailVerified, let email, identity.normalizedEmail == ExternalIdentity.normalize(email) {
+            events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: email))))
+        }
+        return events
+    }
+
+    /// Removes a provider; the last way to sign in may only be removed by an admin.
+    public func unlink(provider: String, byAdmin: Bool) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard let identity = identities[provider] else { throw .noSuchProvider(provider) }
+        guard byAdmin || identities.count > 1 else { throw .lastSignInMethod }
+        return [.identityUnlinked(.init(provider: provider, uid: identity.uid, reason: byAdmin ? "admin" : "user"))]
+    }
+
+    /// Rotates a session's refresh token; presenting an old one ends the session (reuse detection).
+    public func refresh(
+        session id: UUID, presentedHash: String, newHash: String, presentedJKT: String?
+    ) throws(AccountError) -> [AccountEvent] {
+        guard let session = sessions[id], session.isActive, !isDisabled else { throw .invalidToken }
+        if let bound = session.jkt, bound != presentedJKT {
+            throw .invalidDPoPProof
+        }
+        guard session.refreshTokenHash == presentedHash else {
+            throw .refreshTokenReused
+        }
+        return [.sessionRefreshed(.init(sessionId: id, previousTokenHash: presentedHash, refreshTokenHash: newHash, generation: session.generation + 1))]
+    }
+
+    /// The events that end a session after an old refresh token came back.
+    public func endAfterReuse(session id: UUID) -> [AccountEvent] {
+        guard sessions[id]?.isActive == true else { return [] }
+        return [.sessionEnded(.init(sessionId: id, reason: "reuse_detected"))]
+    }
+
+    /// Ends one session (sign-out).
+    public func signOut(session id: UUID) throws(AccountError) -> [AccountEvent] {
+        guard sessions[id]?.isActive == true else { throw .invalidToken }
+        return [.sessionEnded(.init(sessionId: id, reason: "sign_out"))]
+    }
+
+    /// Ends every session and voids every token issued so far.
+    public func revokeAllSessions(now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        return [.sessionsRevoked(.init(validSince: now))]
+    }
+
+    /// Disables (or enables) the account; disabling also ends its sessions.
+    public func setDisabled(_ disabled: Bool, reason: String?, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard disabled != isDisabled else { return [] }
+        if disabled {
+            return [.userDisabled(.init(reason: reason)), .sessionsRevoked(.init(validSince: now))]
+        }
+        return [.userEnabled(.init(reason: reason))]
+    }
+
+    private static func started(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
+        [
+            .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),
+            .sessionStarted(.init(
+                sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: now,
+                amr: session.amr, jkt: session.jkt)),
+        ]
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// One user as their event stream describes them: the state every decision is made on.
+public struct UserAccount: Sendable, Hashable {
+    /// An identity linked to the account.
+    public struct Identity: Sendable, Hashable {
+        public var provider: String
+        public var uid: String
+        public var email: String?
+        public var isEmailVerified: Bool
+        public var displayName: String?
+        public var photoURL: String?
+        public var linkedAt: Date
+    }
+
+    /// A session and where its refresh token has got to.
+    public struct Session: Sendable, Hashable {
+        public var id: UUID
+        public var refreshTokenHash: String
+        public var generation: Int
+        public var authTime: Date
+        public var amr: [String]
+        public var jkt: String?
+        public var startedAt: Date
+        public var isActive: Bool
+    }
+
+    public let id: UUID
+    /// The stream version the state was built from (0: the user does not exist).
+    public private(set) var version = 0
+    public private(set) var email: String?
+    public private(set) var isEmailVerified = false
+    public private(set) var displayName: String?
+    public private(set) var photoURL: String?
+    public private(set) var isDisabled = false
+    public private(set) var createdAt: Date?
+    public private(set) var lastSignInAt: Date?
+    /// Tokens issued before this instant are void.
+    public private(set) var validSince: Date?
+    /// Linked identities by provider (`password` included).
+    public private(set) var identities: [String: Identity] = [:]
+    public private(set) var passwordHash: String?
+    public private(set) var sessions: [UUID: Session] = [:]
+
+    /// An account that does not exist yet.
+    public init(id: UUID) {
+        self.id = id
+    }
+
+    /// Rebuilds the state from the events of the user's stream.
+    public init(id: UUID, history: [(event: AccountEvent, at: Date)], version: Int) {
+        self.init(id: id)
+        for (event, at) in history {
+            apply(event, at: at)
+        }
+        self.version = version
+    }
+
+    /// Whether the user has been registered.
+    public var exists: Bool { createdAt != nil }
+
+    /// The providers the user can sign in with, sorted.
+    public var signInMethods: [String] { identities.keys.sorted() }
+
+    /// The state after `event` (evolve).
+    public mutating func apply(_ event: AccountEvent, at date: Date) {
+        switch event {
+        case .userRegistered(let payload):
+            createdAt = date
+            email = payload.personal.email
+            isEmailVerified = payload.emailVerified
+            displayName = payload.personal.displayName
+            photoURL = payload.personal.photoURL
+        case .identityLinked(let payload):
+            identities[payload.provider] = Identity(
+                provider: payload.provider, uid: payload.uid, email: payload.personal.email,
+                isEmailVerified: payload.emailVerified, displayName: payload.personal.displayName,
+                photoURL: payload.personal.photoURL, linkedAt: date)
+            if displayName == nil { displayName = payload.personal.displayName }
+            if photoURL == nil { photoURL = payload.personal.photoURL }
+            if email == nil, let linkedEmail = payload.personal.email {
+                email = linkedEmail
+                isEmailVerified = payload.emailVerified
+            }
+        case .identityUnlinked(let payload):
+            identities[payload.provider] = nil
+            if payload.provider == "password" { passwordHash = nil }
+        case .emailVerified(let payload):
+            email = payload.personal.email ?? email
+            isEmailVerified = true
+        case .passwordSet(let payload):
+            passwordHash = payload.personal.passwordHash
+        case .signedIn:
+            lastSignInAt = date
+        case .sessionStarted(let payload):
+            sessions[payload.sessionId] = Session(
+                id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, generation: 0,
+                authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true)
+        case .sessionRefreshed(let payload):
+            sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash
+            sessions[payload.sessionId]?.generation = payload.generation
+        case .sessionEnded(let payload):
+            sessions[payload.sessionId]?.isActive = false
+        case .sessionsRevoked(let payload):
+            validSince = payload.validSince
+            for id in sessions.keys { sessions[id]?.isActive = false }
+        case .userDisabled:
+            isDisabled = true
+        case .userEnabled:
+            isDisabled = false
+        }
+    }
+
+    /// Sessions still usable.
+    public var activeSessions: [Session] {
+        sessions.values.filter(\.isActive).sorted { $0.startedAt < $1.startedAt }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+import TetherCore
+
+@Suite("User account decisions (pure)")
+struct UserAccountTests {
+    let now = Date(timeIntervalSince1970: 1_795_958_985)
+
+    private func session(_ hash: String = "h0", jkt: String? = nil) -> NewSession {
+        NewSession(id: UUID(), refreshTokenHash: hash, amr: ["apple"], jkt: jkt)
+    }
+
+    private func account(_ events: [AccountEvent], id: UUID) -> UserAccount {
+        UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+    }
+
+    private let apple = ExternalIdentity(provider: "apple", uid: "001.apple", email: "a@privaterelay.appleid.com", isEmailVerified: true)
+    private let facebook = ExternalIdentity(provider: "facebook", uid: "fb-1", email: "a@privaterelay.appleid.com", isEmailVerified: false)
+
+    @Test func registeringCreatesTheUserWithItsFirstIdentityAndASession() {
+        let id = UUID()
+        let events = UserAccount.register(id: id, identity: apple, session: session(), now: now)
+        #expect(events.map(\.type) == ["UserRegistered", "IdentityLinked", "SignedIn", "SessionStarted"])
+        let user = account(events, id: id)
+        #expect(user.exists)
+        #expect(user.isEmailVerified)
+        #expect(user.signInMethods == ["apple"])
+        #expect(user.activeSessions.count == 1)
+    }
+
+    @Test func linkingASecondIdentityOfALinkedProviderFails() throws {
+        let id = UUID()
+        let user = account(UserAccount.register(id: id, identity: apple, session: nil, now: now), id: id)
+        #expect(throws: AccountError.providerAlreadyLinked) {
+            try user.link(ExternalIdentity(provider: "apple", uid: "other"))
+        }
+        #expect(throws: AccountError.credentialAlreadyInUse) { try user.link(apple) }
+        #expect(try user.link(facebook).map(\.type) == ["IdentityLinked"])
+    }
+
+    @Test func theLastSignInMethodCannotBeRemovedExceptByAnAdmin() throws {
+        let id = UUID()
+        let user = account(UserAccount.register(id: id, identity: apple, session: nil, now: now), id: id)
+        #expect(throws: AccountError.lastSignInMethod) { try user.unlink(provider: "apple", byAdmin: false) }
+        #expect(throws: AccountError.noSuchProvider("google")) { try user.unlink(provider: "google", byAdmin: false) }
+        #expect(try user.unlink(provider: "apple", byAdmin: true).map(\.type) == ["IdentityUnlinked"])
+    }
+
+    @Test func aTrustedTakeoverDropsUnverifiedCredentialsAndRevokesSessions() throws {
+        let id = UUID()
+        let password = ExternalIdentity(provider: "password", uid: "a@icloud.com", email: "a@icloud.com", isEmailVerified: false)
+        var history = UserAccount.register(id: id, identity: password, passwordHash: "scrypt$…", session: session("p0"), now: now)
+        var user = account(history, id: id)
+        let trusted = ExternalIdentity(provider: "apple", uid: "001.x", email: "a@icloud.com", isEmailVerified: true)
+        #expect(trusted.isTrustedForEmail)
+        let takeover = try user.takeOver(with: trusted, session: session("t0"), now: now)
+        history += takeover
+        user = account(history, id: id)
+        #expect(user.signInMethods == ["apple"])
+        #expect(user.passwordHash == nil)
+        #expect(user.isEmailVerified)
+        #expect(user.activeSessions.count == 1)
+        #expect(user.validSince == now)
+        let passwordSession = try #require(history.compactMap { event -> UUID? in
+            if case .sessionStarted(let started) = event, started.refreshTokenHash == "p0" { return started.sessionId }
+            return nil
+        }.first)
+        #expect(takeover.contains { event in
+            if case .sessionEnded(let ended) = event { return ended.sessionId == passwordSession && ended.reason == "takeover" }
+            return false
+        })
+        #expect(user.sessions[passwordSession]?.isActive == false)
+    }
+
+    @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
+        let id = UUID()
+        let first = session("h0")
+        var history = UserAccount.register(id: id, identity: apple, session: first, now: now)
+        let rotation = try account(history, id: id).refresh(session: first.id, presentedHash: "h0", newHash: "h1", presentedJKT: nil)
+        history += rotation
+        let user = account(history, id: id)
+        #expect(user.sessions[first.id]?.refreshTokenHash == "h1")
+        #expect(throws: AccountError.refreshTokenReused) {
+            try user.refresh(session: first.id, presentedHash: "h0", newHash: "h2", presentedJKT: nil)
+        }
+        #expect(user.endAfterReuse(session: first.id).map(\.type) == ["SessionEnded"])
+    }
+
+    @Test func aBoundSessionRefreshesOnlyWithItsKey() throws {
+        let id = UUID()
+        let bound = session("h0", jkt: "thumb-A")
+        let user = account(UserAccount.register(id: id, identity: apple, session: bound, now: now), id: id)
+        #expect(throws: AccountError.invalidDPoPProof) {
+            try user.refresh(session: bound.id, presentedHash: "h0", newHash: "h1", presentedJKT: nil)
+        }
+        #expect(throws: AccountError.invalidDPoPProof) {
+            try user.refresh(session: bound.id, presentedHash: "h0", newHash: "h1", presentedJKT: "thumb-B")
+        }
+        #expect(try user.refresh(session: bound.id, presentedHash: "h0", newHash: "h1", presentedJKT: "thumb-A").count == 1)
+    }
+
+    @Test func aDisabledUserCannotSignInOrRefresh() throws {
+        let id = UUID()
+        let first = session()
+        var history = UserAccount.register(id: id, identity: apple, session: first, now: now)
+        history += try account(history, id: id).setDisabled(true, reason: "abuse", now: now)
+        let user = account(history, id: id)
+        #expect(throws: AccountError.userDisabled) { try user.signIn(with: apple, session: session(), now: now) }
+        #expect(throws: AccountError.invalidToken) {
+            try user.refresh(session: first.id, presentedHash: "h0", newHash: "h1", presentedJKT: nil)
+        }
+    }
+
+    @Test func eventsSurviveTheirStoredForm() throws {
+        let id = UUID()
+        let command = UUID()
+        let events = UserAccount.register(id: id, identity: apple, session: session(), now: now)
+        for (index, event) in events.enumerated() {
+            let stored = try AccountEventCodec.encode(event, userId: id, id: AccountEventCodec.eventID(command: command, index: index))
+            let recorded = RecordedEvent(
+                position: 1, transactionId: 1, stream: .user(id), version: index + 1, id: stored.id, type: stored.type,
+                schema: 1, data: stored.data, metadata: EventMetadata(), userId: id, occurredAt: now)
+            #expect(try AccountEventCodec.decode(recorded) == event)
+        }
+        let ids = (0..<50).map { AccountEventCodec.eventID(command: command, index: $0) }
+        #expect(Set(ids).count == 50)
+        #expect(AccountEventCodec.eventID(command: command, index: 3) == AccountEventCodec.eventID(command: command, index: 3))
+    }
+
+    @Test func facebookEmailsAreNeverTrustedAndGmailOnlyFromGoogle() {
+        #expect(!facebook.isTrustedForEmail)
+        #expect(ExternalIdentity(provider: "google", uid: "g", email: "x@Gmail.com ", isEmailVerified: true).isTrustedForEmail)
+        #expect(!ExternalIdentity(provider: "google", uid: "g", email: "x@example.com", isEmailVerified: true).isTrustedForEmail)
+        #expect(!ExternalIdentity(provider: "apple", uid: "a", email: "x@icloud.com", isEmailVerified: false).isTrustedForEmail)
+    }
+}
