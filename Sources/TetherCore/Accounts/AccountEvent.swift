@@ -198,9 +198,19 @@ public enum AccountEventCodec {
 
 /// ISO 8601 with milliseconds and `Z`, as stored in event payloads and served by the API.
 public enum ISO8601Milliseconds {
-    /// `2026-11-29T13:29:45.123Z`.
+    /// `2026-11-29T13:29:45.123Z`, rounded to the nearest millisecond so that
+    /// formatting a parsed value gives back the same text.
     public static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        var seconds = milliseconds / 1000
+        var fraction = milliseconds % 1000
+        if fraction < 0 {
+            seconds -= 1
+            fraction += 1000
+        }
+        let whole = Date(timeIntervalSince1970: Double(seconds)).formatted(Date.ISO8601FormatStyle())
+        let digits = String(fraction)
+        return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
     /// Parses with or without fractional seconds.

@@ -1,0 +1,268 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// Who sent a command and how to recognise its retries.
+public struct CommandContext: Sendable {
+    /// The `Idempotency-Key` (or a generated id): event ids are derived from it.
+    public var commandId: UUID
+    /// Recorded on every event.
+    public var metadata: EventMetadata
+    public var now: Date
+
+    public init(commandId: UUID = UUID(), metadata: EventMetadata = EventMetadata(), now: Date = Date()) {
+        self.commandId = commandId
+        var metadata = metadata
+        metadata.commandId = commandId
+        self.metadata = metadata
+        self.now = now
+    }
+}
+
+/// The outcome of a successful first-factor sign-in.
+public struct SignInOutcome: Sendable {
+    public var userId: UUID
+    public var isNewUser: Bool
+    /// `new_user`, `returning` or `takeover`.
+    public var outcome: String
+}
+
+/// Runs account commands: loads the user's stream, decides, appends and projects in one transaction.
+///
+/// Races are settled by the database: a conflicting append (stream version) or a
+/// projection constraint (a credential already linked elsewhere) rolls the whole
+/// command back; sign-in then retries on fresh state, link reports the conflict.
+public struct AccountService: Sendable {
+    public let database: PostgresClient
+    public let store: PostgresEventStore
+    public let emailPolicy: TetherConfiguration.EmailPolicy
+    /// How often a command is re-decided after losing a race.
+    static let maxAttempts = 6
+
+    public init(database: PostgresClient, emailPolicy: TetherConfiguration.EmailPolicy) {
+        self.database = database
+        self.store = PostgresEventStore(client: database)
+        self.emailPolicy = emailPolicy
+    }
+
+    // MARK: Commands
+
+    /// Signs in (or signs up) with a verified identity; opens `session`.
+    public func signIn(_ identity: ExternalIdentity, session: NewSession, context: CommandContext) async throws -> SignInOutcome {
+        try await retrying { attempt in
+            try await database.withTransaction { connection in
+                if let ownerId = try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) {
+                    let account = try await load(ownerId, on: connection)
+                    try await commit(account, try account.signIn(with: identity, session: session, now: context.now), context, on: connection)
+                    return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "returning")
+                }
+                if emailPolicy == .oneAccountPerEmail, let email = identity.normalizedEmail {
+                    try await lockEmail(email, on: connection)
+                    if let ownerId = try await userWithEmail(email, on: connection) {
+                        let owner = try await load(ownerId, on: connection)
+                        guard identity.isTrustedForEmail, !owner.isEmailVerified else {
+                            throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: owner.signInMethods)
+                        }
+                        try await commit(owner, try owner.takeOver(with: identity, session: session, now: context.now), context, on: connection)
+                        return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "takeover")
+                    }
+                }
+                let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
+                let account = UserAccount(id: userId)
+                try await commit(account, UserAccount.register(id: userId, identity: identity, session: session, now: context.now), context, on: connection)
+                return SignInOutcome(userId: userId, isNewUser: true, outcome: "new_user")
+            }
+        }
+    }
+
+    /// Creates a password user; the email must be free (under either policy, a password account owns its email).
+    public func signUp(email: String, passwordHash: String, displayName: String?, session: NewSession, context: CommandContext) async throws -> UUID {
+        let normalized = ExternalIdentity.normalize(email)
+        let identity = ExternalIdentity(provider: "password", uid: normalized, email: email, isEmailVerified: false, displayName: displayName)
+        return try await database.withTransaction { connection in
+            try await lockEmail(normalized, on: connection)
+            let emailOwner = try await userWithEmail(normalized, on: connection)
+            let passwordOwner = try await userOwning(provider: "password", uid: normalized, on: connection)
+            if emailOwner != nil || passwordOwner != nil {
+                throw AccountError.emailAlreadyInUse
+            }
+            let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000)
+            let events = UserAccount.register(id: userId, identity: identity, passwordHash: passwordHash, session: session, now: context.now)
+            try await commit(UserAccount(id: userId), events, context, on: connection)
+            return userId
+        }
+    }
+
+    /// The stored password hash and user of a password identity, for sign-in.
+    public func passwordCredential(email: String) async throws -> (userId: UUID, hash: String)? {
+        let rows = try await database.query("""
+            SELECT user_id, password_hash FROM identities
+            WHERE provider = 'password' AND provider_uid = \(ExternalIdentity.normalize(email)) AND password_hash IS NOT NULL
+            """)
+        guard let row = rows.first else { return nil }
+        return (try row.decode("user_id"), try row.decode("password_hash"))
+    }
+
+    /// Links a verified identity to a signed-in user.
+    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws {
+        try await mappingConstraints {
+            try await retrying { _ in
+                try await database.withTransaction { connection in
+                    if try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) != nil {
+                        throw AccountError.credentialAlreadyInUse
+                    }
+                    if emailPolicy == .oneAccountPerEmail, let email = identity.normalizedEmail {
+                        try await lockEmail(email, on: connection)
+                        if let owner = try await userWithEmail(email, on: connection), owner != userId {
+                            throw AccountError.emailAlreadyInUse
+                        }
+                    }
+                    let account = try await load(userId, on: connection)
+                    try await commit(account, try account.link(identity), context, on: connection)
+                }
+            }
+        }
+    }
+
+    /// Removes a provider from a user.
+    public func unlink(provider: String, from userId: UUID, byAdmin: Bool = false, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.unlink(provider: provider, byAdmin: byAdmin) }
+    }
+
+    /// Ends one session.
+    public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.signOut(session: sessionId) }
+    }
+
+    /// Ends every session of the user and voids every earlier token.
+    public func revokeAllSessions(userId: UUID, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.revokeAllSessions(now: context.now) }
+    }
+
+    /// Disables or enables a user (an admin action).
+    public func setDisabled(_ disabled: Bool, userId: UUID, reason: String?, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.setDisabled(disabled, reason: reason, now: context.now) }
+    }
+
+    /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
+    public func refresh(
+        presentedHash: String, newHash: String, presentedJKT: String?, context: CommandContext
+    ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?) {
+        let rows = try await database.query("""
+            SELECT s.id, s.user_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+            WHERE r.token_hash = \(presentedHash)
+            """)
+        guard let row = rows.first else { throw AccountError.invalidToken }
+        let sessionId: UUID = try row.decode("id")
+        let userId: UUID = try row.decode("user_id")
+        do {
+            try await change(userId, context) {
+                try $0.refresh(session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT)
+            }
+        } catch let error as AccountError where error == .refreshTokenReused {
+            var reuse = context
+            reuse.commandId = AccountEventCodec.eventID(command: context.commandId, index: 20_000)
+            try await change(userId, reuse) { $0.endAfterReuse(session: sessionId) }
+            throw AccountError.refreshTokenReused
+        }
+        let account = try await database.withConnection { try await load(userId, on: $0) }
+        let session = account.sessions[sessionId]!
+        return (userId, sessionId, session.amr, session.authTime, session.jkt)
+    }
+
+    /// Whether a session may still be used by a token issued at `issuedAt`.
+    public func isSessionActive(userId: UUID, sessionId: UUID, issuedAt: Date) async throws -> Bool {
+        let rows = try await database.query("""
+            SELECT 1 FROM sessions s JOIN users u ON u.id = s.user_id
+            WHERE s.id = \(sessionId) AND s.user_id = \(userId) AND s.ended_at IS NULL AND NOT u.disabled
+              AND (u.valid_since IS NULL OR u.valid_since <= \(ISO8601Milliseconds.format(issuedAt.addingTimeInterval(0.999)))::timestamptz)
+            """)
+        return !rows.isEmpty
+    }
+
+    // MARK: Mechanics
+
+    /// Loads, decides and commits a command on one user, retrying on a version conflict.
+    private func change(_ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]) async throws {
+        try await retrying { _ in
+            try await database.withTransaction { connection in
+                let account = try await load(userId, on: connection)
+                guard account.exists else { throw AccountError.notFound }
+                try await commit(account, try decide(account), context, on: connection)
+            }
+        }
+    }
+
+    /// Rebuilds a user from their stream, inside the caller's transaction.
+    ///
+    /// Commands on one user queue on a transaction-scoped advisory lock: a hot stream
+    /// (fifty sign-ins at once) is then served in turn instead of failing its
+    /// optimistic version check over and over. Locks are taken email first, user second.
+    func load(_ userId: UUID, on connection: PostgresConnection) async throws -> UserAccount {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(StreamName.user(userId).rawValue), 0))")
+        let recorded = try await store.readStream(.user(userId), after: 0, on: connection)
+        let history = try recorded.compactMap { event -> (event: AccountEvent, at: Date)? in
+            try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
+        }
+        return UserAccount(id: userId, history: history, version: recorded.last?.version ?? 0)
+    }
+
+    /// Appends `events` at the account's version and projects them in the same transaction.
+    private func commit(_ account: UserAccount, _ events: [AccountEvent], _ context: CommandContext, on connection: PostgresConnection) async throws {
+        guard !events.isEmpty else { return }
+        let newEvents = try events.enumerated().map { index, event in
+            try AccountEventCodec.encode(event, userId: account.id, id: AccountEventCodec.eventID(command: context.commandId, index: index))
+        }
+        let result = try await store.append(
+            newEvents, to: .user(account.id), expected: account.version == 0 ? .noStream : .exact(account.version),
+            metadata: context.metadata, on: connection)
+        guard !result.wasAlreadyAppended else { return }
+        let at: String = try await connection.query("SELECT now()::text AS at")[0].decode("at")
+        for (offset, event) in events.enumerated() {
+            try await AccountProjection.apply(event, userId: account.id, version: account.version + offset + 1, at: at, on: connection)
+        }
+    }
+
+    private func userOwning(provider: String, uid: String, on connection: PostgresConnection) async throws -> UUID? {
+        try await connection.query("SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)")
+            .first?.decode("user_id")
+    }
+
+    private func userWithEmail(_ normalized: String, on connection: PostgresConnection) async throws -> UUID? {
+        try await connection.query("SELECT id FROM users WHERE email_normalized = \(normalized) ORDER BY created_at LIMIT 1")
+            .first?.decode("id")
+    }
+
+    /// Serialises commands about one email address for the rest of the transaction.
+    private func lockEmail(_ normalized: String, on connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))")
+    }
+
+    /// Re-runs `body` when it lost a race that fresh state resolves.
+    private func retrying<T>(_ body: (Int) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await body(attempt)
+            } catch let error as WrongExpectedVersion where attempt < Self.maxAttempts {
+                _ = error
+            } catch let error as PostgresError where (error.isUniqueViolation || error.isTransient) && attempt < Self.maxAttempts {
+                _ = error
+            }
+        }
+    }
+
+    /// Turns the projection's unique constraints into the domain errors they stand for.
+    private func mappingConstraints<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresError where error.isUniqueViolation {
+            switch error.constraint {
+            case "identities_provider_uid_key": throw AccountError.credentialAlreadyInUse
+            case "identities_user_provider_key": throw AccountError.providerAlreadyLinked
+            default: throw error
+            }
+        }
+    }
+}

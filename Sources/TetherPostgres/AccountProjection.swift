@@ -1,0 +1,121 @@
+import Foundation
+import TetherCore
+
+/// Projects account events into `users`, `identities`, `sessions` and `refresh_tokens`.
+///
+/// Runs inside the append's transaction, so a read after a write sees it and the
+/// tables' unique constraints decide races (`identities_provider_uid_key`: a
+/// credential belongs to one user; `identities_user_provider_key`: one identity
+/// per provider per user). Timestamps come from the event (`at`, the text of its
+/// `occurred_at`), so rebuilding from the log gives identical rows.
+public enum AccountProjection {
+    /// The tables this projection owns, in an order safe for deleting rows.
+    public static let tables = ["refresh_tokens", "sessions", "identities", "users"]
+
+    /// Applies one event of user `userId` at stream `version`.
+    public static func apply(
+        _ event: AccountEvent, userId: UUID, version: Int, at: String, on connection: PostgresConnection
+    ) async throws {
+        switch event {
+        case .userRegistered(let payload):
+            try await connection.query("""
+                INSERT INTO users (id, email, email_normalized, email_verified, display_name, photo_url, created_at, version)
+                VALUES (\(userId), \(payload.personal.email), \(payload.personal.email.map(ExternalIdentity.normalize)),
+                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz, \(version))
+                """)
+        case .identityLinked(let payload):
+            try await connection.query("""
+                INSERT INTO identities (user_id, provider, provider_uid, email, email_verified, display_name, photo_url, linked_at)
+                VALUES (\(userId), \(payload.provider), \(payload.uid), \(payload.personal.email), \(payload.emailVerified),
+                        \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz)
+                """)
+            try await connection.query("""
+                UPDATE users SET
+                    display_name = coalesce(display_name, \(payload.personal.displayName)),
+                    photo_url = coalesce(photo_url, \(payload.personal.photoURL)),
+                    email_verified = CASE WHEN email IS NULL THEN \(payload.emailVerified && payload.personal.email != nil) ELSE email_verified END,
+                    email = coalesce(email, \(payload.personal.email)),
+                    email_normalized = coalesce(email_normalized, \(payload.personal.email.map(ExternalIdentity.normalize)))
+                WHERE id = \(userId)
+                """)
+        case .identityUnlinked(let payload):
+            try await connection.query("DELETE FROM identities WHERE user_id = \(userId) AND provider = \(payload.provider)")
+        case .emailVerified(let payload):
+            try await connection.query("""
+                UPDATE users SET email_verified = true,
+                    email = coalesce(\(payload.personal.email), email),
+                    email_normalized = coalesce(\(payload.personal.email.map(ExternalIdentity.normalize)), email_normalized)
+                WHERE id = \(userId)
+                """)
+        case .passwordSet(let payload):
+            try await connection.query("""
+                UPDATE identities SET password_hash = \(payload.personal.passwordHash)
+                WHERE user_id = \(userId) AND provider = 'password'
+                """)
+        case .signedIn:
+            try await connection.query("UPDATE users SET last_sign_in_at = \(at)::timestamptz WHERE id = \(userId)")
+        case .sessionStarted(let payload):
+            try await connection.query("""
+                INSERT INTO sessions (id, user_id, refresh_token_hash, jkt, amr, auth_time, started_at)
+                VALUES (\(payload.sessionId), \(userId), \(payload.refreshTokenHash), \(payload.jkt),
+                        \(try PostgresJSON(encoding: payload.amr))::jsonb, \(ISO8601Milliseconds.format(payload.authTime))::timestamptz,
+                        \(at)::timestamptz)
+                """)
+            try await connection.query("""
+                INSERT INTO refresh_tokens (token_hash, session_id, generation) VALUES (\(payload.refreshTokenHash), \(payload.sessionId), 0)
+                """)
+        case .sessionRefreshed(let payload):
+            try await connection.query("""
+                UPDATE sessions SET refresh_token_hash = \(payload.refreshTokenHash), generation = \(payload.generation),
+                    last_refreshed_at = \(at)::timestamptz
+                WHERE id = \(payload.sessionId)
+                """)
+            try await connection.query("""
+                INSERT INTO refresh_tokens (token_hash, session_id, generation)
+                VALUES (\(payload.refreshTokenHash), \(payload.sessionId), \(payload.generation))
+                """)
+        case .sessionEnded(let payload):
+            try await connection.query("""
+                UPDATE sessions SET ended_at = \(at)::timestamptz, end_reason = \(payload.reason)
+                WHERE id = \(payload.sessionId) AND ended_at IS NULL
+                """)
+        case .sessionsRevoked(let payload):
+            try await connection.query("""
+                UPDATE users SET valid_since = \(ISO8601Milliseconds.format(payload.validSince))::timestamptz WHERE id = \(userId)
+                """)
+            try await connection.query("""
+                UPDATE sessions SET ended_at = \(at)::timestamptz, end_reason = 'revoked'
+                WHERE user_id = \(userId) AND ended_at IS NULL
+                """)
+        case .userDisabled:
+            try await connection.query("UPDATE users SET disabled = true WHERE id = \(userId)")
+        case .userEnabled:
+            try await connection.query("UPDATE users SET disabled = false WHERE id = \(userId)")
+        }
+        try await connection.query("UPDATE users SET version = \(version) WHERE id = \(userId)")
+    }
+
+    /// Rebuilds every account table from the log (test helper until `tether replay`).
+    public static func rebuild(on connection: PostgresConnection) async throws {
+        for table in tables {
+            try await connection.query("DELETE FROM \(unsafeSQL: table)")
+        }
+        let rows = try await connection.query("""
+            SELECT position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at,
+                   occurred_at::text AS at
+            FROM events WHERE stream LIKE 'user-%' ORDER BY tx, position
+            """)
+        for row in rows {
+            let at: String = try row.decode("at")
+            guard let userId: UUID = try row.decode("user_id") else { continue }
+            let recorded = RecordedEvent(
+                position: try row.decode("position"), transactionId: try row.decode("tx"),
+                stream: StreamName(try row.decode("stream")), version: try row.decode("version"),
+                id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
+                data: try row.decode("data", as: PostgresJSON.self).data, metadata: EventMetadata(), userId: userId,
+                occurredAt: try row.decode("occurred_at"))
+            guard let event = try AccountEventCodec.decode(recorded) else { continue }
+            try await apply(event, userId: userId, version: recorded.version, at: at, on: connection)
+        }
+    }
+}
