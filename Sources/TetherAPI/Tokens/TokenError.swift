@@ -1,0 +1,51 @@
+import TetherCrypto
+import TetherHTTP
+import TetherJOSE
+
+/// A rejected access token or DPoP proof, answered as a 401 problem.
+///
+/// Two classes only, because clients act on them differently: `invalid_token`
+/// means "sign in again", `invalid_dpop_proof` means "make a new proof (or
+/// re-bind silently)". Which check failed goes into ``detail`` for logs and
+/// for the problem's `detail`; the cause never changes the code.
+public struct TokenError: ReasonCodedError, ProblemConvertible {
+    private enum Kind: String, Sendable {
+        case invalidToken = "invalid_token"
+        case invalidDPoPProof = "invalid_dpop_proof"
+    }
+
+    private let kind: Kind
+    /// Which check failed, safe to show to the caller (never token contents).
+    public let detail: String
+
+    private init(_ kind: Kind, detail: String = "") {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    /// The problem code: `invalid_token` or `invalid_dpop_proof`.
+    public var reason: String { kind.rawValue }
+
+    /// The same error with `detail` attached.
+    public func with(detail: String) -> TokenError { TokenError(kind, detail: detail) }
+
+    /// The access token is malformed, forged, expired, or from another issuer.
+    public static let invalidToken = TokenError(.invalidToken)
+    /// The DPoP proof is missing, malformed, replayed, for another request, or by the wrong key.
+    public static let invalidDPoPProof = TokenError(.invalidDPoPProof)
+
+    /// The algorithms DPoPVerifier accepts by default, as the challenge's `algs` lists them.
+    private static let proofAlgorithms = DPoPVerifier.Configuration().allowedAlgorithms.map(\.rawValue).sorted().joined(separator: " ")
+
+    /// 401 with the `WWW-Authenticate` challenge of the scheme concerned (RFC 6750 §3, RFC 9449 §7.1).
+    public var problem: Problem {
+        switch kind {
+        case .invalidToken:
+            Problem(status: 401, code: reason, title: "Invalid token", detail: detail.isEmpty ? nil : detail,
+                    headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])
+        case .invalidDPoPProof:
+            Problem(status: 401, code: reason, title: "Invalid DPoP proof", detail: detail.isEmpty ? nil : detail,
+                    headers: ["WWW-Authenticate": #"DPoP error="invalid_dpop_proof", algs=""# + Self.proofAlgorithms + "\""])
+        }
+    }
+}
