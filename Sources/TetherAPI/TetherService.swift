@@ -10,6 +10,8 @@ public final class TetherService: Sendable {
     public let database: PostgresClient
     /// The HTTP server.
     public let server: HTTPServer
+    /// The keys that sign access tokens, published at `/.well-known/jwks.json`.
+    public let signingKeys: SigningKeyStore
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
@@ -22,6 +24,8 @@ public final class TetherService: Sendable {
         database = PostgresClient(configuration: .init(url: databaseURL, maxConnections: 16, role: "tether_service"))
         var router = Router()
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
+        signingKeys = SigningKeyStore(client: database)
+        registerJWKSRoute(on: &router, keys: signingKeys)
         if let extraRoutes {
             router.mount("", extraRoutes)
         }

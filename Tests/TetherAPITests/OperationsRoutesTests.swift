@@ -34,6 +34,11 @@ struct OperationsRoutesTests {
             let ready = try await client.get("/readyz")
             #expect(ready.status == 200)
             #expect(try ready.decodeJSON([String: String].self)["migrations"] == "current")
+            let jwks = try await client.get("/.well-known/jwks.json")
+            #expect(jwks.status == 200)
+            let keys = try #require(try JSONSerialization.jsonObject(with: Data(jwks.body)) as? [String: Any])["keys"] as? [[String: Any]]
+            #expect(keys?.first?["kty"] as? String == "EC")
+            #expect(keys?.first?["d"] == nil, "only public keys are published")
         }
     }
 

@@ -1,0 +1,35 @@
+import TetherCore
+import TetherHTTP
+
+/// Each account error is answered once, here, as the problem API.md names.
+extension AccountError: ProblemConvertible {
+    public var problem: Problem {
+        var extensions: [String: JSONValue] = [:]
+        if let email {
+            extensions["email"] = .string(email)
+            extensions["signInMethods"] = .array(signInMethods.map(JSONValue.string))
+        }
+        var headers: HTTPHeaders = [:]
+        if status == 401 {
+            headers.add(name: "WWW-Authenticate", value: "Bearer error=\"invalid_token\"")
+        }
+        return Problem(status: status, code: code, title: Self.titles[code] ?? "Request refused", detail: detail,
+                       extensions: extensions, headers: headers)
+    }
+
+    private static let titles: [String: String] = [
+        "invalid_request": "Invalid request",
+        "invalid_credential": "Invalid credential",
+        "user_disabled": "User disabled",
+        "account_exists_with_different_credential": "Account exists with a different credential",
+        "credential_already_in_use": "Credential already in use",
+        "provider_already_linked": "Provider already linked",
+        "email_already_in_use": "Email already in use",
+        "no_such_provider": "No such provider",
+        "last_sign_in_method": "Last sign-in method",
+        "invalid_token": "Invalid token",
+        "refresh_token_reused": "Refresh token reused",
+        "invalid_dpop_proof": "Invalid DPoP proof",
+        "not_found": "Not found",
+    ]
+}
