@@ -1,0 +1,61 @@
+import Foundation
+import TetherCore
+import TetherJOSE
+
+/// The configured identity providers, dispatching each credential to its verifier.
+///
+/// Built once at start-up: every enabled provider gets its verifier with its
+/// own key-set cache, so caches live as long as the server. A credential for a
+/// provider that is not configured fails with `unsupported_provider`.
+public struct IdentityProviders: IdentityVerifier {
+    private let verifiers: [ProviderName: any IdentityVerifier]
+
+    /// The providers `configuration` enables, plus password sign-in when `passwords` is given.
+    ///
+    /// - Parameters:
+    ///   - httpClient: the outbound HTTP seam for key sets and the Graph API.
+    ///   - nonceStore: where used nonces are recorded (``PostgresNonceStore`` in production).
+    ///   - clock: the time for token checks and key-set caching.
+    ///   - passwords: password sign-in, when the accounts layer offers a directory.
+    /// - Throws: ``ProvidersConfiguration/Invalid`` when a key-set URL is unusable.
+    public init(
+        configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        nonceStore: any NonceStore, clock: any WallClock = SystemWallClock(), passwords: PasswordIdentityVerifier? = nil
+    ) throws {
+        var verifiers: [ProviderName: any IdentityVerifier] = [:]
+        do {
+            if configuration.apple.isEnabled {
+                verifiers[.apple] = try AppleIdentityVerifier(
+                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+            }
+            if configuration.facebook.isEnabled {
+                verifiers[.facebook] = try FacebookIdentityVerifier(
+                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+            }
+            if configuration.google.isEnabled {
+                verifiers[.google] = try GoogleIdentityVerifier(
+                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+            }
+        } catch let error as JOSEError {
+            // fromEnvironment already refuses such URLs; this catches configurations built in code.
+            throw ProvidersConfiguration.Invalid("JWKS URL", error.detail)
+        }
+        verifiers[.password] = passwords
+        self.verifiers = verifiers
+    }
+
+    /// The providers that accept credentials.
+    public var enabledProviders: Set<ProviderName> { Set(verifiers.keys) }
+
+    /// Verifies `credential` with its provider's verifier.
+    ///
+    /// - Throws: ``ProviderError`` (`invalid_credential`, `unsupported_provider`,
+    ///   `provider_unavailable`), or the nonce store's or password directory's own error.
+    public func verify(_ credential: ProviderCredential) async throws -> VerifiedIdentity {
+        guard let verifier = verifiers[credential.provider] else {
+            throw ProviderError.unsupportedProvider.with(provider: credential.provider.rawValue)
+                .with(detail: "\(credential.provider.rawValue) is not configured")
+        }
+        return try await verifier.verify(credential)
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import TetherHTTP
+
+/// A credential a client presents to sign in or link, in one of the shapes of API.md.
+///
+/// Secrets never appear in ``description``, so a credential can be logged safely.
+public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
+    /// `{"identityToken", "rawNonce"?, "fullName"?}`: an Apple identity token, and the name the app
+    /// received on the user's first sign-in (Apple sends it to the app only then, never in the token).
+    case apple(identityToken: String, rawNonce: String?, fullName: PersonName?)
+    /// `{"accessToken"}`: a classic Facebook user access token.
+    case facebookAccessToken(String)
+    /// `{"authenticationToken", "rawNonce"?}`: a Facebook Limited Login token.
+    case facebookLimitedLogin(authenticationToken: String, rawNonce: String?)
+    /// `{"sessionInfoToken", "profile"}`: a token from Graph's `fb_attenuate_token` exchange and the
+    /// profile the app fetched itself (client-asserted).
+    case facebookSessionInfo(sessionInfoToken: String, profile: FacebookProfile)
+    /// `{"idToken", "rawNonce"?}`: a Google ID token.
+    case google(idToken: String, rawNonce: String?)
+    /// `{"email", "password"}`.
+    case password(email: String, password: String)
+
+    /// The provider the credential is for.
+    public var provider: ProviderName {
+        switch self {
+        case .apple: .apple
+        case .facebookAccessToken, .facebookLimitedLogin, .facebookSessionInfo: .facebook
+        case .google: .google
+        case .password: .password
+        }
+    }
+
+    /// The form of the credential.
+    public var form: CredentialForm {
+        switch self {
+        case .apple: .appleIdentityToken
+        case .facebookAccessToken: .facebookAccessToken
+        case .facebookLimitedLogin: .facebookLimitedLogin
+        case .facebookSessionInfo: .facebookSessionInfo
+        case .google: .googleIDToken
+        case .password: .password
+        }
+    }
+
+    /// The provider and form, without tokens or passwords.
+    public var description: String {
+        switch self {
+        case .password(let email, _): "password(email: \(email))"
+        default: "\(provider.rawValue)(\(form.rawValue))"
+        }
+    }
+}

@@ -1,0 +1,22 @@
+import Foundation
+import TetherJOSE
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The outbound HTTP seam for identity providers: key-set fetches, and Graph API calls that carry credentials in headers.
+///
+/// It refines TetherJOSE's ``HTTPClient`` (used by ``JWKSCache``) with request
+/// headers, because Facebook's app token and user tokens belong in an
+/// `Authorization` header, never in a URL that ends up in logs.
+public protocol ProviderHTTPClient: HTTPClient {
+    /// GETs `url` with `headers`, giving up after `timeout` seconds or when the body exceeds `maxBytes`.
+    func get(url: URL, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse
+}
+
+extension ProviderHTTPClient {
+    /// A GET without extra headers (what a key-set fetch needs).
+    public func get(url: URL, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+        try await get(url: url, headers: [:], timeout: timeout, maxBytes: maxBytes)
+    }
+}

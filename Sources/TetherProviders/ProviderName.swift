@@ -1,0 +1,11 @@
+/// The identity providers Tether verifies credentials of.
+public enum ProviderName: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Sign in with Apple.
+    case apple
+    /// Facebook Login (classic, Limited Login, session-info exchange).
+    case facebook
+    /// Google Sign-In.
+    case google
+    /// Email and password kept by Tether itself.
+    case password
+}
