@@ -1,0 +1,74 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherJOSE
+
+/// A stand-in for Apple, Facebook and Google that runs inside `tether dev` and the tests.
+///
+/// It signs real RS256 tokens with its own keys, serves their key sets, fakes
+/// the part of the Graph API that Tether calls, and keeps an SMS outbox. Tokens
+/// carry the real issuers by default, so the only configuration that differs
+/// from production is where keys and the Graph API are fetched from
+/// (``configuration(baseURL:)``).
+///
+/// - Important: anyone who can reach these routes can mint a valid sign-in for
+///   any user. They must never be mounted by `tether serve`, and the server
+///   that mounts them must listen on loopback only (127.0.0.1 or ::1).
+public struct DevIdentityProvider: Sendable {
+    /// The Apple client id (`aud`) minted tokens carry unless a request names another.
+    public static let appleClientID = "dev.tether.apple"
+    /// The Facebook app id minted tokens and Graph answers carry unless a request names another.
+    public static let facebookAppID = "1000000000000001"
+    /// The fake Graph API's app secret (for the app token and `appsecret_proof`).
+    public static let facebookAppSecret = "dev-facebook-app-secret"
+    /// The Google client id (`aud`) minted tokens carry unless a request names another.
+    public static let googleClientID = "dev-tether.apps.googleusercontent.com"
+
+    /// The outbox `GET /dev-idp/sms` shows; give it to whatever sends SMS under `tether dev`.
+    public let smsOutbox: DevSMSOutbox
+    let keys: DevSigningKeys
+    let graph: DevGraphTokens
+    let clock: any WallClock
+
+    /// A dev identity provider.
+    ///
+    /// - Parameters:
+    ///   - keyDirectory: where the RSA keys are kept as PEM files (made on first start, such as
+    ///     `.tether/dev-idp`); nil makes fresh in-memory keys (tests).
+    ///   - clock: the time tokens are stamped with.
+    ///   - smsOutbox: the outbox to show at `/sms`.
+    public init(
+        keyDirectory: URL?, clock: any WallClock = SystemWallClock(), smsOutbox: DevSMSOutbox? = nil
+    ) throws {
+        keys = try DevSigningKeys(directory: keyDirectory)
+        graph = DevGraphTokens()
+        self.clock = clock
+        self.smsOutbox = smsOutbox ?? DevSMSOutbox(clock: clock)
+    }
+
+    /// The `TETHER_*` variables that point provider verification at a dev identity provider mounted at `baseURL`.
+    ///
+    /// Client ids, app id and secret are the dev ones; issuers stay the real
+    /// defaults, because minted tokens carry them.
+    ///
+    /// - Parameter baseURL: where the routes are mounted, such as `http://127.0.0.1:8080/dev-idp`.
+    public static func configuration(baseURL: URL) -> [String: String] {
+        [
+            "TETHER_APPLE_CLIENT_IDS": appleClientID,
+            "TETHER_APPLE_JWKS_URL": endpoint(baseURL, "apple/auth/keys"),
+            "TETHER_FACEBOOK_APP_IDS": facebookAppID,
+            "TETHER_FACEBOOK_APP_SECRET": facebookAppSecret,
+            "TETHER_FACEBOOK_GRAPH_URL": endpoint(baseURL, "facebook/graph"),
+            "TETHER_FACEBOOK_LIMITED_JWKS_URL": endpoint(baseURL, "facebook/jwks"),
+            "TETHER_GOOGLE_CLIENT_IDS": googleClientID,
+            "TETHER_GOOGLE_JWKS_URL": endpoint(baseURL, "google/certs"),
+        ]
+    }
+
+    /// `base/path` without a doubled slash.
+    static func endpoint(_ base: URL, _ path: String) -> String {
+        var text = base.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        return text + "/" + path
+    }
+}

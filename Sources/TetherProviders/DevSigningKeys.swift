@@ -1,0 +1,92 @@
+import Foundation
+import Synchronization
+import TetherCrypto
+import TetherJOSE
+
+/// The dev identity provider's RSA signing keys, one ring per token-issuing provider.
+///
+/// With a directory, each provider's current key lives in `<provider>.pem`
+/// (PKCS#8, mode 0600), made on first start and reused afterwards, so tokens
+/// minted before a restart of `tether dev` still verify. Without one, keys are
+/// fresh, in memory only, and made when first needed (tests). A rotation keeps the previous key
+/// published, as real providers do, so tokens already minted keep verifying.
+final class DevSigningKeys: Sendable {
+    /// The current signing key and the one it replaced.
+    struct Ring: Sendable {
+        var current: JWK
+        var previous: JWK?
+
+        var published: JWKSet { JWKSet(keys: [current, previous].compactMap { $0?.publicJWK }) }
+    }
+
+    /// The providers whose tokens the dev identity provider signs.
+    static let issuers: [ProviderName] = [.apple, .facebook, .google]
+
+    private let directory: URL?
+    private let rings: Mutex<[ProviderName: Ring]>
+
+    /// Loads or makes the keys under `directory`; without one, each key is made on first use.
+    init(directory: URL?) throws {
+        self.directory = directory
+        var rings: [ProviderName: Ring] = [:]
+        if let directory {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            for provider in Self.issuers {
+                let file = directory.appendingPathComponent("\(provider.rawValue).pem")
+                let key: PrivateKey
+                if FileManager.default.fileExists(atPath: file.path) {
+                    key = try PrivateKey(pem: String(contentsOf: file, encoding: .utf8))
+                } else {
+                    key = try PrivateKey.generate(.rsa)
+                    try Self.write(key, to: file)
+                }
+                rings[provider] = Ring(current: try Self.jwk(key, provider: provider), previous: nil)
+            }
+        }
+        self.rings = Mutex(rings)
+    }
+
+    /// The ring of `provider`; an in-memory key is made on first use (RSA generation is the slow part of a test).
+    func ring(_ provider: ProviderName) throws -> Ring {
+        try rings.withLock { rings in
+            if let ring = rings[provider] { return ring }
+            let ring = Ring(current: try Self.jwk(PrivateKey.generate(.rsa), provider: provider), previous: nil)
+            rings[provider] = ring
+            return ring
+        }
+    }
+
+    /// Replaces `provider`'s signing key with a new one (persisted when there is a directory); returns its `kid`.
+    func rotate(_ provider: ProviderName) throws -> String {
+        let key = try PrivateKey.generate(.rsa)
+        let jwk = try Self.jwk(key, provider: provider)
+        if let directory { try Self.write(key, to: directory.appendingPathComponent("\(provider.rawValue).pem")) }
+        let previous = try ring(provider).current
+        rings.withLock { $0[provider] = Ring(current: jwk, previous: previous) }
+        return jwk.keyID!
+    }
+
+    /// A signing JWK whose `kid` is derived from the key (RFC 7638 thumbprint), so it is stable across restarts.
+    private static func jwk(_ key: PrivateKey, provider: ProviderName) throws -> JWK {
+        let thumbprint = try JWK(material: .privateKey(key)).thumbprint()
+        return try JWK(
+            material: .privateKey(key), keyID: "dev-\(provider.rawValue)-\(thumbprint.prefix(16))", algorithm: .rs256,
+            use: "sig")
+    }
+
+    /// Writes the PEM through a private temporary file and a rename, so the key is never world-readable or half-written.
+    private static func write(_ key: PrivateKey, to file: URL) throws {
+        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
+        guard FileManager.default.createFile(
+            atPath: temporary.path, contents: Data(try key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
+        else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: temporary.path])
+        }
+        if FileManager.default.fileExists(atPath: file.path) {
+            _ = try FileManager.default.replaceItemAt(file, withItemAt: temporary)
+        } else {
+            try FileManager.default.moveItem(at: temporary, to: file)
+        }
+    }
+}
