@@ -1,4 +1,5 @@
 import Foundation
+import TetherCrypto
 import TetherHTTP
 import TetherPostgres
 
@@ -16,7 +17,8 @@ public final class TetherService: Sendable {
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     public init(
-        configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil
+        configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
+        identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher()
     ) throws {
         self.configuration = configuration
         self.logger = logger
@@ -26,6 +28,11 @@ public final class TetherService: Sendable {
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)
         registerJWKSRoute(on: &router, keys: signingKeys)
+        V1Routes(
+            accounts: AccountService(database: database, emailPolicy: configuration.emailPolicy),
+            issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
+            passwords: passwords, identities: identities
+        ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
         }

@@ -1,0 +1,200 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherPostgres
+
+/// Turns a provider credential (API.md's shapes) into a verified identity.
+public protocol IdentityVerification: Sendable {
+    /// Verifies `credential` for `provider`; throws a ``ProblemConvertible`` error when it is refused.
+    func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity
+}
+
+/// The native JSON API under `/v1` (the parts built so far: see README).
+public struct V1Routes: Sendable {
+    let accounts: AccountService
+    let issuer: AccessTokenIssuer
+    let verifier: AccessTokenVerifier
+    let passwords: any PasswordHashing
+    let identities: (any IdentityVerification)?
+
+    public init(
+        accounts: AccountService, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier,
+        passwords: any PasswordHashing, identities: (any IdentityVerification)?
+    ) {
+        self.accounts = accounts
+        self.issuer = issuer
+        self.verifier = verifier
+        self.passwords = passwords
+        self.identities = identities
+    }
+
+    /// Adds the routes to `router`.
+    public func register(on router: inout Router) {
+        router.post("/v1/sign-up") { request in try await signUp(request) }
+        router.post("/v1/sign-in") { request in try await signIn(request) }
+        router.get("/v1/users/me") { request in
+            let claims = try await authenticate(request)
+            return try HTTPResponse.json(["user": try await user(claims.userId)])
+        }
+        router.post("/v1/users/me/identities") { request in try await link(request) }
+        router.delete("/v1/users/me/identities/{provider}") { request in
+            let claims = try await authenticate(request)
+            try await accounts.unlink(provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
+            return try HTTPResponse.json(["user": try await user(claims.userId)])
+        }
+        router.post("/v1/sessions/refresh") { request in try await refresh(request) }
+        router.post("/v1/sign-out") { request in
+            let claims = try await authenticate(request)
+            try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
+            return .noContent()
+        }
+        router.post("/v1/users/me/sessions/revoke") { request in
+            let claims = try await authenticate(request)
+            try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
+            return .noContent()
+        }
+    }
+
+    // MARK: Handlers
+
+    private struct SignUpBody: Decodable {
+        var email: String
+        var password: String
+        var displayName: String?
+    }
+
+    private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let body = try request.decodeJSON(SignUpBody.self)
+        try Self.validate(email: body.email, password: body.password)
+        let hash = try passwords.hash(Array(body.password.utf8))
+        let (session, refreshToken) = newSession(amr: ["pwd"])
+        let userId = try await accounts.signUp(
+            email: body.email, passwordHash: hash, displayName: body.displayName, session: session, context: context(request, nil))
+        return try await signedIn(userId: userId, isNewUser: true, session: session, refreshToken: refreshToken)
+    }
+
+    private struct SignInBody: Decodable {
+        var provider: String
+        var credential: JSONValue
+    }
+
+    private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let body = try request.decodeJSON(SignInBody.self)
+        if body.provider == "password" {
+            guard case .object(let fields) = body.credential, case .string(let email)? = fields["email"],
+                  case .string(let password)? = fields["password"]
+            else { throw AccountError.invalidRequest("The password credential is {\"email\", \"password\"}.") }
+            let stored = try await accounts.passwordCredential(email: email)
+            // Unknown emails run the same key derivation, so timing does not reveal which emails exist.
+            let isValid = try passwords.verify(Array(password.utf8), against: stored?.hash ?? Self.dummyHash(passwords))
+            guard let stored, isValid else { throw AccountError.invalidCredential }
+            let (session, refreshToken) = newSession(amr: ["pwd"])
+            let identity = ExternalIdentity(provider: "password", uid: ExternalIdentity.normalize(email), email: email)
+            let outcome = try await accounts.signIn(identity, session: session, context: context(request, nil))
+            precondition(outcome.userId == stored.userId || outcome.outcome != "returning")
+            return try await signedIn(userId: outcome.userId, isNewUser: false, session: session, refreshToken: refreshToken)
+        }
+        let identity = try await verify(provider: body.provider, credential: body.credential)
+        let (session, refreshToken) = newSession(amr: [body.provider])
+        let outcome = try await accounts.signIn(identity, session: session, context: context(request, nil))
+        return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
+    }
+
+    private func link(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let claims = try await authenticate(request)
+        let body = try request.decodeJSON(SignInBody.self)
+        guard body.provider != "password" else {
+            throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
+        }
+        let identity = try await verify(provider: body.provider, credential: body.credential)
+        try await accounts.link(identity, to: claims.userId, context: context(request, claims.userId))
+        return try HTTPResponse.json(["user": try await user(claims.userId)])
+    }
+
+    private struct RefreshBody: Decodable {
+        var refreshToken: String
+    }
+
+    private func refresh(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let body = try request.decodeJSON(RefreshBody.self)
+        guard RefreshTokens.isWellFormed(body.refreshToken) else { throw AccountError.invalidToken }
+        let next = RefreshTokens.generate()
+        let rotated = try await accounts.refresh(
+            presentedHash: RefreshTokens.hash(body.refreshToken), newHash: RefreshTokens.hash(next), presentedJKT: nil,
+            context: context(request, nil))
+        let access = try await issuer.issue(userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr)
+        let session = SessionBody(id: rotated.sessionId, accessToken: access.token, expiresIn: access.expiresIn, refreshToken: next)
+        return try HTTPResponse.json(RefreshResponse(user: try await user(rotated.userId), session: session))
+    }
+
+    // MARK: Pieces
+
+    private func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
+        guard let identities else {
+            throw Problem(status: 400, code: "unsupported_provider", title: "Unsupported provider",
+                          detail: "No identity provider is configured on this server.")
+        }
+        return try await identities.verify(provider: provider, credential: credential)
+    }
+
+    /// The access token's claims, once its session is known to be live and not revoked.
+    func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
+        guard let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer ") else {
+            throw AccountError.invalidToken
+        }
+        let claims = try await verifier.verify(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
+            throw AccountError.invalidToken
+        }
+        return claims
+    }
+
+    private func newSession(amr: [String]) -> (NewSession, String) {
+        let token = RefreshTokens.generate()
+        return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr), token)
+    }
+
+    private func signedIn(userId: UUID, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
+        let access = try await issuer.issue(userId: userId, sessionId: session.id, authTime: Date(), amr: session.amr)
+        let body = SignInResponse(
+            user: try await user(userId), isNewUser: isNewUser,
+            session: SessionBody(id: session.id, accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+        return try HTTPResponse.json(body, status: isNewUser ? 201 : 200)
+    }
+
+    private func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {
+        var commandId = UUID()
+        if let key = request.headers["idempotency-key"], !key.isEmpty {
+            // One key names one command of one caller on one route.
+            let scope = "\(request.method) \(request.path) \(userId?.uuidString ?? "-") \(key)"
+            let digest = DigestAlgorithm.sha256.hash(Array(scope.utf8))
+            commandId = UUID(uuid: (digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+                                    digest[8], digest[9], digest[10], digest[11], digest[12], digest[13], digest[14], digest[15]))
+        }
+        return CommandContext(
+            commandId: commandId,
+            metadata: EventMetadata(
+                actor: userId.map(EventActor.user) ?? .anonymous, clientIP: request.remoteAddress,
+                userAgent: request.headers["user-agent"], surface: "v1"))
+    }
+
+    func user(_ id: UUID) async throws -> UserBody {
+        try await UserBody.load(id, from: accounts.database)
+    }
+
+    static func validate(email: String, password: String) throws(AccountError) {
+        let trimmed = email.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
+              trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
+        else { throw .invalidRequest("email is not an email address") }
+        guard (8...128).contains(password.count) else {
+            throw .invalidRequest("password must be 8 to 128 characters long")
+        }
+    }
+
+    /// A hash of a random password, so an unknown email costs one full verification.
+    private static func dummyHash(_ passwords: any PasswordHashing) throws -> String {
+        try passwords.hash(SecureRandom.bytes(count: 16))
+    }
+}
