@@ -67,8 +67,8 @@ struct EnvironmentReader {
             issuer: try issuer("\(prefix)_ISSUER") ?? defaults.issuer, maximumTokenAge: defaults.maximumTokenAge)
     }
 
+    /// The loopback hosts ``JWKSCache`` also accepts plain `http` for, so the two never disagree.
     static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased()
-        return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        ["127.0.0.1", "::1", "[::1]", "localhost"].contains(host.lowercased())
     }
 }

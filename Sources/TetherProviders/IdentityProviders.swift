@@ -23,25 +23,35 @@ public struct IdentityProviders: IdentityVerifier {
         nonceStore: any NonceStore, clock: any WallClock = SystemWallClock(), passwords: PasswordIdentityVerifier? = nil
     ) throws {
         var verifiers: [ProviderName: any IdentityVerifier] = [:]
-        do {
-            if configuration.apple.isEnabled {
-                verifiers[.apple] = try AppleIdentityVerifier(
-                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+        if configuration.apple.isEnabled {
+            verifiers[.apple] = try Self.make("TETHER_APPLE_JWKS_URL") {
+                try AppleIdentityVerifier(configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
             }
-            if configuration.facebook.isEnabled {
-                verifiers[.facebook] = try FacebookIdentityVerifier(
-                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+        }
+        if configuration.facebook.isEnabled {
+            verifiers[.facebook] = try Self.make("TETHER_FACEBOOK_LIMITED_JWKS_URL") {
+                try FacebookIdentityVerifier(configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
             }
-            if configuration.google.isEnabled {
-                verifiers[.google] = try GoogleIdentityVerifier(
-                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+        }
+        if configuration.google.isEnabled {
+            verifiers[.google] = try Self.make("TETHER_GOOGLE_JWKS_URL") {
+                try GoogleIdentityVerifier(configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
             }
-        } catch let error as JOSEError {
-            // fromEnvironment already refuses such URLs; this catches configurations built in code.
-            throw ProvidersConfiguration.Invalid("JWKS URL", error.detail)
         }
         verifiers[.password] = passwords
         self.verifiers = verifiers
+    }
+
+    /// Builds one verifier; the only thing that can fail is the key-set cache refusing its URL.
+    private static func make(
+        _ variable: String, _ build: () throws -> any IdentityVerifier
+    ) throws -> any IdentityVerifier {
+        do {
+            return try build()
+        } catch let error as JOSEError {
+            // fromEnvironment already refuses such URLs; this catches configurations built in code.
+            throw ProvidersConfiguration.Invalid(variable, error.detail)
+        }
     }
 
     /// The providers that accept credentials.

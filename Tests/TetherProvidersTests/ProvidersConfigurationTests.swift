@@ -46,6 +46,22 @@ struct ProvidersConfigurationTests {
         #expect(error?.description.contains("\n") == false)
     }
 
+    @Test func configurationBuiltInCodeWithAPlainHTTPKeySetIsRefusedNamingTheVariable() {
+        var configuration = ProvidersConfiguration()
+        configuration.google.clientIDs = ["client"]
+        configuration.google.jwksURL = URL(string: "http://keys.example.com/certs")!
+        let error = #expect(throws: ProvidersConfiguration.Invalid.self) {
+            try IdentityProviders(configuration: configuration, nonceStore: UnreachableNonceStore())
+        }
+        #expect(error?.variable == "TETHER_GOOGLE_JWKS_URL")
+    }
+
+    @Test func plainHTTPIsRefusedOnOtherLoopbackAddressesLikeTheKeySetCacheDoes() {
+        #expect(throws: ProvidersConfiguration.Invalid.self) {
+            try ProvidersConfiguration.fromEnvironment(["TETHER_APPLE_JWKS_URL": "http://127.0.0.2/keys"])
+        }
+    }
+
     @Test func plainHTTPIsAcceptedOnLoopback() throws {
         let configuration = try ProvidersConfiguration.fromEnvironment(["TETHER_APPLE_JWKS_URL": "http://127.0.0.1:9999/keys"])
         #expect(configuration.apple.jwksURL.port == 9999)
