@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherHTTP"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
-        .executableTarget(name: "tether", dependencies: ["TetherAPI"]),
+        .executableTarget(name: "tether", dependencies: ["TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherTesting", dependencies: ["TetherPostgres"]),
 

@@ -2,6 +2,7 @@ import Foundation
 import TetherCrypto
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 
 /// The running service: database pool, HTTP server and routes, from start to graceful stop.
 public final class TetherService: Sendable {
@@ -20,6 +21,7 @@ public final class TetherService: Sendable {
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher()
     ) throws {
+        let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
         self.logger = logger
         let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
@@ -31,7 +33,9 @@ public final class TetherService: Sendable {
         V1Routes(
             accounts: AccountService(database: database, emailPolicy: configuration.emailPolicy),
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            passwords: passwords, identities: identities
+            passwords: passwords,
+            identities: try identities ?? ProviderIdentityVerification(
+                providers: IdentityProviders(configuration: providers, nonceStore: PostgresNonceStore(client: database)))
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

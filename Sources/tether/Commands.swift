@@ -2,6 +2,7 @@ import Foundation
 import TetherAPI
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 
 /// The commands of `tether`; each throws `UsageError` or `CommandFailure` on failure.
 enum Commands {
@@ -44,7 +45,16 @@ enum Commands {
                 directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory)
             ).migrate(.init(url: url))
             logger.info("migrations applied", [("applied", String(report.applied.count)), ("alreadyApplied", String(report.alreadyApplied))])
-            let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
+            // The dev identity provider answers on the same loopback server; provider
+            // settings point at it unless the environment says otherwise.
+            let base = URL(string: "http://\(configuration.listen)/dev-idp")!
+            let devIdP = try DevIdentityProvider(keyDirectory: URL(fileURLWithPath: ".tether/dev-idp"))
+            let values = DevIdentityProvider.configuration(baseURL: base).merging(configuration.values) { _, own in own }
+            configuration = try TetherConfiguration(values: values)
+            var devRoutes = Router()
+            devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
+            let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes)
+            logger.info("dev identity provider", [("url", base.absoluteString)])
             try await run(service)
         } catch {
             try? localServer?.stop()
