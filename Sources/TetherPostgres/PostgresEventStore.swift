@@ -86,7 +86,9 @@ public struct PostgresEventStore: EventStore {
                 streamVersion: version, wasAlreadyAppended: false)
         } catch let error as PostgresError where error.isUniqueViolation {
             try await connection.execute(simple: "ROLLBACK TO SAVEPOINT tether_append")
-            if error.constraint == "events_event_id_key", let earlier = try await earlierAppend(of: events, on: connection) {
+            // A concurrent retry of the same command may trip either unique index first
+            // (event id, or stream and version): once it has committed, its events are visible here.
+            if let earlier = try await earlierAppend(of: events, on: connection) {
                 return earlier
             }
             let actual = try await currentVersion(of: stream, on: connection).version

@@ -248,7 +248,7 @@ struct HTTPServerTests {
         router.get("/stuck") { _ in
             // Ignores cancellation on purpose: the deadline must hold anyway.
             await withCheckedContinuation { continuation in
-                DispatchQueue.global().asyncAfter(deadline: .now() + 5) { continuation.resume() }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 30) { continuation.resume() }
             }
             return .text("too late")
         }
@@ -260,7 +260,9 @@ struct HTTPServerTests {
             #expect(response.problemCode == "deadline_exceeded")
             #expect(response.headers["Retry-After"] != nil)
             #expect(elapsed >= .milliseconds(200))
-            #expect(elapsed < .seconds(2))
+            // Far below the handler's 30 s: the deadline answered, not the handler. The margin
+            // is wide because parallel suites can keep the cooperative pool busy for a while.
+            #expect(elapsed < .seconds(15))
         }
     }
 

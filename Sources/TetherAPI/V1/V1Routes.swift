@@ -67,7 +67,7 @@ public struct V1Routes: Sendable {
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
         try Self.validate(email: body.email, password: body.password)
-        let hash = try passwords.hash(Array(body.password.utf8))
+        let hash = try await offloaded { [passwords] in try passwords.hash(Array(body.password.utf8)) }
         let (session, refreshToken) = newSession(amr: ["pwd"])
         let userId = try await accounts.signUp(
             email: body.email, passwordHash: hash, displayName: body.displayName, session: session, context: context(request, nil))
@@ -87,7 +87,9 @@ public struct V1Routes: Sendable {
             else { throw AccountError.invalidRequest("The password credential is {\"email\", \"password\"}.") }
             let stored = try await accounts.passwordCredential(email: email)
             // Unknown emails run the same key derivation, so timing does not reveal which emails exist.
-            let isValid = try passwords.verify(Array(password.utf8), against: stored?.hash ?? Self.dummyHash(passwords))
+            let isValid = try await offloaded { [passwords] in
+                try passwords.verify(Array(password.utf8), against: stored?.hash ?? Self.dummyHash(passwords))
+            }
             guard let stored, isValid else { throw AccountError.invalidCredential }
             let (session, refreshToken) = newSession(amr: ["pwd"])
             let identity = ExternalIdentity(provider: "password", uid: ExternalIdentity.normalize(email), email: email)
@@ -190,6 +192,16 @@ public struct V1Routes: Sendable {
         else { throw .invalidRequest("email is not an email address") }
         guard (8...128).contains(password.count) else {
             throw .invalidRequest("password must be 8 to 128 characters long")
+        }
+    }
+
+    /// Runs memory-hard password work on a dispatch thread: a scrypt call takes hundreds of
+    /// milliseconds and would otherwise hold one of Swift's few cooperative threads.
+    private func offloaded<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                continuation.resume(with: Result { try work() })
+            }
         }
     }
 
