@@ -169,7 +169,9 @@ struct DPoPBindingTokensTests {
 
     @Test func sessionBindingComparesThumbprints() throws {
         #expect(DPoPBinding.isSameKey(deviceThumbprint, as: deviceThumbprint))
-        #expect(!DPoPBinding.isSameKey(deviceThumbprint, as: String(deviceThumbprint.dropLast()) + "A"))
+        // Change the last character to one it certainly is not (a fresh key's thumbprint may end in "A").
+        let altered = String(deviceThumbprint.dropLast()) + (deviceThumbprint.hasSuffix("A") ? "B" : "A")
+        #expect(!DPoPBinding.isSameKey(deviceThumbprint, as: altered))
         #expect(!DPoPBinding.isSameKey("", as: deviceThumbprint))
         try DPoPBinding.requireSameKey(deviceThumbprint, as: deviceThumbprint)
         #expect(throws: TokenError.invalidDPoPProof) { try DPoPBinding.requireSameKey("other", as: deviceThumbprint) }
