@@ -7,12 +7,12 @@ data=".tether/test-run"
 tether=".build/debug/tether"
 if [ -d "$data" ]; then
   "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
-  rm -rf "$data"
+  rm -rf "$(readlink -f "$data")" "$data"
 fi
 url=$("$tether" postgres start --data "$data" --throwaway | tail -n 1)
 cleanup() {
   "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
-  rm -rf "$data"
+  rm -rf "$(readlink -f "$data")" "$data"
 }
 trap cleanup EXIT
 

@@ -15,7 +15,7 @@ public struct LocalPostgresServer: Sendable {
 
     /// Describes a cluster; `port` 0 reuses the port recorded by an earlier start, or picks a free one.
     public init(dataDirectory: URL, port: Int = 0, isThrowaway: Bool = false) throws {
-        self.dataDirectory = dataDirectory.standardizedFileURL
+        self.dataDirectory = Self.reachableLocation(for: dataDirectory.standardizedFileURL)
         self.isThrowaway = isThrowaway
         if port != 0 {
             self.port = port
@@ -88,6 +88,39 @@ public struct LocalPostgresServer: Sendable {
               let pid = pidText.split(separator: "\n").first.flatMap({ Int32($0) })
         else { return false }
         return kill(pid, 0) == 0
+    }
+
+    /// Where the cluster can live: the requested directory, or, when PostgreSQL's unprivileged
+    /// user could not reach it (a checkout under /root, say), a directory of its own under
+    /// /var/tmp with a symbolic link at the requested place so people still find it there.
+    static func reachableLocation(for requested: URL) -> URL {
+        guard unprivilegedUser() != nil else { return requested }
+        let fileManager = FileManager.default
+        if let destination = try? fileManager.destinationOfSymbolicLink(atPath: requested.path) {
+            return URL(fileURLWithPath: destination)
+        }
+        var ancestor = requested.deletingLastPathComponent()
+        var isReachable = true
+        while ancestor.path != "/" {
+            if let attributes = try? fileManager.attributesOfItem(atPath: ancestor.path),
+               let permissions = attributes[.posixPermissions] as? Int, permissions & 0o001 == 0 {
+                isReachable = false
+                break
+            }
+            ancestor.deleteLastPathComponent()
+        }
+        guard !isReachable else { return requested }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in requested.path.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        let location = URL(fileURLWithPath: "/var/tmp/tether-pg/\(String(hash, radix: 16))")
+        try? fileManager.createDirectory(at: URL(fileURLWithPath: "/var/tmp/tether-pg"), withIntermediateDirectories: true)
+        try? fileManager.createDirectory(at: requested.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if !fileManager.fileExists(atPath: requested.path) {
+            try? fileManager.createSymbolicLink(at: requested, withDestinationURL: location)
+        }
+        return location
     }
 
     private static func portFile(in directory: URL) -> URL {
