@@ -51,6 +51,12 @@ enum Help {
         root), creates the database "tether", applies migrations and serves on
         TETHER_LISTEN, which must be a loopback address. Ctrl-C stops the server, then
         PostgreSQL.
+
+        It also mounts the development identity provider at /dev-idp: it mints Apple,
+        Facebook and Google tokens with its own keys (kept in .tether/dev-idp), serves
+        their key sets and a fake Facebook Graph API, and shows sent SMS messages.
+        Provider settings point at it unless the environment sets them. GET /dev-idp/
+        lists its endpoints. `tether serve` never mounts it.
         """
 
     static let migrate = """
