@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 import TetherHTTP
 
 /// Everything the server reads from `TETHER_*` variables (or a `--config` JSON file).
@@ -51,19 +52,7 @@ public struct TetherConfiguration: Sendable {
     }
 
     /// A configuration problem, naming the variable.
-    public struct Invalid: Error, Sendable, CustomStringConvertible {
-        /// The variable (or file) at fault.
-        public let variable: String
-        /// What is wrong with it.
-        public let problem: String
-
-        public init(_ variable: String, _ problem: String) {
-            self.variable = variable
-            self.problem = problem
-        }
-
-        public var description: String { "\(variable): \(problem)" }
-    }
+    public typealias Invalid = ConfigurationError
 
     /// `TETHER_DATABASE_URL`; nil means `tether dev` starts its own PostgreSQL.
     public var databaseURL: String?

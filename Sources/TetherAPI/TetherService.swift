@@ -30,12 +30,16 @@ public final class TetherService: Sendable {
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)
         registerJWKSRoute(on: &router, keys: signingKeys)
+        let accounts = AccountService(database: database, emailPolicy: configuration.emailPolicy)
+        let passwordVerifier = try PasswordVerifier(hasher: passwords)
         V1Routes(
-            accounts: AccountService(database: database, emailPolicy: configuration.emailPolicy),
+            accounts: accounts,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            passwords: passwords,
+            passwords: passwordVerifier,
             identities: try identities ?? ProviderIdentityVerification(
-                providers: IdentityProviders(configuration: providers, nonceStore: PostgresNonceStore(client: database)))
+                providers: IdentityProviders(
+                    configuration: providers, nonceStore: PostgresNonceStore(client: database),
+                    passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts)))
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

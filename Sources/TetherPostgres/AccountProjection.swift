@@ -12,16 +12,16 @@ public enum AccountProjection {
     /// The tables this projection owns, in an order safe for deleting rows.
     public static let tables = ["refresh_tokens", "sessions", "identities", "users"]
 
-    /// Applies one event of user `userId` at stream `version`.
+    /// Applies one event of user `userId`.
     public static func apply(
-        _ event: AccountEvent, userId: UUID, version: Int, at: String, on connection: PostgresConnection
+        _ event: AccountEvent, userId: UUID, at: String, on connection: PostgresConnection
     ) async throws {
         switch event {
         case .userRegistered(let payload):
             try await connection.query("""
                 INSERT INTO users (id, email, email_normalized, email_verified, display_name, photo_url, created_at, version)
                 VALUES (\(userId), \(payload.personal.email), \(payload.personal.email.map(ExternalIdentity.normalize)),
-                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz, \(version))
+                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz, 0)
                 """)
         case .identityLinked(let payload):
             try await connection.query("""
@@ -92,6 +92,10 @@ public enum AccountProjection {
         case .userEnabled:
             try await connection.query("UPDATE users SET disabled = false WHERE id = \(userId)")
         }
+    }
+
+    /// Records the stream version the user's row reflects (once per command, not per event).
+    public static func recordVersion(_ version: Int, of userId: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("UPDATE users SET version = \(version) WHERE id = \(userId)")
     }
 
@@ -115,7 +119,8 @@ public enum AccountProjection {
                 data: try row.decode("data", as: PostgresJSON.self).data, metadata: EventMetadata(), userId: userId,
                 occurredAt: try row.decode("occurred_at"))
             guard let event = try AccountEventCodec.decode(recorded) else { continue }
-            try await apply(event, userId: userId, version: recorded.version, at: at, on: connection)
+            try await apply(event, userId: userId, at: at, on: connection)
+            try await recordVersion(recorded.version, of: userId, on: connection)
         }
     }
 }

@@ -160,7 +160,7 @@ public struct MigrationRunner: Sendable {
                     try await connection.execute(simple: migration.sql)
                     try await connection.query("""
                         INSERT INTO schema_migrations (version, file_name, checksum)
-                        VALUES (\(migration.version), \(migration.fileName), \(Self.checksumSQL(migration)))
+                        VALUES (\(migration.version), \(migration.fileName), encode(sha256(convert_to(\(migration.sql), 'UTF8')), 'hex'))
                         """)
                 }
             } catch let error as PostgresError {
@@ -200,17 +200,16 @@ public struct MigrationRunner: Sendable {
         return status
     }
 
-    /// SHA-256 of each file, computed by the server so this target needs no crypto library.
+    /// SHA-256 of each file, computed by the server (in one query) so this target needs no crypto library.
     private func checksums(on connection: PostgresConnection) async throws -> [Int: String] {
+        let rows = try await connection.query("""
+            SELECT ordinality AS index, encode(sha256(convert_to(sql, 'UTF8')), 'hex') AS checksum
+            FROM unnest(\(PostgresArray(migrations.map(\.sql)))::text[]) WITH ORDINALITY AS files(sql, ordinality)
+            """)
         var result: [Int: String] = [:]
-        for migration in migrations {
-            let rows = try await connection.query("SELECT \(Self.checksumSQL(migration)) AS checksum")
-            result[migration.version] = try rows[0].decode("checksum", as: String.self)
+        for row in rows {
+            result[migrations[try row.decode("index", as: Int.self) - 1].version] = try row.decode("checksum", as: String.self)
         }
         return result
-    }
-
-    private static func checksumSQL(_ migration: Migration) -> PostgresQuery {
-        "encode(sha256(\(Array(migration.sql.utf8))), 'hex')"
     }
 }

@@ -46,11 +46,13 @@ public struct PostgresEventStore: EventStore {
             }
             return AppendResult(firstPosition: 0, lastPosition: 0, streamVersion: version, wasAlreadyAppended: false)
         }
-        if let earlier = try await earlierAppend(of: events, on: connection) {
-            return earlier
-        }
         let current = try await currentVersion(of: stream, on: connection)
         guard expected.isSatisfied(by: current.version) else {
+            // A repeated append finds the stream past its expectation; only then is it worth
+            // looking for the first append's events (the common path saves that query).
+            if let earlier = try await earlierAppend(of: events, on: connection) {
+                return earlier
+            }
             throw WrongExpectedVersion(stream: stream, expected: expected, actual: current.version)
         }
         let metadataJSON = try PostgresJSON(encoding: metadata)

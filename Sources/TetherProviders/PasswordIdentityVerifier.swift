@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// Verifies email-and-password credentials against a ``PasswordAccountDirectory``.
 ///
@@ -21,10 +22,12 @@ public struct PasswordIdentityVerifier: IdentityVerifier {
         guard case .password(let email, let password) = credential else {
             throw ProviderError.unsupportedProvider.with(provider: ProviderName.password.rawValue).with(detail: "not a password credential")
         }
-        guard let account = try await directory.passwordAccount(forEmail: email) else {
-            try passwords.verifyAgainstDummy(password)
+        let found = try await directory.passwordAccount(forEmail: email)
+        let account = try await BlockingWork.run { [passwords] in
+            guard let found else { try passwords.verifyAgainstDummy(password) }
+            try passwords.verify(password, storedHash: found.passwordHash)
+            return found
         }
-        try passwords.verify(password, storedHash: account.passwordHash)
         return VerifiedIdentity(
             provider: ProviderName.password.rawValue, credentialForm: .password, uid: account.email, email: account.email,
             isEmailVerified: account.isEmailVerified)

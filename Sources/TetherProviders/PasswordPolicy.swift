@@ -27,11 +27,9 @@ public struct PasswordPolicy: Sendable, Hashable {
     /// - Throws: `invalid_request` pointing at `pointer`, saying how long a password must be.
     public func validate(_ password: String, pointer: String = "/password") throws(ProviderError) {
         let length = Self.normalized(password).unicodeScalars.count
-        guard length >= minimumLength else {
-            throw ProviderError.invalidRequest("The password must have at least \(minimumLength) characters.", pointer: pointer)
-        }
-        guard length <= maximumLength else {
-            throw ProviderError.invalidRequest("The password must have at most \(maximumLength) characters.", pointer: pointer)
+        guard (minimumLength...maximumLength).contains(length) else {
+            throw ProviderError.invalidRequest(
+                "The password must be \(minimumLength) to \(maximumLength) characters long.", pointer: pointer)
         }
     }
 }

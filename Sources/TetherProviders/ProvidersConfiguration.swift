@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// Where each identity provider's keys and APIs are, and which client ids it accepts.
 ///
@@ -108,21 +109,7 @@ public struct ProvidersConfiguration: Sendable {
     }
 
     /// A configuration problem: one line naming the variable.
-    public struct Invalid: Error, Sendable, Hashable, CustomStringConvertible {
-        /// The variable at fault.
-        public let variable: String
-        /// What is wrong with its value.
-        public let problem: String
-
-        /// Describes a problem with `variable`.
-        public init(_ variable: String, _ problem: String) {
-            self.variable = variable
-            self.problem = problem
-        }
-
-        /// `VARIABLE: problem`.
-        public var description: String { "\(variable): \(problem)" }
-    }
+    public typealias Invalid = ConfigurationError
 
     /// Reads the `TETHER_APPLE_*`, `TETHER_FACEBOOK_*` and `TETHER_GOOGLE_*` variables of `environment`.
     ///

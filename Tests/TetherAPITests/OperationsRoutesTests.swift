@@ -7,28 +7,9 @@ import TetherTesting
 
 @Suite("Operations routes over HTTP")
 struct OperationsRoutesTests {
-    private func withService(
-        _ database: TestDatabase, _ body: (HTTPTestClient) async throws -> Void
-    ) async throws {
-        let configuration = try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"])
-        let service = try TetherService(
-            configuration: configuration, databaseURL: database.url, logger: Logger(sink: .discarding))
-        try service.start()
-        let client = HTTPTestClient(port: service.server.boundPort)
-        do {
-            try await body(client)
-        } catch {
-            await client.close()
-            await service.stop()
-            throw error
-        }
-        await client.close()
-        await service.stop()
-    }
-
     @Test func readyzIsOKOnAMigratedDatabase() async throws {
         let database = try await TestDatabase.make()
-        try await withService(database) { client in
+        try await withService(databaseURL: database.url) { client in
             let health = try await client.get("/healthz")
             #expect(health.status == 200)
             let ready = try await client.get("/readyz")
@@ -45,7 +26,7 @@ struct OperationsRoutesTests {
     @Test func readyzIs503WhileMigrationsArePending() async throws {
         _ = try await TestDatabase.make() // the cluster-wide service role exists once any database is migrated
         let database = try await TestDatabase.make(migrated: false)
-        try await withService(database) { client in
+        try await withService(databaseURL: database.url) { client in
             let ready = try await client.get("/readyz")
             #expect(ready.status == 503)
             #expect(ready.headers["content-type"] == "application/problem+json")
@@ -57,17 +38,11 @@ struct OperationsRoutesTests {
 
     @Test func readyzIs503WhenTheDatabaseIsUnreachable() async throws {
         let port = try LocalPostgresServer.freeLoopbackPort()
-        let configuration = try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"])
-        let service = try TetherService(
-            configuration: configuration, databaseURL: "postgresql://postgres@127.0.0.1:\(port)/none",
-            logger: Logger(sink: .discarding))
-        try service.start()
-        let client = HTTPTestClient(port: service.server.boundPort)
-        let ready = try await client.get("/readyz")
-        await client.close()
-        await service.stop()
-        #expect(ready.status == 503)
-        #expect(ready.bodyText.contains("database unreachable"))
+        try await withService(databaseURL: "postgresql://postgres@127.0.0.1:\(port)/none") { client in
+            let ready = try await client.get("/readyz")
+            #expect(ready.status == 503)
+            #expect(ready.bodyText.contains("database unreachable"))
+        }
     }
 }
 

@@ -28,22 +28,7 @@ struct V1PasswordFlowTests {
     }
 
     private func withServer(_ body: (HTTPTestClient) async throws -> Void) async throws {
-        let database = try await TestDatabase.make()
-        let service = try TetherService(
-            configuration: try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"]), databaseURL: database.url,
-            logger: Logger(sink: .discarding),
-            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
-        try service.start()
-        let client = HTTPTestClient(port: service.server.boundPort)
-        do {
-            try await body(client)
-        } catch {
-            await client.close()
-            await service.stop()
-            throw error
-        }
-        await client.close()
-        await service.stop()
+        try await withService(databaseURL: try await TestDatabase.make().url, body)
     }
 
     @Test func signUpSignInRefreshAndSignOut() async throws {

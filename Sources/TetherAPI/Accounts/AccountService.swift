@@ -93,16 +93,6 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// The stored password hash and user of a password identity, for sign-in.
-    public func passwordCredential(email: String) async throws -> (userId: UUID, hash: String)? {
-        let rows = try await database.query("""
-            SELECT user_id, password_hash FROM identities
-            WHERE provider = 'password' AND provider_uid = \(ExternalIdentity.normalize(email)) AND password_hash IS NOT NULL
-            """)
-        guard let row = rows.first else { return nil }
-        return (try row.decode("user_id"), try row.decode("password_hash"))
-    }
-
     /// Links a verified identity to a signed-in user.
     public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws {
         try await mappingConstraints {
@@ -155,8 +145,9 @@ public struct AccountService: Sendable {
         guard let row = rows.first else { throw AccountError.invalidToken }
         let sessionId: UUID = try row.decode("id")
         let userId: UUID = try row.decode("user_id")
+        let account: UserAccount
         do {
-            try await change(userId, context) {
+            account = try await change(userId, context) {
                 try $0.refresh(session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT)
             }
         } catch let error as AccountError where error == .refreshTokenReused {
@@ -165,12 +156,14 @@ public struct AccountService: Sendable {
             try await change(userId, reuse) { $0.endAfterReuse(session: sessionId) }
             throw AccountError.refreshTokenReused
         }
-        let account = try await database.withConnection { try await load(userId, on: $0) }
-        let session = account.sessions[sessionId]!
+        guard let session = account.sessions[sessionId] else { throw AccountError.invalidToken }
         return (userId, sessionId, session.amr, session.authTime, session.jkt)
     }
 
     /// Whether a session may still be used by a token issued at `issuedAt`.
+    ///
+    /// `iat` has whole seconds and `valid_since` milliseconds, so a token is compared by the
+    /// end of its second; revoke-all also ends every session, which catches the rest.
     public func isSessionActive(userId: UUID, sessionId: UUID, issuedAt: Date) async throws -> Bool {
         let rows = try await database.query("""
             SELECT 1 FROM sessions s JOIN users u ON u.id = s.user_id
@@ -183,12 +176,18 @@ public struct AccountService: Sendable {
     // MARK: Mechanics
 
     /// Loads, decides and commits a command on one user, retrying on a version conflict.
-    private func change(_ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]) async throws {
+    @discardableResult
+    private func change(
+        _ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]
+    ) async throws -> UserAccount {
         try await retrying { _ in
             try await database.withTransaction { connection in
-                let account = try await load(userId, on: connection)
+                var account = try await load(userId, on: connection)
                 guard account.exists else { throw AccountError.notFound }
-                try await commit(account, try decide(account), context, on: connection)
+                let events = try decide(account)
+                try await commit(account, events, context, on: connection)
+                for event in events { account.apply(event, at: context.now) }
+                return account
             }
         }
     }
@@ -218,9 +217,10 @@ public struct AccountService: Sendable {
             metadata: context.metadata, on: connection)
         guard !result.wasAlreadyAppended else { return }
         let at: String = try await connection.query("SELECT now()::text AS at")[0].decode("at")
-        for (offset, event) in events.enumerated() {
-            try await AccountProjection.apply(event, userId: account.id, version: account.version + offset + 1, at: at, on: connection)
+        for event in events {
+            try await AccountProjection.apply(event, userId: account.id, at: at, on: connection)
         }
+        try await AccountProjection.recordVersion(account.version + events.count, of: account.id, on: connection)
     }
 
     private func userOwning(provider: String, uid: String, on connection: PostgresConnection) async throws -> UUID? {
@@ -245,10 +245,10 @@ public struct AccountService: Sendable {
             attempt += 1
             do {
                 return try await body(attempt)
-            } catch let error as WrongExpectedVersion where attempt < Self.maxAttempts {
-                _ = error
+            } catch is WrongExpectedVersion where attempt < Self.maxAttempts {
+                continue
             } catch let error as PostgresError where (error.isUniqueViolation || error.isTransient) && attempt < Self.maxAttempts {
-                _ = error
+                continue
             }
         }
     }

@@ -3,6 +3,7 @@ import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 
 /// Turns a provider credential (API.md's shapes) into a verified identity.
 public protocol IdentityVerification: Sendable {
@@ -15,12 +16,12 @@ public struct V1Routes: Sendable {
     let accounts: AccountService
     let issuer: AccessTokenIssuer
     let verifier: AccessTokenVerifier
-    let passwords: any PasswordHashing
+    let passwords: PasswordVerifier
     let identities: (any IdentityVerification)?
 
     public init(
         accounts: AccountService, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier,
-        passwords: any PasswordHashing, identities: (any IdentityVerification)?
+        passwords: PasswordVerifier, identities: (any IdentityVerification)?
     ) {
         self.accounts = accounts
         self.issuer = issuer
@@ -66,8 +67,8 @@ public struct V1Routes: Sendable {
 
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
-        try Self.validate(email: body.email, password: body.password)
-        let hash = try await offloaded { [passwords] in try passwords.hash(Array(body.password.utf8)) }
+        try Self.validate(email: body.email)
+        let hash = try await BlockingWork.run { [passwords] in try passwords.hash(body.password) }
         let (session, refreshToken) = newSession(amr: ["pwd"])
         let userId = try await accounts.signUp(
             email: body.email, passwordHash: hash, displayName: body.displayName, session: session, context: context(request, nil))
@@ -81,24 +82,9 @@ public struct V1Routes: Sendable {
 
     private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        if body.provider == "password" {
-            guard case .object(let fields) = body.credential, case .string(let email)? = fields["email"],
-                  case .string(let password)? = fields["password"]
-            else { throw AccountError.invalidRequest("The password credential is {\"email\", \"password\"}.") }
-            let stored = try await accounts.passwordCredential(email: email)
-            // Unknown emails run the same key derivation, so timing does not reveal which emails exist.
-            let isValid = try await offloaded { [passwords] in
-                try passwords.verify(Array(password.utf8), against: stored?.hash ?? Self.dummyHash(passwords))
-            }
-            guard let stored, isValid else { throw AccountError.invalidCredential }
-            let (session, refreshToken) = newSession(amr: ["pwd"])
-            let identity = ExternalIdentity(provider: "password", uid: ExternalIdentity.normalize(email), email: email)
-            let outcome = try await accounts.signIn(identity, session: session, context: context(request, nil))
-            precondition(outcome.userId == stored.userId || outcome.outcome != "returning")
-            return try await signedIn(userId: outcome.userId, isNewUser: false, session: session, refreshToken: refreshToken)
-        }
         let identity = try await verify(provider: body.provider, credential: body.credential)
-        let (session, refreshToken) = newSession(amr: [body.provider])
+        // RFC 8176 names a password "pwd"; providers are named as themselves.
+        let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider])
         let outcome = try await accounts.signIn(identity, session: session, context: context(request, nil))
         return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
     }
@@ -185,28 +171,11 @@ public struct V1Routes: Sendable {
         try await UserBody.load(id, from: accounts.database)
     }
 
-    static func validate(email: String, password: String) throws(AccountError) {
+    /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
+    static func validate(email: String) throws(AccountError) {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
         guard trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
               trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
         else { throw .invalidRequest("email is not an email address") }
-        guard (8...128).contains(password.count) else {
-            throw .invalidRequest("password must be 8 to 128 characters long")
-        }
-    }
-
-    /// Runs memory-hard password work on a dispatch thread: a scrypt call takes hundreds of
-    /// milliseconds and would otherwise hold one of Swift's few cooperative threads.
-    private func offloaded<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async {
-                continuation.resume(with: Result { try work() })
-            }
-        }
-    }
-
-    /// A hash of a random password, so an unknown email costs one full verification.
-    private static func dummyHash(_ passwords: any PasswordHashing) throws -> String {
-        try passwords.hash(SecureRandom.bytes(count: 16))
     }
 }
