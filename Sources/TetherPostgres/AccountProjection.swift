@@ -10,7 +10,9 @@ import TetherCore
 /// `occurred_at`), so rebuilding from the log gives identical rows.
 public enum AccountProjection {
     /// The tables this projection owns, in an order safe for deleting rows.
-    public static let tables = ["refresh_tokens", "sessions", "identities", "users"]
+    public static let tables = [
+        "mfa_challenges", "mfa_recovery_codes", "mfa_factors", "refresh_tokens", "sessions", "identities", "users",
+    ]
 
     /// Applies one event of user `userId`.
     public static func apply(
