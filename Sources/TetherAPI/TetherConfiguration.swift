@@ -68,6 +68,8 @@ public struct TetherConfiguration: Sendable {
     public var smsWebhookURL: URL?
     /// `TETHER_LOG_LEVEL`.
     public var logLevel: Logger.Level
+    /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
+    public var signInFailureLimit: Int
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
     public var schemaDirectory: String?
     /// Every `TETHER_*` value, for the layers that read their own (identity providers).
@@ -93,6 +95,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
         ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
+        ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account before 429"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -137,6 +140,11 @@ public struct TetherConfiguration: Sendable {
             throw Invalid("TETHER_LOG_LEVEL", "expected debug, info, warn or error, got \"\(levelText)\"")
         }
         logLevel = level
+        let limitText = value("TETHER_SIGN_IN_FAILURE_LIMIT") ?? "10"
+        guard let limit = Int(limitText), (1...100_000).contains(limit) else {
+            throw Invalid("TETHER_SIGN_IN_FAILURE_LIMIT", "expected a whole number from 1 to 100000, got \"\(limitText)\"")
+        }
+        signInFailureLimit = limit
         parseAppID = value("TETHER_PARSE_APP_ID")
         firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
         if let webhook = value("TETHER_SMS_WEBHOOK_URL") {

@@ -39,7 +39,9 @@ public final class TetherService: Sendable {
             identities: try identities ?? ProviderIdentityVerification(
                 providers: IdentityProviders(
                     configuration: providers, nonceStore: PostgresNonceStore(client: database),
-                    passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts)))
+                    passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts))),
+            dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
+            limits: SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit))
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

@@ -83,15 +83,17 @@ public enum AESGCM: Sendable {
                 throw OpenSSL.failure(.operationFailed, "EVP_CipherInit_ex2")
             }
         }
-        var length: Int32 = 0
-        // With a NULL output buffer, EVP_CipherUpdate feeds additional authenticated data.
+        // With a NULL output buffer, EVP_CipherUpdate feeds additional authenticated data. Its length
+        // output is the AAD's and must not be taken for the ciphertext's when the plaintext is empty.
         try aad.withUnsafeBytes { aadBytes in
             guard let base = aadBytes.baseAddress, aadBytes.count > 0 else { return }
+            var aadLength: Int32 = 0
             guard aadBytes.count < Int32.max,
-                  EVP_CipherUpdate(context, nil, &length, base.assumingMemoryBound(to: UInt8.self), Int32(aadBytes.count)) == 1 else {
+                  EVP_CipherUpdate(context, nil, &aadLength, base.assumingMemoryBound(to: UInt8.self), Int32(aadBytes.count)) == 1 else {
                 throw OpenSSL.failure(.operationFailed, "EVP_CipherUpdate(aad)")
             }
         }
+        var length: Int32 = 0
         var output = try input.withUnsafeBytes { inputBytes -> [UInt8] in
             guard inputBytes.count < Int32.max else { throw CryptoError.invalidInput.with(detail: "input too large") }
             var output = [UInt8](repeating: 0, count: inputBytes.count + tagByteCount)

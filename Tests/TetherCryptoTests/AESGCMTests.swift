@@ -25,6 +25,14 @@ struct AESGCMTests {
         #expect(try AESGCM.open(AESGCM.SealedBox(combined: box.combined), key: key, authenticating: aad) == message)
     }
 
+    @Test func anEmptyMessageWithAADSealsAndOpens() throws {
+        let aad = Array("a longer additional authenticated data than the tag".utf8)
+        let box = try AESGCM.seal([UInt8](), key: key, authenticating: aad)
+        #expect(box.ciphertext.isEmpty)
+        #expect(try AESGCM.open(box, key: key, authenticating: aad).isEmpty)
+        #expect(throws: CryptoError.self) { try AESGCM.open(box, key: key, authenticating: Array("other".utf8)) }
+    }
+
     @Test func tamperedCiphertextTagOrAADFailsAuthentication() throws {
         let box = try AESGCM.seal(Array("secret".utf8), key: key, authenticating: Array("a".utf8))
         var flipped = box

@@ -51,13 +51,18 @@ public struct AccountService: Sendable {
     public func signIn(_ identity: ExternalIdentity, session: NewSession, context: CommandContext) async throws -> SignInOutcome {
         try await retrying { attempt in
             try await database.withTransaction { connection in
+                // The email lock comes before the identity lookup: a first sign-in racing this one
+                // may be registering the identity, and only after its commit is the lookup true.
+                let lockedEmail = emailPolicy == .oneAccountPerEmail ? identity.normalizedEmail : nil
+                if let lockedEmail {
+                    try await lockEmail(lockedEmail, on: connection)
+                }
                 if let ownerId = try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) {
                     let account = try await load(ownerId, on: connection)
                     try await commit(account, try account.signIn(with: identity, session: session, now: context.now), context, on: connection)
                     return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "returning")
                 }
-                if emailPolicy == .oneAccountPerEmail, let email = identity.normalizedEmail {
-                    try await lockEmail(email, on: connection)
+                if let email = lockedEmail {
                     if let ownerId = try await userWithEmail(email, on: connection) {
                         let owner = try await load(ownerId, on: connection)
                         guard identity.isTrustedForEmail, !owner.isEmailVerified else {

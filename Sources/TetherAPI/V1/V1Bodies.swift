@@ -69,13 +69,15 @@ struct UserBody: Encodable, Sendable {
 struct SessionBody: Encodable, Sendable {
     var id: UUID
     var accessToken: String
-    var tokenType = "Bearer"
+    /// `DPoP` for a session bound to a device key (RFC 9449 §5), `Bearer` otherwise.
+    var tokenType: String
     var expiresIn: Int
     var refreshToken: String
 
-    init(id: UUID, accessToken: String, expiresIn: Int, refreshToken: String) {
+    init(id: UUID, accessToken: String, isBound: Bool, expiresIn: Int, refreshToken: String) {
         self.id = id
         self.accessToken = accessToken
+        self.tokenType = isBound ? "DPoP" : "Bearer"
         self.expiresIn = expiresIn
         self.refreshToken = refreshToken
     }

@@ -18,42 +18,64 @@ public struct V1Routes: Sendable {
     let verifier: AccessTokenVerifier
     let passwords: PasswordVerifier
     let identities: (any IdentityVerification)?
+    let dpop: DPoPBinding
+    let limits: SignInLimits
+    let idempotency: IdempotentRequests
 
     public init(
         accounts: AccountService, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier,
-        passwords: PasswordVerifier, identities: (any IdentityVerification)?
+        passwords: PasswordVerifier, identities: (any IdentityVerification)?, dpop: DPoPBinding, limits: SignInLimits
     ) {
         self.accounts = accounts
         self.issuer = issuer
         self.verifier = verifier
         self.passwords = passwords
         self.identities = identities
+        self.dpop = dpop
+        self.limits = limits
+        self.idempotency = IdempotentRequests(database: accounts.database)
     }
 
     /// Adds the routes to `router`.
     public func register(on router: inout Router) {
-        router.post("/v1/sign-up") { request in try await signUp(request) }
-        router.post("/v1/sign-in") { request in try await signIn(request) }
+        router.post("/v1/sign-up") { request in
+            try await idempotency.respond(to: request, principal: nil) { try await signUp(request) }
+        }
+        router.post("/v1/sign-in") { request in
+            try await idempotency.respond(to: request, principal: nil) { try await signIn(request) }
+        }
         router.get("/v1/users/me") { request in
             let claims = try await authenticate(request)
             return try HTTPResponse.json(["user": try await user(claims.userId)])
         }
-        router.post("/v1/users/me/identities") { request in try await link(request) }
+        router.post("/v1/users/me/identities") { request in
+            let claims = try await authenticate(request)
+            return try await idempotency.respond(to: request, principal: claims.userId) { try await link(request, claims) }
+        }
         router.delete("/v1/users/me/identities/{provider}") { request in
             let claims = try await authenticate(request)
-            try await accounts.unlink(provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
-            return try HTTPResponse.json(["user": try await user(claims.userId)])
+            return try await idempotency.respond(to: request, principal: claims.userId) {
+                try await accounts.unlink(
+                    provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
+                return try HTTPResponse.json(["user": try await user(claims.userId)])
+            }
         }
-        router.post("/v1/sessions/refresh") { request in try await refresh(request) }
+        router.post("/v1/sessions/refresh") { request in
+            try await idempotency.respond(to: request, principal: nil) { try await refresh(request) }
+        }
         router.post("/v1/sign-out") { request in
             let claims = try await authenticate(request)
-            try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
-            return .noContent()
+            return try await idempotency.respond(to: request, principal: claims.userId) {
+                try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
+                return .noContent()
+            }
         }
         router.post("/v1/users/me/sessions/revoke") { request in
             let claims = try await authenticate(request)
-            try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
-            return .noContent()
+            return try await idempotency.respond(to: request, principal: claims.userId) {
+                try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
+                return .noContent()
+            }
         }
     }
 
@@ -68,8 +90,9 @@ public struct V1Routes: Sendable {
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
         try Self.validate(email: body.email)
+        let jkt = try await proofKey(of: request)
         let hash = try await BlockingWork.run { [passwords] in try passwords.hash(body.password) }
-        let (session, refreshToken) = newSession(amr: ["pwd"])
+        let (session, refreshToken) = newSession(amr: ["pwd"], jkt: jkt)
         let userId = try await accounts.signUp(
             email: body.email, passwordHash: hash, displayName: body.displayName, session: session, context: context(request, nil))
         return try await signedIn(userId: userId, isNewUser: true, session: session, refreshToken: refreshToken)
@@ -82,15 +105,38 @@ public struct V1Routes: Sendable {
 
     private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        let identity = try await verify(provider: body.provider, credential: body.credential)
-        // RFC 8176 names a password "pwd"; providers are named as themselves.
-        let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider])
-        let outcome = try await accounts.signIn(identity, session: session, context: context(request, nil))
-        return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
+        let context = context(request, nil)
+        var attempt = SignInLimits.Attempt(
+            provider: body.provider, email: Self.claimedPasswordEmail(body), metadata: context.metadata)
+        try await limits.check(attempt)
+        let jkt = try await proofKey(of: request)
+        do {
+            let identity = try await verify(provider: body.provider, credential: body.credential)
+            attempt.verifiedUID = identity.uid
+            // RFC 8176 names a password "pwd"; providers are named as themselves.
+            let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider], jkt: jkt)
+            let outcome = try await accounts.signIn(identity, session: session, context: context)
+            return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
+        } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
+            try await limits.recordFailure(attempt, reason: error.problem.code)
+            throw error
+        }
     }
 
-    private func link(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let claims = try await authenticate(request)
+    /// Problems that mean "these credentials do not get you in" (counted by the limits), as opposed to
+    /// malformed requests, conflicts to resolve, or failures of the server.
+    private static func isFailedSignIn(_ code: String) -> Bool {
+        code == "invalid_credential" || code == "user_disabled"
+    }
+
+    /// The normalized email a password sign-in names, for counting failures per account.
+    private static func claimedPasswordEmail(_ body: SignInBody) -> String? {
+        guard body.provider == "password", case .object(let fields) = body.credential,
+              case .string(let email)? = fields["email"] else { return nil }
+        return ExternalIdentity.normalize(email)
+    }
+
+    private func link(_ request: HTTPRequest, _ claims: AccessTokenClaims) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
         guard body.provider != "password" else {
             throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
@@ -107,12 +153,15 @@ public struct V1Routes: Sendable {
     private func refresh(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(RefreshBody.self)
         guard RefreshTokens.isWellFormed(body.refreshToken) else { throw AccountError.invalidToken }
+        let presentedJKT = try await proofKey(of: request)
         let next = RefreshTokens.generate()
         let rotated = try await accounts.refresh(
-            presentedHash: RefreshTokens.hash(body.refreshToken), newHash: RefreshTokens.hash(next), presentedJKT: nil,
+            presentedHash: RefreshTokens.hash(body.refreshToken), newHash: RefreshTokens.hash(next), presentedJKT: presentedJKT,
             context: context(request, nil))
-        let access = try await issuer.issue(userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr)
-        let session = SessionBody(id: rotated.sessionId, accessToken: access.token, expiresIn: access.expiresIn, refreshToken: next)
+        let access = try await issuer.issue(
+            userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr, jkt: rotated.jkt)
+        let session = SessionBody(
+            id: rotated.sessionId, accessToken: access.token, isBound: rotated.jkt != nil, expiresIn: access.expiresIn, refreshToken: next)
         return try HTTPResponse.json(RefreshResponse(user: try await user(rotated.userId), session: session))
     }
 
@@ -127,27 +176,53 @@ public struct V1Routes: Sendable {
     }
 
     /// The access token's claims, once its session is known to be live and not revoked.
+    ///
+    /// A token bound to a key (`cnf.jkt`) must come with the `DPoP` scheme and a proof by
+    /// that key over this request and token (RFC 9449 §7); an unbound one with `Bearer`.
     func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
-        guard let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer ") else {
+        guard let header = request.headers["authorization"], let space = header.firstIndex(of: " ") else {
             throw AccountError.invalidToken
         }
-        let claims = try await verifier.verify(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces))
+        let scheme = header[..<space].lowercased()
+        let token = header[space...].trimmingCharacters(in: .whitespaces)
+        guard scheme == "bearer" || scheme == "dpop" else { throw AccountError.invalidToken }
+        let claims = try await verifier.verify(token)
+        switch (scheme, claims.jkt) {
+        case ("bearer", nil):
+            break
+        case ("dpop", let bound?):
+            _ = try await dpop.verifyProof(in: request, accessToken: token, boundThumbprint: bound)
+        default:
+            throw TokenError.invalidToken.with(
+                detail: claims.jkt == nil ? "This token is not bound to a key; send it with the Bearer scheme."
+                    : "This token is bound to a key; send it with the DPoP scheme and a DPoP proof.")
+        }
         guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
             throw AccountError.invalidToken
         }
         return claims
     }
 
-    private func newSession(amr: [String]) -> (NewSession, String) {
+    /// The thumbprint of the key whose `DPoP` proof the request carries; nil when it carries none.
+    ///
+    /// A sign-in with a proof binds its session to that key; a refresh with one proves possession.
+    private func proofKey(of request: HTTPRequest) async throws -> String? {
+        guard request.headers["DPoP"] != nil else { return nil }
+        return try await dpop.verifyProof(in: request)
+    }
+
+    private func newSession(amr: [String], jkt: String?) -> (NewSession, String) {
         let token = RefreshTokens.generate()
-        return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr), token)
+        return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr, jkt: jkt), token)
     }
 
     private func signedIn(userId: UUID, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
-        let access = try await issuer.issue(userId: userId, sessionId: session.id, authTime: Date(), amr: session.amr)
+        let access = try await issuer.issue(userId: userId, sessionId: session.id, authTime: Date(), amr: session.amr, jkt: session.jkt)
         let body = SignInResponse(
             user: try await user(userId), isNewUser: isNewUser,
-            session: SessionBody(id: session.id, accessToken: access.token, expiresIn: access.expiresIn, refreshToken: refreshToken))
+            session: SessionBody(
+                id: session.id, accessToken: access.token, isBound: session.jkt != nil, expiresIn: access.expiresIn,
+                refreshToken: refreshToken))
         return try HTTPResponse.json(body, status: isNewUser ? 201 : 200)
     }
 

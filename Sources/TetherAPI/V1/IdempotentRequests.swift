@@ -1,0 +1,161 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherPostgres
+
+/// Gives a retried request (same `Idempotency-Key`) the first answer back, and changes nothing.
+///
+/// Commands are already idempotent underneath (their event ids derive from the
+/// key), but an answer such as a sign-in's tokens cannot be computed twice, so
+/// the first answer is kept. It is sealed with AES-GCM under a key derived from
+/// the key *and* the request body: the database holds no usable token, and
+/// only the same request can open the answer. A second hash of the same inputs
+/// (under another label) tells a true retry from a different request reusing
+/// the key, which is refused with 422; a retry while the first request is
+/// still running gets 409. Answers to client mistakes are kept like successes;
+/// server failures, 429 and 503 are not, so a retry runs the request again.
+struct IdempotentRequests: Sendable {
+    let database: PostgresClient
+    /// How long an answer is kept.
+    static let lifetime = "24 hours"
+    /// After this long a request still marked as running is taken to have died with its process.
+    static let abandonedAfter = "60 seconds"
+    static let replayHeader = "Idempotent-Replayed"
+
+    /// Runs `handler` once per key; a retry with the key gets the stored answer.
+    ///
+    /// - Parameter principal: the signed-in user, so that keys of different users never meet.
+    func respond(
+        to request: HTTPRequest, principal: UUID?, _ handler: () async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        guard let key = request.headers["idempotency-key"] else { return try await handler() }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw AccountError.invalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
+        }
+        let derived = Derived(request: request, principal: principal, key: key)
+        if let stored = try await reserve(derived) {
+            return try stored.get()
+        }
+        do {
+            let response = try await handler()
+            try await store(response, for: derived)
+            return response
+        } catch {
+            if let problem = Self.keptProblem(for: error) {
+                try await store(problem.response(), for: derived)
+            } else {
+                try? await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
+            }
+            throw error
+        }
+    }
+
+    /// The values derived from one request: where its answer is kept, how it is matched and sealed.
+    private struct Derived {
+        let scope: String
+        let requestHash: String
+        let sealingKey: [UInt8]
+
+        init(request: HTTPRequest, principal: UUID?, key: String) {
+            let caller = principal?.uuidString.lowercased() ?? "-"
+            let parts = [request.method, request.path, caller, key]
+            let body = Self.canonical(request.body)
+            scope = Self.hex(Self.hash("scope", parts, body: []))
+            requestHash = Self.hex(Self.hash("match", parts, body: body))
+            sealingKey = Self.hash("seal", parts, body: body)
+        }
+
+        /// A JSON body with its members sorted, so that a client re-encoding the same request
+        /// (members in another order, other spacing) is still recognised; other bodies as they are.
+        private static func canonical(_ body: [UInt8]) -> [UInt8] {
+            guard !body.isEmpty, let value = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) else { return body }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return (try? Array(encoder.encode(value))) ?? body
+        }
+
+        /// SHA-256 over a label, length-prefixed parts and the body, so no two inputs collide by concatenation.
+        private static func hash(_ label: String, _ parts: [String], body: [UInt8]) -> [UInt8] {
+            var input = Array("tether idempotency \(label)".utf8)
+            for part in parts {
+                input += Array("\(part.utf8.count):".utf8) + Array(part.utf8)
+            }
+            input += body
+            return DigestAlgorithm.sha256.hash(input)
+        }
+
+        private static func hex(_ bytes: [UInt8]) -> String {
+            bytes.map { String(format: "%02x", $0) }.joined()
+        }
+    }
+
+    /// Claims the key for this request, or answers with what an earlier request with the key got.
+    ///
+    /// - Returns: nil when this request is the first (the caller runs it); otherwise the
+    ///   stored answer, or a thrown problem for a conflicting or still-running request.
+    private func reserve(_ derived: Derived) async throws -> Result<HTTPResponse, Problem>? {
+        for _ in 0..<3 {
+            let claimed = try await database.query("""
+                INSERT INTO idempotent_responses (scope, request_hash) VALUES (\(derived.scope), \(derived.requestHash))
+                ON CONFLICT (scope) DO UPDATE SET request_hash = excluded.request_hash, status = NULL, content_type = NULL,
+                    body = NULL, created_at = now()
+                WHERE idempotent_responses.created_at < now() - \(Self.lifetime)::interval
+                   OR (idempotent_responses.status IS NULL AND idempotent_responses.created_at < now() - \(Self.abandonedAfter)::interval)
+                RETURNING scope
+                """)
+            if !claimed.isEmpty { return nil }
+            let rows = try await database.query("""
+                SELECT request_hash, status, content_type, body FROM idempotent_responses WHERE scope = \(derived.scope)
+                """)
+            guard let row = rows.first else { continue } // removed by a failed first attempt: claim again
+            let requestHash: String = try row.decode("request_hash")
+            guard ConstantTime.isEqual(Array(requestHash.utf8), Array(derived.requestHash.utf8)) else {
+                return .failure(Problem(
+                    status: 422, code: "idempotency_key_reused", title: "Idempotency-Key reused",
+                    detail: "This Idempotency-Key was used for a different request; use a new key for a new request."))
+            }
+            guard let status: Int = try row.decode("status"), let sealed: [UInt8] = try row.decode("body") else {
+                var problem = Problem(
+                    status: 409, code: "idempotency_key_in_use", title: "Request in progress",
+                    detail: "A request with this Idempotency-Key is still being answered; retry shortly.")
+                problem.headers["Retry-After"] = "1"
+                return .failure(problem)
+            }
+            let body = try AESGCM.open(try AESGCM.SealedBox(combined: sealed), key: derived.sealingKey,
+                                       authenticating: Array(derived.scope.utf8))
+            var headers: HTTPHeaders = [Self.replayHeader: "true"]
+            if let contentType: String = try row.decode("content_type") { headers["Content-Type"] = contentType }
+            return .success(HTTPResponse(status: status, headers: headers, body: body))
+        }
+        throw Problem.serviceUnavailable(detail: "The Idempotency-Key could not be claimed; retry shortly.")
+    }
+
+    private func store(_ response: HTTPResponse, for derived: Derived) async throws {
+        let sealed = try AESGCM.seal(response.body, key: derived.sealingKey, authenticating: Array(derived.scope.utf8))
+        try await database.query("""
+            UPDATE idempotent_responses SET status = \(response.status), content_type = \(response.headers["Content-Type"]),
+                body = \(sealed.combined)
+            WHERE scope = \(derived.scope) AND status IS NULL
+            """)
+        // Expired answers go a few at a time, so no request pays for a large sweep.
+        if Int.random(in: 0..<64) == 0 {
+            try await database.query("""
+                DELETE FROM idempotent_responses WHERE scope IN (
+                    SELECT scope FROM idempotent_responses WHERE created_at < now() - \(Self.lifetime)::interval LIMIT 100)
+                """)
+        }
+    }
+
+    /// The problem a client mistake is answered with, which a retry gets again; nil for failures worth retrying.
+    private static func keptProblem(for error: any Error) -> Problem? {
+        let problem: Problem? = switch error {
+        case let problem as Problem: problem
+        case let convertible as any ProblemConvertible: convertible.problem
+        default: nil
+        }
+        guard let problem, problem.status < 500, problem.status != 429, problem.status != 409 || problem.code != "idempotency_key_in_use"
+        else { return nil }
+        return problem
+    }
+}

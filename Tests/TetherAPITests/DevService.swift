@@ -1,0 +1,240 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCrypto
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+import TetherTesting
+
+/// A real `TetherService` configured against a dev identity provider on its own loopback port,
+/// as `tether dev` configures it, with a fresh migrated database.
+///
+/// Tokens are minted over HTTP at the dev identity provider and verified by the service
+/// through its JWKS and fake Graph API, so every sign-in takes the production path.
+struct DevService: Sendable {
+    let client: HTTPTestClient
+    let idp: HTTPTestClient
+    let port: Int
+    let database: TestDatabase
+    /// The owner's connection, for looking at tables and events behind the API's back.
+    let admin: PostgresClient
+
+    /// Runs `body` against a fresh service; `settings` adds or overrides `TETHER_*` values.
+    static func run(
+        settings: [String: String] = [:], _ body: (DevService) async throws -> Void
+    ) async throws {
+        let devIdP = try DevIdentityProvider(keyDirectory: nil)
+        var idpRouter = Router()
+        idpRouter.mount("/dev-idp", devIdP.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!))
+        let idpServer = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: idpRouter)
+        try idpServer.start()
+        let base = URL(string: "http://127.0.0.1:\(idpServer.boundPort)/dev-idp")!
+        let values = DevIdentityProvider.configuration(baseURL: base)
+            .merging(["TETHER_LISTEN": "127.0.0.1:0"]) { _, new in new }
+            .merging(settings) { _, new in new }
+        let database = try await TestDatabase.make()
+        let service = try TetherService(
+            configuration: try TetherConfiguration(values: values), databaseURL: database.url,
+            logger: Logger(sink: .discarding),
+            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
+        try service.start()
+        let admin = database.client(asServiceRole: false, maxConnections: 2)
+        let harness = DevService(
+            client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)),
+            idp: HTTPTestClient(port: idpServer.boundPort, timeout: .seconds(30)),
+            port: service.server.boundPort, database: database, admin: admin)
+        do {
+            try await body(harness)
+        } catch {
+            await harness.close(service, idpServer)
+            throw error
+        }
+        await harness.close(service, idpServer)
+    }
+
+    private func close(_ service: TetherService, _ idpServer: HTTPServer) async {
+        await client.close()
+        await idp.close()
+        await service.stop()
+        await idpServer.shutdown()
+        admin.shutdown()
+    }
+
+    /// Runs `body` with a connection of its own (one per concurrent caller), closed afterwards.
+    func withNewClient<T: Sendable>(_ body: (HTTPTestClient) async throws -> T) async throws -> T {
+        let client = HTTPTestClient(port: port, timeout: .seconds(60))
+        do {
+            let result = try await body(client)
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
+    }
+
+    // MARK: Credentials
+
+    /// An Apple credential for `sub` minted by the dev identity provider.
+    func apple(_ sub: String, email: String? = nil, verified: Bool = true, extra: [String: JSONValue] = [:]) async throws -> Credential {
+        var claims: [String: JSONValue] = ["sub": .string(sub), "emailVerified": .bool(verified)]
+        if let email { claims["email"] = .string(email) }
+        claims.merge(extra) { _, new in new }
+        let token = try await mint("/dev-idp/apple/token", claims, member: "identityToken")
+        return Credential(provider: "apple", credential: ["identityToken": .string(token)])
+    }
+
+    /// A Google credential for `sub`.
+    func google(_ sub: String, email: String? = nil, verified: Bool = true) async throws -> Credential {
+        var claims: [String: JSONValue] = ["sub": .string(sub), "emailVerified": .bool(verified)]
+        if let email { claims["email"] = .string(email) }
+        let token = try await mint("/dev-idp/google/token", claims, member: "idToken")
+        return Credential(provider: "google", credential: ["idToken": .string(token)])
+    }
+
+    /// A classic Facebook access token for `userId`, checked through the fake Graph API.
+    func facebook(_ userId: String, email: String? = nil) async throws -> Credential {
+        var claims: [String: JSONValue] = ["userId": .string(userId)]
+        if let email { claims["email"] = .string(email) }
+        let token = try await mint("/dev-idp/facebook/access-token", claims, member: "accessToken")
+        return Credential(provider: "facebook", credential: ["accessToken": .string(token)])
+    }
+
+    /// A password credential.
+    func password(_ email: String, _ password: String) -> Credential {
+        Credential(provider: "password", credential: ["email": .string(email), "password": .string(password)])
+    }
+
+    private func mint(_ path: String, _ claims: [String: JSONValue], member: String) async throws -> String {
+        let response = try await idp.post(path, json: claims)
+        guard response.status == 200, let token = try response.decodeJSON([String: String].self)[member] else {
+            throw HarnessFailure("minting at \(path) answered \(response.status): \(response.bodyText)")
+        }
+        return token
+    }
+
+    // MARK: Calls
+
+    /// `POST /v1/sign-in`.
+    func signIn(_ credential: Credential, headers: KeyValuePairs<String, String> = [:], on other: HTTPTestClient? = nil)
+        async throws -> HTTPTestClient.Response
+    {
+        try await (other ?? client).post("/v1/sign-in", headers: headers, json: credential)
+    }
+
+    /// Signs in and decodes the answer, expecting success.
+    func signedIn(_ credential: Credential, headers: KeyValuePairs<String, String> = [:]) async throws -> SignedIn {
+        let response = try await signIn(credential, headers: headers)
+        guard response.status == 200 || response.status == 201 else {
+            throw HarnessFailure("sign-in answered \(response.status): \(response.bodyText)")
+        }
+        return try response.decodeJSON(SignedIn.self)
+    }
+
+    /// `GET /v1/users/me` with a Bearer token.
+    func me(_ accessToken: String) async throws -> HTTPTestClient.Response {
+        try await client.get("/v1/users/me", headers: ["Authorization": "Bearer \(accessToken)"])
+    }
+
+    /// `POST /v1/users/me/identities`.
+    func link(_ credential: Credential, to accessToken: String, on other: HTTPTestClient? = nil) async throws -> HTTPTestClient.Response {
+        try await (other ?? client).post(
+            "/v1/users/me/identities", headers: ["Authorization": "Bearer \(accessToken)"], json: credential)
+    }
+
+    /// `POST /v1/sessions/refresh`.
+    func refresh(_ refreshToken: String, headers: KeyValuePairs<String, String> = [:], on other: HTTPTestClient? = nil)
+        async throws -> HTTPTestClient.Response
+    {
+        try await (other ?? client).post("/v1/sessions/refresh", headers: headers, json: ["refreshToken": refreshToken])
+    }
+
+    /// Events of `type` in the log (optionally of one user).
+    func eventCount(_ type: String, userId: String? = nil) async throws -> Int {
+        let rows: PostgresRows
+        if let userId {
+            rows = try await admin.query("SELECT count(*)::int AS n FROM events WHERE type = \(type) AND user_id = \(userId)::uuid")
+        } else {
+            rows = try await admin.query("SELECT count(*)::int AS n FROM events WHERE type = \(type)")
+        }
+        return try rows[0].decode("n")
+    }
+
+    /// Every event in the log.
+    func totalEvents() async throws -> Int {
+        try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")
+    }
+
+    /// The URL a DPoP proof names for `path` on this service.
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+}
+
+/// A provider and its credential, as `POST /v1/sign-in` and linking take them.
+struct Credential: Codable, Sendable {
+    var provider: String
+    var credential: JSONValue
+}
+
+/// The body of a successful sign-in.
+struct SignedIn: Decodable, Sendable {
+    struct User: Decodable, Sendable {
+        struct Identity: Decodable, Sendable {
+            var provider: String
+            var uid: String
+            var email: String?
+            var emailVerified: Bool
+        }
+        var id: String
+        var email: String?
+        var emailVerified: Bool
+        var disabled: Bool
+        var identities: [Identity]
+    }
+    struct Session: Decodable, Sendable {
+        var id: String
+        var accessToken: String
+        var tokenType: String
+        var expiresIn: Int
+        var refreshToken: String
+    }
+    var user: User
+    var isNewUser: Bool?
+    var session: Session
+}
+
+/// `{"user": …}` (users/me, link, unlink).
+struct UserEnvelope: Decodable, Sendable {
+    var user: SignedIn.User
+}
+
+/// A problem+json body.
+struct ProblemBody: Decodable, Sendable {
+    var status: Int
+    var code: String
+    var detail: String?
+    var email: String?
+    var signInMethods: [String]?
+}
+
+/// A device key that signs DPoP proofs (RFC 9449 §4.2).
+struct DeviceKey: Sendable {
+    let key = try! PrivateKey.generate(.ecP256)
+
+    /// A proof for `method` and `url`; with `accessToken`, its hash goes in `ath`.
+    func proof(_ method: String, _ url: String, accessToken: String? = nil, jti: String = UUID().uuidString) throws -> String {
+        var claims: JOSEObject = ["jti": .string(jti), "htm": .string(method), "htu": .string(url),
+                                  "iat": .number(Date().timeIntervalSince1970.rounded(.down))]
+        if let accessToken {
+            claims["ath"] = .string(Base64URL.encode(DigestAlgorithm.sha256.hash(Array(accessToken.utf8))))
+        }
+        let jwk = try JWK(material: .publicKey(key.publicKey)).jsonObject()
+        return try JWTSigner(privateKey: key, algorithm: .es256).sign(claims: claims, type: "dpop+jwt", header: ["jwk": .object(jwk)])
+    }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

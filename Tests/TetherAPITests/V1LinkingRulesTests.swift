@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+/// SEMANTICS.md §2–§3, one rule a test, over real HTTP with dev identity provider tokens.
+@Suite("/v1 linking rules over HTTP")
+struct V1LinkingRulesTests {
+    @Test func aNewIdentityMakesAUserAndReturningSignsInTheSameUser() async throws {
+        try await DevService.run { app in
+            let first = try await app.signIn(try await app.apple("apple-new", email: "new@privaterelay.appleid.com"))
+            #expect(first.status == 201)
+            let created = try first.decodeJSON(SignedIn.self)
+            #expect(created.isNewUser == true)
+            #expect(created.user.email == "new@privaterelay.appleid.com")
+            #expect(created.user.emailVerified)
+            #expect(created.user.identities.map(\.provider) == ["apple"])
+
+            let again = try await app.signIn(try await app.apple("apple-new", email: "new@privaterelay.appleid.com"))
+            #expect(again.status == 200)
+            let returning = try again.decodeJSON(SignedIn.self)
+            #expect(returning.isNewUser == false)
+            #expect(returning.user.id == created.user.id)
+            #expect(returning.session.id != created.session.id)
+            #expect(try await app.eventCount("UserRegistered") == 1)
+        }
+    }
+
+    @Test func linkingAddsAProviderAndTheUserShowsBoth() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-link"))
+            let linked = try await app.link(try await app.facebook("fb-link", email: "link@example.com"), to: user.session.accessToken)
+            #expect(linked.status == 200)
+            let after = try linked.decodeJSON(UserEnvelope.self).user
+            #expect(Set(after.identities.map(\.provider)) == ["apple", "facebook"])
+
+            let me = try await app.me(user.session.accessToken)
+            #expect(me.status == 200)
+            #expect(Set(try me.decodeJSON(UserEnvelope.self).user.identities.map(\.provider)) == ["apple", "facebook"])
+
+            // The linked Facebook identity now signs in to the same user.
+            let viaFacebook = try await app.signedIn(try await app.facebook("fb-link"))
+            #expect(viaFacebook.user.id == user.user.id)
+        }
+    }
+
+    @Test func linkingAnIdentityOwnedByAnotherUserFails() async throws {
+        try await DevService.run { app in
+            let owner = try await app.signedIn(try await app.apple("apple-owner"))
+            _ = try await app.link(try await app.google("google-taken"), to: owner.session.accessToken)
+            let other = try await app.signedIn(try await app.apple("apple-other"))
+            let before = try await app.totalEvents()
+            let response = try await app.link(try await app.google("google-taken"), to: other.session.accessToken)
+            #expect(response.status == 409)
+            #expect(try response.decodeJSON(ProblemBody.self).code == "credential_already_in_use")
+            #expect(try await app.totalEvents() == before)
+        }
+    }
+
+    @Test func aSecondIdentityOfALinkedProviderFails() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-two"))
+            #expect(try await app.link(try await app.google("google-first"), to: user.session.accessToken).status == 200)
+            let second = try await app.link(try await app.google("google-second"), to: user.session.accessToken)
+            #expect(second.status == 409)
+            #expect(try second.decodeJSON(ProblemBody.self).code == "provider_already_linked")
+        }
+    }
+
+    @Test func linkingAnEmailOwnedByAnotherUserFailsUnderOneAccountPerEmail() async throws {
+        try await DevService.run { app in
+            _ = try await app.signedIn(try await app.apple("apple-ada", email: "ada@example.com"))
+            let other = try await app.signedIn(try await app.apple("apple-bob"))
+            let response = try await app.link(try await app.google("google-ada", email: "ada@example.com"), to: other.session.accessToken)
+            #expect(response.status == 409)
+            #expect(try response.decodeJSON(ProblemBody.self).code == "email_already_in_use")
+        }
+    }
+
+    @Test func anEmailOwnedByAnotherUserNeedsTheOtherCredentialFirst() async throws {
+        try await DevService.run { app in
+            let owner = try await app.signedIn(try await app.apple("apple-grace", email: "grace@example.com"))
+            let before = try await app.totalEvents()
+            let response = try await app.signIn(try await app.google("google-grace", email: "grace@example.com"))
+            #expect(response.status == 409)
+            let problem = try response.decodeJSON(ProblemBody.self)
+            #expect(problem.code == "account_exists_with_different_credential")
+            #expect(problem.email == "grace@example.com")
+            #expect(problem.signInMethods == ["apple"])
+            #expect(try await app.totalEvents() == before, "a refused sign-in writes nothing")
+
+            // The documented way out: sign in with the existing method, then link.
+            #expect(try await app.link(try await app.google("google-grace", email: "grace@example.com"),
+                                       to: owner.session.accessToken).status == 200)
+        }
+    }
+
+    @Test func duplicateEmailsMakeSeparateUsersWhenThePolicyAllowsThem() async throws {
+        try await DevService.run(settings: ["TETHER_EMAIL_POLICY": "allow-duplicate-emails"]) { app in
+            let first = try await app.signedIn(try await app.apple("apple-dup", email: "dup@example.com"))
+            let second = try await app.signIn(try await app.google("google-dup", email: "dup@example.com"))
+            #expect(second.status == 201)
+            #expect(try second.decodeJSON(SignedIn.self).user.id != first.user.id)
+        }
+    }
+
+    @Test func aTrustedProviderTakesOverAnUnverifiedAccountAndEndsItsSessions() async throws {
+        try await DevService.run { app in
+            let signUp = try await app.client.post("/v1/sign-up", json: ["email": "lin@gmail.com", "password": "a long password"])
+            #expect(signUp.status == 201)
+            let old = try signUp.decodeJSON(SignedIn.self)
+            #expect(old.user.emailVerified == false)
+
+            let takeover = try await app.signIn(try await app.google("google-lin", email: "lin@gmail.com", verified: true))
+            #expect(takeover.status == 200)
+            let now = try takeover.decodeJSON(SignedIn.self)
+            #expect(now.user.id == old.user.id)
+            #expect(now.user.emailVerified)
+            #expect(now.user.identities.map(\.provider) == ["google"], "the unverified password is dropped")
+
+            #expect(try await app.me(old.session.accessToken).status == 401, "old access tokens stop working")
+            let oldRefresh = try await app.refresh(old.session.refreshToken)
+            #expect(oldRefresh.status == 401)
+            #expect(try await app.me(now.session.accessToken).status == 200)
+            let password = try await app.signIn(app.password("lin@gmail.com", "a long password"))
+            #expect(password.status == 401)
+        }
+    }
+
+    @Test func anUntrustedProviderWithTheSameEmailDoesNotTakeOver() async throws {
+        try await DevService.run { app in
+            let signUp = try await app.client.post("/v1/sign-up", json: ["email": "kay@example.com", "password": "a long password"])
+            let old = try signUp.decodeJSON(SignedIn.self)
+            // Facebook never vouches for an email, and Google is trusted only for gmail.com.
+            for credential in [try await app.facebook("fb-kay", email: "kay@example.com"),
+                               try await app.google("google-kay", email: "kay@example.com", verified: true)] {
+                let response = try await app.signIn(credential)
+                #expect(response.status == 409)
+                #expect(try response.decodeJSON(ProblemBody.self).code == "account_exists_with_different_credential")
+            }
+            #expect(try await app.me(old.session.accessToken).status == 200)
+        }
+    }
+
+    @Test func unlinkingRemovesAProviderButNeverTheLastOne() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-unlink"))
+            _ = try await app.link(try await app.facebook("fb-unlink"), to: user.session.accessToken)
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+
+            let unlinked = try await app.client.delete("/v1/users/me/identities/facebook", headers: auth)
+            #expect(unlinked.status == 200)
+            #expect(try unlinked.decodeJSON(UserEnvelope.self).user.identities.map(\.provider) == ["apple"])
+
+            let missing = try await app.client.delete("/v1/users/me/identities/facebook", headers: auth)
+            #expect(missing.status == 404)
+            #expect(try missing.decodeJSON(ProblemBody.self).code == "no_such_provider")
+
+            let last = try await app.client.delete("/v1/users/me/identities/apple", headers: auth)
+            #expect(last.status == 409)
+            #expect(try last.decodeJSON(ProblemBody.self).code == "last_sign_in_method")
+
+            // The unlinked Facebook identity is free again: it makes a new user.
+            #expect(try await app.signIn(try await app.facebook("fb-unlink")).status == 201)
+        }
+    }
+
+    @Test func facebookEmailsAreNeverVerified() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.facebook("fb-mail", email: "mail@example.com"))
+            #expect(user.user.email == "mail@example.com")
+            #expect(user.user.emailVerified == false)
+            #expect(user.user.identities.first?.emailVerified == false)
+        }
+    }
+
+    @Test func aDisabledUserCannotSignInAndLosesItsSessions() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-disabled"))
+            let accounts = AccountService(database: app.admin, emailPolicy: .oneAccountPerEmail)
+            try await accounts.setDisabled(true, userId: UUID(uuidString: user.user.id)!, reason: "test", context: CommandContext())
+
+            let response = try await app.signIn(try await app.apple("apple-disabled"))
+            #expect(response.status == 403)
+            #expect(try response.decodeJSON(ProblemBody.self).code == "user_disabled")
+            #expect(try await app.me(user.session.accessToken).status == 401)
+            #expect(try await app.refresh(user.session.refreshToken).status == 401)
+            #expect(try await app.eventCount("SignInFailed", userId: user.user.id) == 1, "support staff see the refused attempt")
+
+            try await accounts.setDisabled(false, userId: UUID(uuidString: user.user.id)!, reason: "test", context: CommandContext())
+            #expect(try await app.signIn(try await app.apple("apple-disabled")).status == 200)
+        }
+    }
+
+    @Test func forgedExpiredAndMisaddressedTokensAreRefusedAndWriteNoUser() async throws {
+        try await DevService.run { app in
+            let cases: [[String: JSONValue]] = [
+                ["sub": "x", "forge": "bad-signature"],
+                ["sub": "x", "forge": "alg-none"],
+                ["sub": "x", "forge": "hs256-public-key"],
+                ["sub": "x", "expiresIn": .int(-600)],
+                ["sub": "x", "aud": "com.someone.else"],
+            ]
+            for claims in cases {
+                let token = try await app.idp.post("/dev-idp/apple/token", json: claims).decodeJSON([String: String].self)["identityToken"]!
+                let response = try await app.signIn(Credential(provider: "apple", credential: ["identityToken": .string(token)]))
+                #expect(response.status == 401, "\(claims)")
+                #expect(try response.decodeJSON(ProblemBody.self).code == "invalid_credential")
+            }
+            let unknown = try await app.signIn(Credential(provider: "myspace", credential: ["token": "x"]))
+            #expect(unknown.status == 400)
+            #expect(try unknown.decodeJSON(ProblemBody.self).code == "unsupported_provider")
+            #expect(try await app.eventCount("UserRegistered") == 0)
+        }
+    }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCrypto
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherTesting
+
+/// Sessions, device binding, idempotent retries and abuse limits of `/v1`, over real HTTP.
+@Suite("/v1 sessions, DPoP, idempotency and limits over HTTP")
+struct V1SessionsTests {
+    @Test func refreshRotatesAndAReusedTokenEndsTheSession() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-rotate"))
+            let first = try await app.refresh(user.session.refreshToken)
+            #expect(first.status == 200)
+            let rotated = try first.decodeJSON(SignedIn.self)
+            #expect(rotated.session.refreshToken != user.session.refreshToken)
+            #expect(rotated.session.id == user.session.id)
+            #expect(try await app.me(rotated.session.accessToken).status == 200)
+
+            let reused = try await app.refresh(user.session.refreshToken)
+            #expect(reused.status == 401)
+            #expect(try reused.decodeJSON(ProblemBody.self).code == "refresh_token_reused")
+            #expect(try await app.refresh(rotated.session.refreshToken).status == 401, "the whole session ended")
+            #expect(try await app.me(rotated.session.accessToken).status == 401)
+        }
+    }
+
+    @Test func revokingAllSessionsVoidsEveryEarlierToken() async throws {
+        try await DevService.run { app in
+            let phone = try await app.signedIn(try await app.apple("apple-revoke"))
+            let laptop = try await app.signedIn(try await app.apple("apple-revoke"))
+            let revoke = try await app.client.post(
+                "/v1/users/me/sessions/revoke", headers: ["Authorization": "Bearer \(phone.session.accessToken)"], body: [])
+            #expect(revoke.status == 204)
+            for session in [phone.session, laptop.session] {
+                #expect(try await app.me(session.accessToken).status == 401)
+                #expect(try await app.refresh(session.refreshToken).status == 401)
+            }
+            #expect(try await app.me(try await app.signedIn(try await app.apple("apple-revoke")).session.accessToken).status == 200)
+        }
+    }
+
+    @Test func expiredAndForeignAccessTokensAreRefused() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-expiry"))
+            // Re-sign the user's own claims with the service's key, but expired a minute ago.
+            let row = try await app.admin.query("SELECT kid, private_key_pem FROM signing_keys ORDER BY created_at DESC LIMIT 1")[0]
+            let key = try PrivateKey(pem: try row.decode("private_key_pem", as: String.self))
+            let parts = user.session.accessToken.split(separator: ".")
+            var claims = try JOSEObject(parsing: Base64URL.decode(String(parts[1])))
+            let past = Date().timeIntervalSince1970.rounded(.down) - 60
+            claims["exp"] = .number(past)
+            claims["iat"] = .number(past - 900)
+            let expired = try JWTSigner(privateKey: key, algorithm: .es256, keyID: try row.decode("kid", as: String.self))
+                .sign(claims: claims, type: "at+jwt")
+            let response = try await app.me(expired)
+            #expect(response.status == 401)
+            #expect(try response.decodeJSON(ProblemBody.self).code == "invalid_token")
+
+            claims["exp"] = .number(past + 3600)
+            let foreign = try JWTSigner(privateKey: try PrivateKey.generate(.ecP256), algorithm: .es256, keyID: try row.decode("kid", as: String.self))
+                .sign(claims: claims, type: "at+jwt")
+            #expect(try await app.me(foreign).status == 401)
+            #expect(try await app.me(user.session.accessToken).status == 200)
+        }
+    }
+
+    @Test func aSessionSignedInWithADPoPProofIsBoundToThatKey() async throws {
+        try await DevService.run { app in
+            let device = DeviceKey()
+            let signIn = try await app.signIn(
+                try await app.apple("apple-dpop"), headers: ["DPoP": try device.proof("POST", app.url("/v1/sign-in"))])
+            #expect(signIn.status == 201)
+            let bound = try signIn.decodeJSON(SignedIn.self)
+            #expect(bound.session.tokenType == "DPoP")
+
+            // A bound access token needs the DPoP scheme and a proof by the key over this request.
+            #expect(try await app.me(bound.session.accessToken).status == 401)
+            let me = try await app.client.get("/v1/users/me", headers: [
+                "Authorization": "DPoP \(bound.session.accessToken)",
+                "DPoP": try device.proof("GET", app.url("/v1/users/me"), accessToken: bound.session.accessToken),
+            ])
+            #expect(me.status == 200)
+
+            // Refresh: no proof, another key's proof, and a replayed proof are invalid_dpop_proof, and end nothing.
+            let noProof = try await app.refresh(bound.session.refreshToken)
+            #expect(noProof.status == 401)
+            #expect(try noProof.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+            let wrongKey = try await app.refresh(
+                bound.session.refreshToken, headers: ["DPoP": try DeviceKey().proof("POST", app.url("/v1/sessions/refresh"))])
+            #expect(wrongKey.status == 401)
+            #expect(try wrongKey.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+
+            let proof = try device.proof("POST", app.url("/v1/sessions/refresh"))
+            let right = try await app.refresh(bound.session.refreshToken, headers: ["DPoP": proof])
+            #expect(right.status == 200)
+            let rotated = try right.decodeJSON(SignedIn.self)
+            #expect(rotated.session.tokenType == "DPoP")
+
+            let replayed = try await app.refresh(rotated.session.refreshToken, headers: ["DPoP": proof])
+            #expect(replayed.status == 401)
+            #expect(try replayed.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+            let again = try await app.refresh(
+                rotated.session.refreshToken, headers: ["DPoP": try device.proof("POST", app.url("/v1/sessions/refresh"))])
+            #expect(again.status == 200, "failed proofs never end the session")
+
+            // An unbound session's token is refused under the DPoP scheme.
+            let plain = try await app.signedIn(try await app.apple("apple-plain"))
+            let mismatched = try await app.client.get("/v1/users/me", headers: [
+                "Authorization": "DPoP \(plain.session.accessToken)",
+                "DPoP": try device.proof("GET", app.url("/v1/users/me"), accessToken: plain.session.accessToken),
+            ])
+            #expect(mismatched.status == 401)
+        }
+    }
+
+    @Test func aRetryWithTheSameIdempotencyKeyGetsTheFirstAnswerAndWritesNothing() async throws {
+        try await DevService.run { app in
+            let credential = try await app.apple("apple-idem")
+            let key = UUID().uuidString
+            let first = try await app.signIn(credential, headers: ["Idempotency-Key": key])
+            #expect(first.status == 201)
+            let events = try await app.totalEvents()
+            let retry = try await app.signIn(credential, headers: ["Idempotency-Key": key])
+            #expect(retry.status == 201)
+            #expect(retry.bodyText == first.bodyText, "the very same tokens come back")
+            #expect(retry.headers.values(for: "Idempotent-Replayed") == ["true"])
+            #expect(try await app.totalEvents() == events)
+            let user = try first.decodeJSON(SignedIn.self)
+            #expect(try await app.me(user.session.accessToken).status == 200)
+
+            // The stored answer is sealed: no token in the table.
+            let stored = try await app.admin.query("SELECT body FROM idempotent_responses")
+            let sealed: [UInt8] = try stored[0].decode("body")
+            #expect(!String(decoding: sealed, as: UTF8.self).contains(user.session.refreshToken))
+
+            let other = try await app.signIn(try await app.apple("apple-idem-2"), headers: ["Idempotency-Key": key])
+            #expect(other.status == 422)
+            #expect(try other.decodeJSON(ProblemBody.self).code == "idempotency_key_reused")
+
+            let signOutKey = UUID().uuidString
+            let auth = "Bearer \(user.session.accessToken)"
+            let out = try await app.client.post("/v1/sign-out", headers: ["Authorization": auth, "Idempotency-Key": signOutKey], body: [])
+            #expect(out.status == 204)
+            let ended = try await app.eventCount("SessionEnded")
+            // The session has ended, so the token no longer authenticates: the retry is refused before the stored answer.
+            let outAgain = try await app.client.post("/v1/sign-out", headers: ["Authorization": auth, "Idempotency-Key": signOutKey], body: [])
+            #expect(outAgain.status == 401)
+            #expect(try await app.eventCount("SessionEnded") == ended)
+
+            // A client mistake is kept too: the retry gets the same 409 without running again.
+            let linkKey = UUID().uuidString
+            let second = try await app.signedIn(try await app.google("google-idem"))
+            let taken = try await app.apple("apple-idem")
+            let headers: KeyValuePairs<String, String> = ["Authorization": "Bearer \(second.session.accessToken)", "Idempotency-Key": linkKey]
+            let conflict = try await app.client.post("/v1/users/me/identities", headers: headers, json: taken)
+            let conflictAgain = try await app.client.post("/v1/users/me/identities", headers: headers, json: taken)
+            #expect(conflict.status == 409)
+            #expect(conflictAgain.status == 409)
+            #expect(conflictAgain.bodyText == conflict.bodyText)
+            #expect(conflictAgain.headers.values(for: "Idempotent-Replayed") == ["true"])
+
+            let bad = try await app.signIn(credential, headers: ["Idempotency-Key": String(repeating: "k", count: 300)])
+            #expect(bad.status == 400)
+        }
+    }
+
+    @Test func repeatedFailedSignInsAreLimitedAndRecorded() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3"]) { app in
+            let created = try await app.client.post("/v1/sign-up", json: ["email": "zoe@example.com", "password": "the right one"])
+            #expect(created.status == 201)
+            let userId = try created.decodeJSON(SignedIn.self).user.id
+            for _ in 0..<3 {
+                #expect(try await app.signIn(app.password("zoe@example.com", "a wrong one")).status == 401)
+            }
+            let limited = try await app.signIn(app.password("Zoe@Example.com", "the right one"))
+            #expect(limited.status == 429)
+            #expect(try limited.decodeJSON(ProblemBody.self).code == "rate_limited")
+            let retryAfter = Int(limited.headers.values(for: "Retry-After").first ?? "") ?? 0
+            #expect((1...60).contains(retryAfter))
+            _ = try await app.signIn(app.password("zoe@example.com", "the right one"))
+
+            #expect(try await app.eventCount("SignInFailed", userId: userId) == 3, "failures show in the user's history")
+            #expect(try await app.eventCount("SignInThrottled") == 1, "a throttled window is recorded once")
+
+            // The client address is limited too: other accounts from it are refused as well.
+            let stranger = try await app.signIn(try await app.apple("apple-after-limit"))
+            #expect(stranger.status == 429)
+        }
+    }
+
+    @Test func fiftyParallelSignInsOfOneNewAppleIdentityMakeOneUser() async throws {
+        try await DevService.run { app in
+            // Fifty devices, each with its own token for the same Apple identity (a token is accepted once).
+            var credentials: [Credential] = []
+            for _ in 0..<50 {
+                credentials.append(try await app.apple("apple-crowd", email: "crowd@privaterelay.appleid.com"))
+            }
+            let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for credential in credentials {
+                    group.addTask {
+                        let response = try await app.withNewClient { try await app.signIn(credential, on: $0) }
+                        guard let user = try? response.decodeJSON(SignedIn.self).user.id else {
+                            return (response.status, response.bodyText)
+                        }
+                        return (response.status, user)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(answers.map(\.1)).count == 1, "all fifty answers name the same user: \(Set(answers.map(\.1)))")
+            #expect(answers.filter { $0.0 == 201 }.count == 1)
+            #expect(answers.filter { $0.0 == 200 }.count == 49)
+            let users: Int = try await app.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n")
+            #expect(users == 1)
+        }
+    }
+
+    @Test func fiftyParallelLinksOfOneIdentitySucceedOnce() async throws {
+        try await DevService.run { app in
+            var tokens: [String] = []
+            for index in 0..<50 {
+                tokens.append(try await app.signedIn(try await app.apple("apple-linker-\(index)")).session.accessToken)
+            }
+            let credential = try await app.google("google-contested")
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for token in tokens {
+                    group.addTask {
+                        let response = try await app.withNewClient { try await app.link(credential, to: token, on: $0) }
+                        return (response.status, response.status == 200 ? nil : try response.decodeJSON(ProblemBody.self).code)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.0 == 200 }.count == 1)
+            #expect(statuses.filter { $0.1 == "credential_already_in_use" }.count == 49)
+        }
+    }
+
+    @Test func racingLinksAndUnlinksOfOneProviderKeepBothUniqueRules() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-racer"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+            var credentials: [Credential] = []
+            for index in 0..<10 { credentials.append(try await app.google("google-racer-\(index)")) }
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for credential in credentials {
+                    group.addTask {
+                        try await app.withNewClient { try await app.link(credential, to: user.session.accessToken, on: $0) }.status
+                    }
+                    group.addTask {
+                        try await app.withNewClient { try await $0.delete("/v1/users/me/identities/google", headers: auth) }.status
+                    }
+                }
+                for try await status in group {
+                    #expect([200, 404, 409].contains(status))
+                }
+            }
+            let perProvider: Int = try await app.admin.query("""
+                SELECT coalesce(max(n), 0)::int AS n FROM (SELECT count(*) AS n FROM identities GROUP BY user_id, provider) t
+                """)[0].decode("n")
+            #expect(perProvider == 1)
+            let me = try await app.me(user.session.accessToken).decodeJSON(UserEnvelope.self).user
+            #expect(me.identities.filter { $0.provider == "google" }.count <= 1)
+            try await expectProjectionsMatchTheLog(app)
+        }
+    }
+
+    @Test func signOutRacingRefreshNeverLeavesALiveSession() async throws {
+        try await DevService.run { app in
+            for round in 0..<10 {
+                let user = try await app.signedIn(try await app.apple("apple-race-\(round)"))
+                async let signOut = app.withNewClient {
+                    try await $0.post("/v1/sign-out", headers: ["Authorization": "Bearer \(user.session.accessToken)"], body: [])
+                }
+                async let refresh = app.withNewClient { try await app.refresh(user.session.refreshToken, on: $0) }
+                let (out, refreshed) = try await (signOut, refresh)
+                #expect([204, 401].contains(out.status))
+                if refreshed.status == 200 {
+                    let rotated = try refreshed.decodeJSON(SignedIn.self)
+                    if out.status == 204 {
+                        #expect(try await app.me(rotated.session.accessToken).status == 401)
+                        #expect(try await app.refresh(rotated.session.refreshToken).status == 401)
+                    }
+                }
+                let live: Int = try await app.admin.query("""
+                    SELECT count(*)::int AS n FROM sessions WHERE id = \(UUID(uuidString: user.session.id)!) AND ended_at IS NULL
+                    """)[0].decode("n")
+                #expect(out.status != 204 || live == 0, "a session that was signed out stays ended")
+            }
+        }
+    }
+
+    @Test func theProjectionsOfAFullScenarioAreExplainedByTheLog() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-full", email: "full@privaterelay.appleid.com"))
+            _ = try await app.link(try await app.facebook("fb-full", email: "full@example.com"), to: user.session.accessToken)
+            _ = try await app.link(try await app.google("google-full"), to: user.session.accessToken)
+            _ = try await app.client.delete("/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(user.session.accessToken)"])
+            let rotated = try await app.refresh(user.session.refreshToken).decodeJSON(SignedIn.self)
+            _ = try await app.refresh(user.session.refreshToken)
+            _ = try await app.client.post("/v1/sign-up", json: ["email": "p@gmail.com", "password": "password one"])
+            _ = try await app.signIn(try await app.google("google-p", email: "p@gmail.com"))
+            _ = try await app.client.post("/v1/sign-out", headers: ["Authorization": "Bearer \(rotated.session.accessToken)"], body: [])
+            try await expectProjectionsMatchTheLog(app)
+        }
+    }
+
+    /// Rebuilds the account tables from the log and compares them with what the commands projected.
+    private func expectProjectionsMatchTheLog(_ app: DevService) async throws {
+        func snapshot() async throws -> [String] {
+            var lines: [String] = []
+            for table in ["users", "identities", "sessions", "refresh_tokens", "mfa_factors", "mfa_recovery_codes", "mfa_challenges"] {
+                let rows = try await app.admin.query("SELECT t::text AS row FROM \(unsafeSQL: table) t ORDER BY t::text")
+                lines += try rows.map { table + " " + (try $0.decode("row", as: String.self)) }
+            }
+            return lines
+        }
+        let live = try await snapshot()
+        try await app.admin.withTransaction { try await AccountProjection.rebuild(on: $0) }
+        let rebuilt = try await snapshot()
+        #expect(live == rebuilt)
+        #expect(!live.isEmpty)
+    }
+}
