@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherPostgres
@@ -19,7 +20,8 @@ public final class TetherService: Sendable {
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
-        identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher()
+        identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
+        sms: (any SMSSender)? = nil
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -41,7 +43,9 @@ public final class TetherService: Sendable {
                     configuration: providers, nonceStore: PostgresNonceStore(client: database),
                     passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts))),
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            limits: SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit))
+            limits: SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit)),
+            pendingCredentials: MFAPendingCredentials(keys: signingKeys),
+            sms: sms
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

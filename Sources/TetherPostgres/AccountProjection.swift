@@ -93,6 +93,74 @@ public enum AccountProjection {
             try await connection.query("UPDATE users SET disabled = true WHERE id = \(userId)")
         case .userEnabled:
             try await connection.query("UPDATE users SET disabled = false WHERE id = \(userId)")
+        default:
+            try await applyMFA(event, userId: userId, at: at, on: connection)
+        }
+    }
+
+    /// Projects the second-factor events into `mfa_factors`, `mfa_recovery_codes` and `mfa_challenges`.
+    private static func applyMFA(_ event: AccountEvent, userId: UUID, at: String, on connection: PostgresConnection) async throws {
+        switch event {
+        case .mfaFactorEnrolled(let payload):
+            try await connection.query("""
+                INSERT INTO mfa_factors (id, user_id, type, display_name, phone_number, phone_hint, totp_secret, enrolled_at)
+                VALUES (\(payload.factorId), \(userId), \(payload.type.rawValue), \(payload.personal.displayName),
+                        \(payload.personal.phoneNumber), \(payload.personal.phoneNumber.map(PhoneNumber.hint)),
+                        \(payload.personal.totpSecret), \(at)::timestamptz)
+                """)
+        case .mfaFactorConfirmed(let payload):
+            try await connection.query("""
+                UPDATE mfa_factors SET confirmed_at = \(at)::timestamptz, code_hash = NULL, code_expires_at = NULL,
+                    last_used_step = coalesce(\(payload.totpStep), last_used_step)
+                WHERE id = \(payload.factorId)
+                """)
+        case .mfaFactorRemoved(let payload):
+            try await connection.query("DELETE FROM mfa_factors WHERE id = \(payload.factorId)")
+        case .mfaRecoveryCodesIssued(let payload):
+            try await connection.query("DELETE FROM mfa_recovery_codes WHERE user_id = \(userId)")
+            try await connection.query("""
+                INSERT INTO mfa_recovery_codes (user_id, code_hash, issued_at)
+                SELECT \(userId), hash, \(at)::timestamptz FROM unnest(\(PostgresArray(payload.codeHashes))::text[]) AS hash
+                """)
+        case .mfaChallengeIssued(let payload):
+            try await connection.query("""
+                INSERT INTO mfa_challenges (id, user_id, first_factor, amr, expires_at, issued_at)
+                VALUES (\(payload.challengeId), \(userId), \(payload.firstFactor), \(try PostgresJSON(encoding: payload.amr))::jsonb,
+                        \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz, \(at)::timestamptz)
+                """)
+        case .mfaCodeSent(let payload):
+            let expiresAt = ISO8601Milliseconds.format(payload.expiresAt)
+            if let challengeId = payload.challengeId {
+                try await connection.query("""
+                    UPDATE mfa_challenges SET factor_id = \(payload.factorId), code_hash = \(payload.codeHash),
+                        code_expires_at = \(expiresAt)::timestamptz
+                    WHERE id = \(challengeId)
+                    """)
+            } else {
+                try await connection.query("""
+                    UPDATE mfa_factors SET code_hash = \(payload.codeHash), code_expires_at = \(expiresAt)::timestamptz
+                    WHERE id = \(payload.factorId)
+                    """)
+            }
+        case .mfaCodeAccepted(let payload):
+            try await connection.query("UPDATE mfa_challenges SET code_hash = NULL WHERE id = \(payload.challengeId)")
+            if let step = payload.totpStep, let factorId = payload.factorId {
+                try await connection.query("UPDATE mfa_factors SET last_used_step = \(step) WHERE id = \(factorId)")
+            }
+        case .mfaCodeRejected(let payload):
+            if let challengeId = payload.challengeId {
+                try await connection.query("UPDATE mfa_challenges SET attempts = \(payload.attempt) WHERE id = \(challengeId)")
+            }
+        case .mfaRecoveryCodeUsed(let payload):
+            try await connection.query("""
+                UPDATE mfa_recovery_codes SET used_at = \(at)::timestamptz WHERE user_id = \(userId) AND code_hash = \(payload.codeHash)
+                """)
+        case .mfaChallengeEnded(let payload):
+            try await connection.query("""
+                UPDATE mfa_challenges SET ended_at = \(at)::timestamptz, end_reason = \(payload.reason) WHERE id = \(payload.challengeId)
+                """)
+        default:
+            break // delivery failures change no read model; account events are handled by `apply`
         }
     }
 

@@ -13,6 +13,9 @@ extension AccountError: ProblemConvertible {
         if status == 401 {
             headers.add(name: "WWW-Authenticate", value: "Bearer error=\"invalid_token\"")
         }
+        if let retryAfterSeconds {
+            headers["Retry-After"] = String(retryAfterSeconds)
+        }
         return Problem(status: status, code: code, title: Self.titles[code] ?? "Request refused", detail: detail,
                        extensions: extensions, headers: headers)
     }
@@ -31,5 +34,10 @@ extension AccountError: ProblemConvertible {
         "refresh_token_reused": "Refresh token reused",
         "invalid_dpop_proof": "Invalid DPoP proof",
         "not_found": "Not found",
+        "invalid_code": "Invalid code",
+        "recent_login_required": "Recent sign-in required",
+        "mfa_factor_not_found": "Second factor not found",
+        "invalid_mfa_pending_credential": "Invalid MFA pending credential",
+        "rate_limited": "Too many attempts",
     ]
 }

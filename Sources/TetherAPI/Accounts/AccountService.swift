@@ -23,8 +23,12 @@ public struct CommandContext: Sendable {
 public struct SignInOutcome: Sendable {
     public var userId: UUID
     public var isNewUser: Bool
-    /// `new_user`, `returning` or `takeover`.
+    /// `new_user`, `returning`, `takeover` or `mfa_required`.
     public var outcome: String
+    /// When the user has a second factor: the challenge to complete instead of a session.
+    public var challenge: MFAState.Challenge?
+    /// The user's confirmed factors, offered for the challenge.
+    public var factors: [MFAState.Factor] = []
 }
 
 /// Runs account commands: loads the user's stream, decides, appends and projects in one transaction.
@@ -58,8 +62,15 @@ public struct AccountService: Sendable {
                     try await lockEmail(lockedEmail, on: connection)
                 }
                 if let ownerId = try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) {
-                    let account = try await load(ownerId, on: connection)
-                    try await commit(account, try account.signIn(with: identity, session: session, now: context.now), context, on: connection)
+                    var account = try await load(ownerId, on: connection)
+                    let events = try account.signIn(with: identity, session: session, now: context.now)
+                    try await commit(account, events, context, on: connection)
+                    for event in events { account.apply(event, at: context.now) }
+                    if let challenge = account.mfa.challenges[session.id] {
+                        return SignInOutcome(
+                            userId: ownerId, isNewUser: false, outcome: "mfa_required", challenge: challenge,
+                            factors: account.mfa.confirmedFactors)
+                    }
                     return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "returning")
                 }
                 if let email = lockedEmail {
@@ -182,7 +193,7 @@ public struct AccountService: Sendable {
 
     /// Loads, decides and commits a command on one user, retrying on a version conflict.
     @discardableResult
-    private func change(
+    func change(
         _ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]
     ) async throws -> UserAccount {
         try await retrying { _ in
@@ -212,7 +223,7 @@ public struct AccountService: Sendable {
     }
 
     /// Appends `events` at the account's version and projects them in the same transaction.
-    private func commit(_ account: UserAccount, _ events: [AccountEvent], _ context: CommandContext, on connection: PostgresConnection) async throws {
+    func commit(_ account: UserAccount, _ events: [AccountEvent], _ context: CommandContext, on connection: PostgresConnection) async throws {
         guard !events.isEmpty else { return }
         let newEvents = try events.enumerated().map { index, event in
             try AccountEventCodec.encode(event, userId: account.id, id: AccountEventCodec.eventID(command: context.commandId, index: index))
@@ -244,7 +255,7 @@ public struct AccountService: Sendable {
     }
 
     /// Re-runs `body` when it lost a race that fresh state resolves.
-    private func retrying<T>(_ body: (Int) async throws -> T) async throws -> T {
+    func retrying<T>(_ body: (Int) async throws -> T) async throws -> T {
         var attempt = 0
         while true {
             attempt += 1

@@ -45,7 +45,7 @@ struct IdempotentRequests: Sendable {
             if let problem = Self.keptProblem(for: error) {
                 try await store(problem.response(), for: derived)
             } else {
-                try? await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
+                _ = try? await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
             }
             throw error
         }

@@ -11,6 +11,18 @@ struct UserBody: Encodable, Sendable {
         var emailVerified: Bool
         var displayName: String?
         var linkedAt: String
+
+        /// Unknown values are `null`, as in `User`, rather than absent.
+        func encode(to encoder: any Encoder) throws {
+            enum Keys: String, CodingKey { case provider, uid, email, emailVerified, displayName, linkedAt }
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(provider, forKey: .provider)
+            try container.encode(uid, forKey: .uid)
+            try container.encode(email, forKey: .email)
+            try container.encode(emailVerified, forKey: .emailVerified)
+            try container.encode(displayName, forKey: .displayName)
+            try container.encode(linkedAt, forKey: .linkedAt)
+        }
     }
 
     var id: UUID
@@ -22,7 +34,7 @@ struct UserBody: Encodable, Sendable {
     var createdAt: String
     var lastSignInAt: String?
     var identities: [Identity]
-    var mfa: [String] = []
+    var mfa: [FactorBody]
 
     static func load(_ id: UUID, from database: PostgresClient) async throws -> UserBody {
         let users = try await database.query("""
@@ -33,6 +45,7 @@ struct UserBody: Encodable, Sendable {
             SELECT provider, provider_uid, email, email_verified, display_name, linked_at FROM identities
             WHERE user_id = \(id) ORDER BY linked_at, provider
             """)
+        let factors = try await FactorBody.loadConfirmed(of: id, from: database)
         return UserBody(
             id: id, email: try row.decode("email"), emailVerified: try row.decode("email_verified"),
             displayName: try row.decode("display_name"), photoUrl: try row.decode("photo_url"), disabled: try row.decode("disabled"),
@@ -44,7 +57,8 @@ struct UserBody: Encodable, Sendable {
                     email: try identity.decode("email"), emailVerified: try identity.decode("email_verified"),
                     displayName: try identity.decode("display_name"),
                     linkedAt: ISO8601Milliseconds.format(try identity.decode("linked_at")))
-            })
+            },
+            mfa: factors)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -74,6 +88,16 @@ struct SessionBody: Encodable, Sendable {
     var expiresIn: Int
     var refreshToken: String
 
+    func encode(to encoder: any Encoder) throws {
+        enum Keys: String, CodingKey { case id, accessToken, tokenType, expiresIn, refreshToken }
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(accessToken, forKey: .accessToken)
+        try container.encode(tokenType, forKey: .tokenType)
+        try container.encode(expiresIn, forKey: .expiresIn)
+        try container.encode(refreshToken, forKey: .refreshToken)
+    }
+
     init(id: UUID, accessToken: String, isBound: Bool, expiresIn: Int, refreshToken: String) {
         self.id = id
         self.accessToken = accessToken
@@ -92,4 +116,36 @@ struct SignInResponse: Encodable, Sendable {
 struct RefreshResponse: Encodable, Sendable {
     var user: UserBody
     var session: SessionBody
+}
+
+/// A second factor as API.md shows it: `{"id","type","displayName","enrolledAt","phoneHint"?}`.
+struct FactorBody: Encodable, Sendable {
+    var id: UUID
+    var type: String
+    var displayName: String?
+    var enrolledAt: String
+    var phoneHint: String?
+
+    /// The user's confirmed factors, oldest first.
+    static func loadConfirmed(of userId: UUID, from database: PostgresClient) async throws -> [FactorBody] {
+        try await database.query("""
+            SELECT id, type, display_name, phone_hint, enrolled_at FROM mfa_factors
+            WHERE user_id = \(userId) AND confirmed_at IS NOT NULL ORDER BY enrolled_at, id
+            """).map { row in
+            FactorBody(
+                id: try row.decode("id"), type: try row.decode("type"), displayName: try row.decode("display_name"),
+                enrolledAt: ISO8601Milliseconds.format(try row.decode("enrolled_at")), phoneHint: try row.decode("phone_hint"))
+        }
+    }
+
+    /// `phoneHint` only for phone factors; `displayName` always, `null` when unnamed.
+    func encode(to encoder: any Encoder) throws {
+        enum Keys: String, CodingKey { case id, type, displayName, enrolledAt, phoneHint }
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(type, forKey: .type)
+        try container.encode(displayName, forKey: .displayName)
+        try container.encode(enrolledAt, forKey: .enrolledAt)
+        try container.encodeIfPresent(phoneHint, forKey: .phoneHint)
+    }
 }

@@ -21,10 +21,14 @@ public struct V1Routes: Sendable {
     let dpop: DPoPBinding
     let limits: SignInLimits
     let idempotency: IdempotentRequests
+    let pendingCredentials: MFAPendingCredentials
+    /// Sends SMS codes of phone factors; nil when none is configured (phone factors are then refused).
+    let sms: (any SMSSender)?
 
     public init(
         accounts: AccountService, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier,
-        passwords: PasswordVerifier, identities: (any IdentityVerification)?, dpop: DPoPBinding, limits: SignInLimits
+        passwords: PasswordVerifier, identities: (any IdentityVerification)?, dpop: DPoPBinding, limits: SignInLimits,
+        pendingCredentials: MFAPendingCredentials, sms: (any SMSSender)?
     ) {
         self.accounts = accounts
         self.issuer = issuer
@@ -34,6 +38,8 @@ public struct V1Routes: Sendable {
         self.dpop = dpop
         self.limits = limits
         self.idempotency = IdempotentRequests(database: accounts.database)
+        self.pendingCredentials = pendingCredentials
+        self.sms = sms
     }
 
     /// Adds the routes to `router`.
@@ -77,6 +83,7 @@ public struct V1Routes: Sendable {
                 return .noContent()
             }
         }
+        registerMFA(on: &router)
     }
 
     // MARK: Handlers
@@ -116,6 +123,9 @@ public struct V1Routes: Sendable {
             // RFC 8176 names a password "pwd"; providers are named as themselves.
             let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider], jkt: jkt)
             let outcome = try await accounts.signIn(identity, session: session, context: context)
+            if outcome.challenge != nil {
+                throw try await mfaRequired(outcome)
+            }
             return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
         } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
             try await limits.recordFailure(attempt, reason: error.problem.code)
@@ -206,12 +216,12 @@ public struct V1Routes: Sendable {
     /// The thumbprint of the key whose `DPoP` proof the request carries; nil when it carries none.
     ///
     /// A sign-in with a proof binds its session to that key; a refresh with one proves possession.
-    private func proofKey(of request: HTTPRequest) async throws -> String? {
+    func proofKey(of request: HTTPRequest) async throws -> String? {
         guard request.headers["DPoP"] != nil else { return nil }
         return try await dpop.verifyProof(in: request)
     }
 
-    private func newSession(amr: [String], jkt: String?) -> (NewSession, String) {
+    func newSession(amr: [String], jkt: String?) -> (NewSession, String) {
         let token = RefreshTokens.generate()
         return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr, jkt: jkt), token)
     }
@@ -226,7 +236,7 @@ public struct V1Routes: Sendable {
         return try HTTPResponse.json(body, status: isNewUser ? 201 : 200)
     }
 
-    private func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {
+    func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {
         var commandId = UUID()
         if let key = request.headers["idempotency-key"], !key.isEmpty {
             // One key names one command of one caller on one route.

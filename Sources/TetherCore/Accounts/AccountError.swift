@@ -14,6 +14,11 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         case refreshTokenReused = "refresh_token_reused"
         case invalidDPoPProof = "invalid_dpop_proof"
         case notFound = "not_found"
+        case invalidCode = "invalid_code"
+        case recentLoginRequired = "recent_login_required"
+        case mfaFactorNotFound = "mfa_factor_not_found"
+        case invalidMFAPendingCredential = "invalid_mfa_pending_credential"
+        case rateLimited = "rate_limited"
     }
 
     private let kind: Kind
@@ -23,12 +28,15 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public let email: String?
     /// Sign-in methods (providers) of the account that owns the email.
     public let signInMethods: [String]
+    /// For `rate_limited`: whole seconds until a retry may succeed.
+    public let retryAfterSeconds: Int?
 
-    private init(_ kind: Kind, _ detail: String, email: String? = nil, signInMethods: [String] = []) {
+    private init(_ kind: Kind, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil) {
         self.kind = kind
         self.detail = detail
         self.email = email
         self.signInMethods = signInMethods
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     /// The stable machine code of API.md.
@@ -38,9 +46,11 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public var status: Int {
         switch kind {
         case .invalidRequest: 400
-        case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof: 401
+        case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof, .invalidCode, .recentLoginRequired,
+             .invalidMFAPendingCredential: 401
         case .userDisabled: 403
-        case .noSuchProvider, .notFound: 404
+        case .noSuchProvider, .notFound, .mfaFactorNotFound: 404
+        case .rateLimited: 429
         case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
              .emailAlreadyInUse, .lastSignInMethod: 409
         }
@@ -71,4 +81,13 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         .refreshTokenReused, "This refresh token was already used; the session has been ended.")
     public static let invalidDPoPProof = AccountError(.invalidDPoPProof, "A valid DPoP proof by the session's key is required.")
     public static let notFound = AccountError(.notFound, "No such user.")
+    /// A wrong, expired or reused second-factor code; `remaining` tries are left on the challenge.
+    public static func invalidCode(_ detail: String) -> AccountError { .init(.invalidCode, detail) }
+    public static let recentLoginRequired = AccountError(
+        .recentLoginRequired, "This change needs a sign-in within the last 5 minutes; sign in again and retry.")
+    public static let mfaFactorNotFound = AccountError(.mfaFactorNotFound, "The user has no such second factor.")
+    public static func invalidMFAPendingCredential(_ detail: String) -> AccountError { .init(.invalidMFAPendingCredential, detail) }
+    public static func rateLimited(retryAfterSeconds: Int, _ detail: String) -> AccountError {
+        .init(.rateLimited, detail, retryAfterSeconds: max(1, retryAfterSeconds))
+    }
 }

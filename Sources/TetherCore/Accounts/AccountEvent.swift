@@ -8,12 +8,21 @@ public struct PersonalData: Codable, Sendable, Hashable {
     public var photoURL: String?
     /// The password hash (scrypt, self-describing string); only on `PasswordSet`.
     public var passwordHash: String?
+    /// A phone factor's number (E.164); only on `MFAFactorEnrolled`.
+    public var phoneNumber: String?
+    /// A TOTP factor's shared secret (base32), which checking codes needs; only on `MFAFactorEnrolled`.
+    public var totpSecret: String?
 
-    public init(email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil) {
+    public init(
+        email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil,
+        phoneNumber: String? = nil, totpSecret: String? = nil
+    ) {
         self.email = email
         self.displayName = displayName
         self.photoURL = photoURL
         self.passwordHash = passwordHash
+        self.phoneNumber = phoneNumber
+        self.totpSecret = totpSecret
     }
 }
 
@@ -33,6 +42,24 @@ public enum AccountEvent: Sendable, Hashable {
     case sessionsRevoked(SessionsRevoked)
     case userDisabled(UserStatusChanged)
     case userEnabled(UserStatusChanged)
+    /// A second factor was added, not yet confirmed (a phone factor's code is on its way).
+    case mfaFactorEnrolled(MFAFactorEnrolled)
+    /// The first valid code made the factor usable.
+    case mfaFactorConfirmed(MFAFactorConfirmed)
+    case mfaFactorRemoved(MFAFactorRemoved)
+    /// A new set of recovery codes (hashes) replaced any earlier set.
+    case mfaRecoveryCodesIssued(MFARecoveryCodesIssued)
+    /// A first-factor sign-in needs a second factor: the `mfaPendingCredential` names this challenge.
+    case mfaChallengeIssued(MFAChallengeIssued)
+    /// A one-time code went out by SMS (for a challenge, or to confirm a phone factor).
+    case mfaCodeSent(MFACodeSent)
+    /// The SMS sender could not take a code; nothing else changed.
+    case mfaCodeDeliveryFailed(MFACodeDeliveryFailed)
+    case mfaCodeAccepted(MFACodeAccepted)
+    case mfaCodeRejected(MFACodeRejected)
+    case mfaRecoveryCodeUsed(MFARecoveryCodeUsed)
+    /// A challenge can no longer be completed (completed, too many wrong codes).
+    case mfaChallengeEnded(MFAChallengeEnded)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -117,6 +144,17 @@ public enum AccountEvent: Sendable, Hashable {
         case .sessionsRevoked: "SessionsRevoked"
         case .userDisabled: "UserDisabled"
         case .userEnabled: "UserEnabled"
+        case .mfaFactorEnrolled: "MFAFactorEnrolled"
+        case .mfaFactorConfirmed: "MFAFactorConfirmed"
+        case .mfaFactorRemoved: "MFAFactorRemoved"
+        case .mfaRecoveryCodesIssued: "MFARecoveryCodesIssued"
+        case .mfaChallengeIssued: "MFAChallengeIssued"
+        case .mfaCodeSent: "MFACodeSent"
+        case .mfaCodeDeliveryFailed: "MFACodeDeliveryFailed"
+        case .mfaCodeAccepted: "MFACodeAccepted"
+        case .mfaCodeRejected: "MFACodeRejected"
+        case .mfaRecoveryCodeUsed: "MFARecoveryCodeUsed"
+        case .mfaChallengeEnded: "MFAChallengeEnded"
         }
     }
 }
@@ -160,6 +198,17 @@ public enum AccountEventCodec {
         case .sessionEnded(let payload): data = try encoder.encode(payload)
         case .sessionsRevoked(let payload): data = try encoder.encode(payload)
         case .userDisabled(let payload), .userEnabled(let payload): data = try encoder.encode(payload)
+        case .mfaFactorEnrolled(let payload): data = try encoder.encode(payload)
+        case .mfaFactorConfirmed(let payload): data = try encoder.encode(payload)
+        case .mfaFactorRemoved(let payload): data = try encoder.encode(payload)
+        case .mfaRecoveryCodesIssued(let payload): data = try encoder.encode(payload)
+        case .mfaChallengeIssued(let payload): data = try encoder.encode(payload)
+        case .mfaCodeSent(let payload): data = try encoder.encode(payload)
+        case .mfaCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
+        case .mfaCodeAccepted(let payload): data = try encoder.encode(payload)
+        case .mfaCodeRejected(let payload): data = try encoder.encode(payload)
+        case .mfaRecoveryCodeUsed(let payload): data = try encoder.encode(payload)
+        case .mfaChallengeEnded(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: userId)
     }
@@ -180,6 +229,19 @@ public enum AccountEventCodec {
         case "SessionsRevoked": return .sessionsRevoked(try decoder.decode(AccountEvent.SessionsRevoked.self, from: data))
         case "UserDisabled": return .userDisabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
         case "UserEnabled": return .userEnabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
+        case "MFAFactorEnrolled": return .mfaFactorEnrolled(try decoder.decode(AccountEvent.MFAFactorEnrolled.self, from: data))
+        case "MFAFactorConfirmed": return .mfaFactorConfirmed(try decoder.decode(AccountEvent.MFAFactorConfirmed.self, from: data))
+        case "MFAFactorRemoved": return .mfaFactorRemoved(try decoder.decode(AccountEvent.MFAFactorRemoved.self, from: data))
+        case "MFARecoveryCodesIssued":
+            return .mfaRecoveryCodesIssued(try decoder.decode(AccountEvent.MFARecoveryCodesIssued.self, from: data))
+        case "MFAChallengeIssued": return .mfaChallengeIssued(try decoder.decode(AccountEvent.MFAChallengeIssued.self, from: data))
+        case "MFACodeSent": return .mfaCodeSent(try decoder.decode(AccountEvent.MFACodeSent.self, from: data))
+        case "MFACodeDeliveryFailed":
+            return .mfaCodeDeliveryFailed(try decoder.decode(AccountEvent.MFACodeDeliveryFailed.self, from: data))
+        case "MFACodeAccepted": return .mfaCodeAccepted(try decoder.decode(AccountEvent.MFACodeAccepted.self, from: data))
+        case "MFACodeRejected": return .mfaCodeRejected(try decoder.decode(AccountEvent.MFACodeRejected.self, from: data))
+        case "MFARecoveryCodeUsed": return .mfaRecoveryCodeUsed(try decoder.decode(AccountEvent.MFARecoveryCodeUsed.self, from: data))
+        case "MFAChallengeEnded": return .mfaChallengeEnded(try decoder.decode(AccountEvent.MFAChallengeEnded.self, from: data))
         default: return nil
         }
     }

@@ -36,9 +36,17 @@ extension UserAccount {
     }
 
     /// A returning user signs in with an identity already linked to them.
+    ///
+    /// A user with a confirmed second factor gets a challenge (named by the session's id)
+    /// instead of a session: the sign-in completes in ``verifyChallenge(_:factor:check:session:now:)``.
     public func signIn(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
+        if mfa.isRequired {
+            return [.mfaChallengeIssued(.init(
+                challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
+                expiresAt: now.addingTimeInterval(Self.challengeLifetime)))]
+        }
         return Self.started(session, provider: identity.provider, outcome: "returning", now: now)
     }
 
@@ -49,6 +57,11 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
         guard identities[identity.provider] == nil else { throw .providerAlreadyLinked }
+        // A takeover skips the second factor, so an account that has one is never taken over:
+        // its owner signs in with a method it has (and the second factor), then links.
+        guard !mfa.isRequired else {
+            throw .accountExistsWithDifferentCredential(email: email ?? identity.email ?? "", signInMethods: signInMethods)
+        }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         var events: [AccountEvent] = []
         for existing in identities.values.sorted(by: { $0.provider < $1.provider }) where !existing.isEmailVerified {
@@ -131,7 +144,7 @@ extension UserAccount {
         return [.userEnabled(.init(reason: reason))]
     }
 
-    private static func started(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
+    static func started(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
         [
             .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),
             .sessionStarted(.init(

@@ -41,6 +41,8 @@ public struct UserAccount: Sendable, Hashable {
     public private(set) var identities: [String: Identity] = [:]
     public private(set) var passwordHash: String?
     public private(set) var sessions: [UUID: Session] = [:]
+    /// Second factors, recovery codes and open challenges.
+    public private(set) var mfa = MFAState()
 
     /// An account that does not exist yet.
     public init(id: UUID) {
@@ -108,6 +110,9 @@ public struct UserAccount: Sendable, Hashable {
             isDisabled = true
         case .userEnabled:
             isDisabled = false
+        case .mfaFactorEnrolled, .mfaFactorConfirmed, .mfaFactorRemoved, .mfaRecoveryCodesIssued, .mfaChallengeIssued,
+             .mfaCodeSent, .mfaCodeDeliveryFailed, .mfaCodeAccepted, .mfaCodeRejected, .mfaRecoveryCodeUsed, .mfaChallengeEnded:
+            mfa.apply(event, at: date)
         }
     }
 

@@ -1,0 +1,225 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherPostgres
+
+/// A TOTP factor being enrolled: what the user's authenticator app needs.
+public struct TOTPEnrolment: Sendable {
+    public var factorId: UUID
+    /// The shared secret, base32 without padding.
+    public var secret: String
+    /// `otpauth://totp/…` for a QR code.
+    public var otpauthURI: String
+}
+
+/// A confirmed factor, and the recovery codes shown once when it is the user's first.
+public struct ConfirmedFactor: Sendable {
+    public var factor: MFAState.Factor
+    public var recoveryCodes: [String]?
+}
+
+/// Second factors: enrolment, removal, recovery codes, and the challenge of a sign-in.
+///
+/// Codes are checked here (TOTP needs the secret and the clock) and judged by the
+/// domain (reuse, expiry, attempts). A wrong code's events are committed before the
+/// error is answered, so the attempt counts even though the request fails.
+extension AccountService {
+    /// Starts a TOTP enrolment; the first valid code confirms it.
+    public func enrolTOTP(userId: UUID, authTime: Date, displayName: String?, context: CommandContext) async throws -> TOTPEnrolment {
+        let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
+        let secret = Base32.encode(TOTP.generateSecret())
+        let account = try await change(userId, context) {
+            try $0.enrolTOTP(factorId: factorId, secret: secret, displayName: displayName, authTime: authTime, now: context.now)
+        }
+        // The stored secret wins: a retried command (same Idempotency-Key) returns the first one.
+        let storedSecret = account.mfa.factors[factorId]?.totpSecret ?? secret
+        let totp = try TOTP(secret: try Base32.decode(storedSecret))
+        let uri = try OTPAuthURI(totp: totp, issuer: "Tether", accountName: account.email ?? userId.uuidString.lowercased())
+        return TOTPEnrolment(factorId: factorId, secret: storedSecret, otpauthURI: uri.stringValue)
+    }
+
+    /// Starts a phone enrolment: the code goes by SMS before anything is recorded, so a failed send changes nothing.
+    public func enrolPhone(
+        userId: UUID, authTime: Date, phoneNumber: String, displayName: String?, sms: any SMSSender, context: CommandContext
+    ) async throws -> UUID {
+        guard PhoneNumber.isE164(phoneNumber) else {
+            throw AccountError.invalidRequest("phoneNumber must be in E.164 form, like +15555550100.")
+        }
+        let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
+        let code = Self.newSMSCode()
+        let codeHash = Self.codeHash(code, for: factorId)
+        let decide: @Sendable (UserAccount) throws -> [AccountEvent] = {
+            try $0.enrolPhone(factorId: factorId, phoneNumber: phoneNumber, displayName: displayName, codeHash: codeHash,
+                              authTime: authTime, now: context.now)
+        }
+        // Decide once on current state, so that a refused enrolment sends nothing.
+        _ = try decide(try await database.withTransaction { try await load(userId, on: $0) })
+        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: nil, userId: userId, sms: sms, context: context)
+        try await change(userId, context, decide: decide)
+        return factorId
+    }
+
+    /// Confirms an enrolment with its first code.
+    public func confirmFactor(
+        userId: UUID, factorId: UUID, type: MFAFactorType, code: String, context: CommandContext
+    ) async throws -> ConfirmedFactor {
+        let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
+        let account = try await committingOutcome(userId, context) { account in
+            guard let factor = account.mfa.factors[factorId], factor.type == type, !factor.isConfirmed else {
+                throw AccountError.mfaFactorNotFound
+            }
+            return try account.confirmFactor(
+                factorId, type: type, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
+                recoveryCodeHashes: recoveryCodes.map(Self.recoveryCodeHash), now: context.now)
+        }
+        guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
+        // These codes were issued if the user now holds them (only a first factor gets codes).
+        let issued = account.mfa.recoveryCodes[Self.recoveryCodeHash(recoveryCodes[0])] != nil
+        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
+    }
+
+    /// Removes a factor.
+    public func removeFactor(userId: UUID, factorId: UUID, authTime: Date?, byAdmin: Bool = false, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.removeFactor(factorId, authTime: authTime, byAdmin: byAdmin, now: context.now) }
+    }
+
+    /// Replaces the recovery codes; the new ones are returned once.
+    public func regenerateRecoveryCodes(userId: UUID, authTime: Date, context: CommandContext) async throws -> [String] {
+        let codes = (0..<10).map { _ in Self.newRecoveryCode() }
+        try await change(userId, context) {
+            try $0.regenerateRecoveryCodes(codes.map(Self.recoveryCodeHash), authTime: authTime, now: context.now)
+        }
+        return codes
+    }
+
+    /// Sends the SMS code of a challenge to a phone factor.
+    public func sendChallengeCode(
+        userId: UUID, challengeId: UUID, factorId: UUID, sms: any SMSSender, context: CommandContext
+    ) async throws -> MFAState.Factor {
+        let code = Self.newSMSCode()
+        let codeHash = Self.codeHash(code, for: challengeId)
+        let decide: @Sendable (UserAccount) throws -> [AccountEvent] = {
+            try $0.sendChallengeCode(challenge: challengeId, factor: factorId, codeHash: codeHash, now: context.now)
+        }
+        let account = try await database.withTransaction { try await load(userId, on: $0) }
+        _ = try decide(account)
+        guard let factor = account.mfa.factors[factorId], let phoneNumber = factor.phoneNumber else { throw AccountError.mfaFactorNotFound }
+        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: challengeId, userId: userId, sms: sms, context: context)
+        try await change(userId, context, decide: decide)
+        return factor
+    }
+
+    /// Completes a challenge with a factor's code or a recovery code, opening `session`.
+    public func verifyChallenge(
+        userId: UUID, challengeId: UUID, factorId: UUID?, code: String?, recoveryCode: String?, session: NewSession,
+        context: CommandContext
+    ) async throws -> UserAccount.Session {
+        let account = try await committingOutcome(userId, context) { account in
+            let check: MFACodeCheck
+            if let recoveryCode {
+                check = .recoveryCode(codeHash: Self.recoveryCodeHash(recoveryCode))
+            } else if let factorId, let code {
+                guard let factor = account.mfa.factors[factorId], factor.isConfirmed else { throw AccountError.mfaFactorNotFound }
+                check = try Self.check(code, factor: factor, challengeId: challengeId, now: context.now)
+            } else {
+                throw AccountError.invalidRequest("Send factorId and code, or recoveryCode.")
+            }
+            return try account.verifyChallenge(challengeId, factor: recoveryCode == nil ? factorId : nil, check: check,
+                                               session: session, now: context.now)
+        }
+        guard let started = account.sessions[session.id] else { throw AccountError.invalidToken }
+        return started
+    }
+
+    // MARK: Mechanics
+
+    /// Decides, commits the outcome's events, then throws its failure (a wrong code is recorded, then refused).
+    private func committingOutcome(
+        _ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> MFAOutcome
+    ) async throws -> UserAccount {
+        let result = try await retrying { _ in
+            try await database.withTransaction { connection -> (UserAccount, AccountError?) in
+                var account = try await load(userId, on: connection)
+                guard account.exists else { throw AccountError.notFound }
+                let outcome = try decide(account)
+                try await commit(account, outcome.events, context, on: connection)
+                for event in outcome.events { account.apply(event, at: context.now) }
+                return (account, outcome.failure)
+            }
+        }
+        if let failure = result.1 { throw failure }
+        return result.0
+    }
+
+    /// Hands a code to the SMS sender; a failure is recorded and answered 503 `sms_unavailable`.
+    private func deliver(
+        _ code: String, to phoneNumber: String, factorId: UUID, challengeId: UUID?, userId: UUID, sms: any SMSSender,
+        context: CommandContext
+    ) async throws {
+        do {
+            try await sms.send(SMSMessage(phoneNumber: phoneNumber, body: "Your Tether code is \(code). It expires in 5 minutes.", code: code))
+        } catch {
+            var failed = context
+            failed.commandId = AccountEventCodec.eventID(command: context.commandId, index: 40_000)
+            _ = try? await change(userId, failed) { _ in
+                [.mfaCodeDeliveryFailed(.init(challengeId: challengeId, factorId: factorId, reason: String(describing: error).prefix(200).description))]
+            }
+            if let convertible = error as? any ProblemConvertible, convertible.problem.code == "sms_unavailable" {
+                throw error
+            }
+            throw Self.smsUnavailable
+        }
+    }
+
+    /// 503 `sms_unavailable`: the code could not be sent; nothing about the factor or challenge changed.
+    static var smsUnavailable: Problem {
+        var problem = Problem(
+            status: 503, code: "sms_unavailable", title: "SMS unavailable",
+            detail: "The SMS code could not be sent; nothing changed, so retry shortly.")
+        problem.headers["Retry-After"] = "30"
+        return problem
+    }
+
+    private static func check(_ code: String, factor: MFAState.Factor, challengeId: UUID?, now: Date) throws -> MFACodeCheck {
+        let digits = code.trimmingCharacters(in: .whitespaces)
+        guard (6...8).contains(digits.count), digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) else {
+            throw AccountError.invalidRequest("code must be the 6 digits the authenticator app or SMS shows.")
+        }
+        switch factor.type {
+        case .totp:
+            guard let secret = factor.totpSecret else { throw AccountError.mfaFactorNotFound }
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            return .totp(matchingStep: totp.matchingStep(for: digits, at: now, window: 1).map { Int64($0) })
+        case .phone:
+            return .sms(codeHash: codeHash(digits, for: challengeId ?? factor.id))
+        }
+    }
+
+    /// Six random digits.
+    static func newSMSCode() -> String {
+        let value = SecureRandom.bytes(count: 4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+        return String(format: "%06u", value)
+    }
+
+    /// SHA-256 of a code bound to what it was sent for, so a code of one challenge means nothing for another.
+    static func codeHash(_ code: String, for scope: UUID) -> String {
+        hex(DigestAlgorithm.sha256.hash(Array("\(scope.uuidString.lowercased()):\(code)".utf8)))
+    }
+
+    /// `xxxxx-xxxxx`: ten base32 characters (50 random bits), easy to read out and type.
+    static func newRecoveryCode() -> String {
+        let text = Base32.encode(SecureRandom.bytes(count: 7)).prefix(10).lowercased()
+        return String(text.prefix(5)) + "-" + String(text.suffix(5))
+    }
+
+    /// Recovery codes are compared without case or separators.
+    static func recoveryCodeHash(_ code: String) -> String {
+        let normalized = code.lowercased().filter { $0.isLetter || $0.isNumber }
+        return hex(DigestAlgorithm.sha256.hash(Array(("recovery:" + normalized).utf8)))
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+
+/// The kinds of second factor.
+public enum MFAFactorType: String, Codable, Sendable, Hashable {
+    /// A TOTP authenticator app (RFC 6238).
+    case totp
+    /// One-time codes by SMS to a phone number.
+    case phone
+}
+
+/// How a second factor was proved, as recorded and as named in `amr` (RFC 8176).
+public enum MFAMethod: String, Codable, Sendable, Hashable {
+    case totp
+    case sms
+    case recoveryCode = "recovery_code"
+
+    /// The RFC 8176 authentication method reference (`rcv` is Tether's own, for a recovery code).
+    public var amr: String {
+        switch self {
+        case .totp: "otp"
+        case .sms: "sms"
+        case .recoveryCode: "rcv"
+        }
+    }
+}
+
+extension AccountEvent {
+    public struct MFAFactorEnrolled: Codable, Sendable, Hashable {
+        public var factorId: UUID
+        public var type: MFAFactorType
+        /// Display name, phone number or TOTP secret.
+        public var personal: PersonalData
+    }
+
+    public struct MFAFactorConfirmed: Codable, Sendable, Hashable {
+        public var factorId: UUID
+        /// The TOTP time step of the confirming code, which cannot be used again.
+        public var totpStep: Int64?
+    }
+
+    public struct MFAFactorRemoved: Codable, Sendable, Hashable {
+        public var factorId: UUID
+        /// `user`, `admin`, or `too_many_attempts` (an enrolment that was never confirmed).
+        public var reason: String
+    }
+
+    public struct MFARecoveryCodesIssued: Codable, Sendable, Hashable {
+        /// SHA-256 (hex) of each code; the codes themselves are shown once and never stored.
+        public var codeHashes: [String]
+    }
+
+    public struct MFAChallengeIssued: Codable, Sendable, Hashable {
+        public var challengeId: UUID
+        /// The provider of the first factor.
+        public var firstFactor: String
+        /// The first factor's `amr`, completed by the second.
+        public var amr: [String]
+        public var expiresAt: Date
+    }
+
+    public struct MFACodeSent: Codable, Sendable, Hashable {
+        /// Nil when the code confirms a phone factor being enrolled.
+        public var challengeId: UUID?
+        public var factorId: UUID
+        public var codeHash: String
+        public var expiresAt: Date
+    }
+
+    public struct MFACodeDeliveryFailed: Codable, Sendable, Hashable {
+        public var challengeId: UUID?
+        public var factorId: UUID
+        public var reason: String
+
+        public init(challengeId: UUID?, factorId: UUID, reason: String) {
+            self.challengeId = challengeId
+            self.factorId = factorId
+            self.reason = reason
+        }
+    }
+
+    public struct MFACodeAccepted: Codable, Sendable, Hashable {
+        public var challengeId: UUID
+        public var factorId: UUID?
+        public var method: MFAMethod
+        public var totpStep: Int64?
+        /// The session the completed sign-in opened.
+        public var sessionId: UUID
+    }
+
+    public struct MFACodeRejected: Codable, Sendable, Hashable {
+        /// Nil for a wrong code while confirming an enrolment.
+        public var challengeId: UUID?
+        public var factorId: UUID?
+        public var method: MFAMethod
+        /// Which wrong code of the challenge (or enrolment) this was, from 1.
+        public var attempt: Int
+        /// `wrong_code`, `expired_code`, `reused_code` or `no_code_sent`.
+        public var reason: String
+    }
+
+    public struct MFARecoveryCodeUsed: Codable, Sendable, Hashable {
+        public var challengeId: UUID
+        public var codeHash: String
+    }
+
+    public struct MFAChallengeEnded: Codable, Sendable, Hashable {
+        public var challengeId: UUID
+        /// `completed` or `too_many_attempts`.
+        public var reason: String
+    }
+}

@@ -1,0 +1,381 @@
+import Foundation
+
+/// A user's second factors, recovery codes and open challenges, as their events describe them.
+public struct MFAState: Sendable, Hashable {
+    /// A second factor (confirmed or still being enrolled).
+    public struct Factor: Sendable, Hashable {
+        public var id: UUID
+        public var type: MFAFactorType
+        public var displayName: String?
+        public var phoneNumber: String?
+        public var totpSecret: String?
+        public var enrolledAt: Date
+        public var confirmedAt: Date?
+        /// The last TOTP step accepted: a code of that step or earlier is refused.
+        public var lastUsedStep: Int64?
+        /// The SMS code that confirms a phone factor being enrolled.
+        public var codeHash: String?
+        public var codeExpiresAt: Date?
+        /// Wrong codes while confirming the enrolment.
+        public var failedAttempts = 0
+
+        public var isConfirmed: Bool { confirmedAt != nil }
+    }
+
+    /// A second-factor challenge opened by a first-factor sign-in.
+    public struct Challenge: Sendable, Hashable {
+        public var id: UUID
+        public var firstFactor: String
+        public var amr: [String]
+        public var expiresAt: Date
+        public var attempts = 0
+        public var isEnded = false
+        /// The SMS code last sent for this challenge, its factor and expiry.
+        public var codeHash: String?
+        public var codeFactorId: UUID?
+        public var codeExpiresAt: Date?
+    }
+
+    public internal(set) var factors: [UUID: Factor] = [:]
+    /// Recovery code hashes, and whether each was used.
+    public internal(set) var recoveryCodes: [String: Bool] = [:]
+    public internal(set) var challenges: [UUID: Challenge] = [:]
+    /// When wrong second-factor codes were entered (for backing off).
+    public internal(set) var failures: [Date] = []
+    /// When SMS codes were sent (for the per-user send limit).
+    public internal(set) var smsSends: [Date] = []
+
+    /// Confirmed factors, oldest first.
+    public var confirmedFactors: [Factor] {
+        factors.values.filter(\.isConfirmed).sorted { ($0.enrolledAt, $0.id.uuidString) < ($1.enrolledAt, $1.id.uuidString) }
+    }
+
+    /// Whether every first-factor sign-in needs a second factor.
+    public var isRequired: Bool { factors.values.contains(where: \.isConfirmed) }
+
+    /// Recovery codes not used yet.
+    public var unusedRecoveryCodeCount: Int { recoveryCodes.values.filter { !$0 }.count }
+
+    mutating func apply(_ event: AccountEvent, at date: Date) {
+        switch event {
+        case .mfaFactorEnrolled(let payload):
+            factors[payload.factorId] = Factor(
+                id: payload.factorId, type: payload.type, displayName: payload.personal.displayName,
+                phoneNumber: payload.personal.phoneNumber, totpSecret: payload.personal.totpSecret, enrolledAt: date)
+        case .mfaFactorConfirmed(let payload):
+            factors[payload.factorId]?.confirmedAt = date
+            factors[payload.factorId]?.codeHash = nil
+            if let step = payload.totpStep { factors[payload.factorId]?.lastUsedStep = step }
+        case .mfaFactorRemoved(let payload):
+            factors[payload.factorId] = nil
+        case .mfaRecoveryCodesIssued(let payload):
+            recoveryCodes = Dictionary(uniqueKeysWithValues: payload.codeHashes.map { ($0, false) })
+        case .mfaChallengeIssued(let payload):
+            challenges[payload.challengeId] = Challenge(
+                id: payload.challengeId, firstFactor: payload.firstFactor, amr: payload.amr, expiresAt: payload.expiresAt)
+        case .mfaCodeSent(let payload):
+            smsSends.append(date)
+            if let challengeId = payload.challengeId {
+                challenges[challengeId]?.codeHash = payload.codeHash
+                challenges[challengeId]?.codeFactorId = payload.factorId
+                challenges[challengeId]?.codeExpiresAt = payload.expiresAt
+            } else {
+                factors[payload.factorId]?.codeHash = payload.codeHash
+                factors[payload.factorId]?.codeExpiresAt = payload.expiresAt
+            }
+        case .mfaCodeDeliveryFailed:
+            break
+        case .mfaCodeAccepted(let payload):
+            if let step = payload.totpStep, let factorId = payload.factorId { factors[factorId]?.lastUsedStep = step }
+            challenges[payload.challengeId]?.codeHash = nil
+        case .mfaCodeRejected(let payload):
+            failures.append(date)
+            if let challengeId = payload.challengeId {
+                challenges[challengeId]?.attempts = payload.attempt
+            } else if let factorId = payload.factorId {
+                factors[factorId]?.failedAttempts = payload.attempt
+            }
+        case .mfaRecoveryCodeUsed(let payload):
+            recoveryCodes[payload.codeHash] = true
+        case .mfaChallengeEnded(let payload):
+            challenges[payload.challengeId]?.isEnded = true
+        default:
+            break
+        }
+    }
+}
+
+/// What the service found when it checked a presented code; the decision is the domain's.
+public enum MFACodeCheck: Sendable, Hashable {
+    /// A TOTP code: the time step it matches within the allowed window, or nil when it matches none.
+    case totp(matchingStep: Int64?)
+    /// An SMS code, as the hash the stored one is compared with.
+    case sms(codeHash: String)
+    /// A recovery code, as its hash.
+    case recoveryCode(codeHash: String)
+}
+
+/// The events of a code check, and whether it let the user in.
+public struct MFAOutcome: Sendable, Hashable {
+    /// To be committed whether or not the code was accepted: wrong codes are recorded too.
+    public var events: [AccountEvent]
+    /// The error to answer with after committing `events`; nil when the code was accepted.
+    public var failure: AccountError?
+    /// Whether a first set of recovery codes was issued (shown to the user once).
+    public var issuedRecoveryCodes = false
+}
+
+extension UserAccount {
+    /// How recent a sign-in must be to add or remove factors or recovery codes.
+    public static let recentSignInWindow: TimeInterval = 5 * 60
+    /// How long an `mfaPendingCredential` (its challenge) lasts.
+    public static let challengeLifetime: TimeInterval = 5 * 60
+    /// How long an SMS code lasts.
+    public static let smsCodeLifetime: TimeInterval = 5 * 60
+    /// Wrong codes that end a challenge (or a phone enrolment).
+    public static let maxCodeAttempts = 5
+    /// SMS codes a user may be sent in `smsWindow`.
+    public static let smsPerUser = 5
+    public static let smsWindow: TimeInterval = 15 * 60
+    /// Second factors a user may hold.
+    public static let maxFactors = 10
+
+    /// A TOTP factor, confirmed later by its first valid code.
+    public func enrolTOTP(
+        factorId: UUID, secret: String, displayName: String?, authTime: Date, now: Date
+    ) throws(AccountError) -> [AccountEvent] {
+        try checkFactorChange(authTime: authTime, now: now)
+        guard mfa.factors.count < Self.maxFactors else { throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.") }
+        return [.mfaFactorEnrolled(.init(
+            factorId: factorId, type: .totp, personal: PersonalData(displayName: displayName, totpSecret: secret)))]
+    }
+
+    /// A phone factor, confirmed later by the SMS code sent now (`codeHash`).
+    public func enrolPhone(
+        factorId: UUID, phoneNumber: String, displayName: String?, codeHash: String, authTime: Date, now: Date
+    ) throws(AccountError) -> [AccountEvent] {
+        try checkFactorChange(authTime: authTime, now: now)
+        guard mfa.factors.count < Self.maxFactors else { throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.") }
+        guard !mfa.confirmedFactors.contains(where: { $0.phoneNumber == phoneNumber }) else {
+            throw .invalidRequest("This phone number is already a second factor of the user.")
+        }
+        try checkSMSAllowance(now: now)
+        return [
+            .mfaFactorEnrolled(.init(
+                factorId: factorId, type: .phone, personal: PersonalData(displayName: displayName, phoneNumber: phoneNumber))),
+            .mfaCodeSent(.init(challengeId: nil, factorId: factorId, codeHash: codeHash,
+                               expiresAt: now.addingTimeInterval(Self.smsCodeLifetime))),
+        ]
+    }
+
+    /// Confirms an enrolment with its first code; the user's first factor also gets recovery codes.
+    public func confirmFactor(
+        _ factorId: UUID, type: MFAFactorType, check: MFACodeCheck, recoveryCodeHashes: [String], now: Date
+    ) throws(AccountError) -> MFAOutcome {
+        guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
+        guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
+        var step: Int64?
+        var rejection: String?
+        switch check {
+        case .totp(let matchingStep):
+            step = matchingStep
+            if matchingStep == nil { rejection = "wrong_code" }
+        case .sms(let codeHash):
+            if let expected = factor.codeHash, let expiry = factor.codeExpiresAt {
+                if !ConstantTimeText.isEqual(expected, codeHash) { rejection = "wrong_code" }
+                else if now > expiry { rejection = "expired_code" }
+            } else {
+                rejection = "no_code_sent"
+            }
+        case .recoveryCode:
+            throw .invalidRequest("A factor is confirmed with its own code.")
+        }
+        if let rejection {
+            let attempt = factor.failedAttempts + 1
+            var events: [AccountEvent] = [.mfaCodeRejected(.init(
+                challengeId: nil, factorId: factorId, method: type == .totp ? .totp : .sms, attempt: attempt, reason: rejection))]
+            if attempt >= Self.maxCodeAttempts {
+                events.append(.mfaFactorRemoved(.init(factorId: factorId, reason: "too_many_attempts")))
+                return MFAOutcome(events: events, failure: .invalidCode("Too many wrong codes: enrol the factor again."))
+            }
+            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
+        }
+        var events: [AccountEvent] = [.mfaFactorConfirmed(.init(factorId: factorId, totpStep: step))]
+        let isFirstFactor = !mfa.isRequired
+        if isFirstFactor {
+            events.append(.mfaRecoveryCodesIssued(.init(codeHashes: recoveryCodeHashes)))
+        }
+        return MFAOutcome(events: events, failure: nil, issuedRecoveryCodes: isFirstFactor)
+    }
+
+    /// Removes a factor (the user, with a recent sign-in, or an admin).
+    public func removeFactor(_ factorId: UUID, authTime: Date?, byAdmin: Bool = false, now: Date) throws(AccountError) -> [AccountEvent] {
+        if !byAdmin {
+            try checkFactorChange(authTime: authTime ?? .distantPast, now: now)
+        }
+        guard mfa.factors[factorId] != nil else { throw .mfaFactorNotFound }
+        return [.mfaFactorRemoved(.init(factorId: factorId, reason: byAdmin ? "admin" : "user"))]
+    }
+
+    /// A new set of recovery codes, replacing the old one (recent sign-in required).
+    public func regenerateRecoveryCodes(_ codeHashes: [String], authTime: Date, now: Date) throws(AccountError) -> [AccountEvent] {
+        try checkFactorChange(authTime: authTime, now: now)
+        guard mfa.isRequired else { throw .invalidRequest("Recovery codes need a confirmed second factor first.") }
+        return [.mfaRecoveryCodesIssued(.init(codeHashes: codeHashes))]
+    }
+
+    /// Sends an SMS code for a challenge (phone factors only).
+    public func sendChallengeCode(challenge challengeId: UUID, factor factorId: UUID, codeHash: String, now: Date) throws(AccountError)
+        -> [AccountEvent]
+    {
+        _ = try liveChallenge(challengeId, now: now)
+        guard let factor = mfa.factors[factorId], factor.isConfirmed else { throw .mfaFactorNotFound }
+        guard factor.type == .phone else { throw .invalidRequest("Only phone factors are sent a code; use the authenticator app's code.") }
+        try checkSMSAllowance(now: now)
+        return [.mfaCodeSent(.init(challengeId: challengeId, factorId: factorId, codeHash: codeHash,
+                                   expiresAt: now.addingTimeInterval(Self.smsCodeLifetime)))]
+    }
+
+    /// Completes (or fails) a challenge with a second-factor code or a recovery code.
+    ///
+    /// On success the challenge ends and `session` starts, with `amr` naming both factors.
+    public func verifyChallenge(
+        _ challengeId: UUID, factor factorId: UUID?, check: MFACodeCheck, session: NewSession, now: Date
+    ) throws(AccountError) -> MFAOutcome {
+        let challenge = try liveChallenge(challengeId, now: now)
+        try checkBackoff(now: now)
+        var method: MFAMethod
+        var step: Int64?
+        var rejection: String?
+        var usedRecoveryCode: String?
+        switch check {
+        case .totp(let matchingStep):
+            guard let factorId, let factor = mfa.factors[factorId], factor.isConfirmed, factor.type == .totp else {
+                throw .mfaFactorNotFound
+            }
+            method = .totp
+            if let matchingStep {
+                if let last = factor.lastUsedStep, matchingStep <= last { rejection = "reused_code" } else { step = matchingStep }
+            } else {
+                rejection = "wrong_code"
+            }
+        case .sms(let codeHash):
+            guard let factorId, let factor = mfa.factors[factorId], factor.isConfirmed, factor.type == .phone else {
+                throw .mfaFactorNotFound
+            }
+            method = .sms
+            if let expected = challenge.codeHash, challenge.codeFactorId == factorId, let expiry = challenge.codeExpiresAt {
+                if !ConstantTimeText.isEqual(expected, codeHash) { rejection = "wrong_code" }
+                else if now > expiry { rejection = "expired_code" }
+            } else {
+                rejection = "no_code_sent"
+            }
+        case .recoveryCode(let codeHash):
+            method = .recoveryCode
+            if let match = mfa.recoveryCodes.first(where: { ConstantTimeText.isEqual($0.key, codeHash) }), !match.value {
+                usedRecoveryCode = match.key
+            } else {
+                rejection = "wrong_code"
+            }
+        }
+        if let rejection {
+            let attempt = challenge.attempts + 1
+            var events: [AccountEvent] = [.mfaCodeRejected(.init(
+                challengeId: challengeId, factorId: factorId, method: method, attempt: attempt, reason: rejection))]
+            if attempt >= Self.maxCodeAttempts {
+                events.append(.mfaChallengeEnded(.init(challengeId: challengeId, reason: "too_many_attempts")))
+                return MFAOutcome(events: events, failure: .invalidCode("Too many wrong codes: sign in again."))
+            }
+            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
+        }
+        var events: [AccountEvent] = [.mfaCodeAccepted(.init(
+            challengeId: challengeId, factorId: factorId, method: method, totpStep: step, sessionId: session.id))]
+        if let usedRecoveryCode {
+            events.append(.mfaRecoveryCodeUsed(.init(challengeId: challengeId, codeHash: usedRecoveryCode)))
+        }
+        events.append(.mfaChallengeEnded(.init(challengeId: challengeId, reason: "completed")))
+        var completed = session
+        completed.amr = challenge.amr + [method.amr, "mfa"]
+        events += Self.started(completed, provider: challenge.firstFactor, outcome: "mfa", now: now)
+        return MFAOutcome(events: events, failure: nil)
+    }
+
+    /// The challenge, if it can still be completed.
+    public func liveChallenge(_ challengeId: UUID, now: Date) throws(AccountError) -> MFAState.Challenge {
+        guard exists else { throw .invalidMFAPendingCredential("The pending credential names no user.") }
+        guard !isDisabled else { throw .userDisabled }
+        guard let challenge = mfa.challenges[challengeId] else {
+            throw .invalidMFAPendingCredential("The pending credential is not one this user was given.")
+        }
+        guard !challenge.isEnded else { throw .invalidMFAPendingCredential("The pending credential was already used up; sign in again.") }
+        guard now <= challenge.expiresAt else { throw .invalidMFAPendingCredential("The pending credential expired; sign in again.") }
+        return challenge
+    }
+
+    /// Repeated wrong codes make the user wait: after five in a quarter hour, 5 s doubling per further failure, up to 5 minutes.
+    private func checkBackoff(now: Date) throws(AccountError) {
+        let recent = mfa.failures.filter { now.timeIntervalSince($0) < 15 * 60 }
+        guard recent.count >= Self.maxCodeAttempts, let last = recent.last else { return }
+        let wait = min(300, 5 * pow(2, Double(recent.count - Self.maxCodeAttempts)))
+        let remaining = last.addingTimeInterval(wait).timeIntervalSince(now)
+        if remaining > 0 {
+            throw .rateLimited(retryAfterSeconds: Int(remaining.rounded(.up)), "Too many wrong codes; wait before trying again.")
+        }
+    }
+
+    private func checkSMSAllowance(now: Date) throws(AccountError) {
+        let recent = mfa.smsSends.filter { now.timeIntervalSince($0) < Self.smsWindow }
+        if recent.count >= Self.smsPerUser, let oldest = recent.first {
+            let wait = oldest.addingTimeInterval(Self.smsWindow).timeIntervalSince(now)
+            throw .rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes for this user; wait before asking for another.")
+        }
+    }
+
+    private func checkFactorChange(authTime: Date, now: Date) throws(AccountError) {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        guard now.timeIntervalSince(authTime) <= Self.recentSignInWindow else { throw .recentLoginRequired }
+    }
+
+    private static func describe(_ rejection: String, remaining: Int) -> String {
+        let reason = switch rejection {
+        case "expired_code": "The code expired"
+        case "reused_code": "The code was already used"
+        case "no_code_sent": "No code was sent for this factor"
+        default: "The code is wrong"
+        }
+        return "\(reason); \(remaining) more \(remaining == 1 ? "try" : "tries") before the challenge ends."
+    }
+}
+
+/// Compares secrets (hashes in hex) in time that does not depend on where they differ.
+public enum ConstantTimeText {
+    /// Whether `lhs` and `rhs` are equal; their lengths are not secret.
+    public static func isEqual(_ lhs: String, _ rhs: String) -> Bool {
+        let left = Array(lhs.utf8)
+        let right = Array(rhs.utf8)
+        guard left.count == right.count else { return false }
+        var difference: UInt8 = 0
+        for index in left.indices {
+            difference |= left[index] ^ right[index]
+        }
+        return difference == 0
+    }
+}
+
+/// Phone numbers of phone factors.
+public enum PhoneNumber {
+    /// Whether `text` is an E.164 number: `+`, then 8 to 15 digits, the first not 0.
+    public static func isE164(_ text: String) -> Bool {
+        let digits = text.utf8.dropFirst()
+        return text.hasPrefix("+") && (8...15).contains(digits.count) && digits.first != UInt8(ascii: "0")
+            && digits.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    /// The number with all but its last four digits masked, as Firebase shows it: `+*******0100`.
+    public static func hint(_ number: String) -> String {
+        let digits = number.filter(\.isNumber)
+        guard digits.count > 4 else { return "+" + String(repeating: "*", count: digits.count) }
+        return "+" + String(repeating: "*", count: digits.count - 4) + digits.suffix(4)
+    }
+}
