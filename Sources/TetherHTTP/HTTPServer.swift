@@ -57,6 +57,14 @@ public final class HTTPServer: Sendable {
             [("address", HTTPServerError.formatAddress(host: configuration.host, port: boundPort))])
     }
 
+    /// The routes the server answers, in registration order: each method and path
+    /// pattern as registered (`POST`, `/v1/users/me/identities/{provider}`).
+    ///
+    /// Contract tests compare this list with `schema/openapi.yaml`.
+    public var routes: [(method: String, pattern: String)] {
+        core.router.routes
+    }
+
     /// The port the server listens on (picked by the system when configured as 0); 0 before ``start()``.
     public var boundPort: Int {
         listeningPort.load(ordering: .relaxed)
