@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherProviders
 
 /// Everything the server reads from `TETHER_*` variables (or a `--config` JSON file).
 ///
@@ -66,6 +67,8 @@ public struct TetherConfiguration: Sendable {
     public var firebaseProjectID: String?
     /// `TETHER_SMS_WEBHOOK_URL`.
     public var smsWebhookURL: URL?
+    /// `TETHER_SMS_WEBHOOK_SECRET`: signs every webhook request; set exactly when the URL is.
+    public var smsWebhookSecret: String?
     /// `TETHER_LOG_LEVEL`.
     public var logLevel: Logger.Level
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
@@ -94,6 +97,8 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id"),
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
         ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
+        ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
+         "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account before 429"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
@@ -155,11 +160,31 @@ public struct TetherConfiguration: Sendable {
         } else {
             smsWebhookURL = nil
         }
+        smsWebhookSecret = value("TETHER_SMS_WEBHOOK_SECRET")
+        switch (smsWebhookURL, smsWebhookSecret) {
+        case (_?, nil):
+            throw Invalid("TETHER_SMS_WEBHOOK_SECRET", "required when TETHER_SMS_WEBHOOK_URL is set (it signs every message)")
+        case (nil, _?):
+            throw Invalid("TETHER_SMS_WEBHOOK_URL", "not set, but TETHER_SMS_WEBHOOK_SECRET is: say where to post SMS messages")
+        case (_?, let secret?) where secret.utf8.count < Self.minimumWebhookSecretLength:
+            throw Invalid("TETHER_SMS_WEBHOOK_SECRET", "too short: use at least \(Self.minimumWebhookSecretLength) characters")
+        default:
+            break
+        }
         schemaDirectory = value("TETHER_SCHEMA_DIR")
         let known = Set(Self.variables.map(\.name))
         if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {
             throw Invalid(unknown, "unknown setting (see tether --help for the list)")
         }
+    }
+
+    /// The fewest characters `TETHER_SMS_WEBHOOK_SECRET` may have.
+    public static let minimumWebhookSecretLength = 16
+
+    /// The production SMS sender when `TETHER_SMS_WEBHOOK_URL` is set; nil otherwise (no SMS can be sent).
+    public func smsSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any SMSSender)? {
+        guard let smsWebhookURL, let smsWebhookSecret else { return nil }
+        return WebhookSMSSender(configuration: .init(url: smsWebhookURL, secret: smsWebhookSecret), httpClient: httpClient)
     }
 
     private static func fileValues(_ path: String) throws(Invalid) -> [String: String] {

@@ -15,9 +15,17 @@ public final class TetherService: Sendable {
     public let server: HTTPServer
     /// The keys that sign access tokens, published at `/.well-known/jwks.json`.
     public let signingKeys: SigningKeyStore
+    /// The account commands every surface runs (the seed loader of `tether dev` too).
+    public let accounts: AccountService
+    /// How credentials are verified: the configured identity providers unless the caller gave another.
+    public let identities: any IdentityVerification
+    /// How passwords are hashed and checked.
+    public let passwords: PasswordVerifier
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
+    ///
+    /// SMS codes go to `sms` when given (the dev outbox), otherwise to the configured webhook, if any.
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
@@ -34,18 +42,21 @@ public final class TetherService: Sendable {
         registerJWKSRoute(on: &router, keys: signingKeys)
         let accounts = AccountService(database: database, emailPolicy: configuration.emailPolicy)
         let passwordVerifier = try PasswordVerifier(hasher: passwords)
+        let identityVerification = try identities ?? ProviderIdentityVerification(
+            providers: IdentityProviders(
+                configuration: providers, nonceStore: PostgresNonceStore(client: database),
+                passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts)))
+        self.accounts = accounts
+        self.identities = identityVerification
+        self.passwords = passwordVerifier
         V1Routes(
             accounts: accounts,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            passwords: passwordVerifier,
-            identities: try identities ?? ProviderIdentityVerification(
-                providers: IdentityProviders(
-                    configuration: providers, nonceStore: PostgresNonceStore(client: database),
-                    passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts))),
+            passwords: passwordVerifier, identities: identityVerification,
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
             limits: SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit)),
             pendingCredentials: MFAPendingCredentials(keys: signingKeys),
-            sms: sms
+            sms: sms ?? configuration.smsSender()
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

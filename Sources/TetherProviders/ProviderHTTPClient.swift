@@ -4,7 +4,8 @@ import TetherJOSE
 import FoundationNetworking
 #endif
 
-/// The outbound HTTP seam for identity providers: key-set fetches, and Graph API calls that carry credentials in headers.
+/// The outbound HTTP seam for identity providers and webhooks: key-set fetches, Graph API calls
+/// that carry credentials in headers, and signed POSTs to the SMS webhook.
 ///
 /// It refines TetherJOSE's ``HTTPClient`` (used by ``JWKSCache``) with request
 /// headers, because Facebook's app token and user tokens belong in an
@@ -12,6 +13,12 @@ import FoundationNetworking
 public protocol ProviderHTTPClient: HTTPClient {
     /// GETs `url` with `headers`, giving up after `timeout` seconds or when the body exceeds `maxBytes`.
     func get(url: URL, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse
+
+    /// POSTs `body` to `url` with `headers`, giving up after `timeout` seconds or when the answer exceeds `maxBytes`.
+    ///
+    /// - Throws: ``HTTPClientError`` when no HTTP answer arrived (connection, TLS, timeout) or it was too large;
+    ///   any status, 5xx included, is an answer.
+    func post(url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse
 }
 
 extension ProviderHTTPClient {

@@ -6,11 +6,11 @@ import FoundationNetworking
 
 /// ``ProviderHTTPClient`` on `URLSession` (libcurl on Linux): ephemeral, uncached, no redirects.
 ///
-/// Header-less requests go through TetherJOSE's ``URLSessionHTTPClient``, which
+/// Header-less GETs go through TetherJOSE's ``URLSessionHTTPClient``, which
 /// stops a transfer as soon as it exceeds the size limit. Requests with headers
-/// use `URLSession`'s async API, which on Linux offers no streaming hook, so
-/// their size limit is applied once the body has arrived; they go only to the
-/// configured Graph API, whose answers are small.
+/// and POSTs use `URLSession`'s async API, which on Linux offers no streaming
+/// hook, so their size limit is applied once the body has arrived; they go only
+/// to the configured Graph API and SMS webhook, whose answers are small.
 public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
     private let plain = URLSessionHTTPClient()
 
@@ -20,13 +20,27 @@ public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
     /// GETs `url`; with no `headers`, the body is capped while it streams.
     public func get(url: URL, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         guard !headers.isEmpty else { return try await plain.get(url: url, timeout: timeout, maxBytes: maxBytes) }
+        return try await send(URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout),
+                              headers: headers, timeout: timeout, maxBytes: maxBytes)
+    }
+
+    /// POSTs `body` to `url`; the answer's size limit is applied once it has arrived.
+    public func post(url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
+        request.httpMethod = "POST"
+        request.httpBody = Data(body)
+        return try await send(request, headers: headers, timeout: timeout, maxBytes: maxBytes)
+    }
+
+    /// Sends `request` with `headers` on a session of its own that follows no redirect.
+    private func send(_ request: URLRequest, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout
         configuration.urlCache = nil
         let session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
+        var request = request
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         let data: Data, response: URLResponse

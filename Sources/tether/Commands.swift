@@ -18,7 +18,7 @@ enum Commands {
     }
 
     static func dev(_ arguments: [String]) async throws {
-        let options = try Arguments(arguments, valueFlags: ["config", "data"], switchFlags: [])
+        let options = try Arguments(arguments, valueFlags: ["config", "data"], switchFlags: ["no-seeds"])
         var configuration = try loadConfiguration(options)
         let logger = Logger(minimumLevel: configuration.logLevel)
         guard configuration.listen.isLoopback else {
@@ -53,9 +53,15 @@ enum Commands {
             configuration = try TetherConfiguration(values: values)
             var devRoutes = Router()
             devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
-            let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes)
+            let service = try TetherService(
+                configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes, sms: devIdP.smsOutbox)
             logger.info("dev identity provider", [("url", base.absoluteString)])
-            try await run(service)
+            // Seeds go in once the server answers: their tokens are verified against the
+            // dev identity provider's key sets and Graph API, over HTTP like any other.
+            try await run(service) {
+                guard !options.has("no-seeds") else { return }
+                try await loadSeeds(service: service, devIdP: devIdP, configuration: configuration, logger: logger)
+            }
         } catch {
             try? localServer?.stop()
             throw error
@@ -127,12 +133,40 @@ enum Commands {
         }
     }
 
-    /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
-    private static func run(_ service: TetherService) async throws {
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully; `started` runs once the server listens.
+    private static func run(_ service: TetherService, started: () async throws -> Void = {}) async throws {
         let signals = ShutdownSignal.listen()
         try service.start()
+        do {
+            try await started()
+        } catch {
+            await service.stop()
+            throw error
+        }
         _ = await signals.wait()
         await service.stop()
+    }
+
+    /// Loads `seeds/` (beside the migrations' `schema/`) through the service's own accounts and providers.
+    private static func loadSeeds(
+        service: TetherService, devIdP: DevIdentityProvider, configuration: TetherConfiguration, logger: Logger
+    ) async throws {
+        let directory = Seed.directory(besideSchema: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
+        guard FileManager.default.fileExists(atPath: directory.path) else {
+            logger.warn("no seeds loaded: no seeds/ directory beside schema/", [("directory", directory.path)])
+            return
+        }
+        let outcomes: [SeedLoader.Outcome]
+        do {
+            outcomes = try await SeedLoader(service: service, devIdP: devIdP).load(directory: directory)
+        } catch {
+            throw CommandFailure("\(error.description) (tether dev --no-seeds starts without seeds)")
+        }
+        logger.info("seeds loaded", [
+            ("users", outcomes.map(\.seed).joined(separator: ",")),
+            ("applied", String(outcomes.reduce(0) { $0 + $1.applied })),
+            ("alreadyLoaded", String(outcomes.reduce(0) { $0 + $1.skipped })),
+        ])
     }
 
     private static func createDatabaseIfMissing(_ name: String, adminURL: String) async throws {

@@ -10,7 +10,7 @@ enum Help {
         Commands:
           serve      run the server (production): needs TETHER_DATABASE_URL
           dev        run the server for development: its own PostgreSQL under .tether/pg,
-                     migrations applied; stops both on Ctrl-C
+                     migrations applied, sample users of seeds/ loaded; stops both on Ctrl-C
           migrate    apply the numbered SQL migrations of schema/ to TETHER_DATABASE_URL
           postgres   start or stop a private PostgreSQL cluster (used by make test)
           help       show this text, or `tether help COMMAND`
@@ -43,7 +43,7 @@ enum Help {
         """
 
     static let dev = """
-        Usage: tether dev [--config FILE] [--data DIR]
+        Usage: tether dev [--config FILE] [--data DIR] [--no-seeds]
 
         Runs the server for development. With TETHER_DATABASE_URL unset, it starts a
         private PostgreSQL cluster in DIR (default .tether/pg; created with initdb on the
@@ -57,6 +57,13 @@ enum Help {
         their key sets and a fake Facebook Graph API, and shows sent SMS messages.
         Provider settings point at it unless the environment sets them. GET /dev-idp/
         lists its endpoints. `tether serve` never mounts it.
+
+        Once the server listens, it loads the sample users of seeds/ (beside schema/;
+        seeds/README.md lists them) through the same commands a client sends, with
+        tokens minted by the dev identity provider. Steps already in the log are
+        skipped, so a restart changes nothing. A step that fails stops start-up.
+
+        --no-seeds   start without loading seeds/
         """
 
     static let migrate = """

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TetherAPI
+import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherJOSE
@@ -22,8 +23,9 @@ struct DevService: Sendable {
     let admin: PostgresClient
 
     /// Runs `body` against a fresh service; `settings` adds or overrides `TETHER_*` values.
+    /// SMS codes go to `sms` when given, otherwise to the dev outbox (`GET /dev-idp/sms`).
     static func run(
-        settings: [String: String] = [:], _ body: (DevService) async throws -> Void
+        settings: [String: String] = [:], sms: (any SMSSender)? = nil, _ body: (DevService) async throws -> Void
     ) async throws {
         let devIdP = try DevIdentityProvider(keyDirectory: nil)
         var idpRouter = Router()
@@ -38,7 +40,8 @@ struct DevService: Sendable {
         let service = try TetherService(
             configuration: try TetherConfiguration(values: values), databaseURL: database.url,
             logger: Logger(sink: .discarding),
-            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
+            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
+            sms: sms ?? devIdP.smsOutbox)
         try service.start()
         let admin = database.client(asServiceRole: false, maxConnections: 2)
         let harness = DevService(

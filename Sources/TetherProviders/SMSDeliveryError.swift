@@ -1,0 +1,61 @@
+import TetherCrypto
+import TetherHTTP
+
+/// Why a text message could not be handed to the SMS webhook, after every attempt.
+///
+/// Whatever the cause, clients get one answer: 503 `sms_unavailable` with
+/// `Retry-After`, never an error that would blame the code or the phone number.
+/// The reason and detail (status codes, attempts) are for logs.
+public struct SMSDeliveryError: ReasonCodedError, ProblemConvertible {
+    private enum Kind: String, Sendable {
+        /// No HTTP answer: connection refused, TLS, timeout.
+        case unreachable
+        /// The receiver kept failing (5xx, 429, 408) until the attempts ran out.
+        case receiverFailed = "receiver_failed"
+        /// The receiver refused the message (another 4xx, or a redirect); retrying would not help.
+        case rejected
+    }
+
+    private let kind: Kind
+    /// Status codes, attempts and causes, for logs; may name the webhook's host, so it never reaches clients.
+    public let detail: String
+    /// How long clients are told to wait (`Retry-After`, seconds).
+    public let retryAfterSeconds: Int
+
+    private init(_ kind: Kind, detail: String = "", retryAfterSeconds: Int = Self.defaultRetryAfterSeconds) {
+        self.kind = kind
+        self.detail = detail
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    /// `Retry-After` when the receiver named no longer wait.
+    public static let defaultRetryAfterSeconds = 10
+
+    /// No HTTP answer arrived.
+    public static let unreachable = SMSDeliveryError(.unreachable)
+    /// The receiver answered with server errors (or asked to slow down) on every attempt.
+    public static let receiverFailed = SMSDeliveryError(.receiverFailed)
+    /// The receiver refused the message.
+    public static let rejected = SMSDeliveryError(.rejected)
+
+    /// The stable reason for logs: `unreachable`, `receiver_failed` or `rejected`.
+    public var reason: String { kind.rawValue }
+
+    /// The same error with `detail` attached.
+    public func with(detail: String) -> SMSDeliveryError {
+        SMSDeliveryError(kind, detail: detail, retryAfterSeconds: retryAfterSeconds)
+    }
+
+    /// The same error telling clients to wait `seconds` (at least 1).
+    public func with(retryAfterSeconds seconds: Int) -> SMSDeliveryError {
+        SMSDeliveryError(kind, detail: detail, retryAfterSeconds: max(1, seconds))
+    }
+
+    /// 503 `sms_unavailable` with `Retry-After`.
+    public var problem: Problem {
+        Problem(
+            status: 503, code: "sms_unavailable", title: "SMS unavailable",
+            detail: "The text message could not be sent; try again shortly.",
+            headers: ["Retry-After": String(retryAfterSeconds)])
+    }
+}
