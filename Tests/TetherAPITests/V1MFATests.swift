@@ -1,0 +1,502 @@
+import Foundation
+import Synchronization
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+import TetherTesting
+
+/// Second factors over real HTTP: enrolment, the challenge of every sign-in, limits and recovery codes.
+@Suite("/v1 multi-factor authentication over HTTP")
+struct V1MFATests {
+    struct Enrolment: Decodable {
+        var factorId: String
+        var secret: String
+        var otpauthUri: String
+    }
+
+    /// A factor as the API shows it.
+    struct Factor: Decodable {
+        var id: String
+        var type: String
+        var displayName: String?
+        var phoneHint: String?
+    }
+
+    struct Confirmed: Decodable {
+        var factor: Factor
+        var recoveryCodes: [String]?
+    }
+
+    struct MFARequired: Decodable {
+        var code: String
+        var mfaPendingCredential: String
+        var factors: [Factor]
+    }
+
+    struct Completed: Decodable {
+        var user: SignedIn.User
+        var session: SignedIn.Session
+    }
+
+    // MARK: Helpers
+
+    /// Signs in with `credential` and enrols + confirms a TOTP factor; answers the sign-in, the TOTP and the confirmation.
+    private func userWithTOTP(_ app: DevService, _ credential: Credential) async throws -> (SignedIn, TOTP, Confirmed, UInt64) {
+        let user = try await app.signedIn(credential)
+        let enrol = try await app.client.post(
+            "/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(user.session.accessToken)"], json: ["displayName": "Phone app"])
+        #expect(enrol.status == 201)
+        let enrolment = try enrol.decodeJSON(Enrolment.self)
+        #expect(enrolment.otpauthUri.hasPrefix("otpauth://totp/"))
+        #expect(enrolment.otpauthUri.contains("secret=\(enrolment.secret)"))
+        let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+        let step = totp.step(at: Date())
+        let confirm = try await app.client.post(
+            "/v1/users/me/mfa/totp/verify", headers: ["Authorization": "Bearer \(user.session.accessToken)"],
+            json: ["factorId": enrolment.factorId, "code": totp.code(forStep: step)])
+        #expect(confirm.status == 200, "\(confirm.bodyText)")
+        return (user, totp, try confirm.decodeJSON(Confirmed.self), step)
+    }
+
+    private func mfaRequired(_ response: HTTPTestClient.Response) throws -> MFARequired {
+        #expect(response.status == 401)
+        return try response.decodeJSON(MFARequired.self)
+    }
+
+    private func verify(_ app: DevService, _ body: [String: String], headers: KeyValuePairs<String, String> = [:])
+        async throws -> HTTPTestClient.Response
+    {
+        try await app.client.post("/v1/mfa/verify", headers: headers, json: body)
+    }
+
+    private func smsCode(_ app: DevService, to phoneNumber: String) async throws -> String {
+        struct Outbox: Decodable {
+            struct Message: Decodable { var code: String? }
+            var messages: [Message]
+        }
+        let outbox = try await app.idp.get("/dev-idp/sms?phoneNumber=\(phoneNumber.replacingOccurrences(of: "+", with: "%2B"))")
+        guard let code = try outbox.decodeJSON(Outbox.self).messages.last?.code else {
+            throw HarnessFailure("no SMS to \(phoneNumber): \(outbox.bodyText)")
+        }
+        return code
+    }
+
+    // MARK: TOTP
+
+    @Test func aTOTPUserSignsInWithBothFactorsAndAmrNamesThem() async throws {
+        try await DevService.run { app in
+            let (user, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-totp"))
+            #expect(confirmed.factor.type == "totp")
+            #expect(confirmed.factor.displayName == "Phone app")
+            #expect(confirmed.recoveryCodes?.count == 10, "the first factor comes with ten recovery codes")
+            #expect(Set(confirmed.recoveryCodes ?? []).count == 10)
+            let me = try await app.me(user.session.accessToken).decodeJSON(UserMFAEnvelope.self)
+            #expect(me.user.mfa.map(\.type) == ["totp"])
+
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-totp")))
+            #expect(challenge.code == "mfa_required")
+            #expect(challenge.factors.map(\.type) == ["totp"])
+            #expect(challenge.factors.first?.id == confirmed.factor.id)
+
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
+                                             "code": totp.code(forStep: step + 1)])
+            #expect(done.status == 200, "\(done.bodyText)")
+            let completed = try done.decodeJSON(Completed.self)
+            #expect(completed.user.id == user.user.id)
+            let claims = try JOSEObject(parsing: Base64URL.decode(String(completed.session.accessToken.split(separator: ".")[1])))
+            #expect(claims["amr"]?.arrayValue?.compactMap(\.stringValue) == ["apple", "otp", "mfa"])
+            #expect(try await app.me(completed.session.accessToken).status == 200)
+            #expect(try await app.refresh(completed.session.refreshToken).status == 200)
+
+            // A second, different factor gets no new recovery codes.
+            let second = try await app.client.post(
+                "/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(completed.session.accessToken)"], body: [])
+            let enrolment = try second.decodeJSON(Enrolment.self)
+            let secondTOTP = try TOTP(secret: try Base32.decode(enrolment.secret))
+            let again = try await app.client.post(
+                "/v1/users/me/mfa/totp/verify", headers: ["Authorization": "Bearer \(completed.session.accessToken)"],
+                json: ["factorId": enrolment.factorId, "code": secondTOTP.code(at: Date())])
+            #expect(again.status == 200)
+            #expect(try again.decodeJSON(Confirmed.self).recoveryCodes == nil)
+        }
+    }
+
+    @Test func totpCodesFollowRFC6238WindowsAndAreNeverUsedTwice() async throws {
+        try await DevService.run { app in
+            let accounts = AccountService(database: app.admin, emailPolicy: .oneAccountPerEmail)
+            let user = try await app.signedIn(try await app.apple("apple-window"))
+            let userId = UUID(uuidString: user.user.id)!
+            // A step boundary in the recent past: the time of the enrolment is ours to choose.
+            let step = UInt64(Date().timeIntervalSince1970 / 30) - 20
+            let start = Date(timeIntervalSince1970: Double(step) * 30)
+            let enrolment = try await accounts.enrolTOTP(userId: userId, authTime: start, displayName: nil, context: CommandContext(now: start))
+            let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+            let factorId = enrolment.factorId
+
+            // The code of step s works from its first instant to one step after its last (window +-1) …
+            let code = totp.code(forStep: step)
+            let early = CommandContext(now: start.addingTimeInterval(-30.001))
+            // Each command its own id (a shared one would make later commands retries of the first).
+            let end = start.addingTimeInterval(59.999)
+            var atEnd: CommandContext { CommandContext(now: end) }
+            await #expect(throws: AccountError.self) {
+                _ = try await accounts.confirmFactor(userId: userId, factorId: factorId, type: .totp, code: code, context: early)
+            }
+            let confirmed = try await accounts.confirmFactor(userId: userId, factorId: factorId, type: .totp, code: code, context: atEnd)
+            #expect(confirmed.factor.isConfirmed)
+
+            // … and then never again, nor any earlier step's code, while the next step's code still works.
+            let outcome = try await accounts.signIn(
+                ExternalIdentity(provider: "apple", uid: "apple-window", email: nil, isEmailVerified: false),
+                session: NewSession(id: UUID(), refreshTokenHash: "h", amr: ["apple"]), context: atEnd)
+            let challengeId = try #require(outcome.challenge?.id)
+            for (reused, reason) in [(code, "reused"), (totp.code(forStep: step - 1), "earlier")] {
+                do {
+                    _ = try await accounts.verifyChallenge(
+                        userId: userId, challengeId: challengeId, factorId: factorId, code: reused, recoveryCode: nil,
+                        session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: []), context: atEnd)
+                    Issue.record("the \(reason) code was accepted")
+                } catch let error as AccountError {
+                    #expect(error.code == "invalid_code", "\(reason)")
+                }
+            }
+            let tooLate = CommandContext(now: start.addingTimeInterval(90))
+            await #expect(throws: AccountError.self, "step s+1's code is out of the window at step s+3") {
+                _ = try await accounts.verifyChallenge(
+                    userId: userId, challengeId: challengeId, factorId: factorId, code: totp.code(forStep: step + 1), recoveryCode: nil,
+                    session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: []), context: tooLate)
+            }
+            let session = try await accounts.verifyChallenge(
+                userId: userId, challengeId: challengeId, factorId: factorId, code: totp.code(forStep: step + 1), recoveryCode: nil,
+                session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: []), context: atEnd)
+            #expect(session.amr == ["apple", "otp", "mfa"])
+            let rejected = try await app.admin.query("""
+                SELECT data->>'reason' AS reason FROM events WHERE type = 'MFACodeRejected' ORDER BY position
+                """).map { try $0.decode("reason", as: String.self) }
+            #expect(rejected == ["wrong_code", "reused_code", "wrong_code", "wrong_code"])
+        }
+    }
+
+    // MARK: Phone
+
+    @Test func aPhoneFactorIsConfirmedAndUsedThroughTheDevOutbox() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.google("google-phone"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+            let invalid = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "555-0100"])
+            #expect(invalid.status == 400)
+            let enrol = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550100"])
+            #expect(enrol.status == 201)
+            let factorId = try enrol.decodeJSON([String: String].self)["factorId"]!
+            let confirm = try await app.client.post(
+                "/v1/users/me/mfa/phone/verify", headers: auth,
+                json: ["factorId": factorId, "code": try await smsCode(app, to: "+15555550100")])
+            #expect(confirm.status == 200)
+            #expect(try confirm.decodeJSON(Confirmed.self).factor.phoneHint == "+*******0100")
+
+            let challenge = try mfaRequired(try await app.signIn(try await app.google("google-phone")))
+            #expect(challenge.factors.first?.phoneHint == "+*******0100")
+            let noCode = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId, "code": "000000"])
+            #expect(try noCode.decodeJSON(ProblemBody.self).code == "invalid_code", "no code was sent for the challenge yet")
+            let sent = try await app.client.post(
+                "/v1/mfa/challenge", json: ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId])
+            #expect(sent.status == 200)
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
+                                             "code": try await smsCode(app, to: "+15555550100")])
+            #expect(done.status == 200, "\(done.bodyText)")
+            let claims = try JOSEObject(parsing: Base64URL.decode(
+                String(try done.decodeJSON(Completed.self).session.accessToken.split(separator: ".")[1])))
+            #expect(claims["amr"]?.arrayValue?.compactMap(\.stringValue) == ["google", "sms", "mfa"])
+        }
+    }
+
+    @Test func whenTheSMSWebhookIsDownTheAnswerIs503AndNothingIsLost() async throws {
+        let receiver = try SMSReceiver()
+        let sender = WebhookSMSSender(configuration: .init(url: receiver.url, secret: "a webhook secret of some length"))
+        try await DevService.run(sms: sender) { app in
+            let user = try await app.signedIn(try await app.apple("apple-webhook"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+
+            receiver.isUp = false
+            let refused = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550199"])
+            #expect(refused.status == 503)
+            #expect(try refused.decodeJSON(ProblemBody.self).code == "sms_unavailable")
+            #expect(!refused.headers.values(for: "Retry-After").isEmpty)
+            let factors: Int = try await app.admin.query("SELECT count(*)::int AS n FROM mfa_factors")[0].decode("n")
+            #expect(factors == 0, "a code that never left enrols nothing")
+
+            receiver.isUp = true
+            let enrol = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550199"])
+            #expect(enrol.status == 201)
+            let factorId = try enrol.decodeJSON([String: String].self)["factorId"]!
+            let confirm = try await app.client.post(
+                "/v1/users/me/mfa/phone/verify", headers: auth, json: ["factorId": factorId, "code": try receiver.lastCode()])
+            #expect(confirm.status == 200)
+
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-webhook")))
+            receiver.isUp = false
+            let down = try await app.client.post(
+                "/v1/mfa/challenge", json: ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId])
+            #expect(down.status == 503)
+            #expect(try await app.eventCount("MFACodeDeliveryFailed") == 2, "support staff see the failed sends")
+            #expect(try await app.eventCount("MFACodeRejected") == 0, "a failed send is never a wrong code")
+
+            receiver.isUp = true
+            let up = try await app.client.post(
+                "/v1/mfa/challenge", json: ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId])
+            #expect(up.status == 200, "the same challenge carries on")
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
+                                             "code": try receiver.lastCode()])
+            #expect(done.status == 200)
+        }
+        await receiver.stop()
+    }
+
+    // MARK: Limits and pending credentials
+
+    @Test func fiveWrongCodesEndTheChallengeAndRepeatedFailuresBackOff() async throws {
+        try await DevService.run { app in
+            let (_, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-wrong"))
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-wrong")))
+            let wrong = totp.code(forStep: step + 10)
+            for attempt in 1...5 {
+                let response = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential,
+                                                      "factorId": confirmed.factor.id, "code": wrong])
+                #expect(response.status == 401)
+                #expect(try response.decodeJSON(ProblemBody.self).code == "invalid_code", "attempt \(attempt)")
+            }
+            let ended = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential,
+                                               "factorId": confirmed.factor.id, "code": totp.code(forStep: step + 1)])
+            #expect(try ended.decodeJSON(ProblemBody.self).code == "invalid_mfa_pending_credential", "the right code comes too late")
+            let attempts = try await app.admin.query("""
+                SELECT (data->>'attempt')::int AS attempt FROM events WHERE type = 'MFACodeRejected' ORDER BY position
+                """).map { try $0.decode("attempt", as: Int.self) }
+            #expect(attempts == [1, 2, 3, 4, 5])
+            #expect(try await app.eventCount("MFAChallengeEnded") == 1)
+
+            // A fresh challenge right away must wait.
+            let next = try mfaRequired(try await app.signIn(try await app.apple("apple-wrong")))
+            let waiting = try await verify(app, ["mfaPendingCredential": next.mfaPendingCredential,
+                                                 "factorId": confirmed.factor.id, "code": totp.code(forStep: step + 1)])
+            #expect(waiting.status == 429)
+            #expect(try waiting.decodeJSON(ProblemBody.self).code == "rate_limited")
+            #expect(Int(waiting.headers.values(for: "Retry-After").first ?? "") ?? 0 >= 1)
+        }
+    }
+
+    @Test func pendingCredentialsAreSingleUseExpireAndBelongToOneUser() async throws {
+        try await DevService.run { app in
+            let (_, totp, alice, step) = try await userWithTOTP(app, try await app.apple("apple-alice"))
+            let (_, _, bob, _) = try await userWithTOTP(app, try await app.apple("apple-bob"))
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-alice")))
+
+            let crossed = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": bob.factor.id,
+                                                "code": totp.code(forStep: step + 1)])
+            #expect(crossed.status == 404)
+            #expect(try crossed.decodeJSON(ProblemBody.self).code == "mfa_factor_not_found", "Alice's credential cannot use Bob's factor")
+
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": alice.factor.id,
+                                             "code": totp.code(forStep: step + 1)])
+            #expect(done.status == 200)
+            let reused = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": alice.factor.id,
+                                               "code": totp.code(forStep: step + 2)])
+            #expect(reused.status == 401)
+            #expect(try reused.decodeJSON(ProblemBody.self).code == "invalid_mfa_pending_credential")
+
+            // Expired: the credential's own exp, read five minutes and a bit later.
+            let fresh = try mfaRequired(try await app.signIn(try await app.apple("apple-alice")))
+            let later = MFAPendingCredentials(keys: SigningKeyStore(client: app.admin), clock: FixedClock(Date().addingTimeInterval(320)))
+            let expired = await #expect(throws: AccountError.self) { _ = try await later.read(fresh.mfaPendingCredential) }
+            #expect(expired?.code == "invalid_mfa_pending_credential")
+            // …and the challenge itself, judged five minutes and a bit later.
+            let accounts = AccountService(database: app.admin, emailPolicy: .oneAccountPerEmail)
+            let pending = try await MFAPendingCredentials(keys: SigningKeyStore(client: app.admin)).read(fresh.mfaPendingCredential)
+            let stale = await #expect(throws: AccountError.self) {
+                _ = try await accounts.verifyChallenge(
+                    userId: pending.userId, challengeId: pending.challengeId, factorId: UUID(uuidString: alice.factor.id)!,
+                    code: totp.code(forStep: step + 11), recoveryCode: nil,
+                    session: NewSession(id: UUID(), refreshTokenHash: "x", amr: []), context: CommandContext(now: Date().addingTimeInterval(320)))
+            }
+            #expect(stale?.code == "invalid_mfa_pending_credential")
+
+            // Forged: an access token is not a pending credential, nor is a credential signed by another key.
+            let forged = try JWTSigner(privateKey: try PrivateKey.generate(.ecP256), algorithm: .es256)
+                .sign(claims: ["iss": "tether", "sub": .string(pending.userId.uuidString.lowercased()),
+                               "jti": .string(pending.challengeId.uuidString.lowercased()),
+                               "iat": .number(Date().timeIntervalSince1970), "exp": .number(Date().timeIntervalSince1970 + 60)],
+                      type: MFAPendingCredentials.tokenType)
+            for credential in [forged, try done.decodeJSON(Completed.self).session.accessToken] {
+                let response = try await verify(app, ["mfaPendingCredential": credential, "factorId": alice.factor.id, "code": "123456"])
+                #expect(response.status == 401)
+                #expect(try response.decodeJSON(ProblemBody.self).code == "invalid_mfa_pending_credential")
+            }
+        }
+    }
+
+    @Test func everyProviderAndPasswordSignInMeetsTheChallenge() async throws {
+        try await DevService.run { app in
+            let signUp = try await app.client.post("/v1/sign-up", json: ["email": "multi@example.com", "password": "a long password"])
+            let token = try signUp.decodeJSON(SignedIn.self).session.accessToken
+            for credential in [try await app.apple("apple-multi"), try await app.google("google-multi"), try await app.facebook("fb-multi")] {
+                #expect(try await app.link(credential, to: token).status == 200)
+            }
+            let enrol = try await app.client.post("/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(token)"], body: [])
+            let enrolment = try enrol.decodeJSON(Enrolment.self)
+            let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+            #expect(try await app.client.post("/v1/users/me/mfa/totp/verify", headers: ["Authorization": "Bearer \(token)"],
+                                              json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())]).status == 200)
+            let credentials = [app.password("multi@example.com", "a long password"), try await app.apple("apple-multi"),
+                               try await app.google("google-multi"), try await app.facebook("fb-multi")]
+            for credential in credentials {
+                let challenge = try mfaRequired(try await app.signIn(credential))
+                #expect(challenge.code == "mfa_required", "\(credential.provider)")
+                #expect(challenge.factors.map(\.id) == [enrolment.factorId])
+            }
+            #expect(try await app.eventCount("MFAChallengeIssued") == 4)
+            #expect(try await app.eventCount("SessionStarted") == 1, "no session without the second factor")
+        }
+    }
+
+    @Test func changingFactorsNeedsARecentSignIn() async throws {
+        try await DevService.run { app in
+            let (user, _, confirmed, _) = try await userWithTOTP(app, try await app.apple("apple-stale"))
+            // The user's own token, as it would be ten minutes after the sign-in.
+            let row = try await app.admin.query("SELECT kid, private_key_pem FROM signing_keys ORDER BY created_at DESC LIMIT 1")[0]
+            var claims = try JOSEObject(parsing: Base64URL.decode(String(user.session.accessToken.split(separator: ".")[1])))
+            claims["auth_time"] = .number(Date().timeIntervalSince1970.rounded(.down) - 600)
+            let stale = try JWTSigner(privateKey: try PrivateKey(pem: try row.decode("private_key_pem", as: String.self)),
+                                      algorithm: .es256, keyID: try row.decode("kid", as: String.self)).sign(claims: claims, type: "at+jwt")
+            #expect(try await app.me(stale).status == 200, "the token itself is fine")
+            for (method, path) in [("DELETE", "/v1/users/me/mfa/\(confirmed.factor.id)"), ("POST", "/v1/users/me/mfa/totp"),
+                                   ("POST", "/v1/users/me/mfa/recovery-codes")] {
+                let response = method == "DELETE"
+                    ? try await app.client.delete(path, headers: ["Authorization": "Bearer \(stale)"])
+                    : try await app.client.post(path, headers: ["Authorization": "Bearer \(stale)"], body: [])
+                #expect(response.status == 401, "\(path)")
+                #expect(try response.decodeJSON(ProblemBody.self).code == "recent_login_required", "\(path)")
+            }
+            let removed = try await app.client.delete(
+                "/v1/users/me/mfa/\(confirmed.factor.id)", headers: ["Authorization": "Bearer \(user.session.accessToken)"])
+            #expect(removed.status == 200)
+            #expect(try removed.decodeJSON(UserMFAEnvelope.self).user.mfa.isEmpty)
+            #expect(try await app.signIn(try await app.apple("apple-stale")).status == 200, "no factor, no challenge")
+        }
+    }
+
+    @Test func aRecoveryCodeWorksOnceAndCodesCanBeRegenerated() async throws {
+        try await DevService.run { app in
+            let (user, _, confirmed, _) = try await userWithTOTP(app, try await app.apple("apple-recovery"))
+            let code = try #require(confirmed.recoveryCodes?.first)
+            let first = try mfaRequired(try await app.signIn(try await app.apple("apple-recovery")))
+            let used = try await verify(app, ["mfaPendingCredential": first.mfaPendingCredential, "recoveryCode": code.uppercased()])
+            #expect(used.status == 200, "recovery codes are read without case")
+            let claims = try JOSEObject(parsing: Base64URL.decode(
+                String(try used.decodeJSON(Completed.self).session.accessToken.split(separator: ".")[1])))
+            #expect(claims["amr"]?.arrayValue?.compactMap(\.stringValue) == ["apple", "rcv", "mfa"])
+
+            let second = try mfaRequired(try await app.signIn(try await app.apple("apple-recovery")))
+            let again = try await verify(app, ["mfaPendingCredential": second.mfaPendingCredential, "recoveryCode": code])
+            #expect(again.status == 401)
+            #expect(try again.decodeJSON(ProblemBody.self).code == "invalid_code")
+            #expect(try await app.eventCount("MFARecoveryCodeUsed") == 1)
+
+            let regenerated = try await app.client.post(
+                "/v1/users/me/mfa/recovery-codes", headers: ["Authorization": "Bearer \(user.session.accessToken)"], body: [])
+            #expect(regenerated.status == 201)
+            let codes = try regenerated.decodeJSON([String: [String]].self)["recoveryCodes"] ?? []
+            #expect(codes.count == 10)
+            let old = try await verify(app, ["mfaPendingCredential": second.mfaPendingCredential,
+                                             "recoveryCode": try #require(confirmed.recoveryCodes?.last)])
+            #expect(try old.decodeJSON(ProblemBody.self).code == "invalid_code", "old codes stop working")
+            let stored: Int = try await app.admin.query("SELECT count(*)::int AS n FROM mfa_recovery_codes WHERE code_hash = \(codes[0])")[0].decode("n")
+            #expect(stored == 0, "only hashes are stored")
+        }
+    }
+
+    @Test func wrongCodesWhileEnrollingEndTheEnrolment() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-enrol-wrong"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+            let enrolment = try await app.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+            for _ in 1...5 {
+                let response = try await app.client.post(
+                    "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": "000000"])
+                #expect(response.status == 401 || response.status == 404)
+            }
+            let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+            let late = try await app.client.post(
+                "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
+            #expect(late.status == 404)
+            #expect(try late.decodeJSON(ProblemBody.self).code == "mfa_factor_not_found")
+        }
+    }
+}
+
+/// `{"user": …}` with the user's factors.
+struct UserMFAEnvelope: Decodable {
+    struct User: Decodable {
+        struct Factor: Decodable {
+            var id: String
+            var type: String
+        }
+        var id: String
+        var mfa: [Factor]
+    }
+    var user: User
+}
+
+/// A clock stopped at one instant.
+struct FixedClock: WallClock {
+    let instant: Date
+    init(_ instant: Date) { self.instant = instant }
+    func now() -> Date { instant }
+}
+
+/// A loopback stand-in for an SMS provider's webhook that can be taken down and brought back.
+final class SMSReceiver: Sendable {
+    private final class State: Sendable {
+        let mutex = Mutex<(isUp: Bool, bodies: [[UInt8]])>((true, []))
+    }
+    private let state = State()
+    private let server: HTTPServer
+    let url: URL
+
+    init() throws {
+        let state = self.state
+        var router = Router()
+        router.post("/sms") { request in
+            let isUp = state.mutex.withLock { current in
+                if current.isUp { current.bodies.append(request.body) }
+                return current.isUp
+            }
+            return isUp ? .noContent() : HTTPResponse(status: 503)
+        }
+        server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: router)
+        try server.start()
+        url = URL(string: "http://127.0.0.1:\(server.boundPort)/sms")!
+    }
+
+    var isUp: Bool {
+        get { state.mutex.withLock { $0.isUp } }
+        set { state.mutex.withLock { $0.isUp = newValue } }
+    }
+
+    /// The six digits of the last message received.
+    func lastCode() throws -> String {
+        guard let body = state.mutex.withLock({ $0.bodies.last }),
+              let message = try JSONSerialization.jsonObject(with: Data(body)) as? [String: String],
+              let text = message["body"], let range = text.range(of: #"\d{6}"#, options: .regularExpression) else {
+            throw HarnessFailure("the receiver has no message with a code")
+        }
+        return String(text[range])
+    }
+
+    func stop() async {
+        await server.shutdown()
+    }
+}
