@@ -326,3 +326,28 @@ struct V1SessionsTests {
         #expect(!live.isEmpty)
     }
 }
+
+@Suite("/v1 when the database is unreachable")
+struct V1DatabaseUnavailableTests {
+    @Test func anUnreachableDatabaseIsA503WithRetryAfterNeverASignOut() async throws {
+        // A port nothing listens on: every query fails to connect.
+        let probe = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: Router())
+        try probe.start()
+        let port = probe.boundPort
+        await probe.shutdown()
+        let service = try TetherService(
+            configuration: try TetherConfiguration(values: ["TETHER_LISTEN": "127.0.0.1:0"]),
+            databaseURL: "postgresql://tether@127.0.0.1:\(port)/tether?connect_timeout=2", logger: Logger(sink: .discarding))
+        try service.start()
+        let client = HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30))
+        let refresh = try await client.post("/v1/sessions/refresh", json: ["refreshToken": RefreshTokens.generate()])
+        #expect(refresh.status == 503)
+        #expect(!refresh.headers.values(for: "Retry-After").isEmpty)
+        #expect(!refresh.bodyText.contains("invalid_token"), "a client must not sign its user out over this")
+        let signUp = try await client.post("/v1/sign-up", json: ["email": "x@example.com", "password": "a long password"])
+        #expect(signUp.status == 503)
+        #expect(try await client.get("/readyz").status == 503)
+        await client.close()
+        await service.stop()
+    }
+}
