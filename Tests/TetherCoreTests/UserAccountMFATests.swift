@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import TetherCore
+
+@Suite("Second-factor decisions (pure)")
+struct UserAccountMFATests {
+    let now = Date(timeIntervalSince1970: 1_795_958_985)
+    let id = UUID()
+    let factorId = UUID()
+    private let apple = ExternalIdentity(provider: "apple", uid: "001.apple", email: "a@example.com", isEmailVerified: false)
+
+    /// A user with one confirmed TOTP factor (confirmed at step 100).
+    private func userWithTOTP() throws -> UserAccount {
+        var events = UserAccount.register(id: id, identity: apple, session: nil, now: now)
+        var user = UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+        let enrol = try user.enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now)
+        for event in enrol { user.apply(event, at: now) }
+        let confirm = try user.confirmFactor(factorId, type: .totp, check: .totp(matchingStep: 100), recoveryCodeHashes: ["r1", "r2"], now: now)
+        events += enrol + confirm.events
+        return UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+    }
+
+    private func newSession() -> NewSession { NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["apple"]) }
+
+    private func applying(_ events: [AccountEvent], to user: UserAccount, at date: Date? = nil) -> UserAccount {
+        var user = user
+        for event in events { user.apply(event, at: date ?? now) }
+        return user
+    }
+
+    @Test func aConfirmedFactorTurnsSignInIntoAChallenge() throws {
+        let user = try userWithTOTP()
+        let session = newSession()
+        let events = try user.signIn(with: apple, session: session, now: now)
+        #expect(events.map(\.type) == ["MFAChallengeIssued"])
+        let challenged = applying(events, to: user)
+        #expect(challenged.activeSessions.isEmpty)
+        #expect(challenged.mfa.challenges[session.id]?.expiresAt == now.addingTimeInterval(300))
+        #expect(challenged.mfa.unusedRecoveryCodeCount == 2)
+    }
+
+    @Test func fiveWrongCodesEndTheChallengeAndTheNextMustWait() throws {
+        var user = try userWithTOTP()
+        let session = newSession()
+        user = applying(try user.signIn(with: apple, session: session, now: now), to: user)
+        for attempt in 1...5 {
+            let outcome = try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: nil), session: newSession(), now: now)
+            #expect(outcome.failure?.code == "invalid_code")
+            guard case .mfaCodeRejected(let rejected)? = outcome.events.first else {
+                Issue.record("attempt \(attempt) was not rejected")
+                return
+            }
+            #expect(rejected.attempt == attempt && rejected.challengeId == session.id && rejected.reason == "wrong_code")
+            #expect(outcome.events.count == (attempt == 5 ? 2 : 1))
+            user = applying(outcome.events, to: user)
+        }
+        #expect(throws: AccountError.self) {
+            try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+        }
+        let next = newSession()
+        user = applying(try user.signIn(with: apple, session: next, now: now), to: user)
+        do {
+            _ = try user.verifyChallenge(next.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now.addingTimeInterval(1))
+            Issue.record("no backoff")
+        } catch {
+            #expect(error.code == "rate_limited")
+            #expect(error.retryAfterSeconds == 4)
+        }
+        let later = try user.verifyChallenge(next.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now.addingTimeInterval(6))
+        #expect(later.failure == nil)
+        #expect(later.events.map(\.type) == ["MFACodeAccepted", "MFAChallengeEnded", "SignedIn", "SessionStarted"])
+    }
+
+    @Test func aTOTPStepIsAcceptedOnceAndNeverBelowTheLastOne() throws {
+        var user = try userWithTOTP()
+        let session = newSession()
+        user = applying(try user.signIn(with: apple, session: session, now: now), to: user)
+        for (step, reason) in [(Int64(100), "reused_code"), (99, "reused_code")] {
+            let outcome = try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: step), session: newSession(), now: now)
+            if case .mfaCodeRejected(let rejected) = outcome.events.first { #expect(rejected.reason == reason) } else { Issue.record("accepted \(step)") }
+            user = applying(outcome.events, to: user)
+        }
+        let accepted = try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+        #expect(accepted.failure == nil)
+    }
+
+    @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
+        let user = try userWithTOTP()
+        let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)
+        #expect(throws: AccountError.self) { try user.takeOver(with: google, session: newSession(), now: now) }
+    }
+
+    @Test func smsCodesPerUserAreLimited() throws {
+        var user = try userWithTOTP()
+        for index in 0..<5 {
+            let events = try user.enrolPhone(
+                factorId: UUID(), phoneNumber: "+1555555010\(index)", displayName: nil, codeHash: "h", authTime: now, now: now)
+            user = applying(events, to: user)
+        }
+        do {
+            _ = try user.enrolPhone(factorId: UUID(), phoneNumber: "+15555550109", displayName: nil, codeHash: "h", authTime: now, now: now)
+            Issue.record("a sixth SMS in the window was allowed")
+        } catch {
+            #expect(error.code == "rate_limited")
+        }
+    }
+
+    @Test func changesNeedASignInFromTheLastFiveMinutes() throws {
+        let user = try userWithTOTP()
+        #expect(throws: AccountError.recentLoginRequired) {
+            try user.removeFactor(factorId, authTime: now.addingTimeInterval(-301), now: now)
+        }
+        #expect(try user.removeFactor(factorId, authTime: now.addingTimeInterval(-299), now: now).map(\.type) == ["MFAFactorRemoved"])
+        #expect(try user.removeFactor(factorId, authTime: nil, byAdmin: true, now: now).map(\.type) == ["MFAFactorRemoved"])
+    }
+
+    @Test func phoneHintsMaskAllButTheLastFourDigits() {
+        #expect(PhoneNumber.hint("+15555550100") == "+*******0100")
+        #expect(PhoneNumber.isE164("+15555550100"))
+        #expect(!PhoneNumber.isE164("+05555550100"))
+        #expect(!PhoneNumber.isE164("5555550100"))
+        #expect(!PhoneNumber.isE164("+1555"))
+    }
+}
