@@ -259,6 +259,27 @@ struct V1MFATests {
 
     // MARK: Limits and pending credentials
 
+    @Test func smsCodesToOneNumberAreLimitedWhoeverAsks() async throws {
+        try await DevService.run { app in
+            var statuses: [Int] = []
+            for index in 0..<6 {
+                let user = try await app.signedIn(try await app.apple("apple-sms-\(index)"))
+                let response = try await app.client.post(
+                    "/v1/users/me/mfa/phone", headers: ["Authorization": "Bearer \(user.session.accessToken)"],
+                    json: ["phoneNumber": "+15555550177"])
+                statuses.append(response.status)
+                if response.status == 429 {
+                    #expect(try response.decodeJSON(ProblemBody.self).code == "rate_limited")
+                    #expect(!response.headers.values(for: "Retry-After").isEmpty)
+                }
+            }
+            #expect(statuses == [201, 201, 201, 201, 201, 429])
+            struct Outbox: Decodable { var messages: [[String: JSONValue]] }
+            let outbox = try await app.idp.get("/dev-idp/sms?phoneNumber=%2B15555550177").decodeJSON(Outbox.self)
+            #expect(outbox.messages.count == 5)
+        }
+    }
+
     @Test func fiveWrongCodesEndTheChallengeAndRepeatedFailuresBackOff() async throws {
         try await DevService.run { app in
             let (_, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-wrong"))

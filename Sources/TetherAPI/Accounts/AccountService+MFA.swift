@@ -157,6 +157,7 @@ extension AccountService {
         _ code: String, to phoneNumber: String, factorId: UUID, challengeId: UUID?, userId: UUID, sms: any SMSSender,
         context: CommandContext
     ) async throws {
+        try await checkAllowance(of: phoneNumber, now: context.now)
         do {
             try await sms.send(SMSMessage(phoneNumber: phoneNumber, body: "Your Tether code is \(code). It expires in 5 minutes.", code: code))
         } catch {
@@ -170,6 +171,21 @@ extension AccountService {
             }
             throw Self.smsUnavailable
         }
+    }
+
+    /// Codes sent to one number in `UserAccount.smsWindow`, whoever asked, are limited like a user's.
+    private func checkAllowance(of phoneNumber: String, now: Date) async throws {
+        let rows = try await database.query("""
+            SELECT count(*)::int AS sent, min(sent.occurred_at) AS oldest FROM events sent
+            WHERE sent.type = 'MFACodeSent' AND sent.occurred_at > now() - make_interval(secs => \(Int(UserAccount.smsWindow)))
+              AND sent.data ->> 'factorId' IN (
+                  SELECT enrolled.data ->> 'factorId' FROM events enrolled
+                  WHERE enrolled.type = 'MFAFactorEnrolled' AND enrolled.data -> 'personal' ->> 'phoneNumber' = \(phoneNumber))
+            """)
+        guard let row = rows.first, try row.decode("sent", as: Int.self) >= UserAccount.smsPerUser else { return }
+        let oldest = try row.decode("oldest", as: Date?.self) ?? now
+        let wait = oldest.addingTimeInterval(UserAccount.smsWindow).timeIntervalSince(now)
+        throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes to this number; wait before asking for another.")
     }
 
     /// 503 `sms_unavailable`: the code could not be sent; nothing about the factor or challenge changed.
