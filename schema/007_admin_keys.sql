@@ -19,5 +19,5 @@ CREATE TABLE admin_keys (
 REVOKE ALL ON admin_keys FROM PUBLIC;
 GRANT SELECT ON admin_keys TO tether_service;
 
--- Search of the support API: free text over emails, names and provider uids.
-CREATE INDEX identities_email_normalized ON identities (lower(email));
+-- The support API finds users by any linked identity's email, in any case.
+CREATE INDEX identities_email_lower ON identities (lower(email));
