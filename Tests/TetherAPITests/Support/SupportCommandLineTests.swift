@@ -17,7 +17,14 @@ struct SupportCommandLineTests {
     }
 
     /// Runs `.build/debug/tether` (built with the tests) with `arguments` and only the given `TETHER_DATABASE_URL`.
-    static func tether(_ arguments: [String], databaseURL: String?) throws -> Run {
+    ///
+    /// The wait happens on a dispatch thread: blocked in `waitpid` on one of the few
+    /// cooperative threads, it would stall every other test's server meanwhile.
+    static func tether(_ arguments: [String], databaseURL: String?) async throws -> Run {
+        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL) }
+    }
+
+    private static func runAndWait(_ arguments: [String], databaseURL: String?) throws -> Run {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
         let executable = root.appendingPathComponent(".build/debug/tether").path
@@ -63,7 +70,7 @@ struct SupportCommandLineTests {
     @Test func adminKeysCreateListAndRevoke() async throws {
         try await SupportHarness.run { harness in
             let url = harness.database.url
-            let created = try Self.tether(["admin-keys", "create", "--role", "support", "--name", "ops desk"], databaseURL: url)
+            let created = try await Self.tether(["admin-keys", "create", "--role", "support", "--name", "ops desk"], databaseURL: url)
             #expect(created.status == 0, "\(created.stderr)")
             #expect(created.stderr.isEmpty)
             let secret = try #require(created.lines.last)
@@ -74,7 +81,7 @@ struct SupportCommandLineTests {
             #expect(created.stdout.contains(key.id.uuidString.lowercased()))
             #expect(try await harness.adminGet("/v1/admin/users?q=nobody", key: secret).status == 200)
 
-            let listed = try Self.tether(["admin-keys", "list"], databaseURL: url)
+            let listed = try await Self.tether(["admin-keys", "list"], databaseURL: url)
             #expect(listed.status == 0)
             #expect(listed.lines.first?.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
                     == "ID ROLE NAME CREATED LAST USED REVOKED")
@@ -82,17 +89,17 @@ struct SupportCommandLineTests {
             #expect(row.hasPrefix(key.id.uuidString.lowercased()) && row.contains("support") && row.contains("ops desk") && row.hasSuffix(" -"))
             #expect(!row.contains("never"), "the search above used it")
             #expect(!listed.stdout.contains(secret))
-            let json = try JSONDecoder().decode(JSONValue.self, from: Data(try Self.tether(["admin-keys", "list", "--json"], databaseURL: url).stdout.utf8))
+            let json = try JSONDecoder().decode(JSONValue.self, from: Data(try await Self.tether(["admin-keys", "list", "--json"], databaseURL: url).stdout.utf8))
             #expect(json.elements.first?["role"]?.string == "support")
             #expect(json.elements.first?["revokedAt"] == .null)
             #expect(json.elements.first?["lastUsedAt"]?.string != nil)
 
-            let revoked = try Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
+            let revoked = try await Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
             #expect(revoked.status == 0)
             #expect(revoked.stdout.hasPrefix("revoked admin key \(key.id.uuidString.lowercased())"))
             #expect(try await keys.authenticate(secret) == nil)
             #expect(try await harness.adminGet("/v1/admin/users?q=nobody", key: secret).status == 401)
-            let again = try Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
+            let again = try await Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
             #expect(again.status == 0 && again.stdout.contains("was already revoked at"))
 
             let stream = try await harness.events(inStream: .adminKey(key.id))
@@ -102,15 +109,15 @@ struct SupportCommandLineTests {
             let stored: String = try await harness.owner.query("SELECT key_hash FROM admin_keys WHERE id = \(key.id)")[0].decode("key_hash")
             #expect(stored == AdminKeyStore.secretFormat.hash(secret))
 
-            expectOneLineFailure(try Self.tether(["admin-keys", "revoke", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no admin key")
-            expectOneLineFailure(try Self.tether(["admin-keys", "revoke", "ops"], databaseURL: url), status: 2, mentioning: "not an admin key id")
-            expectOneLineFailure(try Self.tether(["admin-keys", "create", "--role", "root"], databaseURL: url), status: 2, mentioning: "--role")
-            expectOneLineFailure(try Self.tether(["admin-keys", "create"], databaseURL: url), status: 2, mentioning: "--role")
-            expectOneLineFailure(try Self.tether(["admin-keys"], databaseURL: url), status: 2, mentioning: "create, list or revoke")
-            expectOneLineFailure(try Self.tether(["admin-keys", "rotate"], databaseURL: url), status: 2, mentioning: "rotate")
-            expectOneLineFailure(try Self.tether(["admin-keys", "list"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no admin key")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", "ops"], databaseURL: url), status: 2, mentioning: "not an admin key id")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "root"], databaseURL: url), status: 2, mentioning: "--role")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create"], databaseURL: url), status: 2, mentioning: "--role")
+            expectOneLineFailure(try await Self.tether(["admin-keys"], databaseURL: url), status: 2, mentioning: "create, list or revoke")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "rotate"], databaseURL: url), status: 2, mentioning: "rotate")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "list"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
             let longName = String(repeating: "n", count: 101)
-            expectOneLineFailure(try Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: url), status: 1, mentioning: "name")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: url), status: 1, mentioning: "name")
             #expect(try await keys.list().count == 1, "failed commands made no key")
         }
     }
@@ -123,7 +130,7 @@ struct SupportCommandLineTests {
             let admin = try await harness.adminKey(.admin)
             #expect(try await harness.adminPost("/v1/admin/users/\(ada.id.uuidString.lowercased())/revoke-sessions", key: admin.secret).status == 200)
 
-            let byEmail = try Self.tether(["history", "ADA@example.com"], databaseURL: url)
+            let byEmail = try await Self.tether(["history", "ADA@example.com"], databaseURL: url)
             #expect(byEmail.status == 0, "\(byEmail.stderr)")
             #expect(byEmail.stderr.isEmpty)
             let lines = byEmail.lines
@@ -135,14 +142,14 @@ struct SupportCommandLineTests {
             #expect(lines[8].hasSuffix("asked to revoke-sessions"))
             #expect(lines.last == "8 events of user \(ada.id.uuidString.lowercased())")
 
-            #expect(try Self.tether(["history", "facebook:10001"], databaseURL: url).stdout == byEmail.stdout)
-            #expect(try Self.tether(["history", ada.id.uuidString], databaseURL: url).stdout == byEmail.stdout)
-            let recent = try Self.tether(["history", "password:ada@example.com", "--since", "1h"], databaseURL: url)
+            #expect(try await Self.tether(["history", "facebook:10001"], databaseURL: url).stdout == byEmail.stdout)
+            #expect(try await Self.tether(["history", ada.id.uuidString], databaseURL: url).stdout == byEmail.stdout)
+            let recent = try await Self.tether(["history", "password:ada@example.com", "--since", "1h"], databaseURL: url)
             #expect(recent.stdout == byEmail.stdout)
-            let future = try Self.tether(["history", ada.id.uuidString, "--since", "2999-01-01"], databaseURL: url)
+            let future = try await Self.tether(["history", ada.id.uuidString, "--since", "2999-01-01"], databaseURL: url)
             #expect(future.status == 0 && future.lines.last == "0 events of user \(ada.id.uuidString.lowercased())")
 
-            let json = try Self.tether(["history", "ada@example.com", "--json"], databaseURL: url)
+            let json = try await Self.tether(["history", "ada@example.com", "--json"], databaseURL: url)
             #expect(json.status == 0)
             let page = try JSONDecoder().decode(JSONValue.self, from: Data(json.stdout.utf8))
             #expect(page["userId"]?.string == ada.id.uuidString.lowercased())
@@ -150,21 +157,21 @@ struct SupportCommandLineTests {
             #expect(page["events"]?.elements.first?["summary"]?.string == "registered: email ada@example.com (unverified), name Ada")
             #expect(page["nextAfter"] == .null)
 
-            expectOneLineFailure(try Self.tether(["history", "nobody@example.com"], databaseURL: url), status: 1, mentioning: "no user has the email nobody@example.com")
-            expectOneLineFailure(try Self.tether(["history", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no user")
-            expectOneLineFailure(try Self.tether(["history", "ada"], databaseURL: url), status: 2, mentioning: "PROVIDER:UID")
-            expectOneLineFailure(try Self.tether(["history"], databaseURL: url), status: 2, mentioning: "one USER")
-            expectOneLineFailure(try Self.tether(["history", "ada@example.com", "--since", "yesterday"], databaseURL: url), status: 2, mentioning: "--since")
-            expectOneLineFailure(try Self.tether(["history", "ada@example.com", "--format", "csv"], databaseURL: url), status: 2, mentioning: "--format")
-            expectOneLineFailure(try Self.tether(["history", "ada@example.com"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
+            expectOneLineFailure(try await Self.tether(["history", "nobody@example.com"], databaseURL: url), status: 1, mentioning: "no user has the email nobody@example.com")
+            expectOneLineFailure(try await Self.tether(["history", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no user")
+            expectOneLineFailure(try await Self.tether(["history", "ada"], databaseURL: url), status: 2, mentioning: "PROVIDER:UID")
+            expectOneLineFailure(try await Self.tether(["history"], databaseURL: url), status: 2, mentioning: "one USER")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com", "--since", "yesterday"], databaseURL: url), status: 2, mentioning: "--since")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com", "--format", "csv"], databaseURL: url), status: 2, mentioning: "--format")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
         }
     }
 
     @Test(arguments: ["history", "admin-keys"])
-    func everySupportCommandExplainsItself(_ command: String) throws {
-        let help = try Self.tether([command, "--help"], databaseURL: nil)
+    func everySupportCommandExplainsItself(_ command: String) async throws {
+        let help = try await Self.tether([command, "--help"], databaseURL: nil)
         #expect(help.status == 0)
         #expect(help.stdout.hasPrefix("Usage: tether \(command)"))
-        #expect(try Self.tether(["--help"], databaseURL: nil).stdout.contains("  \(command) "))
+        #expect(try await Self.tether(["--help"], databaseURL: nil).stdout.contains("  \(command) "))
     }
 }
