@@ -21,15 +21,19 @@ public final class TetherService: Sendable {
     public let identities: any IdentityVerification
     /// How passwords are hashed and checked.
     public let passwords: PasswordVerifier
+    /// Counters and histograms served at `GET /metrics`.
+    public let metrics: MetricsRegistry
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     ///
     /// SMS codes go to `sms` when given (the dev outbox), otherwise to the configured webhook, if any.
+    /// `metricsCollectors` add metrics measured at scrape time to `GET /metrics`
+    /// (replay's gauges go there).
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
-        sms: (any SMSSender)? = nil
+        sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = []
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -58,13 +62,20 @@ public final class TetherService: Sendable {
             pendingCredentials: MFAPendingCredentials(keys: signingKeys),
             sms: sms ?? configuration.smsSender()
         ).register(on: &router)
+        metrics = MetricsRegistry()
+        AdminRoutes(
+            keys: AdminKeyStore(database: database), directory: AdminUserDirectory(database: database),
+            history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
+            accounts: accounts
+        ).register(on: &router)
+        MetricsRoutes(registry: metrics, collectors: metricsCollectors).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
         }
         server = HTTPServer(
             configuration: .init(
                 host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink),
-            router: router)
+            router: RequestMetrics(registry: metrics).instrument(router))
     }
 
     /// Starts listening; throws with the address when the port cannot be bound.

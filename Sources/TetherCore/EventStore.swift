@@ -50,9 +50,9 @@ public enum ExpectedVersion: Sendable, Hashable, CustomStringConvertible {
 
 /// Who caused an event.
 public struct EventActor: Codable, Sendable, Hashable {
-    /// `user`, `admin-key`, `system` or `anonymous`.
+    /// `user`, `admin` (an admin key), `operator` (a person at the command line), `system` or `anonymous`.
     public var kind: String
-    /// The user id, admin key id, or system component name.
+    /// The user id, admin key id, operator login, or system component name.
     public var id: String?
 
     public init(kind: String, id: String? = nil) {

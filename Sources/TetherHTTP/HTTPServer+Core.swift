@@ -81,24 +81,18 @@ extension HTTPServer {
             return stragglers.count
         }
 
-        /// Maps a thrown error once for every route: problems as they are, decoding errors as 400, the rest as 500.
+        /// Maps a thrown error once for every route (``Problem/init(converting:)``); anything else is logged and answered 500.
         private func problem(for error: any Error, from request: HTTPRequest) -> Problem {
-            switch error {
-            case let problem as Problem:
+            if let problem = Problem(converting: error) {
                 return problem
-            case let convertible as any ProblemConvertible:
-                return convertible.problem
-            case let decodingError as DecodingError:
-                return Problem(decodingError: decodingError)
-            default:
-                var line = LogLine(level: "error", message: "handler failed")
+            }
+            var line = LogLine(level: "error", message: "handler failed")
                 line.add("requestId", request.requestID)
                 line.add("method", request.method)
                 line.add("path", request.path)
-                line.add("error", String(reflecting: error))
-                configuration.log.write(line.rendered)
-                return .internal
-            }
+            line.add("error", String(reflecting: error))
+            configuration.log.write(line.rendered)
+            return .internal
         }
 
         // MARK: Logging

@@ -133,6 +133,20 @@ extension Problem {
     }
 }
 
+extension Problem {
+    /// The problem a handler's thrown `error` is answered with: problems as they are,
+    /// ``ProblemConvertible`` errors by their mapping, decoding errors as 400;
+    /// nil for any other error (the server logs it and answers 500).
+    public init?(converting error: any Error) {
+        switch error {
+        case let problem as Problem: self = problem
+        case let convertible as any ProblemConvertible: self = convertible.problem
+        case let decodingError as DecodingError: self = Problem(decodingError: decodingError)
+        default: return nil
+        }
+    }
+}
+
 /// An error that knows the problem it is answered with.
 ///
 /// Domain errors from other modules conform once, so that every route maps

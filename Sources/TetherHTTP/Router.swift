@@ -100,6 +100,20 @@ public struct Router: Sendable {
         }
     }
 
+    /// A copy of this router whose every handler is replaced by `wrap(method, pattern, handler)`.
+    ///
+    /// For concerns that apply to every route and need the route as registered
+    /// (request counts by route pattern, for example), not the raw path.
+    public func wrappingHandlers(
+        _ wrap: (_ method: String, _ pattern: String, _ handler: @escaping HTTPHandler) -> HTTPHandler
+    ) -> Router {
+        var wrapped = Router()
+        for route in registered {
+            wrapped.add(route.method, route.pattern, wrap(route.method, route.pattern, route.handler))
+        }
+        return wrapped
+    }
+
     /// Resolves `request` by its method and its decoded path segments.
     public func route(_ request: HTTPRequest) -> Resolution {
         var captured: [String] = []

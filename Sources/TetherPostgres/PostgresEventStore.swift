@@ -158,13 +158,18 @@ public struct PostgresEventStore: EventStore {
         return try rows.map(decode)
     }
 
-    /// Events about one user across all streams, in log order.
-    public func readUser(_ userId: UUID, after position: Int64 = 0, limit: Int = 1000) async throws -> [RecordedEvent] {
-        let rows = try await client.query("""
-            SELECT \(unsafeSQL: Self.columns) FROM events
-            WHERE user_id = \(userId) AND position > \(position) ORDER BY position LIMIT \(limit)
-            """)
-        return try rows.map(decode)
+    /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
+    public func readUser(
+        _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000
+    ) async throws -> [RecordedEvent] {
+        var query: PostgresQuery = """
+            SELECT \(unsafeSQL: Self.columns) FROM events WHERE user_id = \(userId) AND position > \(position)
+            """
+        if let since {
+            query.append(" AND occurred_at >= \(since)::timestamptz")
+        }
+        query.append(" ORDER BY position LIMIT \(limit)")
+        return try await client.query(query).map(decode)
     }
 
     private static let columns =

@@ -13,6 +13,8 @@ enum Help {
                      migrations applied, sample users of seeds/ loaded; stops both on Ctrl-C
           migrate    apply the numbered SQL migrations of schema/ to TETHER_DATABASE_URL
           postgres   start or stop a private PostgreSQL cluster (used by make test)
+          history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
+          admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
           help       show this text, or `tether help COMMAND`
 
         Every command takes --config FILE: a JSON object with the same keys as the
@@ -87,12 +89,54 @@ enum Help {
         --throwaway turns off fsync for test clusters. `stop` shuts it down (fast mode).
         """
 
+    static let history = """
+        Usage: tether history USER|EMAIL|PROVIDER:UID [--json] [--since WHEN] [--config FILE]
+
+        Prints a user's timeline, oldest first: every event about them from every
+        stream (their own, and the admin-key streams that record who looked at them or
+        acted on them), as an aligned table of time, event, surface, actor, client IP
+        and a one-line summary, then a line counting the events.
+
+        The user is named by their id (a UUID), an email (theirs or a linked
+        identity's, any case), or PROVIDER:UID (apple:001234.abc, password:ada@example.com).
+        An id works for an erased user too; personal data that has been erased shows
+        as (erased). Reads TETHER_DATABASE_URL.
+
+        --json        one JSON object instead: {"userId", "events": [{"position", "time",
+                      "type", "stream", "surface", "actor": {"kind", "id"}, "clientIP",
+                      "userAgent", "commandId", "summary", "personalDataErased"}],
+                      "nextAfter": null}, the same shape as GET /v1/admin/users/{id}/history
+        --since WHEN  only events since WHEN: a date (2026-11-29, midnight UTC), a date and
+                      time (2026-11-29T13:00:00Z), or a span back from now (90m, 24h, 7d)
+        """
+
+    static let adminKeys = """
+        Usage: tether admin-keys create --role support|admin [--name NAME] [--config FILE]
+               tether admin-keys list [--json] [--config FILE]
+               tether admin-keys revoke ID [--config FILE]
+
+        Keys of the support and admin API (/v1/admin, Authorization: Bearer <key>).
+        A support key reads (search, user detail, history); an admin key also acts
+        (disable, enable, revoke sessions). Every request made with a key is recorded
+        as an event in its stream admin-key-<id>, and so are its creation and revocation.
+        Reads and writes TETHER_DATABASE_URL.
+
+        create   makes a key (tadm_ and 43 more characters) and prints it alone on the last
+                 line of standard output. It is shown this once: only its SHA-256 is stored.
+                 --name labels it (who or what uses it; up to 100 characters).
+        list     every key, oldest first: id, role, name, created, last used, revoked
+                 (--json: an array of {"id","name","role","createdAt","revokedAt","lastUsedAt"})
+        revoke   stops the key with this id at once (revoking a revoked key changes nothing)
+        """
+
     static func text(for command: String) -> String? {
         switch command {
         case "serve": serve
         case "dev": dev
         case "migrate": migrate
         case "postgres": postgres
+        case "history": history
+        case "admin-keys": adminKeys
         case "help": overview
         default: nil
         }

@@ -36,6 +36,8 @@ do {
     case "dev": try await Commands.dev(rest)
     case "migrate": try await Commands.migrate(rest)
     case "postgres": try await Commands.postgres(rest)
+    case "history": try await Commands.history(rest)
+    case "admin-keys": try await Commands.adminKeys(rest)
     case "--version", "version": print("tether 0.1.0")
     default: fail("unknown command \"\(command)\" (see tether --help)", status: 2)
     }

@@ -1,0 +1,134 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// Creates, lists, revokes and checks admin keys, and records what is done with them.
+///
+/// Keys are `tadm_` plus 256 random bits in base64url, shown once; `admin_keys`
+/// keeps their SHA-256. Everything about a key is an event of its stream
+/// `admin-key-<id>`: its creation and revocation (projected into `admin_keys` in
+/// the same transaction) and every request made with it.
+public struct AdminKeyStore: Sendable {
+    /// The shape of every admin key.
+    public static let secretFormat = OpaqueSecretFormat(prefix: "tadm_")
+    /// The longest key name accepted.
+    public static let maxNameLength = 100
+    /// How often an append is retried after losing a race for the stream's next version.
+    static let maxAttempts = 8
+
+    public let database: PostgresClient
+    let store: PostgresEventStore
+
+    public init(database: PostgresClient) {
+        self.database = database
+        self.store = PostgresEventStore(client: database)
+    }
+
+    /// Makes a key; the answer carries the key itself, which nothing can show again.
+    public func create(role: AdminRole, name: String?, metadata: EventMetadata) async throws -> (key: AdminKey, secret: String) {
+        let name = name?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let name {
+            guard !name.isEmpty, name.count <= Self.maxNameLength, !name.contains(where: \.isNewline) else {
+                throw AdminError.invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line")
+            }
+        }
+        let id = UUID()
+        let secret = Self.secretFormat.generate()
+        let event = AdminEvent.keyCreated(.init(keyId: id, name: name, role: role.rawValue, keyHash: Self.secretFormat.hash(secret)))
+        try await record(event, keyId: id, metadata: metadata)
+        guard let key = try await key(id) else { throw AdminError.noSuchKey(id) }
+        return (key, secret)
+    }
+
+    /// Revokes a key; `wasRevoked` is false when it had been revoked already (nothing is recorded then).
+    public func revoke(_ id: UUID, metadata: EventMetadata) async throws -> (key: AdminKey, wasRevoked: Bool) {
+        guard let existing = try await key(id) else { throw AdminError.noSuchKey(id) }
+        guard !existing.isRevoked else { return (existing, false) }
+        try await record(.keyRevoked(.init(keyId: id)), keyId: id, metadata: metadata)
+        guard let key = try await key(id) else { throw AdminError.noSuchKey(id) }
+        return (key, true)
+    }
+
+    /// Every key, oldest first, with when each was last used.
+    public func list() async throws -> [AdminKey] {
+        try await keys(where: "TRUE")
+    }
+
+    /// One key, with when it was last used.
+    public func key(_ id: UUID) async throws -> AdminKey? {
+        try await keys(where: "k.id = \(id)").first
+    }
+
+    /// The live key `presented` is, or nil when it is malformed, unknown or revoked.
+    ///
+    /// The lookup goes by the key's SHA-256, which tells an observer nothing about
+    /// the key; the stored hash is then compared in constant time all the same.
+    public func authenticate(_ presented: String) async throws -> AdminKey? {
+        guard Self.secretFormat.isWellFormed(presented) else { return nil }
+        let rows = try await database.query("""
+            SELECT id, name, role, key_hash, created_at, revoked_at FROM admin_keys
+            WHERE key_hash = \(Self.secretFormat.hash(presented))
+            """)
+        guard let row = rows.first, Self.secretFormat.matches(presented, storedHash: try row.decode("key_hash")) else {
+            return nil
+        }
+        let key = try Self.decodeKey(row)
+        return key.isRevoked ? nil : key
+    }
+
+    /// Appends `event` to the stream of key `keyId`, and projects it, in one transaction.
+    ///
+    /// Requests with one key may arrive at once: appends to its stream queue on a
+    /// transaction-scoped advisory lock, name the version they found as the expected
+    /// one, and start over (bounded) if another writer got there first anyway.
+    public func record(_ event: AdminEvent, keyId: UUID, metadata: EventMetadata) async throws {
+        let stream = StreamName.adminKey(keyId)
+        let newEvent = try AdminEventCodec.encode(event)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await database.withTransaction { connection in
+                    try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))")
+                    let version: Int = try await connection.query("""
+                        SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)
+                        """)[0].decode("version")
+                    let result = try await store.append(
+                        [newEvent], to: stream, expected: version == 0 ? .noStream : .exact(version), metadata: metadata,
+                        on: connection)
+                    guard !result.wasAlreadyAppended else { return }
+                    let at: String = try await connection.query("SELECT now()::text AS at")[0].decode("at")
+                    try await AdminKeyProjection.apply(event, at: at, on: connection)
+                }
+                return
+            } catch is WrongExpectedVersion where attempt < Self.maxAttempts {
+                continue
+            } catch let error as PostgresError where error.isTransient && attempt < Self.maxAttempts {
+                continue
+            }
+        }
+    }
+
+    private func keys(where condition: PostgresQuery) async throws -> [AdminKey] {
+        let rows = try await database.query("""
+            SELECT k.id, k.name, k.role, k.created_at, k.revoked_at,
+                   (SELECT e.occurred_at FROM events e
+                    WHERE e.stream = 'admin-key-' || k.id::text AND e.type NOT IN ('AdminKeyCreated', 'AdminKeyRevoked')
+                    ORDER BY e.version DESC LIMIT 1) AS last_used_at
+            FROM admin_keys k WHERE \(condition) ORDER BY k.created_at, k.id
+            """)
+        return try rows.map { row in
+            var key = try Self.decodeKey(row)
+            key.lastUsedAt = try row.decode("last_used_at")
+            return key
+        }
+    }
+
+    private static func decodeKey(_ row: PostgresRow) throws -> AdminKey {
+        let roleName: String = try row.decode("role")
+        guard let role = AdminRole(rawValue: roleName) else { throw PostgresDecodingFailure("unknown admin role \(roleName)") }
+        return AdminKey(
+            id: try row.decode("id"), name: try row.decode("name"), role: role, createdAt: try row.decode("created_at"),
+            revokedAt: try row.decode("revoked_at"))
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import TetherHTTP
+
+/// The query parameters of one admin route, checked against the names it accepts.
+///
+/// An unknown name is refused rather than ignored, so that a misspelt filter
+/// (`emial=`) cannot silently widen a search. An empty value counts as absent,
+/// as a search form sends its empty fields.
+struct AdminQuery {
+    private let values: [String: String]
+
+    init(_ request: HTTPRequest, accepting names: Set<String>) throws(AdminError) {
+        if let unknown = request.queryItems.first(where: { !names.contains($0.name) }) {
+            throw .invalidRequest("Unknown query parameter '\(unknown.name)'; this route accepts \(names.sorted().joined(separator: ", ")).")
+        }
+        var values: [String: String] = [:]
+        for item in request.queryItems {
+            let value = item.value.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !value.isEmpty else { continue }
+            guard values[item.name] == nil else { throw .invalidRequest("The query parameter '\(item.name)' is given twice.") }
+            values[item.name] = value
+        }
+        self.values = values
+    }
+
+    subscript(_ name: String) -> String? { values[name] }
+
+    /// `limit`: 1 to `maximum`, `standard` when absent.
+    func limit(standard: Int, maximum: Int) throws(AdminError) -> Int {
+        guard let text = values["limit"] else { return standard }
+        guard let limit = Int(text), (1...maximum).contains(limit) else {
+            throw .invalidRequest("limit must be a whole number from 1 to \(maximum).")
+        }
+        return limit
+    }
+
+    /// A history cursor: a log position, 0 or more.
+    func position(_ name: String) throws(AdminError) -> Int64? {
+        guard let text = values[name] else { return nil }
+        guard let position = Int64(text), position >= 0 else {
+            throw .invalidRequest("\(name) must be an event position (a whole number, 0 or more) from a previous page's nextAfter.")
+        }
+        return position
+    }
+
+    /// A user id.
+    func userID(_ name: String) throws(AdminError) -> UUID? {
+        guard let text = values[name] else { return nil }
+        guard let id = UUID(uuidString: text) else { throw .invalidRequest("\(name) must be a user id (a UUID).") }
+        return id
+    }
+}

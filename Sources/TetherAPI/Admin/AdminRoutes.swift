@@ -1,0 +1,187 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+
+/// The support and admin API under `/v1/admin` (API.md "Support and admin API").
+///
+/// Every route takes `Authorization: Bearer <admin key>`. A missing, malformed,
+/// unknown or revoked key is 401 and reaches nothing; every other request is
+/// recorded in the key's stream as one event, with the user it concerned and the
+/// status it was answered with, refusals (403, 400, 404) included. A request's
+/// data is sent only once its record is written.
+///
+/// `DELETE /v1/admin/users/{id}` (erasure) is deliberately not registered: erasing
+/// needs per-user encryption of personal data (crypto-shredding), which Tether does
+/// not have yet, and deleting read-model rows alone would leave the data in the log.
+public struct AdminRoutes: Sendable {
+    /// The actions of `POST /v1/admin/users/{id}/<action>`.
+    enum Action: String, CaseIterable, Sendable {
+        case disable
+        case enable
+        case revokeSessions = "revoke-sessions"
+    }
+
+    /// The longest `reason` an action accepts.
+    static let maxReasonLength = 500
+
+    let keys: AdminKeyStore
+    let directory: AdminUserDirectory
+    let history: UserHistory
+    let accounts: AccountService
+
+    public init(keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService) {
+        self.keys = keys
+        self.directory = directory
+        self.history = history
+        self.accounts = accounts
+    }
+
+    /// Adds the routes to `router`.
+    public func register(on router: inout Router) {
+        router.get("/v1/admin/users") { request in try await search(request) }
+        router.get("/v1/admin/users/{id}") { request in try await detail(request) }
+        router.get("/v1/admin/users/{id}/history") { request in try await userHistory(request) }
+        for action in Action.allCases {
+            router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await act(action, request) }
+        }
+    }
+
+    // MARK: Handlers
+
+    private func search(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let raw = request.query
+        let terms = AdminEvent.SearchTerms(email: raw["email"], uid: raw["uid"], q: raw["q"])
+        let failure = { (status: Int) in
+            AdminEvent.usersSearched(.init(provider: raw["provider"], limit: nil, resultCount: nil, status: status, personal: terms))
+        }
+        return try await audited(request, requires: .support, failure: failure) { _ in
+            let query = try AdminQuery(request, accepting: ["email", "provider", "uid", "q", "after", "limit"])
+            let search = UserSearch(email: query["email"], provider: query["provider"], uid: query["uid"], q: query["q"])
+            let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
+            let found = try await directory.search(search, after: try query.userID("after"), limit: limit)
+            let body: JSONValue = [
+                "users": .array(found.users.map(\.json)),
+                "nextAfter": found.nextAfter.map { .string($0.uuidString.lowercased()) } ?? .null,
+            ]
+            let record = AdminEvent.usersSearched(.init(
+                provider: search.provider, limit: limit, resultCount: found.users.count, status: 200,
+                personal: .init(email: search.email, uid: search.uid, q: search.q)))
+            return (try HTTPResponse.json(body), record)
+        }
+    }
+
+    private func detail(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let named = Self.namedUser(request)
+        return try await audited(request, requires: .support, failure: { .userViewed(.init(userId: named, status: $0)) }) { _ in
+            _ = try AdminQuery(request, accepting: [])
+            let id = try Self.userID(request)
+            return (try HTTPResponse.json(try await directory.detail(id)), .userViewed(.init(userId: id, status: 200)))
+        }
+    }
+
+    private func userHistory(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let named = Self.namedUser(request)
+        let failure = { (status: Int) in
+            AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: status))
+        }
+        return try await audited(request, requires: .support, failure: failure) { _ in
+            let query = try AdminQuery(request, accepting: ["after", "limit"])
+            let id = try Self.userID(request)
+            let after = try query.position("after") ?? 0
+            let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
+            let page = try await history.page(of: id, after: after, limit: limit)
+            // An erased user's history outlives their row; an id with neither is no user at all.
+            if page.entries.isEmpty, after == 0, try await !directory.exists(id) {
+                throw AccountError.notFound
+            }
+            let record = AdminEvent.historyViewed(.init(
+                userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
+            return (try HTTPResponse.json(page.json), record)
+        }
+    }
+
+    private struct ActionBody: Decodable {
+        var reason: String?
+    }
+
+    private func act(_ action: Action, _ request: HTTPRequest) async throws -> HTTPResponse {
+        let named = Self.namedUser(request)
+        let failure = { (status: Int) in
+            AdminEvent.actionRequested(.init(userId: named, action: action.rawValue, reason: nil, status: status))
+        }
+        return try await audited(request, requires: .admin, failure: failure) { metadata in
+            _ = try AdminQuery(request, accepting: [])
+            let id = try Self.userID(request)
+            let reason = request.body.isEmpty ? nil : try request.decodeJSON(ActionBody.self).reason
+            if let reason, reason.count > Self.maxReasonLength {
+                throw AdminError.invalidRequest("reason must be at most \(Self.maxReasonLength) characters.")
+            }
+            let context = CommandContext(commandId: metadata.commandId ?? UUID(), metadata: metadata)
+            switch action {
+            case .disable: try await accounts.setDisabled(true, userId: id, reason: reason, context: context)
+            case .enable: try await accounts.setDisabled(false, userId: id, reason: reason, context: context)
+            case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
+            }
+            let user = try await UserBody.load(id, from: directory.database)
+            let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))
+            return (try HTTPResponse.json(["user": user]), record)
+        }
+    }
+
+    // MARK: Pieces
+
+    /// Authenticates the key, checks its role, runs `body` and records the request in the key's stream.
+    ///
+    /// `body` answers with the response and the event that records it; a thrown
+    /// error is recorded through `failure` with the status it is answered with.
+    /// When that record cannot be written either, the original error is answered.
+    private func audited(
+        _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
+        _ body: (EventMetadata) async throws -> (HTTPResponse, AdminEvent)
+    ) async throws -> HTTPResponse {
+        let key = try await authenticate(request)
+        let commandID = CommandContext.commandID(
+            idempotencyKey: request.headers["idempotency-key"],
+            scope: "\(request.method) \(request.path) admin-key:\(key.id.uuidString.lowercased())")
+        let metadata = EventMetadata(
+            commandId: commandID, correlationId: commandID, actor: .admin(keyId: key.id), clientIP: request.remoteAddress,
+            userAgent: request.headers["user-agent"], surface: "admin")
+        let response: HTTPResponse
+        let record: AdminEvent
+        do {
+            guard key.role.allows(role) else { throw AdminError.forbidden(needs: role) }
+            (response, record) = try await body(metadata)
+        } catch {
+            try? await keys.record(failure(Problem(converting: error)?.status ?? 500), keyId: key.id, metadata: metadata)
+            throw error
+        }
+        try await keys.record(record, keyId: key.id, metadata: metadata)
+        return response
+    }
+
+    /// The live admin key of `Authorization: Bearer`, or 401.
+    private func authenticate(_ request: HTTPRequest) async throws -> AdminKey {
+        guard let header = request.headers["authorization"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else {
+            throw AdminError.missingKey
+        }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw AdminError.invalidKey }
+        guard let key = try await keys.authenticate(header.dropFirst(7).trimmingCharacters(in: .whitespaces)) else {
+            throw AdminError.invalidKey
+        }
+        return key
+    }
+
+    /// The `{id}` of the path as a user id, or 400.
+    private static func userID(_ request: HTTPRequest) throws(AdminError) -> UUID {
+        guard let id = namedUser(request) else {
+            throw .invalidRequest("'\(request.pathParameters["id"] ?? "")' is not a user id (a UUID).")
+        }
+        return id
+    }
+
+    /// The `{id}` of the path, when it is a UUID: recorded even when the request is refused.
+    private static func namedUser(_ request: HTTPRequest) -> UUID? {
+        request.pathParameters["id"].flatMap(UUID.init(uuidString:))
+    }
+}

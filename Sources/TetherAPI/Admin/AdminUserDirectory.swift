@@ -1,0 +1,190 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+
+/// What support staff search users by; criteria given together must all match.
+public struct UserSearch: Sendable, Hashable {
+    /// The user's email or any linked identity's email, compared case-insensitively.
+    public var email: String?
+    /// A linked provider (`apple`, `facebook`, `google`, `password`, …).
+    public var provider: String?
+    /// A provider's id for the person; with `provider`, of that provider's identity.
+    public var uid: String?
+    /// Free text: a user id, or part of an email, a name or a provider uid.
+    public var q: String?
+
+    public init(email: String? = nil, provider: String? = nil, uid: String? = nil, q: String? = nil) {
+        self.email = email
+        self.provider = provider
+        self.uid = uid
+        self.q = q
+    }
+
+    /// The shortest free text searched for (shorter matches far too much to be useful).
+    public static let minimumTextLength = 2
+
+    /// Throws `invalid_request` when nothing is asked for, or free text is too short.
+    func validate() throws(AdminError) {
+        guard email != nil || provider != nil || uid != nil || q != nil else {
+            throw .invalidRequest("Search by at least one of email, provider, uid or q.")
+        }
+        if let q, q.count < Self.minimumTextLength {
+            throw .invalidRequest("q must be at least \(Self.minimumTextLength) characters.")
+        }
+    }
+}
+
+/// One user in search results: enough to recognise them and open their detail.
+public struct UserSummary: Sendable, Hashable {
+    public var id: UUID
+    public var email: String?
+    public var displayName: String?
+    public var disabled: Bool
+    public var createdAt: Date
+    public var lastSignInAt: Date?
+    /// Linked providers, sorted.
+    public var providers: [String]
+
+    /// `{"id","email","displayName","disabled","createdAt","lastSignInAt","providers"}`.
+    public var json: JSONValue {
+        [
+            "id": .string(id.uuidString.lowercased()),
+            "email": email.map(JSONValue.string) ?? .null,
+            "displayName": displayName.map(JSONValue.string) ?? .null,
+            "disabled": .bool(disabled),
+            "createdAt": .string(ISO8601Milliseconds.format(createdAt)),
+            "lastSignInAt": lastSignInAt.map { .string(ISO8601Milliseconds.format($0)) } ?? .null,
+            "providers": .array(providers.map(JSONValue.string)),
+        ]
+    }
+}
+
+/// Reads users for support staff from the read models.
+public struct AdminUserDirectory: Sendable {
+    /// Sessions listed in a user's detail, most recent first.
+    public static let sessionsShown = 100
+
+    public let database: PostgresClient
+
+    public init(database: PostgresClient) {
+        self.database = database
+    }
+
+    /// Users matching `search`, oldest first, up to `limit`, after the user `after` (the previous page's `nextAfter`).
+    public func search(_ search: UserSearch, after: UUID? = nil, limit: Int) async throws -> (users: [UserSummary], nextAfter: UUID?) {
+        try search.validate()
+        var query: PostgresQuery = """
+            SELECT u.id, u.email, u.display_name, u.disabled, u.created_at, u.last_sign_in_at,
+                   (SELECT string_agg(i.provider, ',' ORDER BY i.provider) FROM identities i WHERE i.user_id = u.id) AS providers
+            FROM users u WHERE TRUE
+            """
+        if let email = search.email {
+            let normalized = ExternalIdentity.normalize(email)
+            query.append("""
+                 AND (u.email_normalized = \(normalized)
+                      OR EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id AND lower(i.email) = \(normalized)))
+                """)
+        }
+        if search.provider != nil || search.uid != nil {
+            query.append(" AND EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id")
+            if let provider = search.provider { query.append(" AND i.provider = \(provider)") }
+            if let uid = search.uid { query.append(" AND i.provider_uid = \(uid)") }
+            query.append(")")
+        }
+        if let q = search.q {
+            if let id = UUID(uuidString: q) {
+                query.append(" AND u.id = \(id)")
+            } else {
+                let pattern = "%" + Self.escapeLike(q) + "%"
+                query.append("""
+                     AND (u.email ILIKE \(pattern) OR u.display_name ILIKE \(pattern)
+                          OR EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id
+                                     AND (i.email ILIKE \(pattern) OR i.display_name ILIKE \(pattern) OR i.provider_uid ILIKE \(pattern))))
+                    """)
+            }
+        }
+        if let after {
+            let cursor = try await database.query("SELECT created_at FROM users WHERE id = \(after)")
+            guard let row = cursor.first else { throw AdminError.invalidRequest("after names no user; pass the nextAfter of the previous page.") }
+            let createdAt: Date = try row.decode("created_at")
+            query.append(" AND (u.created_at, u.id) > (\(createdAt)::timestamptz, \(after))")
+        }
+        query.append(" ORDER BY u.created_at, u.id LIMIT \(limit + 1)")
+        let users = try await database.query(query).map { row in
+            UserSummary(
+                id: try row.decode("id"), email: try row.decode("email"), displayName: try row.decode("display_name"),
+                disabled: try row.decode("disabled"), createdAt: try row.decode("created_at"),
+                lastSignInAt: try row.decode("last_sign_in_at"),
+                providers: (try row.decode("providers", as: String?.self) ?? "").split(separator: ",").map(String.init))
+        }
+        let page = Array(users.prefix(limit))
+        return (page, users.count > limit ? page.last?.id : nil)
+    }
+
+    /// The user with identities, factors and recent sessions: `{"user", "validSince", "sessions", "activeSessionCount", "factors"}`.
+    public func detail(_ id: UUID) async throws -> JSONValue {
+        let user = try await UserBody.load(id, from: database)
+        let extra = try await database.query("""
+            SELECT valid_since,
+                   (SELECT count(*) FROM sessions s WHERE s.user_id = u.id AND s.ended_at IS NULL) AS active_sessions
+            FROM users u WHERE u.id = \(id)
+            """)
+        let sessions = try await database.query("""
+            SELECT id, started_at, auth_time, amr, jkt IS NOT NULL AS bound, generation, last_refreshed_at, ended_at, end_reason
+            FROM sessions WHERE user_id = \(id) ORDER BY started_at DESC, id LIMIT \(Self.sessionsShown)
+            """)
+        let factors = try await database.query("""
+            SELECT id, type, display_name, phone_hint, enrolled_at, confirmed_at FROM mfa_factors
+            WHERE user_id = \(id) AND confirmed_at IS NOT NULL ORDER BY enrolled_at, id
+            """)
+        return [
+            "user": try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(user)),
+            "validSince": Self.time(try extra.first?.decode("valid_since", as: Date?.self) ?? nil),
+            "activeSessionCount": .int(try extra.first?.decode("active_sessions") ?? 0),
+            "sessions": .array(try sessions.map { row in
+                [
+                    "id": .string((try row.decode("id") as UUID).uuidString.lowercased()),
+                    "startedAt": try Self.time(row.decode("started_at")),
+                    "authTime": try Self.time(row.decode("auth_time")),
+                    "amr": try JSONDecoder().decode(JSONValue.self, from: row.decode("amr", as: PostgresJSON.self).data),
+                    "dpopBound": .bool(try row.decode("bound")),
+                    "generation": .int(try row.decode("generation")),
+                    "lastRefreshedAt": try Self.time(row.decode("last_refreshed_at")),
+                    "endedAt": try Self.time(row.decode("ended_at")),
+                    "endReason": (try row.decode("end_reason", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "active": .bool(try row.decode("ended_at", as: Date?.self) == nil),
+                ]
+            }),
+            "factors": .array(try factors.map { row in
+                [
+                    "id": .string((try row.decode("id") as UUID).uuidString.lowercased()),
+                    "type": .string(try row.decode("type")),
+                    "displayName": (try row.decode("display_name", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "phoneHint": (try row.decode("phone_hint", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "enrolledAt": try Self.time(row.decode("enrolled_at")),
+                    "confirmedAt": try Self.time(row.decode("confirmed_at")),
+                ]
+            }),
+        ]
+    }
+
+    /// Whether a user row exists (an erased user's history can outlive it).
+    public func exists(_ id: UUID) async throws -> Bool {
+        try await !database.query("SELECT 1 FROM users WHERE id = \(id)").isEmpty
+    }
+
+    private static func time(_ date: Date?) -> JSONValue {
+        date.map { .string(ISO8601Milliseconds.format($0)) } ?? .null
+    }
+
+    /// `%`, `_` and `\` match themselves in the LIKE pattern.
+    private static func escapeLike(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
+            escaped.append(character)
+        }
+        return escaped
+    }
+}

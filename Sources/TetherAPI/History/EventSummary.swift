@@ -1,0 +1,168 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+
+/// The one-line account of an event that `tether history` and the support API show.
+///
+/// One switch over event types: a new type gets a case here; a type without one
+/// is shown generically (its plain members, secrets left out). Payloads are read
+/// as loose JSON, not through the event codecs, so that an event whose personal
+/// part has been erased (absent, or no longer a readable object) still renders,
+/// with `(erased)` where personal data stood.
+public struct EventSummary: Sendable, Hashable {
+    /// The line itself.
+    public var text: String
+    /// True when the event carried personal data that can no longer be read.
+    public var isPersonalDataErased: Bool
+
+    /// What stands in for personal data that has been erased.
+    public static let erased = "(erased)"
+
+    /// Describes one stored event.
+    public static func describe(type: String, data: Data) -> EventSummary {
+        let payload = Payload(data)
+        let text: String
+        switch type {
+        case "UserRegistered":
+            var parts = [payload.personal("email").map { "email \($0)\(payload.verification("emailVerified"))" } ?? "no email"]
+            if let name = payload.personal("displayName") { parts.append("name \(name)") }
+            text = "registered: " + parts.joined(separator: ", ")
+        case "IdentityLinked":
+            let email = payload.personal("email").map { ": email \($0)\(payload.verification("emailVerified"))" } ?? ""
+            text = "linked \(payload["provider"]) \(payload["uid"])\(email)"
+        case "IdentityUnlinked":
+            text = "unlinked \(payload["provider"]) \(payload["uid"]) (\(payload["reason"]))"
+        case "EmailVerified":
+            text = "email verified by \(payload["provider"])" + (payload.personal("email").map { ": \($0)" } ?? "")
+        case "PasswordSet":
+            text = "password set"
+        case "SignedIn":
+            text = "signed in with \(payload["provider"]) (\(payload["outcome"])), session \(payload.shortID("sessionId"))"
+        case "SessionStarted":
+            let amr = payload.strings("amr").joined(separator: ",")
+            let bound = payload.text("jkt") == nil ? "" : ", DPoP-bound"
+            text = "session \(payload.shortID("sessionId")) started (amr \(amr.isEmpty ? "-" : amr)\(bound))"
+        case "SessionRefreshed":
+            text = "session \(payload.shortID("sessionId")) refreshed (generation \(payload["generation"]))"
+        case "SessionEnded":
+            text = "session \(payload.shortID("sessionId")) ended (\(payload["reason"]))"
+        case "SessionsRevoked":
+            text = "every session revoked; tokens issued before \(payload["validSince"]) are void"
+        case "UserDisabled", "UserEnabled":
+            text = (type == "UserDisabled" ? "user disabled" : "user enabled") + (payload.text("reason").map { ": \($0)" } ?? "")
+        case "AdminUserViewed":
+            text = payload.statusNote.isEmpty ? "viewed the user's detail" : "asked for the user's detail" + payload.statusNote
+        case "AdminHistoryViewed":
+            let after = payload.text("after").map { " after position \($0)" } ?? ""
+            text = payload.statusNote.isEmpty
+                ? "viewed the history (\(payload["returned"]) events\(after))" : "asked for the history" + payload.statusNote
+        case "AdminActionRequested":
+            text = "asked to \(payload["action"])" + (payload.text("reason").map { ": \($0)" } ?? "") + payload.statusNote
+        case "AdminUsersSearched":
+            text = "searched users (\(payload.text("resultCount") ?? "0") found)" + payload.statusNote
+        case "AdminKeyCreated":
+            text = "admin key created (role \(payload["role"]))"
+        case "AdminKeyRevoked":
+            text = "admin key revoked"
+        default:
+            text = payload.generic
+        }
+        // One line, whatever a payload holds (a reason typed with line breaks, say).
+        let line = String(text.unicodeScalars.map { CharacterSet.controlCharacters.contains($0) ? " " : Character($0) })
+        return EventSummary(text: line, isPersonalDataErased: payload.isPersonalPartErased)
+    }
+}
+
+/// A payload read leniently: a member that is missing or of another shape reads as `?`, never as a failure.
+///
+/// A class only so that ``personal(_:)`` can note, for the summary's flag, that a
+/// case asked for personal data and found it erased; it never leaves `describe`.
+private final class Payload {
+    let members: [String: JSONValue]
+    /// The `personal` member when it is a readable object.
+    let personalMembers: [String: JSONValue]?
+    /// A case asked for personal data that could not be read, or a `personal` member is there but unreadable.
+    private(set) var isPersonalPartErased: Bool
+
+    init(_ data: Data) {
+        let object = (try? JSONDecoder().decode(JSONValue.self, from: data)).flatMap { value -> [String: JSONValue]? in
+            if case .object(let members) = value { return members }
+            return nil
+        }
+        members = object ?? [:]
+        if case .object(let personal)? = members["personal"] {
+            personalMembers = personal
+            isPersonalPartErased = false
+        } else {
+            personalMembers = nil
+            isPersonalPartErased = members["personal"] != nil
+        }
+    }
+
+    /// A member as text, or `?` when it is missing.
+    subscript(_ key: String) -> String { text(key) ?? "?" }
+
+    /// A scalar member as text.
+    func text(_ key: String) -> String? {
+        Self.scalarText(members[key])
+    }
+
+    /// A personal member: its text, nil when absent, `(erased)` when the personal part cannot be read.
+    ///
+    /// Every type with personal data always writes its personal part, so a missing one was erased.
+    func personal(_ key: String) -> String? {
+        guard let personalMembers else {
+            isPersonalPartErased = true
+            return EventSummary.erased
+        }
+        return Self.scalarText(personalMembers[key])
+    }
+
+    /// ` (verified)` or ` (unverified)` from a Boolean member; empty when the member is missing.
+    func verification(_ key: String) -> String {
+        guard case .bool(let isVerified)? = members[key] else { return "" }
+        return isVerified ? " (verified)" : " (unverified)"
+    }
+
+    /// The first eight characters of an id member (enough to tell sessions apart in one history).
+    func shortID(_ key: String) -> String {
+        String(self[key].prefix(8)).lowercased()
+    }
+
+    /// An array member of strings.
+    func strings(_ key: String) -> [String] {
+        guard case .array(let values)? = members[key] else { return [] }
+        return values.compactMap { Self.scalarText($0) }
+    }
+
+    /// ` (answered N)` for a request that did not succeed.
+    var statusNote: String {
+        guard let status = text("status"), let code = Int(status), !(200..<300).contains(code) else { return "" }
+        return " (answered \(code))"
+    }
+
+    /// `name=value, …` of the plain members, secrets and the personal part left out.
+    var generic: String {
+        let secretWords = ["hash", "secret", "token", "code", "password", "key"]
+        var parts: [String] = []
+        for (key, value) in members.sorted(by: { $0.key < $1.key }) where key != "personal" {
+            let lowered = key.lowercased()
+            guard !secretWords.contains(where: lowered.contains), let text = Self.scalarText(value) else { continue }
+            parts.append("\(key)=\(text)")
+        }
+        if members["personal"] != nil {
+            parts.append(personalMembers == nil ? "personal data \(EventSummary.erased)" : "personal data not shown")
+        }
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+
+    private static func scalarText(_ value: JSONValue?) -> String? {
+        switch value {
+        case .string(let text): text
+        case .int(let number): String(number)
+        case .double(let number): String(number)
+        case .bool(let flag): String(flag)
+        default: nil
+        }
+    }
+}

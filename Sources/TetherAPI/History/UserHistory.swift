@@ -1,0 +1,54 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+
+/// Reads a user's history: every event whose `user_id` is theirs, from every stream, in position order.
+///
+/// That includes their own stream and the admin-key streams' records of who
+/// looked at them or acted on them. Each query's duration goes to `latency`
+/// (`tether_history_query_duration_seconds` on `/metrics`).
+public struct UserHistory: Sendable {
+    /// Events per page when the caller does not say.
+    public static let defaultPageSize = 50
+    /// The largest page.
+    public static let maxPageSize = 500
+
+    let store: PostgresEventStore
+    let latency: Histogram?
+
+    public init(database: PostgresClient, latency: Histogram? = nil) {
+        self.store = PostgresEventStore(client: database)
+        self.latency = latency
+    }
+
+    /// Registers `tether_history_query_duration_seconds` in `registry`.
+    public static func latencyHistogram(in registry: MetricsRegistry) -> Histogram {
+        registry.histogram(
+            "tether_history_query_duration_seconds", help: "Duration of one query of a user's history (one page).",
+            buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5])
+    }
+
+    /// Up to `limit` events after position `after`; with `since`, only those that occurred then or later.
+    public func page(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) async throws -> HistoryPage {
+        precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
+        // One more than asked says whether another page follows.
+        let read = { try await store.readUser(userId, after: after, since: since, limit: limit + 1) }
+        let events = if let latency { try await latency.time(body: read) } else { try await read() }
+        let entries = events.prefix(limit).map(HistoryEntry.init)
+        return HistoryPage(userId: userId, entries: entries, nextAfter: events.count > limit ? entries.last?.position : nil)
+    }
+
+    /// The whole history (page after page of the largest size).
+    public func all(of userId: UUID, since: Date? = nil) async throws -> HistoryPage {
+        var entries: [HistoryEntry] = []
+        var after: Int64 = 0
+        while true {
+            let page = try await page(of: userId, after: after, since: since, limit: Self.maxPageSize)
+            entries += page.entries
+            guard let next = page.nextAfter else { break }
+            after = next
+        }
+        return HistoryPage(userId: userId, entries: entries, nextAfter: nil)
+    }
+}

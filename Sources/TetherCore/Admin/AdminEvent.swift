@@ -1,0 +1,194 @@
+import Foundation
+
+/// What the support and admin tools record, in the `admin-key-<id>` stream of the key involved.
+///
+/// Key lifecycle events (`AdminKeyCreated`, `AdminKeyRevoked`) are projected into
+/// `admin_keys`. Every request made with a key is recorded too, with the event's
+/// `user_id` set to the user it concerned, so that a user's history shows who looked
+/// at them and when. Searches record their criteria, never the people they found.
+public enum AdminEvent: Sendable, Hashable {
+    case keyCreated(KeyCreated)
+    case keyRevoked(KeyRevoked)
+    case userViewed(UserViewed)
+    case usersSearched(UsersSearched)
+    case historyViewed(HistoryViewed)
+    case actionRequested(ActionRequested)
+
+    /// An admin key came into being (`tether admin-keys create`); only its hash is kept.
+    public struct KeyCreated: Codable, Sendable, Hashable {
+        public var keyId: UUID
+        /// The operator's label for the key (who or what uses it).
+        public var name: String?
+        /// `support` or `admin`.
+        public var role: String
+        /// SHA-256 (hex) of the key.
+        public var keyHash: String
+
+        public init(keyId: UUID, name: String?, role: String, keyHash: String) {
+            self.keyId = keyId
+            self.name = name
+            self.role = role
+            self.keyHash = keyHash
+        }
+    }
+
+    /// The key stops working (`tether admin-keys revoke`).
+    public struct KeyRevoked: Codable, Sendable, Hashable {
+        public var keyId: UUID
+
+        public init(keyId: UUID) {
+            self.keyId = keyId
+        }
+    }
+
+    /// `GET /v1/admin/users/{id}`.
+    public struct UserViewed: Codable, Sendable, Hashable {
+        public var userId: UUID?
+        /// The HTTP status the request was answered with.
+        public var status: Int
+
+        public init(userId: UUID?, status: Int) {
+            self.userId = userId
+            self.status = status
+        }
+    }
+
+    /// `GET /v1/admin/users?…`: the criteria (their personal part kept apart), never the results.
+    public struct UsersSearched: Codable, Sendable, Hashable {
+        public var provider: String?
+        public var limit: Int?
+        public var resultCount: Int?
+        public var status: Int
+        /// Email, provider uid and free text searched for.
+        public var personal: SearchTerms
+
+        public init(provider: String?, limit: Int?, resultCount: Int?, status: Int, personal: SearchTerms) {
+            self.provider = provider
+            self.limit = limit
+            self.resultCount = resultCount
+            self.status = status
+            self.personal = personal
+        }
+    }
+
+    /// The personal part of a search's criteria.
+    public struct SearchTerms: Codable, Sendable, Hashable {
+        public var email: String?
+        public var uid: String?
+        public var q: String?
+
+        public init(email: String? = nil, uid: String? = nil, q: String? = nil) {
+            self.email = email
+            self.uid = uid
+            self.q = q
+        }
+    }
+
+    /// `GET /v1/admin/users/{id}/history`.
+    public struct HistoryViewed: Codable, Sendable, Hashable {
+        public var userId: UUID?
+        public var after: Int64?
+        public var limit: Int?
+        /// How many events the page held.
+        public var returned: Int?
+        public var status: Int
+
+        public init(userId: UUID?, after: Int64?, limit: Int?, returned: Int?, status: Int) {
+            self.userId = userId
+            self.after = after
+            self.limit = limit
+            self.returned = returned
+            self.status = status
+        }
+    }
+
+    /// `POST /v1/admin/users/{id}/disable`, `/enable` or `/revoke-sessions`, allowed or not.
+    public struct ActionRequested: Codable, Sendable, Hashable {
+        public var userId: UUID?
+        /// `disable`, `enable` or `revoke-sessions`.
+        public var action: String
+        public var reason: String?
+        public var status: Int
+
+        public init(userId: UUID?, action: String, reason: String?, status: Int) {
+            self.userId = userId
+            self.action = action
+            self.reason = reason
+            self.status = status
+        }
+    }
+
+    /// The stored event type name.
+    public var type: String {
+        switch self {
+        case .keyCreated: "AdminKeyCreated"
+        case .keyRevoked: "AdminKeyRevoked"
+        case .userViewed: "AdminUserViewed"
+        case .usersSearched: "AdminUsersSearched"
+        case .historyViewed: "AdminHistoryViewed"
+        case .actionRequested: "AdminActionRequested"
+        }
+    }
+
+    /// The user the event concerns, stored in the `user_id` column.
+    public var userId: UUID? {
+        switch self {
+        case .keyCreated, .keyRevoked, .usersSearched: nil
+        case .userViewed(let payload): payload.userId
+        case .historyViewed(let payload): payload.userId
+        case .actionRequested(let payload): payload.userId
+        }
+    }
+}
+
+/// Turns admin events into stored events and back.
+public enum AdminEventCodec {
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    /// The stored form; `user_id` is the user the event concerns.
+    public static func encode(_ event: AdminEvent, id: UUID = UUID()) throws -> NewEvent {
+        let data: Data
+        switch event {
+        case .keyCreated(let payload): data = try encoder.encode(payload)
+        case .keyRevoked(let payload): data = try encoder.encode(payload)
+        case .userViewed(let payload): data = try encoder.encode(payload)
+        case .usersSearched(let payload): data = try encoder.encode(payload)
+        case .historyViewed(let payload): data = try encoder.encode(payload)
+        case .actionRequested(let payload): data = try encoder.encode(payload)
+        }
+        return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: event.userId)
+    }
+
+    /// Reads a stored event; nil for a type that is not an admin event.
+    public static func decode(_ event: RecordedEvent) throws -> AdminEvent? {
+        let decoder = JSONDecoder()
+        let data = event.data
+        switch event.type {
+        case "AdminKeyCreated": return .keyCreated(try decoder.decode(AdminEvent.KeyCreated.self, from: data))
+        case "AdminKeyRevoked": return .keyRevoked(try decoder.decode(AdminEvent.KeyRevoked.self, from: data))
+        case "AdminUserViewed": return .userViewed(try decoder.decode(AdminEvent.UserViewed.self, from: data))
+        case "AdminUsersSearched": return .usersSearched(try decoder.decode(AdminEvent.UsersSearched.self, from: data))
+        case "AdminHistoryViewed": return .historyViewed(try decoder.decode(AdminEvent.HistoryViewed.self, from: data))
+        case "AdminActionRequested": return .actionRequested(try decoder.decode(AdminEvent.ActionRequested.self, from: data))
+        default: return nil
+        }
+    }
+}
+
+extension StreamName {
+    /// The stream of one admin key: its creation, its revocation and every request made with it.
+    public static func adminKey(_ id: UUID) -> StreamName {
+        StreamName("admin-key-\(id.uuidString.lowercased())")
+    }
+}
+
+extension EventActor {
+    /// A request made with an admin key (`/v1/admin`); `id` is the key's id.
+    public static func admin(keyId: UUID) -> EventActor { EventActor(kind: "admin", id: keyId.uuidString.lowercased()) }
+    /// A person at the command line (`tether admin-keys`); `id` is their login name, where known.
+    public static func `operator`(_ login: String?) -> EventActor { EventActor(kind: "operator", id: login) }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import TetherAPI
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+
+/// `tether history` and `tether admin-keys`: the support tools that work on the database directly.
+extension Commands {
+    static func history(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "since"], switchFlags: ["json"])
+        guard options.positionals.count == 1, let text = options.positionals.first else {
+            throw UsageError("tether history needs one USER, EMAIL or PROVIDER:UID")
+        }
+        let reference = try usage { try UserReference(parsing: text) }
+        let since = try options["since"].map { value in try usage { try HistorySince.parse(value) } }
+        try await withDatabase(options, for: "tether history") { database in
+            let directory = AdminUserDirectory(database: database)
+            let userId = try await reference.resolve(in: directory)
+            let page = try await UserHistory(database: database).all(of: userId, since: since)
+            if page.entries.isEmpty, try await !directory.exists(userId) {
+                throw CommandFailure("no user has the \(reference), and no event names it")
+            }
+            if options.has("json") {
+                print(try jsonText(page.json))
+            } else {
+                print(HistoryTable.render(page), terminator: "")
+            }
+        }
+    }
+
+    static func adminKeys(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "role", "name"], switchFlags: ["json"])
+        guard let action = options.positionals.first else {
+            throw UsageError("tether admin-keys needs an action: create, list or revoke")
+        }
+        switch action {
+        case "create":
+            guard options.positionals.count == 1 else { throw UsageError("tether admin-keys create takes no arguments besides its options") }
+            guard let roleName = options["role"] else { throw UsageError("tether admin-keys create needs --role support or --role admin") }
+            guard let role = AdminRole(rawValue: roleName) else { throw UsageError("--role is support or admin, not \"\(roleName)\"") }
+            try await withDatabase(options, for: "tether admin-keys") { database in
+                let (key, secret) = try await AdminKeyStore(database: database).create(role: role, name: options["name"], metadata: operatorMetadata())
+                print("created admin key \(key.id.uuidString.lowercased()) (role \(key.role.rawValue)\(key.name.map { ", name \"\($0)\"" } ?? ""))")
+                print("store it now: it is shown this once, and Tether keeps only its SHA-256")
+                print(secret)
+            }
+        case "list":
+            guard options.positionals.count == 1 else { throw UsageError("tether admin-keys list takes no arguments besides its options") }
+            try await withDatabase(options, for: "tether admin-keys") { database in
+                let keys = try await AdminKeyStore(database: database).list()
+                if options.has("json") {
+                    print(try jsonText(JSONValue.array(keys.map(\.json))))
+                } else {
+                    print(AdminKeyTable.render(keys), terminator: "")
+                }
+            }
+        case "revoke":
+            guard options.positionals.count == 2 else { throw UsageError("tether admin-keys revoke needs one key id") }
+            guard let id = UUID(uuidString: options.positionals[1]) else {
+                throw UsageError("\"\(options.positionals[1])\" is not an admin key id (see tether admin-keys list)")
+            }
+            try await withDatabase(options, for: "tether admin-keys") { database in
+                let (key, wasRevoked) = try await AdminKeyStore(database: database).revoke(id, metadata: operatorMetadata())
+                let revokedAt = key.revokedAt.map(ISO8601Milliseconds.format) ?? "?"
+                print(wasRevoked
+                      ? "revoked admin key \(id.uuidString.lowercased()); it stops working at once"
+                      : "admin key \(id.uuidString.lowercased()) was already revoked at \(revokedAt)")
+            }
+        default:
+            throw UsageError("unknown action \"\(action)\" (create, list or revoke)")
+        }
+    }
+
+    /// Runs `body` with a pool on TETHER_DATABASE_URL, and turns a missing table into advice.
+    private static func withDatabase(
+        _ options: Arguments, for command: String, _ body: (PostgresClient) async throws -> Void
+    ) async throws {
+        let configuration = try loadConfiguration(options)
+        guard let url = configuration.databaseURL else {
+            throw CommandFailure("TETHER_DATABASE_URL is not set: \(command) reads the database")
+        }
+        let database = PostgresClient(url: url, maxConnections: 2)
+        defer { database.shutdown() }
+        do {
+            try await body(database)
+        } catch let error as PostgresError where error.sqlState == "42P01" {
+            throw CommandFailure("the database lacks a table this command needs (\(error.message)); run tether migrate")
+        }
+    }
+
+    /// Who acts at the command line, recorded on the events a command writes.
+    private static func operatorMetadata() -> EventMetadata {
+        let environment = ProcessInfo.processInfo.environment
+        return EventMetadata(
+            commandId: UUID(), actor: .operator(environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"]),
+            surface: "cli")
+    }
+
+    /// An input mistake found by a library parser, as a usage error (exit status 2).
+    private static func usage<T>(_ parse: () throws -> T) throws -> T {
+        do {
+            return try parse()
+        } catch let error as AdminError {
+            throw UsageError(error.description)
+        }
+    }
+
+    private static func jsonText(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}

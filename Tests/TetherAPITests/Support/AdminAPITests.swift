@@ -1,0 +1,274 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+@Suite("Support and admin API over HTTP")
+struct AdminAPITests {
+    @Test func requestsWithoutALiveKeyAre401AndReachNothing() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let target = "/v1/admin/users/\(user.id.uuidString.lowercased())"
+
+            let missing = try await harness.client.get(target)
+            #expect(missing.status == 401)
+            #expect(try missing.json["code"]?.string == "invalid_token")
+            #expect(missing.headers.values(for: "WWW-Authenticate") == ["Bearer realm=\"tether-admin\""])
+
+            let wellFormedButUnknown = AdminKeyStore.secretFormat.generate()
+            for header in ["Bearer nonsense", "Basic dXNlcjpwYXNz", "Bearer \(wellFormedButUnknown)", "Bearer "] {
+                let refused = try await harness.client.get(target, headers: ["Authorization": header])
+                #expect(refused.status == 401, "\(header)")
+                #expect(try refused.json["code"]?.string == "invalid_token")
+            }
+
+            let support = try await harness.adminKey(.support)
+            #expect(try await harness.adminGet(target, key: support.secret).status == 200)
+            _ = try await AdminKeyStore(database: harness.owner).revoke(support.key.id, metadata: EventMetadata(surface: "cli"))
+            let revoked = try await harness.adminGet(target, key: support.secret)
+            #expect(revoked.status == 401)
+            #expect(try revoked.json["code"]?.string == "invalid_token")
+
+            // Created, one view, revoked: the refused requests left no trace in the key's stream.
+            let types = try await harness.events(inStream: .adminKey(support.key.id)).map(\.type)
+            #expect(types == ["AdminKeyCreated", "AdminUserViewed", "AdminKeyRevoked"])
+        }
+    }
+
+    @Test func supportKeyCannotActAndTheRefusalIsRecorded() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let support = try await harness.adminKey(.support)
+            let id = user.id.uuidString.lowercased()
+            for action in ["disable", "enable", "revoke-sessions"] {
+                let refused = try await harness.adminPost("/v1/admin/users/\(id)/\(action)", key: support.secret)
+                #expect(refused.status == 403, "\(action)")
+                #expect(try refused.json["code"]?.string == "forbidden")
+            }
+            let me = try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(user.accessToken)"])
+            #expect(me.status == 200, "the refused disable changed nothing")
+
+            let records = try await harness.events(inStream: .adminKey(support.key.id)).dropFirst()
+            #expect(records.map(\.type) == Array(repeating: "AdminActionRequested", count: 3))
+            for record in records {
+                #expect(record.userId == user.id)
+                #expect(record.metadata.actor == .admin(keyId: support.key.id))
+                #expect(record.metadata.surface == "admin")
+                let payload = try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: record.data)
+                #expect(payload.status == 403)
+            }
+        }
+    }
+
+    @Test func adminKeyDisablesEnablesAndRevokesSessionsAsTheAdminActor() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let base = "/v1/admin/users/\(user.id.uuidString.lowercased())"
+
+            let disabled = try await harness.adminPost("\(base)/disable", key: admin.secret, json: ["reason": "chargeback fraud"])
+            #expect(disabled.status == 200)
+            #expect(try disabled.json["user"]?["disabled"] == .bool(true))
+            let me = try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(user.accessToken)"])
+            #expect(me.status == 401, "disabling ends the user's sessions at once")
+            let signIn = try await harness.client.post(
+                "/v1/sign-in", json: ["provider": JSONValue.string("password"),
+                                      "credential": ["email": "ada@example.com", "password": "correct horse battery"]])
+            #expect(signIn.status == 403)
+            #expect(try signIn.json["code"]?.string == "user_disabled")
+
+            let again = try await harness.adminPost("\(base)/disable", key: admin.secret)
+            #expect(again.status == 200, "disabling a disabled user is answered with its state")
+            let enabled = try await harness.adminPost("\(base)/enable", key: admin.secret)
+            #expect(enabled.status == 200)
+            #expect(try enabled.json["user"]?["disabled"] == .bool(false))
+            let revoked = try await harness.adminPost("\(base)/revoke-sessions", key: admin.secret)
+            #expect(revoked.status == 200)
+
+            let userEvents = try await harness.events(inStream: .user(user.id))
+            let byAdmin = userEvents.filter { $0.metadata.actor == .admin(keyId: admin.key.id) }
+            #expect(byAdmin.map(\.type) == ["UserDisabled", "SessionsRevoked", "UserEnabled", "SessionsRevoked"])
+            #expect(byAdmin.allSatisfy { $0.metadata.surface == "admin" && $0.metadata.clientIP == "127.0.0.1" })
+            #expect(String(decoding: byAdmin[0].data, as: UTF8.self).contains("chargeback fraud"))
+
+            let records = try await harness.events(inStream: .adminKey(admin.key.id)).dropFirst()
+            let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
+            #expect(actions.map(\.action) == ["disable", "disable", "enable", "revoke-sessions"])
+            #expect(actions.allSatisfy { $0.status == 200 && $0.userId == user.id })
+            // The action's events and its record share the command id, which ties them together.
+            #expect(records.first?.metadata.commandId == byAdmin.first?.metadata.commandId)
+        }
+    }
+
+    @Test func badActionRequestsAreRefusedAndChangeNothing() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let base = "/v1/admin/users/\(user.id.uuidString.lowercased())"
+
+            let tooLong = try await harness.adminPost("\(base)/disable", key: admin.secret, json: ["reason": String(repeating: "x", count: 501)])
+            #expect(tooLong.status == 400)
+            #expect(try tooLong.json["code"]?.string == "invalid_request")
+            let notJSON = try await harness.client.post("\(base)/disable", headers: ["Authorization": "Bearer \(admin.secret)"], body: Array("reason".utf8))
+            #expect(notJSON.status == 400)
+            let notAnID = try await harness.adminPost("/v1/admin/users/not-a-uuid/disable", key: admin.secret)
+            #expect(notAnID.status == 400)
+            let unknown = try await harness.adminPost("/v1/admin/users/\(UUID().uuidString)/disable", key: admin.secret)
+            #expect(unknown.status == 404)
+            #expect(try unknown.json["code"]?.string == "not_found")
+            let queried = try await harness.adminPost("\(base)/disable?force=1", key: admin.secret)
+            #expect(queried.status == 400)
+
+            #expect(try await harness.events(inStream: .user(user.id)).allSatisfy { $0.type != "UserDisabled" })
+            let statuses = try await harness.events(inStream: .adminKey(admin.key.id)).dropFirst().map {
+                try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data).status
+            }
+            #expect(statuses == [400, 400, 400, 404, 400])
+        }
+    }
+
+    @Test func erasureIsNotOfferedUntilCryptoShreddingExists() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let erase = try await harness.client.delete(
+                "/v1/admin/users/\(user.id.uuidString.lowercased())", headers: ["Authorization": "Bearer \(admin.secret)"])
+            #expect(erase.status == 405)
+            #expect(try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())", key: admin.secret).status == 200)
+        }
+    }
+
+    @Test func searchFindsUsersByEmailProviderUidIdAndFreeTextWithoutRecordingWhoWasFound() async throws {
+        try await SupportHarness.run { harness in
+            let ada = try await harness.signUp("Ada.Lovelace@Example.com", displayName: "Ada Lovelace")
+            let grace = try await harness.signUp("grace@example.org", displayName: "Grace Hopper")
+            try await harness.linkFacebook(grace.accessToken, facebookUserID: "10042", email: "amazing.grace@example.net")
+            let alan = try await harness.signUp("alan@example.org", displayName: "Alan 100% Turing")
+            let support = try await harness.adminKey(.support)
+
+            func ids(_ query: String) async throws -> [String] {
+                let response = try await harness.adminGet("/v1/admin/users?\(query)", key: support.secret)
+                #expect(response.status == 200, "\(query): \(response.bodyText)")
+                return try response.json["users"]?.elements.compactMap { $0["id"]?.string } ?? []
+            }
+            func lower(_ id: UUID) -> String { id.uuidString.lowercased() }
+
+            #expect(try await ids("email=ada.lovelace%40example.com") == [lower(ada.id)])
+            #expect(try await ids("email=AMAZING.GRACE@example.net") == [lower(grace.id)], "a linked identity's email finds its user")
+            #expect(try await ids("provider=facebook&uid=10042") == [lower(grace.id)])
+            #expect(try await ids("provider=facebook&uid=10043") == [])
+            #expect(try await ids("provider=password") == [ada, grace, alan].map { lower($0.id) })
+            #expect(try await ids("uid=grace%40example.org") == [lower(grace.id)], "a password identity's uid is its email")
+            #expect(try await ids("q=\(ada.id.uuidString)") == [lower(ada.id)])
+            #expect(try await ids("q=hopper") == [lower(grace.id)])
+            #expect(try await ids("q=example.org") == [lower(grace.id), lower(alan.id)])
+            #expect(try await ids("q=100%25") == [lower(alan.id)], "% matches itself, not anything")
+            #expect(try await ids("q=0_") == [], "_ matches itself")
+            #expect(try await ids("email=grace%40example.org&provider=facebook") == [lower(grace.id)])
+            #expect(try await ids("email=ada.lovelace%40example.com&provider=facebook") == [])
+
+            let first = try await harness.adminGet("/v1/admin/users?q=example&limit=2", key: support.secret)
+            #expect(try first.json["users"]?.elements.count == 2)
+            let cursor = try #require(try first.json["nextAfter"]?.string)
+            let second = try await harness.adminGet("/v1/admin/users?q=example&limit=2&after=\(cursor)", key: support.secret)
+            #expect(try second.json["users"]?.elements.compactMap { $0["id"]?.string } == [lower(alan.id)])
+            #expect(try second.json["nextAfter"] == .null)
+
+            let summary = try #require(try await harness.adminGet("/v1/admin/users?provider=facebook", key: support.secret).json["users"]?.elements.first)
+            #expect(summary["providers"] == ["facebook", "password"])
+            #expect(summary["email"]?.string == "grace@example.org")
+            #expect(summary["disabled"] == .bool(false))
+            #expect(summary["lastSignInAt"]?.string != nil)
+
+            for bad in ["", "q=a", "emial=ada%40example.com", "limit=0", "limit=501", "limit=ten&q=ada", "after=nobody&q=ada",
+                        "after=\(UUID().uuidString)&q=ada", "q=ada&q=grace"] {
+                let refused = try await harness.adminGet("/v1/admin/users?\(bad)", key: support.secret)
+                #expect(refused.status == 400, "\(bad)")
+                #expect(try refused.json["code"]?.string == "invalid_request", "\(bad)")
+            }
+
+            let searches = try await harness.events(inStream: .adminKey(support.key.id)).dropFirst()
+            let firstSearch = try #require(searches.first)
+            #expect(firstSearch.type == "AdminUsersSearched")
+            #expect(firstSearch.userId == nil, "a search is about no one user")
+            let recorded = try JSONDecoder().decode(AdminEvent.UsersSearched.self, from: firstSearch.data)
+            #expect(recorded.personal == AdminEvent.SearchTerms(email: "ada.lovelace@example.com"))
+            #expect(recorded.resultCount == 1)
+            #expect(recorded.status == 200)
+            #expect(!String(decoding: firstSearch.data, as: UTF8.self).contains(lower(ada.id)), "the people found are not recorded")
+            #expect(searches.count == 25)
+        }
+    }
+
+    @Test func detailShowsIdentitiesSessionsAndConfirmedFactors() async throws {
+        try await SupportHarness.run { harness in
+            let grace = try await harness.signUp("grace@example.org", displayName: "Grace Hopper")
+            try await harness.linkFacebook(grace.accessToken, facebookUserID: "10042", email: "amazing.grace@example.net")
+            let signOut = try await harness.client.post("/v1/sign-out", headers: ["Authorization": "Bearer \(grace.accessToken)"], body: [])
+            #expect(signOut.status == 204)
+            _ = try await harness.signUp("other@example.org")
+            let confirmed = UUID()
+            try await harness.owner.query("""
+                INSERT INTO mfa_factors (id, user_id, type, display_name, phone_hint, enrolled_at, confirmed_at)
+                VALUES (\(confirmed), \(grace.id), 'phone', 'Work phone', '+*******0100', now(), now()),
+                       (\(UUID()), \(grace.id), 'totp', 'Not confirmed', NULL, now(), NULL)
+                """)
+            let support = try await harness.adminKey(.support)
+
+            let response = try await harness.adminGet("/v1/admin/users/\(grace.id.uuidString.lowercased())", key: support.secret)
+            #expect(response.status == 200)
+            let detail = try response.json
+            #expect(detail["user"]?["email"]?.string == "grace@example.org")
+            #expect(detail["user"]?["identities"]?.elements.compactMap { $0["provider"]?.string } == ["password", "facebook"])
+            let sessions = detail["sessions"]?.elements ?? []
+            #expect(sessions.count == 1)
+            #expect(sessions.first?["active"] == .bool(false))
+            #expect(sessions.first?["endReason"]?.string == "sign_out")
+            #expect(sessions.first?["amr"] == ["pwd"])
+            #expect(detail["activeSessionCount"]?.int == 0)
+            let factors = detail["factors"]?.elements ?? []
+            #expect(factors.count == 1, "only confirmed factors are listed")
+            #expect(factors.first?["id"]?.string == confirmed.uuidString.lowercased())
+            #expect(factors.first?["phoneHint"]?.string == "+*******0100")
+            #expect(detail["validSince"] == .null)
+
+            let unknown = try await harness.adminGet("/v1/admin/users/\(UUID().uuidString)", key: support.secret)
+            #expect(unknown.status == 404)
+            let badID = try await harness.adminGet("/v1/admin/users/12345", key: support.secret)
+            #expect(badID.status == 400)
+
+            let views = try await harness.events(inStream: .adminKey(support.key.id)).dropFirst()
+            #expect(views.map(\.type) == ["AdminUserViewed", "AdminUserViewed", "AdminUserViewed"])
+            #expect(views.first?.userId == grace.id)
+            let statuses = try views.map { try JSONDecoder().decode(AdminEvent.UserViewed.self, from: $0.data).status }
+            #expect(statuses == [200, 404, 400])
+        }
+    }
+
+    @Test func concurrentRequestsWithOneKeyAreEachRecordedOnce() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let support = try await harness.adminKey(.support)
+            let port = harness.service.server.boundPort
+            let target = "/v1/admin/users/\(user.id.uuidString.lowercased())"
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<12 {
+                    group.addTask {
+                        let client = HTTPTestClient(port: port)
+                        let status = try await client.get(target, headers: ["Authorization": "Bearer \(support.secret)"]).status
+                        await client.close()
+                        return status
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 200, count: 12))
+            let stream = try await harness.events(inStream: .adminKey(support.key.id))
+            #expect(stream.map(\.version) == Array(1...13))
+            #expect(stream.dropFirst().allSatisfy { $0.type == "AdminUserViewed" && $0.userId == user.id })
+        }
+    }
+}

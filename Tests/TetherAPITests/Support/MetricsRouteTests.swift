@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherHTTP
+
+@Suite("GET /metrics")
+struct MetricsRouteTests {
+    private struct ReplayStandIn: MetricsCollector {
+        func collect() async throws -> [MetricFamily] {
+            [.gauge("tether_replay_events_per_second", help: "Stand-in.", samples: [([("projection", "accounts")], 1250)])]
+        }
+    }
+
+    private struct Broken: MetricsCollector {
+        struct Failure: Error {}
+        func collect() async throws -> [MetricFamily] { throw Failure() }
+    }
+
+    @Test func metricsCountRequestsByRouteAndTimeHistoryQueries() async throws {
+        try await SupportHarness.run(metricsCollectors: [ReplayStandIn(), Broken()]) { harness in
+            let before = try await harness.client.get("/metrics")
+            #expect(before.bodyText.contains("tether_history_query_duration_seconds_count 0\n"))
+
+            let ada = try await harness.signUp("ada@example.com")
+            let support = try await harness.adminKey(.support)
+            let history = "/v1/admin/users/\(ada.id.uuidString.lowercased())/history"
+            #expect(try await harness.adminGet(history, key: support.secret).status == 200)
+            #expect(try await harness.adminGet(history + "?limit=1", key: support.secret).status == 200)
+            #expect(try await harness.client.get(history).status == 401)
+
+            let scrape = try await harness.client.get("/metrics")
+            #expect(scrape.status == 200)
+            #expect(scrape.headers.values(for: "Content-Type") == ["text/plain; version=0.0.4; charset=utf-8"])
+            let text = scrape.bodyText
+            for line in [
+                "# TYPE tether_history_query_duration_seconds histogram",
+                "tether_history_query_duration_seconds_count 2",
+                "tether_history_query_duration_seconds_bucket{le=\"+Inf\"} 2",
+                "# TYPE tether_http_requests_total counter",
+                "tether_http_requests_total{method=\"GET\",route=\"/v1/admin/users/{id}/history\",status=\"200\"} 2",
+                "tether_http_requests_total{method=\"GET\",route=\"/v1/admin/users/{id}/history\",status=\"401\"} 1",
+                "tether_http_requests_total{method=\"POST\",route=\"/v1/sign-up\",status=\"201\"} 1",
+                "tether_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"} 1",
+                "tether_replay_events_per_second{projection=\"accounts\"} 1250",
+                "tether_metrics_collector_failures_total 2",
+            ] {
+                #expect(text.split(separator: "\n").contains(Substring(line)), "\(line)")
+            }
+            // Every sample line belongs to a family announced by # TYPE just before it.
+            var family = ""
+            for line in text.split(separator: "\n") {
+                if line.hasPrefix("# TYPE ") {
+                    family = String(line.split(separator: " ")[2])
+                } else if !line.hasPrefix("#") {
+                    #expect(line.hasPrefix(family), "\(line)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+
+/// The built `tether` executable, run as an operator would run it.
+@Suite("tether history and tether admin-keys")
+struct SupportCommandLineTests {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    }
+
+    /// Runs `.build/debug/tether` (built with the tests) with `arguments` and only the given `TETHER_DATABASE_URL`.
+    ///
+    /// The wait happens on a dispatch thread: blocked in `waitpid` on one of the few
+    /// cooperative threads, it would stall every other test's server meanwhile.
+    static func tether(_ arguments: [String], databaseURL: String?) async throws -> Run {
+        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL) }
+    }
+
+    private static func runAndWait(_ arguments: [String], databaseURL: String?) throws -> Run {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let executable = root.appendingPathComponent(".build/debug/tether").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw HarnessError("\(executable) is missing: build with swift build --build-tests first")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tether-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("stdout").path
+        let err = directory.appendingPathComponent("stderr").path
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var environment = ["PATH=/usr/bin:/bin", "USER=support-test"]
+        if let databaseURL { environment.append("TETHER_DATABASE_URL=\(databaseURL)") }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard spawned == 0 else { throw HarnessError("cannot run \(executable): errno \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw HarnessError("waitpid failed: errno \(errno)") }
+        }
+        let read = { (path: String) in String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self) }
+        return Run(status: status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: read(out), stderr: read(err))
+    }
+
+    /// A failure is one line on standard error, `tether: …`.
+    private func expectOneLineFailure(_ run: Run, status: Int32, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(run.status == status, "\(run.stderr)", sourceLocation: sourceLocation)
+        #expect(run.stderr.hasPrefix("tether: ") && run.stderr.hasSuffix("\n"), "\(run.stderr)", sourceLocation: sourceLocation)
+        #expect(run.stderr.dropLast().contains("\n") == false, "one line: \(run.stderr)", sourceLocation: sourceLocation)
+        #expect(run.stderr.contains(text), "\(run.stderr)", sourceLocation: sourceLocation)
+    }
+
+    @Test func adminKeysCreateListAndRevoke() async throws {
+        try await SupportHarness.run { harness in
+            let url = harness.database.url
+            let created = try await Self.tether(["admin-keys", "create", "--role", "support", "--name", "ops desk"], databaseURL: url)
+            #expect(created.status == 0, "\(created.stderr)")
+            #expect(created.stderr.isEmpty)
+            let secret = try #require(created.lines.last)
+            #expect(secret.hasPrefix("tadm_") && secret.count == 48 && AdminKeyStore.secretFormat.isWellFormed(secret))
+            let keys = AdminKeyStore(database: harness.owner)
+            let key = try #require(try await keys.authenticate(secret))
+            #expect(key.role == .support && key.name == "ops desk")
+            #expect(created.stdout.contains(key.id.uuidString.lowercased()))
+            #expect(try await harness.adminGet("/v1/admin/users?q=nobody", key: secret).status == 200)
+
+            let listed = try await Self.tether(["admin-keys", "list"], databaseURL: url)
+            #expect(listed.status == 0)
+            #expect(listed.lines.first?.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+                    == "ID ROLE NAME CREATED LAST USED REVOKED")
+            let row = try #require(listed.lines.dropFirst().first)
+            #expect(row.hasPrefix(key.id.uuidString.lowercased()) && row.contains("support") && row.contains("ops desk") && row.hasSuffix(" -"))
+            #expect(!row.contains("never"), "the search above used it")
+            #expect(!listed.stdout.contains(secret))
+            let json = try JSONDecoder().decode(JSONValue.self, from: Data(try await Self.tether(["admin-keys", "list", "--json"], databaseURL: url).stdout.utf8))
+            #expect(json.elements.first?["role"]?.string == "support")
+            #expect(json.elements.first?["revokedAt"] == .null)
+            #expect(json.elements.first?["lastUsedAt"]?.string != nil)
+
+            let revoked = try await Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
+            #expect(revoked.status == 0)
+            #expect(revoked.stdout.hasPrefix("revoked admin key \(key.id.uuidString.lowercased())"))
+            #expect(try await keys.authenticate(secret) == nil)
+            #expect(try await harness.adminGet("/v1/admin/users?q=nobody", key: secret).status == 401)
+            let again = try await Self.tether(["admin-keys", "revoke", key.id.uuidString], databaseURL: url)
+            #expect(again.status == 0 && again.stdout.contains("was already revoked at"))
+
+            let stream = try await harness.events(inStream: .adminKey(key.id))
+            #expect(stream.map(\.type) == ["AdminKeyCreated", "AdminUsersSearched", "AdminKeyRevoked"])
+            #expect(stream.first?.metadata.actor == .operator("support-test") && stream.first?.metadata.surface == "cli")
+            #expect(!String(decoding: stream[0].data, as: UTF8.self).contains(secret), "only the hash is recorded")
+            let stored: String = try await harness.owner.query("SELECT key_hash FROM admin_keys WHERE id = \(key.id)")[0].decode("key_hash")
+            #expect(stored == AdminKeyStore.secretFormat.hash(secret))
+
+            expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no admin key")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", "ops"], databaseURL: url), status: 2, mentioning: "not an admin key id")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "root"], databaseURL: url), status: 2, mentioning: "--role")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create"], databaseURL: url), status: 2, mentioning: "--role")
+            expectOneLineFailure(try await Self.tether(["admin-keys"], databaseURL: url), status: 2, mentioning: "create, list or revoke")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "rotate"], databaseURL: url), status: 2, mentioning: "rotate")
+            expectOneLineFailure(try await Self.tether(["admin-keys", "list"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
+            let longName = String(repeating: "n", count: 101)
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: url), status: 1, mentioning: "name")
+            #expect(try await keys.list().count == 1, "failed commands made no key")
+        }
+    }
+
+    @Test func historyPrintsTheTimelineAsATableOrJSON() async throws {
+        try await SupportHarness.run { harness in
+            let url = harness.database.url
+            let ada = try await harness.signUp("ada@example.com")
+            try await harness.linkFacebook(ada.accessToken, facebookUserID: "10001", email: "ada@fb.example")
+            let admin = try await harness.adminKey(.admin)
+            #expect(try await harness.adminPost("/v1/admin/users/\(ada.id.uuidString.lowercased())/revoke-sessions", key: admin.secret).status == 200)
+
+            let byEmail = try await Self.tether(["history", "ADA@example.com"], databaseURL: url)
+            #expect(byEmail.status == 0, "\(byEmail.stderr)")
+            #expect(byEmail.stderr.isEmpty)
+            let lines = byEmail.lines
+            #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+                    == "TIME EVENT SURFACE ACTOR CLIENT IP SUMMARY")
+            #expect(lines.count == 1 + 8 + 1)
+            #expect(lines[6].contains("IdentityLinked") && lines[6].contains(" self ") && lines[6].hasSuffix("linked facebook 10001: email ada@fb.example (unverified)"))
+            #expect(lines[7].contains("SessionsRevoked") && lines[7].contains("admin:"))
+            #expect(lines[8].hasSuffix("asked to revoke-sessions"))
+            #expect(lines.last == "8 events of user \(ada.id.uuidString.lowercased())")
+
+            #expect(try await Self.tether(["history", "facebook:10001"], databaseURL: url).stdout == byEmail.stdout)
+            #expect(try await Self.tether(["history", ada.id.uuidString], databaseURL: url).stdout == byEmail.stdout)
+            let recent = try await Self.tether(["history", "password:ada@example.com", "--since", "1h"], databaseURL: url)
+            #expect(recent.stdout == byEmail.stdout)
+            let future = try await Self.tether(["history", ada.id.uuidString, "--since", "2999-01-01"], databaseURL: url)
+            #expect(future.status == 0 && future.lines.last == "0 events of user \(ada.id.uuidString.lowercased())")
+
+            let json = try await Self.tether(["history", "ada@example.com", "--json"], databaseURL: url)
+            #expect(json.status == 0)
+            let page = try JSONDecoder().decode(JSONValue.self, from: Data(json.stdout.utf8))
+            #expect(page["userId"]?.string == ada.id.uuidString.lowercased())
+            #expect(page["events"]?.elements.count == 8)
+            #expect(page["events"]?.elements.first?["summary"]?.string == "registered: email ada@example.com (unverified), name Ada")
+            #expect(page["nextAfter"] == .null)
+
+            expectOneLineFailure(try await Self.tether(["history", "nobody@example.com"], databaseURL: url), status: 1, mentioning: "no user has the email nobody@example.com")
+            expectOneLineFailure(try await Self.tether(["history", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no user")
+            expectOneLineFailure(try await Self.tether(["history", "ada"], databaseURL: url), status: 2, mentioning: "PROVIDER:UID")
+            expectOneLineFailure(try await Self.tether(["history"], databaseURL: url), status: 2, mentioning: "one USER")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com", "--since", "yesterday"], databaseURL: url), status: 2, mentioning: "--since")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com", "--format", "csv"], databaseURL: url), status: 2, mentioning: "--format")
+            expectOneLineFailure(try await Self.tether(["history", "ada@example.com"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
+        }
+    }
+
+    @Test(arguments: ["history", "admin-keys"])
+    func everySupportCommandExplainsItself(_ command: String) async throws {
+        let help = try await Self.tether([command, "--help"], databaseURL: nil)
+        #expect(help.status == 0)
+        #expect(help.stdout.hasPrefix("Usage: tether \(command)"))
+        #expect(try await Self.tether(["--help"], databaseURL: nil).stdout.contains("  \(command) "))
+    }
+}

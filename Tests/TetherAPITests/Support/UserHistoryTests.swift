@@ -1,0 +1,244 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+@Suite("A user's history: API, table and JSON")
+struct UserHistoryTests {
+    /// Sign-up, link and unlink Facebook, sign out, then an admin looks and disables: the events of two streams.
+    private func livedThrough(_ harness: SupportHarness) async throws -> (user: UUID, admin: AdminKey, adminSecret: String) {
+        let ada = try await harness.signUp("ada@example.com")
+        try await harness.linkFacebook(ada.accessToken, facebookUserID: "10001", email: "ada@fb.example")
+        let unlinked = try await harness.client.delete("/v1/users/me/identities/facebook", headers: ["Authorization": "Bearer \(ada.accessToken)"])
+        #expect(unlinked.status == 200)
+        let signedOut = try await harness.client.post("/v1/sign-out", headers: ["Authorization": "Bearer \(ada.accessToken)"], body: [])
+        #expect(signedOut.status == 204)
+        let admin = try await harness.adminKey(.admin)
+        let base = "/v1/admin/users/\(ada.id.uuidString.lowercased())"
+        #expect(try await harness.adminGet(base, key: admin.secret).status == 200)
+        #expect(try await harness.adminPost("\(base)/disable", key: admin.secret, json: ["reason": "asked by the user"]).status == 200)
+        return (ada.id, admin.key, admin.secret)
+    }
+
+    private static let expectedTypes = [
+        "UserRegistered", "IdentityLinked", "PasswordSet", "SignedIn", "SessionStarted", "IdentityLinked", "IdentityUnlinked",
+        "SessionEnded", "AdminUserViewed", "UserDisabled", "SessionsRevoked", "AdminActionRequested",
+    ]
+
+    @Test func historyWithLinkedUnlinkedSignInSessionAndAdminEventsRendersInJSON() async throws {
+        try await SupportHarness.run { harness in
+            let (user, admin, secret) = try await livedThrough(harness)
+            let id = user.uuidString.lowercased()
+            let response = try await harness.adminGet("/v1/admin/users/\(id)/history", key: secret)
+            #expect(response.status == 200)
+            #expect(response.headers.values(for: "Content-Type") == ["application/json"])
+            let page = try response.json
+            #expect(page["userId"]?.string == id)
+            #expect(page["nextAfter"] == .null)
+            let events = page["events"]?.elements ?? []
+            #expect(events.compactMap { $0["type"]?.string } == Self.expectedTypes)
+            let positions = events.compactMap { $0["position"]?.int }
+            #expect(positions == positions.sorted() && Set(positions).count == positions.count, "oldest first, by position")
+
+            let registered = events[0]
+            #expect(registered["summary"]?.string == "registered: email ada@example.com (unverified), name Ada")
+            #expect(registered["surface"]?.string == "v1")
+            #expect(registered["actor"] == ["kind": "anonymous", "id": nil])
+            #expect(registered["clientIP"]?.string == "127.0.0.1")
+            #expect(registered["userAgent"]?.string == "support-tests/1")
+            #expect(registered["stream"]?.string == "user-\(id)")
+            #expect(registered["personalDataErased"] == .bool(false))
+            #expect(registered["time"]?.string?.hasSuffix("Z") == true)
+            #expect(registered["commandId"]?.string != nil)
+
+            let summaries = events.compactMap { $0["summary"]?.string }
+            #expect(summaries[1] == "linked password ada@example.com: email ada@example.com (unverified)")
+            #expect(summaries[2] == "password set")
+            #expect(summaries[3].hasPrefix("signed in with password (new_user), session "))
+            #expect(summaries[4].hasSuffix(" started (amr pwd)"))
+            #expect(summaries[5] == "linked facebook 10001: email ada@fb.example (unverified)")
+            #expect(summaries[6] == "unlinked facebook 10001 (user)")
+            #expect(summaries[7].hasSuffix(" ended (sign_out)"))
+            #expect(summaries[8] == "viewed the user's detail")
+            #expect(summaries[9] == "user disabled: asked by the user")
+            #expect(summaries[10].hasPrefix("every session revoked; tokens issued before 20"))
+            #expect(summaries[11] == "asked to disable: asked by the user")
+            #expect(!response.bodyText.contains("scrypt"), "the password hash never shows")
+
+            #expect(events[5]["actor"] == ["kind": "user", "id": .string(id)])
+            let adminActor: JSONValue = ["kind": "admin", "id": .string(admin.id.uuidString.lowercased())]
+            for index in [8, 9, 10, 11] {
+                #expect(events[index]["actor"] == adminActor, "\(Self.expectedTypes[index])")
+                #expect(events[index]["surface"]?.string == "admin")
+            }
+            #expect(events[8]["stream"]?.string == "admin-key-\(admin.id.uuidString.lowercased())")
+
+            // This read is itself on record, and shows in the next one.
+            let again = try await harness.adminGet("/v1/admin/users/\(id)/history", key: secret).json
+            let last = try #require(again["events"]?.elements.last)
+            #expect(last["type"]?.string == "AdminHistoryViewed")
+            #expect(last["summary"]?.string == "viewed the history (12 events after position 0)")
+        }
+    }
+
+    @Test func historyWithLinkedUnlinkedSignInSessionAndAdminEventsRendersAsAnAlignedTable() async throws {
+        try await SupportHarness.run { harness in
+            let (user, admin, _) = try await livedThrough(harness)
+            let table = HistoryTable.render(try await UserHistory(database: harness.owner).all(of: user))
+            let lines = table.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            #expect(lines.count == 15, "header, 12 events, closing line, and the empty rest after the final line feed")
+            let header = lines[0]
+            #expect(header.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+                    == "TIME EVENT SURFACE ACTOR CLIENT IP SUMMARY")
+            let columnStarts = ["EVENT", "SURFACE", "ACTOR", "CLIENT IP", "SUMMARY"].map { header.range(of: $0)!.lowerBound.utf16Offset(in: header) }
+            let rows = lines[1...12]
+            for (row, type) in zip(rows, Self.expectedTypes) {
+                let offset = { (text: String) in row.range(of: text).map { $0.lowerBound.utf16Offset(in: row) } }
+                #expect(offset(type) == columnStarts[0], "\(row)")
+                #expect(row.dropFirst(columnStarts[4]).first != " ", "the summary starts in its column: \(row)")
+            }
+            let row = { (index: Int) in lines[index] }
+            #expect(row(1).contains("  v1  ") && row(1).contains("anonymous") && row(1).contains("127.0.0.1"))
+            #expect(row(1).hasSuffix("registered: email ada@example.com (unverified), name Ada"))
+            #expect(row(6).contains(" self ") && row(6).hasSuffix("linked facebook 10001: email ada@fb.example (unverified)"))
+            #expect(row(7).hasSuffix("unlinked facebook 10001 (user)"))
+            let adminColumn = "admin:" + admin.id.uuidString.lowercased().prefix(8)
+            #expect(row(9).contains(" admin ") && row(9).contains(adminColumn) && row(9).hasSuffix("viewed the user's detail"))
+            #expect(row(12).hasSuffix("asked to disable: asked by the user"))
+            #expect(lines[13] == "12 events of user \(user.uuidString.lowercased())")
+            #expect(lines[14] == "")
+        }
+    }
+
+    @Test func historyPagesFollowNextAfterAndRefuseBadParameters() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, secret) = try await livedThrough(harness)
+            let id = user.uuidString.lowercased()
+            var seen: [String] = []
+            var after = "0"
+            var pages = 0
+            while true {
+                let page = try await harness.adminGet("/v1/admin/users/\(id)/history?limit=5&after=\(after)", key: secret).json
+                let events = page["events"]?.elements ?? []
+                #expect(events.count <= 5)
+                seen += events.compactMap { $0["type"]?.string }
+                pages += 1
+                guard let next = page["nextAfter"]?.int else { break }
+                #expect(next == events.last?["position"]?.int)
+                after = String(next)
+            }
+            // Each page read is recorded after it is read, so later pages also show the earlier reads.
+            #expect(Array(seen.prefix(12)) == Self.expectedTypes)
+            #expect(seen.dropFirst(12).allSatisfy { $0 == "AdminHistoryViewed" })
+            #expect(pages >= 3)
+
+            for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=first", "page=2"] {
+                let refused = try await harness.adminGet("/v1/admin/users/\(id)/history?\(bad)", key: secret)
+                #expect(refused.status == 400, "\(bad)")
+                #expect(try refused.json["code"]?.string == "invalid_request")
+            }
+            #expect(try await harness.adminGet("/v1/admin/users/\(UUID().uuidString)/history", key: secret).status == 404)
+            #expect(try await harness.adminGet("/v1/admin/users/ada/history", key: secret).status == 400)
+        }
+    }
+
+    @Test func eventTypesWithoutASummaryRenderGenericallyWithoutSecrets() async throws {
+        try await SupportHarness.run { harness in
+            let ada = try await harness.signUp("ada@example.com")
+            let payload = #"{"factorId":"f-1","type":"totp","secretBase32":"JBSWY3DPEHPK3PXP","codeHash":"ab12","personal":{"phoneNumber":"+15550100"}}"#
+            try await PostgresEventStore(client: harness.owner).append(
+                [NewEvent(type: "MfaFactorEnrolled", data: Data(payload.utf8), userId: ada.id)],
+                to: StreamName("mfa-test-\(UUID().uuidString.lowercased())"), expected: .noStream,
+                metadata: EventMetadata(actor: .user(ada.id), surface: "v1"))
+            let page = try await UserHistory(database: harness.owner).all(of: ada.id)
+            let entry = try #require(page.entries.last)
+            #expect(entry.type == "MfaFactorEnrolled")
+            #expect(entry.summary.text == "factorId=f-1, type=totp, personal data not shown")
+            #expect(!entry.summary.isPersonalDataErased)
+            let table = HistoryTable.render(page)
+            #expect(table.contains("factorId=f-1, type=totp, personal data not shown"))
+            #expect(!table.contains("JBSWY3DP") && !table.contains("+15550100") && !table.contains("ab12"))
+        }
+    }
+
+    @Test func erasedPersonalDataShowsAsErasedInTableAndJSON() throws {
+        let user = UUID()
+        let at = Date(timeIntervalSince1970: 1_790_000_000)
+        func recorded(_ position: Int64, _ type: String, _ json: String) -> RecordedEvent {
+            RecordedEvent(
+                position: position, transactionId: 1, stream: .user(user), version: Int(position), id: UUID(), type: type, schema: 1,
+                data: Data(json.utf8), metadata: EventMetadata(actor: .anonymous, clientIP: "203.0.113.9", surface: "v1"),
+                userId: user, occurredAt: at)
+        }
+        let events = [
+            recorded(1, "UserRegistered", #"{"emailVerified":true,"userId":"\#(user.uuidString)"}"#),
+            recorded(2, "IdentityLinked", #"{"emailVerified":true,"provider":"apple","uid":"001.abc","personal":"v1:AAAAsealed"}"#),
+            recorded(3, "EmailVerified", #"{"provider":"apple"}"#),
+            recorded(4, "SignedIn", #"{"outcome":"returning","provider":"apple","sessionId":"6F1C2D3E-0000-4000-8000-000000000000"}"#),
+            recorded(5, "UserDisabled", #"{"reason":"line one\nline two"}"#),
+            recorded(6, "AdminUserViewed", #"{"status":404}"#),
+        ]
+        let page = HistoryPage(userId: user, entries: events.map(HistoryEntry.init), nextAfter: nil)
+        #expect(page.entries.map(\.summary.text) == [
+            "registered: email (erased) (verified), name (erased)",
+            "linked apple 001.abc: email (erased) (verified)",
+            "email verified by apple: (erased)",
+            "signed in with apple (returning), session 6f1c2d3e",
+            "user disabled: line one line two",
+            "asked for the user's detail (answered 404)",
+        ])
+        #expect(page.entries.map(\.summary.isPersonalDataErased) == [true, true, true, false, false, false])
+
+        let table = HistoryTable.render(page)
+        #expect(table.hasSuffix("6 events of user \(user.uuidString.lowercased()); personal data has been erased where it shows (erased)\n"))
+        #expect(table.contains("2026-09-21T14:13:20.000Z  UserRegistered   v1       anonymous  203.0.113.9  registered: email (erased)"))
+
+        let json = page.json
+        #expect(json["events"]?.elements.first?["personalDataErased"] == .bool(true))
+        #expect(json["events"]?.elements.first?["summary"]?.string == "registered: email (erased) (verified), name (erased)")
+        #expect(json["events"]?.elements.last?["personalDataErased"] == .bool(false))
+    }
+
+    @Test(arguments: [
+        ("3f2a5b1c-0d4e-4f60-8a7b-9c0d1e2f3a4b", "id 3f2a5b1c-0d4e-4f60-8a7b-9c0d1e2f3a4b"),
+        ("Ada@Example.com", "email Ada@Example.com"),
+        ("apple:001234.abc.0001", "apple uid 001234.abc.0001"),
+        ("password:ada@example.com", "password uid ada@example.com"),
+        ("facebook:10001", "facebook uid 10001"),
+    ])
+    func userReferencesParse(_ text: String, _ meaning: String) throws {
+        #expect(try UserReference(parsing: text).description == meaning)
+    }
+
+    @Test(arguments: ["ada", "", "@example.com", "Apple:001", "ada@", ":10001"])
+    func userReferencesThatNameNobodyAreRefused(_ text: String) {
+        #expect(throws: AdminError.self) { try UserReference(parsing: text) }
+    }
+
+    @Test func sinceTakesDatesTimesAndSpans() throws {
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        #expect(try HistorySince.parse("24h", now: now) == now.addingTimeInterval(-86_400))
+        #expect(try HistorySince.parse("90m", now: now) == now.addingTimeInterval(-5_400))
+        #expect(try HistorySince.parse("7d", now: now) == now.addingTimeInterval(-604_800))
+        #expect(try HistorySince.parse("2026-09-21", now: now) == Date(timeIntervalSince1970: 1_789_948_800))
+        #expect(try HistorySince.parse("2026-09-21T14:13:20Z", now: now) == now)
+        #expect(try HistorySince.parse("2026-09-21T16:13:20.000+02:00", now: now) == now)
+        for bad in ["yesterday", "24", "-1h", "2026-13-01", "h"] {
+            #expect(throws: AdminError.self, "\(bad)") { try HistorySince.parse(bad, now: now) }
+        }
+    }
+
+    @Test func sinceLeavesOutOlderEvents() async throws {
+        try await SupportHarness.run { harness in
+            let ada = try await harness.signUp("ada@example.com")
+            let history = UserHistory(database: harness.owner)
+            let all = try await history.all(of: ada.id)
+            #expect(all.entries.count == 5)
+            #expect(try await history.all(of: ada.id, since: Date().addingTimeInterval(60)).entries.isEmpty)
+            #expect(try await history.all(of: ada.id, since: Date().addingTimeInterval(-60)).entries.count == 5)
+        }
+    }
+}
