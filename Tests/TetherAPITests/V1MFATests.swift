@@ -257,6 +257,36 @@ struct V1MFATests {
         await receiver.stop()
     }
 
+    @Test func theHistoryTellsWhyAUserCouldNotGetIn() async throws {
+        try await DevService.run { app in
+            let (user, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-history"))
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-history")))
+            _ = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
+                                       "code": totp.code(forStep: step + 9)])
+            _ = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
+                                       "code": totp.code(forStep: step + 1)])
+            let page = try await UserHistory(database: app.admin).all(of: UUID(uuidString: user.user.id)!)
+            let lines = page.entries.filter { $0.type.hasPrefix("MFA") }.map { "\($0.type): \($0.summary.text)" }
+            let short = { (id: String) in String(id.prefix(8)) }
+            let claims = try JOSEObject(parsing: Base64URL.decode(String(challenge.mfaPendingCredential.split(separator: ".")[1])))
+            let challengeId = short(try #require(claims["jti"]?.stringValue))
+            #expect(lines.count == 7)
+            #expect(Array(lines.prefix(5)) == [
+                "MFAFactorEnrolled: totp factor \(short(confirmed.factor.id)) \"Phone app\" enrolment started",
+                "MFAFactorConfirmed: factor \(short(confirmed.factor.id)) confirmed",
+                "MFARecoveryCodesIssued: 10 recovery codes issued",
+                "MFAChallengeIssued: second factor required after apple (challenge \(challengeId))",
+                "MFACodeRejected: totp code rejected: wrong_code, attempt 1 of 5 (challenge \(challengeId))",
+            ])
+            #expect(lines.count == 7 && lines[5].hasPrefix("MFACodeAccepted: totp code accepted (challenge \(challengeId)), session "))
+            #expect(lines.last == "MFAChallengeEnded: challenge \(challengeId) ended (completed)")
+            let table = HistoryTable.render(page)
+            #expect(table.contains("code rejected: wrong_code, attempt 1 of 5"))
+            let secret = try await app.admin.query("SELECT totp_secret FROM mfa_factors")[0].decode("totp_secret", as: String.self)
+            #expect(!table.contains(secret), "the TOTP secret never shows")
+        }
+    }
+
     // MARK: Limits and pending credentials
 
     @Test func smsCodesToOneNumberAreLimitedWhoeverAsks() async throws {

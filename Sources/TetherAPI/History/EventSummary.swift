@@ -64,6 +64,36 @@ public struct EventSummary: Sendable, Hashable {
             text = "admin key created (role \(payload["role"]))"
         case "AdminKeyRevoked":
             text = "admin key revoked"
+        case "SignInFailed":
+            text = "sign-in with \(payload["provider"]) refused (\(payload["reason"]))"
+        case "SignInThrottled":
+            text = "sign-ins from this \(payload["scope"]) refused for \(payload["retryAfterSeconds"]) s after repeated failures"
+        case "MFAFactorEnrolled":
+            let name = payload.personal("displayName").map { " \"\($0)\"" } ?? ""
+            let phone = payload.personal("phoneNumber").map { " for \(PhoneNumber.hint($0))" } ?? ""
+            text = "\(payload["type"]) factor \(payload.shortID("factorId"))\(name)\(phone) enrolment started"
+        case "MFAFactorConfirmed":
+            text = "factor \(payload.shortID("factorId")) confirmed"
+        case "MFAFactorRemoved":
+            text = "factor \(payload.shortID("factorId")) removed (\(payload["reason"]))"
+        case "MFARecoveryCodesIssued":
+            text = "\(payload.strings("codeHashes").count) recovery codes issued"
+        case "MFAChallengeIssued":
+            text = "second factor required after \(payload["firstFactor"]) (challenge \(payload.shortID("challengeId")))"
+        case "MFACodeSent":
+            text = "SMS code sent for factor \(payload.shortID("factorId"))"
+                + (payload.text("challengeId") == nil ? " (enrolment)" : " (challenge \(payload.shortID("challengeId")))")
+        case "MFACodeDeliveryFailed":
+            text = "SMS code for factor \(payload.shortID("factorId")) could not be sent"
+        case "MFACodeAccepted":
+            text = "\(payload["method"]) code accepted (challenge \(payload.shortID("challengeId"))), session \(payload.shortID("sessionId"))"
+        case "MFACodeRejected":
+            let scope = payload.text("challengeId") == nil ? "enrolment" : "challenge \(payload.shortID("challengeId"))"
+            text = "\(payload["method"]) code rejected: \(payload["reason"]), attempt \(payload["attempt"]) of \(UserAccount.maxCodeAttempts) (\(scope))"
+        case "MFARecoveryCodeUsed":
+            text = "recovery code used (challenge \(payload.shortID("challengeId")))"
+        case "MFAChallengeEnded":
+            text = "challenge \(payload.shortID("challengeId")) ended (\(payload["reason"]))"
         default:
             text = payload.generic
         }
