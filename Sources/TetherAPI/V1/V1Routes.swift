@@ -237,14 +237,10 @@ public struct V1Routes: Sendable {
     }
 
     func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {
-        var commandId = UUID()
-        if let key = request.headers["idempotency-key"], !key.isEmpty {
-            // One key names one command of one caller on one route.
-            let scope = "\(request.method) \(request.path) \(userId?.uuidString ?? "-") \(key)"
-            let digest = DigestAlgorithm.sha256.hash(Array(scope.utf8))
-            commandId = UUID(uuid: (digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
-                                    digest[8], digest[9], digest[10], digest[11], digest[12], digest[13], digest[14], digest[15]))
-        }
+        // One key names one command of one caller on one route.
+        let commandId = CommandContext.commandID(
+            idempotencyKey: request.headers["idempotency-key"],
+            scope: "\(request.method) \(request.path) \(userId?.uuidString ?? "-")")
         return CommandContext(
             commandId: commandId,
             metadata: EventMetadata(
