@@ -13,6 +13,8 @@ CREATE TABLE idempotent_responses (
     request_hash text NOT NULL,
     status       integer,
     content_type text,
+    -- Headers a retry must see again (Retry-After, WWW-Authenticate, Location).
+    headers      jsonb,
     body         bytea,
     created_at   timestamptz NOT NULL DEFAULT now()
 );

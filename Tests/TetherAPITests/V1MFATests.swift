@@ -469,6 +469,16 @@ struct V1MFATests {
         }
     }
 
+    @Test func anEmailWithAColonStillEnrolsTOTPUnderTheUserId() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.google("google-colon", email: "odd:name@example.com"))
+            let enrol = try await app.client.post(
+                "/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(user.session.accessToken)"], body: [])
+            #expect(enrol.status == 201)
+            #expect(try enrol.decodeJSON(Enrolment.self).otpauthUri.hasPrefix("otpauth://totp/Tether:\(user.user.id)?"))
+        }
+    }
+
     @Test func wrongCodesWhileEnrollingEndTheEnrolment() async throws {
         try await DevService.run { app in
             let user = try await app.signedIn(try await app.apple("apple-enrol-wrong"))

@@ -163,6 +163,16 @@ struct V1SessionsTests {
             #expect(conflictAgain.bodyText == conflict.bodyText)
             #expect(conflictAgain.headers.values(for: "Idempotent-Replayed") == ["true"])
 
+            // A replayed refusal keeps the headers that matter to the client.
+            let refusalKey = UUID().uuidString
+            let unknown = RefreshTokens.generate()
+            let refused = try await app.refresh(unknown, headers: ["Idempotency-Key": refusalKey])
+            let refusedAgain = try await app.refresh(unknown, headers: ["Idempotency-Key": refusalKey])
+            #expect(refused.status == 401 && refusedAgain.status == 401)
+            #expect(!refused.headers.values(for: "WWW-Authenticate").isEmpty)
+            #expect(refusedAgain.headers.values(for: "WWW-Authenticate") == refused.headers.values(for: "WWW-Authenticate"))
+            #expect(refusedAgain.headers.values(for: "Idempotent-Replayed") == ["true"])
+
             let bad = try await app.signIn(credential, headers: ["Idempotency-Key": String(repeating: "k", count: 300)])
             #expect(bad.status == 400)
         }

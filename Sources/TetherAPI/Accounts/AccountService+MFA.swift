@@ -35,7 +35,9 @@ extension AccountService {
         // The stored secret wins: a retried command (same Idempotency-Key) returns the first one.
         let storedSecret = account.mfa.factors[factorId]?.totpSecret ?? secret
         let totp = try TOTP(secret: try Base32.decode(storedSecret))
-        let uri = try OTPAuthURI(totp: totp, issuer: "Tether", accountName: account.email ?? userId.uuidString.lowercased())
+        // The label's account part may not hold ':' (the issuer separator); such an email gives way to the user id.
+        let accountName = account.email.flatMap { $0.contains(":") || $0.isEmpty ? nil : $0 } ?? userId.uuidString.lowercased()
+        let uri = try OTPAuthURI(totp: totp, issuer: "Tether", accountName: accountName)
         return TOTPEnrolment(factorId: factorId, secret: storedSecret, otpauthURI: uri.stringValue)
     }
 

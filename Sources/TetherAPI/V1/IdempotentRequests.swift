@@ -22,6 +22,8 @@ struct IdempotentRequests: Sendable {
     /// After this long a request still marked as running is taken to have died with its process.
     static let abandonedAfter = "60 seconds"
     static let replayHeader = "Idempotent-Replayed"
+    /// Headers of the first answer that a replay repeats (none of them carries a secret).
+    static let keptHeaders = ["Retry-After", "WWW-Authenticate", "Location"]
 
     /// Runs `handler` once per key; a retry with the key gets the stored answer.
     ///
@@ -99,14 +101,14 @@ struct IdempotentRequests: Sendable {
             let claimed = try await database.query("""
                 INSERT INTO idempotent_responses (scope, request_hash) VALUES (\(derived.scope), \(derived.requestHash))
                 ON CONFLICT (scope) DO UPDATE SET request_hash = excluded.request_hash, status = NULL, content_type = NULL,
-                    body = NULL, created_at = now()
+                    headers = NULL, body = NULL, created_at = now()
                 WHERE idempotent_responses.created_at < now() - \(Self.lifetime)::interval
                    OR (idempotent_responses.status IS NULL AND idempotent_responses.created_at < now() - \(Self.abandonedAfter)::interval)
                 RETURNING scope
                 """)
             if !claimed.isEmpty { return nil }
             let rows = try await database.query("""
-                SELECT request_hash, status, content_type, body FROM idempotent_responses WHERE scope = \(derived.scope)
+                SELECT request_hash, status, content_type, headers, body FROM idempotent_responses WHERE scope = \(derived.scope)
                 """)
             guard let row = rows.first else { continue } // removed by a failed first attempt: claim again
             let requestHash: String = try row.decode("request_hash")
@@ -126,6 +128,11 @@ struct IdempotentRequests: Sendable {
                                        authenticating: Array(derived.scope.utf8))
             var headers: HTTPHeaders = [Self.replayHeader: "true"]
             if let contentType: String = try row.decode("content_type") { headers["Content-Type"] = contentType }
+            if let kept = try row.decode("headers", as: PostgresJSON?.self) {
+                for pair in try kept.decode([[String]].self) where pair.count == 2 {
+                    headers.add(name: pair[0], value: pair[1])
+                }
+            }
             return .success(HTTPResponse(status: status, headers: headers, body: body))
         }
         throw Problem.serviceUnavailable(detail: "The Idempotency-Key could not be claimed; retry shortly.")
@@ -133,9 +140,10 @@ struct IdempotentRequests: Sendable {
 
     private func store(_ response: HTTPResponse, for derived: Derived) async throws {
         let sealed = try AESGCM.seal(response.body, key: derived.sealingKey, authenticating: Array(derived.scope.utf8))
+        let kept = Self.keptHeaders.flatMap { name in response.headers.values(for: name).map { [name, $0] } }
         try await database.query("""
             UPDATE idempotent_responses SET status = \(response.status), content_type = \(response.headers["Content-Type"]),
-                body = \(sealed.combined)
+                headers = \(try PostgresJSON(encoding: kept))::jsonb, body = \(sealed.combined)
             WHERE scope = \(derived.scope) AND status IS NULL
             """)
         // Expired answers go a few at a time, so no request pays for a large sweep.
