@@ -119,7 +119,7 @@ enum Commands {
         }
     }
 
-    private static func loadConfiguration(_ options: Arguments) throws -> TetherConfiguration {
+    static func loadConfiguration(_ options: Arguments) throws -> TetherConfiguration {
         do {
             return try TetherConfiguration.load(configFile: options["config"])
         } catch {

@@ -35,6 +35,7 @@ do {
     case "serve": try await Commands.serve(rest)
     case "dev": try await Commands.dev(rest)
     case "migrate": try await Commands.migrate(rest)
+    case "replay": try await Commands.replay(rest)
     case "postgres": try await Commands.postgres(rest)
     case "--version", "version": print("tether 0.1.0")
     default: fail("unknown command \"\(command)\" (see tether --help)", status: 2)
