@@ -144,13 +144,17 @@ public struct ProjectionReplay: Sendable {
     /// Applies batches, each in a transaction of its own, until at most one batch of
     /// committed events is left for the swap to apply under the gate.
     ///
-    /// The gap-safe reader stops at the oldest transaction still running anywhere in
-    /// the cluster, so a short batch may only mean that some transaction is slow to
-    /// finish while many events wait behind it. Then the run waits for the horizon to
-    /// move (up to `horizonWait`) rather than leave the backlog to the swap, which
-    /// holds writers back while it applies.
+    /// Two things can keep the rebuild from getting there:
+    /// - the gap-safe reader stops at the oldest transaction still running anywhere in
+    ///   the cluster, so a short batch may only mean that some transaction is slow to
+    ///   finish while events wait behind it: the run waits for the horizon to move (up
+    ///   to `horizonWait`);
+    /// - writers may append faster than one connection replays: once the backlog has
+    ///   stopped shrinking for a second, chasing it is pointless, and the swap applies
+    ///   it while the gate holds the writers back.
     private func catchUp(_ run: inout RunState, on connection: PostgresConnection) async throws {
         var waitingSince: ContinuousClock.Instant?
+        var lastMeasure: (at: ContinuousClock.Instant, backlog: Int)?
         while true {
             try Task.checkCancellation()
             var batch = run
@@ -158,22 +162,33 @@ public struct ProjectionReplay: Sendable {
                 try await applyBatch(&batch, horizon: .belowOldestRunningTransaction, on: connection)
             }
             run = batch
+            if count == configuration.batchSize, run.applied < run.initialTotal { continue } // the log as it was at the start
+            let now = ContinuousClock.now
             if count == configuration.batchSize {
                 waitingSince = nil
+                guard lastMeasure.map({ now - $0.at >= .seconds(1) }) ?? true else { continue }
+            }
+            let backlog = try await backlog(after: run.checkpoint, on: connection)
+            if backlog <= configuration.batchSize { return }
+            if count == configuration.batchSize {
+                if let last = lastMeasure, backlog >= last.backlog { return }
+                lastMeasure = (now, backlog)
                 continue
             }
-            let pending: Int = try await connection.query("""
-                SELECT count(*) AS pending FROM (
-                    SELECT 1 FROM events
-                    WHERE (tx, position) > (\(run.checkpoint.transactionId)::xid8, \(run.checkpoint.position)::bigint)
-                      AND split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
-                    LIMIT \(configuration.batchSize)) AS tail
-                """)[0].decode("pending")
-            let started = waitingSince ?? ContinuousClock.now
-            if pending < configuration.batchSize || ContinuousClock.now - started >= configuration.horizonWait { return }
+            let started = waitingSince ?? now
+            if now - started >= configuration.horizonWait { return }
             waitingSince = started
             try await Task.sleep(for: .milliseconds(20))
         }
+    }
+
+    /// How many committed events of the projection's streams lie after `checkpoint`.
+    private func backlog(after checkpoint: LogCheckpoint, on connection: PostgresConnection) async throws -> Int {
+        try await connection.query("""
+            SELECT count(*) AS backlog FROM events
+            WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
+              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
+            """)[0].decode("backlog")
     }
 
     /// Applies every event committed after the run's checkpoint, in the caller's
@@ -292,6 +307,8 @@ public struct ProjectionReplay: Sendable {
 /// Where a run has got to, and how it reports progress.
 private struct RunState {
     let projection: String
+    /// Events of the projection's streams when the run started.
+    let initialTotal: Int
     var total: Int
     let report: @Sendable (ReplayProgress) -> Void
     let clock = ContinuousClock()
@@ -302,6 +319,7 @@ private struct RunState {
 
     init(projection: String, total: Int, report: @escaping @Sendable (ReplayProgress) -> Void) {
         self.projection = projection
+        self.initialTotal = total
         self.total = total
         self.report = report
         self.started = clock.now
