@@ -7,7 +7,9 @@ import TetherCore
 /// path, so `apply` must name its tables unqualified (`INSERT INTO users …`): the
 /// same code then writes the live tables inline and the shadow tables on replay.
 /// Adding a table to a projection means listing it in `tables`; replay copies its
-/// shape from the live table, so nothing in replay changes.
+/// shape from the live table, so nothing in replay changes. Every column of those
+/// tables must follow from the events: a value written without an event (a counter
+/// bumped in place) is lost at the next swap, and `--verify` reports it as drift.
 public struct Projection: Sendable {
     /// The name `tether replay --projection NAME` takes.
     public var name: String

@@ -18,6 +18,12 @@
 /// waits for them on the table locks with a short `lock_timeout` and retries, so it
 /// is the swap, never a reader, that gives way.
 ///
+/// Two rules follow for code that writes projections: a transaction never waits for
+/// another transaction of the same process (the second would queue behind a waiting
+/// swap that waits for the first; the swap's gate timeout breaks that knot, at the
+/// price of a stall), and every row of a projection table comes from events, since
+/// a swap keeps only what the log rebuilds.
+///
 /// Caveat: the shared lock is the first statement of the transaction, so under
 /// `REPEATABLE READ` or `SERIALIZABLE` it fixes the snapshot before a swap it waited
 /// for. Transactions that touch projection tables therefore use `READ COMMITTED`

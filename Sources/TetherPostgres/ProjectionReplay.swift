@@ -59,7 +59,7 @@ public struct ProjectionReplay: Sendable {
         public var horizonWait: Duration
 
         public init(
-            batchSize: Int = 500, gateTimeout: Duration = .seconds(5), tableLockTimeout: Duration = .milliseconds(200),
+            batchSize: Int = 500, gateTimeout: Duration = .seconds(1), tableLockTimeout: Duration = .milliseconds(200),
             maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30)
         ) {
             self.batchSize = max(1, batchSize)

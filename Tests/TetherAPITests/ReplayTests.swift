@@ -149,6 +149,15 @@ struct ReplayTests {
                         return written
                     }
                 }
+                // And a reader outside any transaction (as token checks are), which the swap
+                // must wait for or give way to, never fail.
+                group.addTask {
+                    while !replayDone.isSet {
+                        _ = try await accounts.isSessionActive(userId: UUID(), sessionId: UUID(), issuedAt: Date())
+                        _ = try await service.query("SELECT count(*) FROM users u JOIN identities i ON i.user_id = u.id")
+                    }
+                    return 0
+                }
                 return try await group.reduce(0, +)
             }
         }
