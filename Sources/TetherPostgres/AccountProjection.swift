@@ -8,6 +8,10 @@ import TetherCore
 /// credential belongs to one user; `identities_user_provider_key`: one identity
 /// per provider per user). Timestamps come from the event (`at`, the text of its
 /// `occurred_at`), so rebuilding from the log gives identical rows.
+///
+/// `tether replay` rebuilds these tables through ``Projection/accounts``, calling the
+/// same `apply` with a shadow schema first on the search path: table names here stay
+/// unqualified, and a table added to `tables` is rebuilt with no change to replay.
 public enum AccountProjection {
     /// The tables this projection owns, in an order safe for deleting rows.
     public static let tables = [
@@ -167,30 +171,5 @@ public enum AccountProjection {
     /// Records the stream version the user's row reflects (once per command, not per event).
     public static func recordVersion(_ version: Int, of userId: UUID, on connection: PostgresConnection) async throws {
         try await connection.query("UPDATE users SET version = \(version) WHERE id = \(userId)")
-    }
-
-    /// Rebuilds every account table from the log (test helper until `tether replay`).
-    public static func rebuild(on connection: PostgresConnection) async throws {
-        for table in tables {
-            try await connection.query("DELETE FROM \(unsafeSQL: table)")
-        }
-        let rows = try await connection.query("""
-            SELECT position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at,
-                   occurred_at::text AS at
-            FROM events WHERE stream LIKE 'user-%' ORDER BY tx, position
-            """)
-        for row in rows {
-            let at: String = try row.decode("at")
-            guard let userId: UUID = try row.decode("user_id") else { continue }
-            let recorded = RecordedEvent(
-                position: try row.decode("position"), transactionId: try row.decode("tx"),
-                stream: StreamName(try row.decode("stream")), version: try row.decode("version"),
-                id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
-                data: try row.decode("data", as: PostgresJSON.self).data, metadata: EventMetadata(), userId: userId,
-                occurredAt: try row.decode("occurred_at"))
-            guard let event = try AccountEventCodec.decode(recorded) else { continue }
-            try await apply(event, userId: userId, at: at, on: connection)
-            try await recordVersion(recorded.version, of: userId, on: connection)
-        }
     }
 }

@@ -87,13 +87,17 @@ public final class PostgresClient: Sendable {
     }
 
     /// Runs `body` in a transaction on a leased connection; it commits when `body` returns.
+    ///
+    /// The transaction enters the ``ProjectionGate`` (shared) before anything else, so
+    /// that `tether replay` can swap read models between commands, never inside one.
     @discardableResult
     public func withTransaction<T>(
         isolationLevel: String = "READ COMMITTED", isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await withConnection { connection in
-            try await connection.withTransaction(isolationLevel: isolationLevel, body)
+            try await connection.withTransaction(
+                isolationLevel: isolationLevel, prologue: ProjectionGate.enterSharedSQL, body)
         }
     }
 

@@ -89,9 +89,20 @@ public final class PostgresConnection: @unchecked Sendable {
         isolationLevel: String = "READ COMMITTED", isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await execute(simple: "BEGIN ISOLATION LEVEL \(isolationLevel)")
+        try await withTransaction(isolationLevel: isolationLevel, prologue: nil, body)
+    }
+
+    /// Like ``withTransaction(isolationLevel:isolation:_:)``, running `prologue` in the
+    /// same round trip as `BEGIN` (``PostgresClient`` enters the ``ProjectionGate`` so).
+    @discardableResult
+    func withTransaction<T>(
+        isolationLevel: String, prologue: String?, isolation: isolated (any Actor)? = #isolation,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let begin = "BEGIN ISOLATION LEVEL \(isolationLevel)"
         let value: T
         do {
+            try await execute(simple: prologue.map { "\(begin); \($0)" } ?? begin)
             value = try await body(self)
         } catch {
             if !isBroken {

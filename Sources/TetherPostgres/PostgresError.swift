@@ -51,6 +51,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// True for `unique_violation` (23505).
     public var isUniqueViolation: Bool { sqlState == "23505" }
 
+    /// True for `lock_not_available` (55P03): a lock wait outlasted `lock_timeout`.
+    public var isLockNotAvailable: Bool { sqlState == "55P03" }
+
     /// True for serialization failures and deadlocks, which a retry resolves.
     public var isTransient: Bool { sqlState == "40001" || sqlState == "40P01" }
 

@@ -158,6 +158,40 @@ public struct PostgresEventStore: EventStore {
         return try rows.map(decode)
     }
 
+    /// How far a reader of the whole log may go.
+    public enum LogHorizon: Sendable {
+        /// Only transactions older than the oldest one still running: safe while others write.
+        case belowOldestRunningTransaction
+        /// Everything committed. Only gap-free while no writer can commit an event the
+        /// reader wants, as when `tether replay` holds the ``ProjectionGate`` exclusively.
+        case everythingCommitted
+    }
+
+    /// Reads the log after `checkpoint` on `connection`, in `(tx, position)` order, with
+    /// each event's `occurred_at` as PostgreSQL prints it (projections store that text,
+    /// so a rebuild writes identical timestamps).
+    ///
+    /// `categories` keeps only streams whose name before the first `-` is listed
+    /// (`user` for `user-<id>`). Upcasters run on every event.
+    public func readAll(
+        after checkpoint: LogCheckpoint, limit: Int, categories: [String], horizon: LogHorizon,
+        on connection: PostgresConnection
+    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+        let visible: PostgresQuery = switch horizon {
+        case .belowOldestRunningTransaction: "AND tx < pg_snapshot_xmin(pg_current_snapshot())"
+        case .everythingCommitted: ""
+        }
+        let rows = try await connection.query("""
+            SELECT \(unsafeSQL: Self.columns), occurred_at::text AS occurred_at_text FROM events
+            WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
+              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
+              \(visible)
+            ORDER BY tx, position
+            LIMIT \(limit)
+            """)
+        return try rows.map { (try decode($0), try $0.decode("occurred_at_text")) }
+    }
+
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
     public func readUser(
         _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000

@@ -1,4 +1,5 @@
 import TetherAPI
+import TetherPostgres
 
 /// The `--help` texts of `tether` and each command.
 enum Help {
@@ -12,6 +13,8 @@ enum Help {
           dev        run the server for development: its own PostgreSQL under .tether/pg,
                      migrations applied, sample users of seeds/ loaded; stops both on Ctrl-C
           migrate    apply the numbered SQL migrations of schema/ to TETHER_DATABASE_URL
+          replay     rebuild read models from the event log and swap them in while the
+                     server keeps serving, or --verify them against the log
           postgres   start or stop a private PostgreSQL cluster (used by make test)
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
@@ -79,6 +82,33 @@ enum Help {
         --status   only report: exit 0 when every migration is applied, 1 otherwise
         """
 
+    static let replay = """
+        Usage: tether replay [--config FILE] [--projection NAME] [--verify]
+
+        Rebuilds read models from the event log in TETHER_DATABASE_URL while the server
+        keeps serving. Each projection (all of them, or --projection NAME; known: \(Projection.all.map(\.name).joined(separator: ", ")))
+        is rebuilt into shadow tables in the schema tether_replay, built exactly like the
+        live tables (columns, constraints and their names, indexes, grants). The log is
+        read through today's upcasters, so old event schemas rebuild into today's read
+        models. Once the copies have caught up with events appended meanwhile, one short
+        transaction waits for the commands in flight, holds new ones back for a moment,
+        applies the last events and swaps the copies in. A run is recorded in
+        projection_replays (events, duration, events/s).
+
+        --verify   rebuild aside and compare with the live tables instead of swapping:
+                   prints every drifting row (missing, extra, or changed with both
+                   values) on standard output and exits 1 on drift, 0 when the read
+                   models match the log
+
+        Runs as the database's login role, which owns the tables (as tether migrate
+        does), never as tether_service. One replay runs at a time per database.
+        Progress goes to standard error (a bar with events/s and ETA on a terminal,
+        plain lines otherwise); a summary line per projection to standard output.
+        Ctrl-C (SIGINT) or SIGTERM stops it, drops the shadow tables and exits non-zero
+        with the live tables untouched; shadow tables left by a killed run are dropped
+        by the next one.
+        """
+
     static let postgres = """
         Usage: tether postgres start --data DIR [--port N] [--throwaway]
                tether postgres stop --data DIR
@@ -134,6 +164,7 @@ enum Help {
         case "serve": serve
         case "dev": dev
         case "migrate": migrate
+        case "replay": replay
         case "postgres": postgres
         case "history": history
         case "admin-keys": adminKeys

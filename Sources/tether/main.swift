@@ -35,6 +35,7 @@ do {
     case "serve": try await Commands.serve(rest)
     case "dev": try await Commands.dev(rest)
     case "migrate": try await Commands.migrate(rest)
+    case "replay": try await Commands.replay(rest)
     case "postgres": try await Commands.postgres(rest)
     case "history": try await Commands.history(rest)
     case "admin-keys": try await Commands.adminKeys(rest)

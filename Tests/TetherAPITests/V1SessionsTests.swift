@@ -319,7 +319,7 @@ struct V1SessionsTests {
         }
     }
 
-    /// Rebuilds the account tables from the log and compares them with what the commands projected.
+    /// Verifies the account tables against the log, then rebuilds them (`tether replay`'s engine) and compares.
     private func expectProjectionsMatchTheLog(_ app: DevService) async throws {
         func snapshot() async throws -> [String] {
             var lines: [String] = []
@@ -330,7 +330,9 @@ struct V1SessionsTests {
             return lines
         }
         let live = try await snapshot()
-        try await app.admin.withTransaction { try await AccountProjection.rebuild(on: $0) }
+        let replay = ProjectionReplay(projection: .accounts, database: app.admin)
+        #expect(try await replay.run(.verify).drift == [])
+        _ = try await replay.run(.replace)
         let rebuilt = try await snapshot()
         #expect(live == rebuilt)
         #expect(!live.isEmpty)

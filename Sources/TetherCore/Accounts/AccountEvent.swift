@@ -161,6 +161,11 @@ public enum AccountEvent: Sendable, Hashable {
 
 /// Turns account events into stored events and back.
 public enum AccountEventCodec {
+    /// Upcasters from older payload schemas of account events to today's; none yet, as
+    /// every type is at schema 1. Replay reads the log through them, and so must any
+    /// reader of account streams once the first one is registered here.
+    public static let upcasters = UpcasterChain()
+
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

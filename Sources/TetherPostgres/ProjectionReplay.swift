@@ -1,0 +1,412 @@
+import Foundation
+import TetherCore
+
+/// Rebuilds a projection's read models from the event log while the server keeps
+/// serving: `tether replay`.
+///
+/// A run
+///
+/// 1. takes a session advisory lock (one replay per database at a time) and drops
+///    shadow tables an interrupted earlier run left behind;
+/// 2. builds empty copies of the live tables in the schema `tether_replay`
+///    (``ShadowTables``) and checks they are built exactly like the live ones;
+/// 3. puts that schema first on its search path and applies the log through the
+///    projection's own `apply`, in batches of one transaction each, with the gap-safe
+///    reader (only transactions older than the oldest one running), until a batch
+///    comes back short: the copies are then a few events behind the live tables;
+/// 4. replace: in one short transaction, closes the ``ProjectionGate`` (waits for the
+///    commands in flight, holds new ones at `BEGIN`), locks the live tables, applies
+///    the events committed since step 3, drops the live tables, moves the copies into
+///    their place and records the run. Nothing can commit a projected event between
+///    the final read and the swap, so nothing is lost.
+///    verify: closes the gate only long enough to export a snapshot, then, in a
+///    `REPEATABLE READ` transaction on that snapshot, applies the last events and
+///    compares the copies with the live tables row by row, while writers go on.
+///
+/// Locks in step 4 wait with a short `lock_timeout`; a timeout or a deadlock PostgreSQL
+/// detected rolls the attempt back (the live tables untouched), the run catches up
+/// outside the gate and tries again, so the swap never makes a request fail.
+///
+/// Cancelling the task (SIGINT in `tether replay`) stops between batches, drops the
+/// copies and throws `CancellationError`; the live tables are only ever changed by
+/// the swap transaction, which commits whole or not at all. A process killed outright
+/// leaves its copies behind for the next run to drop.
+///
+/// The run uses connections of `database`, which must act as the role that owns the
+/// tables (the one `tether migrate` uses), never `tether_service`: only the owner may
+/// drop and move them.
+public struct ProjectionReplay: Sendable {
+    /// What a run does once the copies have caught up.
+    public enum Mode: String, Sendable {
+        /// Swap the copies in as the live tables.
+        case replace = "replay"
+        /// Compare the copies with the live tables; change nothing.
+        case verify
+    }
+
+    /// Batch size and lock waits.
+    public struct Configuration: Sendable {
+        /// Events per rebuild transaction.
+        public var batchSize: Int
+        /// How long the swap waits for the commands in flight before it lets them go and retries.
+        public var gateTimeout: Duration
+        /// How long the swap waits for readers of the live tables before it retries.
+        public var tableLockTimeout: Duration
+        /// Swap attempts before the run gives up (live tables untouched).
+        public var maxSwapAttempts: Int
+        /// How long the rebuild waits for a transaction that holds back the gap-safe
+        /// reader before it leaves the backlog to the swap.
+        public var horizonWait: Duration
+
+        public init(
+            batchSize: Int = 500, gateTimeout: Duration = .seconds(1), tableLockTimeout: Duration = .milliseconds(200),
+            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30)
+        ) {
+            self.batchSize = max(1, batchSize)
+            self.gateTimeout = gateTimeout
+            self.tableLockTimeout = tableLockTimeout
+            self.maxSwapAttempts = max(1, maxSwapAttempts)
+            self.horizonWait = horizonWait
+        }
+    }
+
+    /// Advisory lock key of a running replay (migrations use 1, the gate 2).
+    static let runLockKey: Int64 = 0x7465_7468_6572_0003
+
+    public let projection: Projection
+    /// A pool acting as the tables' owner; a run leases at most two connections.
+    public let database: PostgresClient
+    public let configuration: Configuration
+
+    public init(projection: Projection, database: PostgresClient, configuration: Configuration = Configuration()) {
+        self.projection = projection
+        self.database = database
+        self.configuration = configuration
+    }
+
+    /// Rebuilds the projection and swaps it in (`.replace`) or compares it (`.verify`).
+    ///
+    /// `progress` is called after every batch and at each phase change.
+    public func run(
+        _ mode: Mode, progress: @escaping @Sendable (ReplayProgress) -> Void = { _ in }
+    ) async throws -> ReplayOutcome {
+        try await database.withConnection { main in
+            let locked: Bool = try await main.query("SELECT pg_try_advisory_lock(\(Self.runLockKey)) AS locked")[0].decode("locked")
+            guard locked else {
+                throw ReplayError("another tether replay is running on this database; try again when it has finished")
+            }
+            do {
+                let outcome = try await runHoldingLock(mode, on: main, progress: progress)
+                try await main.query("SELECT pg_advisory_unlock(\(Self.runLockKey))")
+                return outcome
+            } catch {
+                if !main.isBroken {
+                    // The swap transaction drops the schema itself; anything else leaves copies to remove.
+                    _ = try? await ShadowTables.dropLeftovers(on: main)
+                    _ = try? await main.query("SELECT pg_advisory_unlock(\(Self.runLockKey))")
+                }
+                throw error
+            }
+        }
+    }
+
+    private func runHoldingLock(
+        _ mode: Mode, on main: PostgresConnection, progress: @escaping @Sendable (ReplayProgress) -> Void
+    ) async throws -> ReplayOutcome {
+        try await ShadowTables.dropLeftovers(on: main)
+        let shadow = try await ShadowTables.locate(projection.tables, on: main)
+        try await shadow.create(on: main)
+        try await shadow.verifyShapes(on: main)
+        let total: Int = try await main.query("""
+            SELECT count(*) AS total FROM events WHERE split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
+            """)[0].decode("total")
+        var run = RunState(projection: projection.name, total: total, report: progress)
+        run.report(.rebuilding)
+        return try await ShadowTables.withSearchPath(shadow.searchPath, on: main) {
+            try Task.checkCancellation()
+            try await catchUp(&run, on: main)
+            switch mode {
+            case .replace:
+                try await swap(&run, shadow: shadow, on: main)
+                return run.outcome(mode, drift: [])
+            case .verify:
+                let drift = try await compare(&run, shadow: shadow, on: main)
+                let outcome = run.outcome(mode, drift: drift)
+                try await ProjectionReplayRecord.insert(outcome, on: main)
+                try await ShadowTables.dropLeftovers(on: main)
+                return outcome
+            }
+        }
+    }
+
+    // MARK: Applying the log
+
+    /// Applies batches, each in a transaction of its own, until at most one batch of
+    /// committed events is left for the swap to apply under the gate.
+    ///
+    /// Two things can keep the rebuild from getting there:
+    /// - the gap-safe reader stops at the oldest transaction still running anywhere in
+    ///   the cluster, so a short batch may only mean that some transaction is slow to
+    ///   finish while events wait behind it: the run waits for the horizon to move (up
+    ///   to `horizonWait`);
+    /// - writers may append faster than one connection replays: once the backlog has
+    ///   stopped shrinking for a second, chasing it is pointless, and the swap applies
+    ///   it while the gate holds the writers back.
+    private func catchUp(_ run: inout RunState, on connection: PostgresConnection) async throws {
+        var waitingSince: ContinuousClock.Instant?
+        var lastMeasure: (at: ContinuousClock.Instant, backlog: Int)?
+        while true {
+            try Task.checkCancellation()
+            var batch = run
+            let count = try await connection.withTransaction { connection in
+                try await applyBatch(&batch, horizon: .belowOldestRunningTransaction, on: connection)
+            }
+            run = batch
+            if count == configuration.batchSize, run.applied < run.initialTotal { continue } // the log as it was at the start
+            let now = ContinuousClock.now
+            if count == configuration.batchSize {
+                waitingSince = nil
+                guard lastMeasure.map({ now - $0.at >= .seconds(1) }) ?? true else { continue }
+            }
+            let backlog = try await backlog(after: run.checkpoint, on: connection)
+            if backlog <= configuration.batchSize { return }
+            if count == configuration.batchSize {
+                if let last = lastMeasure, backlog >= last.backlog { return }
+                lastMeasure = (now, backlog)
+                continue
+            }
+            let started = waitingSince ?? now
+            if now - started >= configuration.horizonWait { return }
+            waitingSince = started
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// How many committed events of the projection's streams lie after `checkpoint`.
+    private func backlog(after checkpoint: LogCheckpoint, on connection: PostgresConnection) async throws -> Int {
+        try await connection.query("""
+            SELECT count(*) AS backlog FROM events
+            WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
+              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
+            """)[0].decode("backlog")
+    }
+
+    /// Applies every event committed after the run's checkpoint, in the caller's
+    /// transaction (which excludes the writers, so the read has no gaps).
+    private func applyCommitted(_ run: inout RunState, on connection: PostgresConnection) async throws {
+        repeat {
+            try Task.checkCancellation()
+        } while try await applyBatch(&run, horizon: .everythingCommitted, on: connection) == configuration.batchSize
+    }
+
+    /// Reads and applies up to one batch; returns how many events it applied.
+    private func applyBatch(
+        _ run: inout RunState, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
+    ) async throws -> Int {
+        let store = PostgresEventStore(client: database, upcasters: projection.upcasters)
+        let events = try await store.readAll(
+            after: run.checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon,
+            on: connection)
+        for (event, occurredAt) in events {
+            try await projection.apply(event, occurredAt, connection)
+        }
+        if let last = events.last {
+            run.checkpoint = last.event.checkpoint
+            run.applied += events.count
+            run.report(nil)
+        }
+        return events.count
+    }
+
+    // MARK: Swap and compare
+
+    private func swap(_ run: inout RunState, shadow: ShadowTables, on main: PostgresConnection) async throws {
+        run.report(.swapping)
+        try await retryingLocks(&run, on: main) { (run: inout RunState) in
+            var attempt = run
+            try await main.withTransaction { connection in
+                try await setLockTimeout(configuration.gateTimeout, on: connection)
+                try await ProjectionGate.closeExclusively(on: connection)
+                try await setLockTimeout(configuration.tableLockTimeout, on: connection)
+                try await shadow.lockLiveTables("ACCESS EXCLUSIVE", on: connection)
+                try await applyCommitted(&attempt, on: connection)
+                try await shadow.swap(on: connection)
+                try await ProjectionReplayRecord.insert(attempt.outcome(.replace, drift: []), on: connection)
+            }
+            run = attempt
+        }
+    }
+
+    private func compare(_ run: inout RunState, shadow: ShadowTables, on main: PostgresConnection) async throws -> [RowDrift] {
+        run.report(.verifying)
+        return try await database.withConnection { gate in
+            var drift: [RowDrift] = []
+            try await retryingLocks(&run, on: main) { (run: inout RunState) in
+                var attempt = run
+                // Hold the gate just long enough to export a snapshot in which every
+                // command has either committed whole or not started.
+                try await gate.execute(simple: "BEGIN")
+                do {
+                    try await setLockTimeout(configuration.gateTimeout, on: gate)
+                    try await ProjectionGate.closeExclusively(on: gate)
+                    try await setLockTimeout(configuration.tableLockTimeout, on: gate)
+                    try await shadow.lockLiveTables("SHARE", on: gate)
+                    let snapshot: String = try await gate.query("SELECT pg_export_snapshot() AS id")[0].decode("id")
+                    try await main.execute(simple: "BEGIN ISOLATION LEVEL REPEATABLE READ")
+                    do {
+                        try await main.query("SET TRANSACTION SNAPSHOT \(unsafeSQL: ShadowTables.literal(snapshot))")
+                        try await gate.execute(simple: "COMMIT")
+                        try await applyCommitted(&attempt, on: main)
+                        drift = try await shadow.drift(on: main)
+                        try await main.execute(simple: "COMMIT")
+                    } catch {
+                        if !main.isBroken { _ = try? await main.execute(simple: "ROLLBACK") }
+                        throw error
+                    }
+                } catch {
+                    if !gate.isBroken { _ = try? await gate.execute(simple: "ROLLBACK") }
+                    throw error
+                }
+                run = attempt
+            }
+            return drift
+        }
+    }
+
+    /// Runs `attempt` until it gets its locks: a lock timeout or a deadlock rolls it back,
+    /// and the run catches up outside the gate before trying again.
+    private func retryingLocks(
+        _ run: inout RunState, on main: PostgresConnection, isolation: isolated (any Actor)? = #isolation,
+        _ attempt: (inout RunState) async throws -> Void
+    ) async throws {
+        var attempts = 0
+        while true {
+            try Task.checkCancellation()
+            attempts += 1
+            do {
+                try await attempt(&run)
+                return
+            } catch let error as PostgresError where error.isLockNotAvailable || error.isTransient {
+                guard attempts < configuration.maxSwapAttempts else {
+                    throw ReplayError(
+                        "gave up after \(attempts) attempts to take the locks for the swap (\(error.message)); "
+                            + "the live tables are untouched")
+                }
+                try await Task.sleep(for: .milliseconds(min(1000, 25 * attempts)))
+                try await catchUp(&run, on: main)
+            }
+        }
+    }
+
+    private func setLockTimeout(_ timeout: Duration, on connection: PostgresConnection) async throws {
+        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        try await connection.execute(simple: "SET LOCAL lock_timeout = \(max(1, milliseconds))")
+    }
+}
+
+/// Where a run has got to, and how it reports progress.
+private struct RunState {
+    let projection: String
+    /// Events of the projection's streams when the run started.
+    let initialTotal: Int
+    var total: Int
+    let report: @Sendable (ReplayProgress) -> Void
+    let clock = ContinuousClock()
+    let started: ContinuousClock.Instant
+    var checkpoint = LogCheckpoint.start
+    var applied = 0
+    var phase = ReplayProgress.Phase.rebuilding
+
+    init(projection: String, total: Int, report: @escaping @Sendable (ReplayProgress) -> Void) {
+        self.projection = projection
+        self.initialTotal = total
+        self.total = total
+        self.report = report
+        self.started = clock.now
+    }
+
+    /// Reports progress, entering `phase` if one is given.
+    mutating func report(_ phase: ReplayProgress.Phase?) {
+        if let phase { self.phase = phase }
+        total = max(total, applied)
+        report(ReplayProgress(
+            projection: projection, phase: self.phase, applied: applied, total: total, elapsed: clock.now - started))
+    }
+
+    func outcome(_ mode: ProjectionReplay.Mode, drift: [RowDrift]) -> ReplayOutcome {
+        ReplayOutcome(projection: projection, mode: mode, events: applied, duration: clock.now - started, drift: drift)
+    }
+}
+
+/// How far a run has got, for a progress bar.
+public struct ReplayProgress: Sendable, Hashable {
+    /// What the run is doing.
+    public enum Phase: String, Sendable, Hashable {
+        case rebuilding, swapping, verifying
+    }
+
+    public var projection: String
+    public var phase: Phase
+    /// Events applied so far.
+    public var applied: Int
+    /// Events of the projection's streams in the log when the run started (or applied so far, if more).
+    public var total: Int
+    public var elapsed: Duration
+
+    public init(projection: String, phase: Phase, applied: Int, total: Int, elapsed: Duration) {
+        self.projection = projection
+        self.phase = phase
+        self.applied = applied
+        self.total = total
+        self.elapsed = elapsed
+    }
+
+    /// Events applied per second so far.
+    public var eventsPerSecond: Double { Self.rate(applied, elapsed) }
+
+    /// Time left at the rate so far, when there is a rate to go by.
+    public var estimatedRemaining: Duration? {
+        let rate = eventsPerSecond
+        guard rate > 0 else { return nil }
+        return .milliseconds(Int64(Double(max(0, total - applied)) / rate * 1000))
+    }
+
+    static func rate(_ events: Int, _ elapsed: Duration) -> Double {
+        let seconds = elapsed.seconds
+        return seconds > 0 ? Double(events) / seconds : 0
+    }
+}
+
+/// What a finished run did.
+public struct ReplayOutcome: Sendable, Hashable {
+    public var projection: String
+    public var mode: ProjectionReplay.Mode
+    /// Events applied to the copies.
+    public var events: Int
+    public var duration: Duration
+    /// Rows where the live tables differ from the log (verify only).
+    public var drift: [RowDrift]
+
+    public var eventsPerSecond: Double { ReplayProgress.rate(events, duration) }
+    /// `duration` in seconds.
+    public var seconds: Double { duration.seconds }
+}
+
+/// Why a replay stopped; the live tables are untouched.
+public struct ReplayError: Error, Sendable, CustomStringConvertible {
+    /// One line saying what is wrong and what to do.
+    public let message: String
+
+    init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+/// A finished `tether replay` run, as recorded in `projection_replays`.
+public struct ProjectionReplayRecord: Sendable, Hashable {
+    /// The projection rebuilt.
+    public var projection: String
+    /// `replay` (swapped in) or `verify` (compared).
+    public var mode: ProjectionReplay.Mode
+    /// Events applied.
+    public var events: Int
+    public var durationSeconds: Double
+    public var eventsPerSecond: Double
+    /// Rows that differed from the log; nil for a replay, which does not compare.
+    public var driftingRows: Int?
+    public var finishedAt: Date
+
+    /// The newest run of each projection in each mode, for `/metrics`.
+    ///
+    /// Readable by the service role.
+    public static func latest(on client: PostgresClient) async throws -> [ProjectionReplayRecord] {
+        let rows = try await client.query("""
+            SELECT DISTINCT ON (projection, mode) projection, mode, events, duration_seconds, events_per_second,
+                   drifting_rows, finished_at
+            FROM projection_replays ORDER BY projection, mode, finished_at DESC, id DESC
+            """)
+        return try rows.map { row in
+            let mode: String = try row.decode("mode")
+            return ProjectionReplayRecord(
+                projection: try row.decode("projection"), mode: ProjectionReplay.Mode(rawValue: mode) ?? .replace,
+                events: try row.decode("events"), durationSeconds: try row.decode("duration_seconds"),
+                eventsPerSecond: try row.decode("events_per_second"), driftingRows: try row.decode("drifting_rows"),
+                finishedAt: try row.decode("finished_at"))
+        }
+    }
+
+    /// Records `outcome` (inside the swap's transaction, for a replay).
+    static func insert(_ outcome: ReplayOutcome, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO projection_replays (projection, mode, events, duration_seconds, events_per_second, drifting_rows)
+            VALUES (\(outcome.projection), \(outcome.mode.rawValue), \(outcome.events), \(outcome.duration.seconds),
+                    \(outcome.eventsPerSecond), \(outcome.mode == .verify ? outcome.drift.count : nil))
+            """)
+    }
+}

@@ -1,0 +1,305 @@
+import Foundation
+import Testing
+import TetherCore
+import TetherPostgres
+import TetherTesting
+
+/// A projection that exists only in these tests: notebooks with a title and unkeyed
+/// marks, so replay is seen to work from the `Projection` description alone, for a
+/// table with a primary key, a named unique constraint, a check, an index, a foreign
+/// key, grants, and a table with no key at all.
+private enum Notebooks {
+    static let schema = """
+        CREATE TABLE notebooks (
+            id         uuid PRIMARY KEY,
+            title      text NOT NULL CONSTRAINT notebooks_title_not_blank CHECK (title <> ''),
+            created_at timestamptz NOT NULL,
+            renamed    integer NOT NULL DEFAULT 0,
+            CONSTRAINT notebooks_title_key UNIQUE (title)
+        );
+        CREATE INDEX notebooks_created ON notebooks (created_at DESC) WHERE renamed = 0;
+        CREATE TABLE notebook_marks (
+            notebook_id uuid NOT NULL REFERENCES notebooks (id),
+            mark        text NOT NULL
+        );
+        GRANT SELECT, INSERT, UPDATE ON notebooks, notebook_marks TO tether_service;
+        """
+
+    struct Payload: Codable {
+        var title: String?
+        var mark: String?
+    }
+
+    static let projection = Projection(name: "notebooks", tables: ["notebook_marks", "notebooks"], categories: ["notebook"]) {
+        event, occurredAt, connection in
+        try await apply(event.type, try JSONDecoder().decode(Payload.self, from: event.data), notebook: event.userId!, at: occurredAt, on: connection)
+    }
+
+    static func apply(_ type: String, _ payload: Payload, notebook: UUID, at: String, on connection: PostgresConnection) async throws {
+        switch type {
+        case "NotebookCreated":
+            try await connection.query("INSERT INTO notebooks (id, title, created_at) VALUES (\(notebook), \(payload.title!), \(at)::timestamptz)")
+        case "NotebookRenamed":
+            try await connection.query("UPDATE notebooks SET title = \(payload.title!), renamed = renamed + 1 WHERE id = \(notebook)")
+        case "Marked":
+            try await connection.query("INSERT INTO notebook_marks (notebook_id, mark) VALUES (\(notebook), \(payload.mark!))")
+        default:
+            break
+        }
+    }
+
+    /// Appends one event and projects it inline, as a command would.
+    static func write(_ type: String, _ payload: Payload, notebook: UUID, client: PostgresClient) async throws {
+        let store = PostgresEventStore(client: client)
+        try await client.withTransaction { connection in
+            let event = NewEvent(type: type, data: try JSONEncoder().encode(payload), userId: notebook)
+            try await store.append([event], to: StreamName("notebook-\(notebook.uuidString.lowercased())"), expected: .any, metadata: EventMetadata(), on: connection)
+            let at: String = try await connection.query("SELECT now()::text AS at")[0].decode("at")
+            try await apply(type, payload, notebook: notebook, at: at, on: connection)
+        }
+    }
+}
+
+@Suite("tether replay: rebuild, verify and swap")
+struct ProjectionReplayTests {
+    /// A migrated database with the notebooks tables and `count` notebooks, each created,
+    /// renamed once and marked twice; the owner's pool (replay's) and the service's.
+    private func notebooks(_ count: Int) async throws -> (owner: PostgresClient, service: PostgresClient, ids: [UUID]) {
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 4)
+        try await owner.withConnection { try await $0.execute(simple: Notebooks.schema) }
+        let service = database.client(maxConnections: 4)
+        var ids: [UUID] = []
+        for index in 0..<count {
+            let id = UUID()
+            ids.append(id)
+            try await Notebooks.write("NotebookCreated", .init(title: "draft \(index)"), notebook: id, client: service)
+            try await Notebooks.write("NotebookRenamed", .init(title: "notebook \(index)"), notebook: id, client: service)
+            try await Notebooks.write("Marked", .init(mark: "a"), notebook: id, client: service)
+            try await Notebooks.write("Marked", .init(mark: "a"), notebook: id, client: service)
+        }
+        return (owner, service, ids)
+    }
+
+    /// Every row of `tables`, as text, in a stable order.
+    private func rows(_ tables: [String], _ client: PostgresClient) async throws -> [String] {
+        var lines: [String] = []
+        for table in tables {
+            let rows = try await client.query("SELECT t::text AS row FROM \(unsafeSQL: table) t ORDER BY 1")
+            lines += try rows.map { "\(table): " + (try $0.decode("row", as: String.self)) }
+        }
+        return lines
+    }
+
+    /// What the catalog says about `tables`: OIDs aside, everything a swap must keep.
+    private func structure(_ tables: [String], _ client: PostgresClient) async throws -> [String] {
+        try await client.query("""
+            SELECT format('%s %s', conrelid::regclass, pg_get_constraintdef(oid)) || ' ' || conname AS line
+            FROM pg_constraint WHERE conrelid = ANY(\(PostgresArray(tables))::regclass[])
+            UNION ALL SELECT indexdef FROM pg_indexes WHERE tablename = ANY(\(PostgresArray(tables))::name[])
+            UNION ALL SELECT relname || ' ' || relacl::text FROM pg_class WHERE oid = ANY(\(PostgresArray(tables))::regclass[])
+            UNION ALL SELECT format('%s.%s %s %s %s', attrelid::regclass, attname, format_type(atttypid, atttypmod), attnotnull,
+                                    pg_get_expr(adbin, adrelid))
+            FROM pg_attribute LEFT JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
+            WHERE attrelid = ANY(\(PostgresArray(tables))::regclass[]) AND attnum > 0 AND NOT attisdropped
+            ORDER BY 1
+            """).map { try $0.decode("line") }
+    }
+
+    private func oids(_ tables: [String], _ client: PostgresClient) async throws -> [Int] {
+        try await client.query("SELECT oid::int AS oid FROM unnest(\(PostgresArray(tables))::regclass[]) AS t(oid) ORDER BY 1")
+            .map { try $0.decode("oid") }
+    }
+
+    private func shadowSchemaExists(_ client: PostgresClient) async throws -> Bool {
+        try await client.query("SELECT to_regnamespace('tether_replay') IS NOT NULL AS present")[0].decode("present")
+    }
+
+    @Test func aReplayRebuildsIdenticalRowsIntoNewTablesBuiltExactlyLikeTheLiveOnes() async throws {
+        let (owner, service, _) = try await notebooks(12)
+        defer { owner.shutdown(); service.shutdown() }
+        let tables = Notebooks.projection.tables
+        let (rowsBefore, structureBefore, oidsBefore) = (try await rows(tables, owner), try await structure(tables, owner), try await oids(tables, owner))
+
+        let outcome = try await ProjectionReplay(projection: Notebooks.projection, database: owner, configuration: .init(batchSize: 7))
+            .run(.replace)
+
+        #expect(outcome.events == 48)
+        #expect(try await rows(tables, owner) == rowsBefore)
+        #expect(try await structure(tables, owner) == structureBefore)
+        #expect(try await oids(tables, owner) != oidsBefore, "the tables were swapped, not refilled")
+        #expect(try await !shadowSchemaExists(owner))
+        // The service role keeps its grants and the constraint names it maps to errors.
+        await #expect(throws: PostgresError.self) {
+            try await Notebooks.write("NotebookCreated", .init(title: "notebook 3"), notebook: UUID(), client: service)
+        }
+        do {
+            try await Notebooks.write("NotebookCreated", .init(title: "notebook 3"), notebook: UUID(), client: service)
+        } catch let error as PostgresError {
+            #expect(error.constraint == "notebooks_title_key")
+        }
+        try await Notebooks.write("NotebookCreated", .init(title: "after the swap"), notebook: UUID(), client: service)
+    }
+
+    @Test func verifyReportsChangedMissingAndExtraRowsAndChangesNothing() async throws {
+        let (owner, service, ids) = try await notebooks(3)
+        defer { owner.shutdown(); service.shutdown() }
+        let replay = ProjectionReplay(projection: Notebooks.projection, database: owner)
+        #expect(try await replay.run(.verify).drift.isEmpty)
+
+        try await owner.query("UPDATE notebooks SET title = 'tampered', renamed = 7 WHERE id = \(ids[0])")
+        try await owner.query("DELETE FROM notebook_marks WHERE ctid IN (SELECT ctid FROM notebook_marks WHERE notebook_id = \(ids[1]) LIMIT 1)")
+        try await owner.query("INSERT INTO notebook_marks (notebook_id, mark) VALUES (\(ids[2]), 'forged')")
+        let before = try await rows(Notebooks.projection.tables, owner)
+        let oidsBefore = try await oids(Notebooks.projection.tables, owner)
+
+        let drift = try await replay.run(.verify).drift
+
+        let id0 = ids[0].uuidString.lowercased()
+        #expect(drift.count == 3)
+        #expect(drift.contains(RowDrift(
+            table: "notebooks", kind: .changed, key: "id=\(id0)",
+            detail: "title live 'tampered', log 'notebook 0'; renamed live '7', log '1'")))
+        #expect(drift.contains { $0.table == "notebook_marks" && $0.kind == .missing && $0.detail.contains(ids[1].uuidString.lowercased()) })
+        #expect(drift.contains { $0.table == "notebook_marks" && $0.kind == .extra && $0.detail.contains("forged") })
+        #expect(drift.first { $0.kind == .changed }?.description
+            == "notebooks (id=\(id0)) changed: title live 'tampered', log 'notebook 0'; renamed live '7', log '1'")
+        #expect(try await rows(Notebooks.projection.tables, owner) == before)
+        #expect(try await oids(Notebooks.projection.tables, owner) == oidsBefore)
+        #expect(try await !shadowSchemaExists(owner))
+
+        // A replay repairs the drift.
+        _ = try await replay.run(.replace)
+        #expect(try await replay.run(.verify).drift.isEmpty)
+    }
+
+    @Test func anInterruptedReplayDropsItsCopiesAndLeavesTheLiveTablesAlone() async throws {
+        let (owner, service, _) = try await notebooks(10)
+        defer { owner.shutdown(); service.shutdown() }
+        let tables = Notebooks.projection.tables
+        try await owner.query("UPDATE notebooks SET renamed = 99") // drift a swap would repair
+        let (before, oidsBefore) = (try await rows(tables, owner), try await oids(tables, owner))
+        let replay = ProjectionReplay(projection: Notebooks.projection, database: owner, configuration: .init(batchSize: 2))
+
+        let task = Task {
+            try await replay.run(.replace) { progress in
+                // Like SIGINT in `tether replay`: cancel the run partway through the rebuild.
+                if progress.applied >= 6 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+
+        #expect(try await rows(tables, owner) == before)
+        #expect(try await oids(tables, owner) == oidsBefore)
+        #expect(try await !shadowSchemaExists(owner))
+        let recorded = try await ProjectionReplayRecord.latest(on: service)
+        #expect(recorded.isEmpty)
+    }
+
+    @Test func copiesLeftByAKilledRunAreDroppedByTheNextRun() async throws {
+        let (owner, service, _) = try await notebooks(2)
+        defer { owner.shutdown(); service.shutdown() }
+        try await owner.withConnection {
+            try await $0.execute(simple: "CREATE SCHEMA tether_replay; CREATE TABLE tether_replay.notebooks (stale int)")
+        }
+        let outcome = try await ProjectionReplay(projection: Notebooks.projection, database: owner).run(.replace)
+        #expect(outcome.events == 8)
+        #expect(try await !shadowSchemaExists(owner))
+    }
+
+    @Test func finishedRunsAreRecordedForMetrics() async throws {
+        let (owner, service, _) = try await notebooks(2)
+        defer { owner.shutdown(); service.shutdown() }
+        let replay = ProjectionReplay(projection: Notebooks.projection, database: owner)
+        _ = try await replay.run(.replace)
+        try await owner.query("UPDATE notebooks SET renamed = 5")
+        _ = try await replay.run(.verify)
+
+        let latest = try await ProjectionReplayRecord.latest(on: service) // the service role may read them
+        #expect(latest.count == 2)
+        let replayed = try #require(latest.first { $0.mode == .replace })
+        let verified = try #require(latest.first { $0.mode == .verify })
+        #expect(replayed.projection == "notebooks")
+        #expect(replayed.events == 8)
+        #expect(replayed.driftingRows == nil)
+        #expect(replayed.eventsPerSecond > 0)
+        #expect(verified.driftingRows == 2)
+    }
+
+    @Test func replayRefusesTheServiceRoleAndAnUnmigratedDatabase() async throws {
+        let (owner, service, _) = try await notebooks(1)
+        defer { owner.shutdown(); service.shutdown() }
+        await #expect { try await ProjectionReplay(projection: Notebooks.projection, database: service).run(.verify) } throws: { error in
+            "\(error)".contains("role that owns the tables")
+        }
+        let empty = try await TestDatabase.make(migrated: false).client(asServiceRole: false)
+        defer { empty.shutdown() }
+        await #expect { try await ProjectionReplay(projection: .accounts, database: empty).run(.replace) } throws: { error in
+            "\(error)".contains("run tether migrate")
+        }
+    }
+
+    @Test func aViewOnAProjectionTableStopsTheReplayBeforeItStarts() async throws {
+        let (owner, service, _) = try await notebooks(1)
+        defer { owner.shutdown(); service.shutdown() }
+        try await owner.withConnection { try await $0.execute(simple: "CREATE VIEW notebook_titles AS SELECT title FROM notebooks") }
+        await #expect { try await ProjectionReplay(projection: Notebooks.projection, database: owner).run(.replace) } throws: { error in
+            "\(error)".contains("view notebook_titles")
+        }
+        #expect(try await !shadowSchemaExists(owner))
+    }
+
+    // MARK: Upcasting
+
+    /// `UserRegistered` as an imagined older build stored it: flat, before personal data
+    /// moved into `personal`. The test plays a later build in which today's shape is
+    /// schema 2, so events stored at schema 1 are the old ones.
+    private struct FlatUserRegistered: EventUpcaster {
+        let eventType = "UserRegistered"
+        let fromSchema = 1
+
+        func upcast(_ data: Data, metadata: EventMetadata) throws -> Data {
+            struct Flat: Decodable { var userId: UUID; var email: String?; var emailVerified: Bool; var name: String? }
+            struct Today: Encodable { var userId: UUID; var emailVerified: Bool; var personal: PersonalData }
+            let flat = try JSONDecoder().decode(Flat.self, from: data)
+            return try JSONEncoder().encode(Today(
+                userId: flat.userId, emailVerified: flat.emailVerified, personal: PersonalData(email: flat.email, displayName: flat.name)))
+        }
+    }
+
+    @Test func replayUpcastsAnOldSchemaEventIntoTodaysReadModel() async throws {
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 4)
+        defer { owner.shutdown() }
+        let store = PostgresEventStore(client: owner)
+        let old = UUID(), current = UUID()
+        let oldPayload = #"{"userId":"\#(old.uuidString)","email":"Old@Example.com","emailVerified":true,"name":"Old Timer"}"#
+        try await store.append(
+            [NewEvent(type: "UserRegistered", schema: 1, data: Data(oldPayload.utf8), userId: old)],
+            to: .user(old), expected: .noStream, metadata: EventMetadata())
+        let todayPayload = #"{"userId":"\#(current.uuidString)","emailVerified":false,"personal":{"email":"new@example.com","displayName":"New"}}"#
+        try await store.append(
+            [NewEvent(type: "UserRegistered", schema: 2, data: Data(todayPayload.utf8), userId: current)],
+            to: .user(current), expected: .noStream, metadata: EventMetadata())
+
+        // Without the upcaster the old payload does not decode, and nothing changes.
+        await #expect(throws: DecodingError.self) { try await ProjectionReplay(projection: .accounts, database: owner).run(.replace) }
+        #expect(try await owner.query("SELECT count(*) AS n FROM users")[0].decode("n", as: Int.self) == 0)
+
+        var upcasting = Projection.accounts
+        upcasting.upcasters = UpcasterChain([FlatUserRegistered()])
+        _ = try await ProjectionReplay(projection: upcasting, database: owner).run(.replace)
+
+        let users = try await owner.query("""
+            SELECT id, email, email_normalized, email_verified, display_name, version FROM users ORDER BY email_normalized
+            """)
+        #expect(users.count == 2)
+        #expect(try users[1].decode("id", as: UUID.self) == old)
+        #expect(try users[1].decode("email", as: String?.self) == "Old@Example.com")
+        #expect(try users[1].decode("email_normalized", as: String?.self) == "old@example.com")
+        #expect(try users[1].decode("email_verified", as: Bool.self))
+        #expect(try users[1].decode("display_name", as: String?.self) == "Old Timer")
+        #expect(try users[1].decode("version", as: Int.self) == 1)
+        #expect(try users[0].decode("display_name", as: String?.self) == "New")
+    }
+}
