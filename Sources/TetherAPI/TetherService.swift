@@ -68,7 +68,7 @@ public final class TetherService: Sendable {
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
             accounts: accounts
         ).register(on: &router)
-        MetricsRoutes(registry: metrics, collectors: metricsCollectors).register(on: &router)
+        MetricsRoutes(registry: metrics, collectors: [ReplayMetrics(database: database)] + metricsCollectors).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
         }

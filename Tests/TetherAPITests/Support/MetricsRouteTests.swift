@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TetherAPI
 import TetherHTTP
+import TetherPostgres
 
 @Suite("GET /metrics")
 struct MetricsRouteTests {
@@ -55,6 +56,21 @@ struct MetricsRouteTests {
                     #expect(line.hasPrefix(family), "\(line)")
                 }
             }
+        }
+    }
+
+    @Test func theLastReplayRunOfEachProjectionIsExported() async throws {
+        try await SupportHarness.run { harness in
+            _ = try await harness.signUp("ada@example.com")
+            let result = try await ProjectionReplay(projection: .accounts, database: harness.owner).run(.replace)
+            _ = try await ProjectionReplay(projection: .accounts, database: harness.owner).run(.verify)
+            let text = try await harness.client.get("/metrics").bodyText
+            let lines = text.split(separator: "\n").map(String.init)
+            #expect(lines.contains("# TYPE tether_replay_last_events_per_second gauge"))
+            #expect(lines.contains("tether_replay_last_events{projection=\"accounts\",mode=\"replay\"} \(result.events)"))
+            #expect(lines.contains { $0.hasPrefix("tether_replay_last_duration_seconds{projection=\"accounts\",mode=\"verify\"} ") })
+            #expect(lines.contains("tether_replay_last_drifting_rows{projection=\"accounts\",mode=\"verify\"} 0"))
+            #expect(result.events > 0)
         }
     }
 }
