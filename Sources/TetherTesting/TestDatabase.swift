@@ -36,7 +36,9 @@ public struct TestDatabase: Sendable {
 
     /// The pool configuration for this database.
     public func configuration(asServiceRole: Bool = true, maxConnections: Int = 8) -> PostgresClient.Configuration {
-        PostgresClient.Configuration(url: url, maxConnections: maxConnections, role: asServiceRole ? "tether_service" : nil)
+        // Suites run in parallel on two cores: a pool may wait long for a connection without anything being wrong.
+        PostgresClient.Configuration(
+            url: url, maxConnections: maxConnections, acquireTimeout: .seconds(60), role: asServiceRole ? "tether_service" : nil)
     }
 
     /// Drops the database (connections to it are terminated).

@@ -240,6 +240,6 @@ struct ReplayTests {
 
         let unknown = try runTether(["replay", "--projection", "nope"], databaseURL: database.url)
         #expect(unknown.status == 2)
-        #expect(unknown.stderr == "tether: no projection \"nope\" (known: accounts) (see tether replay --help)\n")
+        #expect(unknown.stderr == "tether: no projection \"nope\" (known: accounts, admin-keys) (see tether replay --help)\n")
     }
 }
