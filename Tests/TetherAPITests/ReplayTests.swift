@@ -185,29 +185,10 @@ struct ReplayTests {
 
     // MARK: The command line
 
-    /// The `tether` executable built beside the test bundle.
-    private func tetherExecutable() throws -> URL {
-        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("tether")
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let candidates = [beside, root.appendingPathComponent(".build/debug/tether")]
-        return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }, "build the tether executable first")
-    }
-
-    private func runTether(_ arguments: [String], databaseURL: String) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = try tetherExecutable()
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("TETHER_") }
-        environment["TETHER_DATABASE_URL"] = databaseURL
-        process.environment = environment
-        let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    /// Runs the built `tether` off the cooperative threads (see ``TetherCommandLine``).
+    private func runTether(_ arguments: [String], databaseURL: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let run = try await TetherCommandLine.run(arguments, databaseURL: databaseURL)
+        return (run.status, run.stdout, run.stderr)
     }
 
     @Test func theVerifyCommandExitsZeroWhenTheReadModelsMatchAndOneWithEachDriftingRowPrinted() async throws {
@@ -218,7 +199,7 @@ struct ReplayTests {
         let userId = try await accounts.signIn(
             ExternalIdentity(provider: "apple", uid: "001.cli", displayName: "Ada"), session: session(), context: CommandContext()).userId
 
-        let clean = try runTether(["replay", "--verify"], databaseURL: database.url)
+        let clean = try await runTether(["replay", "--verify"], databaseURL: database.url)
         #expect(clean.status == 0)
         #expect(clean.stdout.contains("verified accounts: 4 events in"))
         #expect(clean.stdout.contains("read models match the log"))
@@ -226,19 +207,19 @@ struct ReplayTests {
 
         try await database.client(asServiceRole: false, maxConnections: 1).query(
             "UPDATE users SET display_name = 'Mallory' WHERE id = \(userId)")
-        let drifted = try runTether(["replay", "--verify", "--projection", "accounts"], databaseURL: database.url)
+        let drifted = try await runTether(["replay", "--verify", "--projection", "accounts"], databaseURL: database.url)
         #expect(drifted.status == 1)
         #expect(drifted.stdout.contains(
             "drift: users (id=\(userId.uuidString.lowercased())) changed: display_name live 'Mallory', log 'Ada'\n"))
         #expect(drifted.stdout.contains("1 drifting rows"))
         #expect(drifted.stderr.hasSuffix("tether: the read models drift from the log: 1 row differ (listed above)\n"))
 
-        let repaired = try runTether(["replay"], databaseURL: database.url)
+        let repaired = try await runTether(["replay"], databaseURL: database.url)
         #expect(repaired.status == 0)
         #expect(repaired.stdout.contains("replayed accounts: 4 events in"))
-        #expect(try runTether(["replay", "--verify"], databaseURL: database.url).status == 0)
+        #expect(try await runTether(["replay", "--verify"], databaseURL: database.url).status == 0)
 
-        let unknown = try runTether(["replay", "--projection", "nope"], databaseURL: database.url)
+        let unknown = try await runTether(["replay", "--projection", "nope"], databaseURL: database.url)
         #expect(unknown.status == 2)
         #expect(unknown.stderr == "tether: no projection \"nope\" (known: accounts, admin-keys) (see tether replay --help)\n")
     }

@@ -1,0 +1,57 @@
+import Foundation
+import TetherCore
+
+/// The built `tether` executable, run as an operator would run it, from any test.
+enum TetherCommandLine {
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    }
+
+    /// Runs `.build/debug/tether` (built with the tests) with `arguments` and only the given `TETHER_DATABASE_URL`.
+    ///
+    /// The wait happens on a dispatch thread: blocked in `waitpid` on one of the few
+    /// cooperative threads, it would stall every other test's server meanwhile.
+    static func run(_ arguments: [String], databaseURL: String?) async throws -> Run {
+        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL) }
+    }
+
+    private static func runAndWait(_ arguments: [String], databaseURL: String?) throws -> Run {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let executable = root.appendingPathComponent(".build/debug/tether").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw HarnessError("\(executable) is missing: build with swift build --build-tests first")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tether-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("stdout").path
+        let err = directory.appendingPathComponent("stderr").path
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var environment = ["PATH=/usr/bin:/bin", "USER=support-test"]
+        if let databaseURL { environment.append("TETHER_DATABASE_URL=\(databaseURL)") }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard spawned == 0 else { throw HarnessError("cannot run \(executable): errno \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { throw HarnessError("waitpid failed: errno \(errno)") }
+        }
+        let read = { (path: String) in String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self) }
+        return Run(status: status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: read(out), stderr: read(err))
+    }
+
+}
