@@ -274,7 +274,7 @@ struct BrowserPage: Sendable {
     }
 
     /// Waits until `expression` is true, polling; throws with `what` after `timeout`.
-    func waitUntil(_ expression: String, _ what: String, timeout: Duration = .seconds(10)) async throws {
+    func waitUntil(_ expression: String, _ what: String, timeout: Duration = .seconds(20)) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if try await evaluate("Boolean(\(expression))") == .bool(true) { return }
