@@ -5,16 +5,18 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 
 # Debian packages the build, the tests and `tether dev` need.
 PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev pkg-config
+# Debian packages only `make test` needs: a headless browser for the support page's test.
+TEST_PACKAGES := chromium
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all deps build run test bench bench-crypto clean
+.PHONY: all deps test-deps build run test bench bench-crypto clean
 
 all: build
 
-## deps: install missing Debian packages (apt-get as root; otherwise print the command)
-deps:
+# Install the Debian packages of the list $(1) that are missing (apt-get as root; otherwise print the command).
+define install-missing
 	@missing=""; \
-	for package in $(PACKAGES); do \
+	for package in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -25,7 +27,16 @@ deps:
 	    echo "Missing Debian packages. Run: sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+endef
+
+## deps: install missing Debian packages (apt-get as root; otherwise print the command)
+deps:
+	$(call install-missing,$(PACKAGES))
 	@command -v swift >/dev/null || { echo "Swift 6 toolchain not found (expected at /opt/swift/usr/bin)"; exit 1; }
+
+## test-deps: deps, and what only the tests need
+test-deps: deps
+	$(call install-missing,$(TEST_PACKAGES))
 
 ## build: debug build of every target
 build: deps
@@ -37,7 +48,7 @@ run: deps
 	.build/debug/tether dev
 
 ## test: start a throwaway PostgreSQL, run every test against it, stop it
-test: deps
+test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
 

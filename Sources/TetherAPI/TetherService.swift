@@ -68,6 +68,7 @@ public final class TetherService: Sendable {
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
             accounts: accounts
         ).register(on: &router)
+        AdminPage().register(on: &router)
         MetricsRoutes(registry: metrics, collectors: [ReplayMetrics(database: database)] + metricsCollectors).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

@@ -80,7 +80,7 @@ public final class HTTPTestClient: Sendable {
     private let connection: Connection
 
     /// Creates a client; it connects on the first request.
-    public init(host: String = "127.0.0.1", port: Int, timeout: Duration = .seconds(10)) {
+    public init(host: String = "127.0.0.1", port: Int, timeout: Duration = .seconds(30)) {
         self.host = host
         self.port = port
         self.timeout = timeout
