@@ -228,8 +228,9 @@ struct V1SessionsTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(Set(answers.map(\.1)).count == 1, "all fifty answers name the same user: \(Set(answers.map(\.1)))")
-            #expect(answers.filter { $0.0 == 201 }.count == 1)
-            #expect(answers.filter { $0.0 == 200 }.count == 49)
+            // One answer says "new user"; it is 200 instead if that request had to be retried after a 503.
+            #expect(answers.filter { $0.0 == 201 }.count <= 1)
+            #expect(answers.allSatisfy { $0.0 == 200 || $0.0 == 201 })
             let users: Int = try await app.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n")
             #expect(users == 1)
         }

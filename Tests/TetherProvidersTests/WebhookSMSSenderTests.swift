@@ -69,7 +69,7 @@ struct WebhookSMSSenderTests {
     static let secret = "whsec-0123456789abcdef"
     let message = SMSMessage(phoneNumber: "+15555550100", body: "Your Tether code is 123456", code: "123456")
 
-    private func sender(_ url: URL, timeout: TimeInterval = 5, maxAttempts: Int = 3) -> WebhookSMSSender {
+    private func sender(_ url: URL, timeout: TimeInterval = 20, maxAttempts: Int = 3) -> WebhookSMSSender {
         var configuration = WebhookSMSSender.Configuration(url: url, secret: Self.secret)
         configuration.timeout = timeout
         configuration.maxAttempts = maxAttempts
