@@ -14,10 +14,15 @@ public protocol NonceStore: Sendable {
     ///   - now: the current time, against which earlier records' expiry is judged.
     /// - Returns: ``NonceConsumption/accepted`` the first time, ``NonceConsumption/alreadyUsed`` afterwards.
     func consume(_ nonce: UsedNonce, now: Date) async throws -> NonceConsumption
+
+    /// Forgets a nonce accepted moments ago whose sign-in then failed on the server's side
+    /// (the database went away before the command was recorded), so that the client's
+    /// retry with the same token is not refused as a replay.
+    func release(_ nonce: UsedNonce) async throws
 }
 
 /// A nonce to record as used: its scope, its hash and how long to remember it.
-public struct UsedNonce: Sendable, Hashable {
+public struct UsedNonce: Sendable, Hashable, Codable {
     /// Keeps unrelated uses apart (the identity provider, such as `apple` or `google`).
     public var scope: String
     /// A hash of the raw nonce (lowercase hex SHA-256); the raw nonce itself is never stored.

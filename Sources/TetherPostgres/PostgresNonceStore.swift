@@ -37,6 +37,10 @@ public struct PostgresNonceStore: NonceStore {
         return .accepted
     }
 
+    public func release(_ nonce: UsedNonce) async throws {
+        try await client.query("DELETE FROM used_nonces WHERE scope = \(nonce.scope) AND nonce_hash = \(nonce.hash)")
+    }
+
     /// Deletes every record that expired at or before `now`; returns how many were deleted.
     @discardableResult
     public func purgeExpired(now: Date) async throws -> Int {

@@ -42,12 +42,14 @@ public struct AppleIdentityVerifier: IdentityVerifier {
         case .number(let value)? where value.rounded() == value && (0...2).contains(value): realUserStatus = Int(value)
         default: throw token.fail(.invalidCredential(.malformed), "real_user_status must be 0, 1 or 2")
         }
-        try await token.consumeNonce(of: checked)
-        return VerifiedIdentity(
+        let spentNonce = try await token.consumeNonce(of: checked)
+        var identity = VerifiedIdentity(
             provider: ProviderName.apple.rawValue, credentialForm: .appleIdentityToken, uid: checked.subject,
             email: email, isEmailVerified: email != nil && isEmailVerified, isPrivateEmail: isPrivateEmail,
             displayName: fullName?.formatted, givenName: fullName?.givenName, familyName: fullName?.familyName,
             isNameClientAsserted: fullName != nil, rawClaims: token.rawClaims(checked),
             audience: token.audience(of: checked), tokenExpiresAt: claims.expiresAt, realUserStatus: realUserStatus)
+        identity.spentNonce = spentNonce
+        return identity
     }
 }

@@ -52,13 +52,13 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
         guard let jwtID = try limitedLogin.string(claims, "jti"), !jwtID.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw limitedLogin.fail(.invalidCredential(.tokenID), "jti missing or empty")
         }
-        let identity = VerifiedIdentity(
+        var identity = VerifiedIdentity(
             provider: ProviderName.facebook.rawValue, credentialForm: .facebookLimitedLogin, uid: checked.subject,
             email: try limitedLogin.string(claims, "email"), displayName: try limitedLogin.string(claims, "name"),
             givenName: try limitedLogin.string(claims, "given_name"), familyName: try limitedLogin.string(claims, "family_name"),
             photoURL: try limitedLogin.string(claims, "picture").flatMap(URL.httpURL), rawClaims: limitedLogin.rawClaims(checked),
             audience: limitedLogin.audience(of: checked), tokenExpiresAt: claims.expiresAt)
-        try await limitedLogin.consumeNonce(of: checked)
+        identity.spentNonce = try await limitedLogin.consumeNonce(of: checked)
         return identity
     }
 

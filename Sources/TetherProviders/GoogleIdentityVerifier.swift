@@ -28,13 +28,13 @@ public struct GoogleIdentityVerifier: IdentityVerifier {
         let claims = checked.claims
         let email = try token.string(claims, "email")
         let isEmailVerified = try token.flexibleBool(claims, "email_verified") ?? false
-        let identity = VerifiedIdentity(
+        var identity = VerifiedIdentity(
             provider: ProviderName.google.rawValue, credentialForm: .googleIDToken, uid: checked.subject, email: email,
             isEmailVerified: email != nil && isEmailVerified, displayName: try token.string(claims, "name"),
             givenName: try token.string(claims, "given_name"), familyName: try token.string(claims, "family_name"),
             photoURL: try token.string(claims, "picture").flatMap(URL.httpURL), rawClaims: token.rawClaims(checked),
             audience: token.audience(of: checked), tokenExpiresAt: claims.expiresAt)
-        try await token.consumeNonce(of: checked)
+        identity.spentNonce = try await token.consumeNonce(of: checked)
         return identity
     }
 }

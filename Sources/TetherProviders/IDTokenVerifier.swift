@@ -72,11 +72,14 @@ struct IDTokenVerifier: Sendable {
     }
 
     /// Records the token's nonce as used; a second use of the same raw nonce fails with `nonce_reused`.
-    func consumeNonce(of token: CheckedToken) async throws {
-        guard let nonce = token.nonce else { return }
+    ///
+    /// - Returns: the nonce now spent (nil when the token carries none), for ``VerifiedIdentity/spentNonce``.
+    func consumeNonce(of token: CheckedToken) async throws -> UsedNonce? {
+        guard let nonce = token.nonce else { return nil }
         if try await nonceStore.consume(nonce, now: clock.now()) == .alreadyUsed {
             throw fail(.invalidCredential(.nonceReused))
         }
+        return nonce
     }
 
     /// The error with the provider attached (and a detail, when given).

@@ -18,10 +18,14 @@ public struct IdentityProviders: IdentityVerifier {
     ///   - clock: the time for token checks and key-set caching.
     ///   - passwords: password sign-in, when the accounts layer offers a directory.
     /// - Throws: ``ProvidersConfiguration/Invalid`` when a key-set URL is unusable.
+    /// Where used nonces are recorded.
+    public let nonceStore: any NonceStore
+
     public init(
         configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
         nonceStore: any NonceStore, clock: any WallClock = SystemWallClock(), passwords: PasswordIdentityVerifier? = nil
     ) throws {
+        self.nonceStore = nonceStore
         var verifiers: [ProviderName: any IdentityVerifier] = [:]
         if configuration.apple.isEnabled {
             verifiers[.apple] = try Self.make("TETHER_APPLE_JWKS_URL") {

@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 import TetherHTTP
 
 /// Who a provider says the holder of a credential is, after every check passed.
@@ -10,6 +11,8 @@ import TetherHTTP
 public struct VerifiedIdentity: Sendable, Codable, Hashable {
     /// `apple`, `facebook`, `google` or `password` (see ``ProviderName``).
     public var provider: String
+    /// The token's nonce, recorded as used by this verification (nil when it carried none).
+    public var spentNonce: UsedNonce?
     /// How the identity was proven, for the record (see ``CredentialForm``).
     public var credentialForm: CredentialForm
     /// The provider's stable user id (`sub`, Facebook user id, or the email for passwords).

@@ -178,6 +178,24 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func aSignInThatFailsOnTheServersSideGivesItsNonceBackForTheRetry() async throws {
+        try await DevService.run { app in
+            let rawNonce = UUID().uuidString
+            let minted = try await app.idp.post("/dev-idp/apple/token", json: ["sub": "apple-nonce-retry", "rawNonce": rawNonce])
+            let token = try minted.decodeJSON([String: String].self)["identityToken"]!
+            let credential = Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+            // The database refuses the write after the token (and its nonce) passed: a failure of the server, not the client.
+            try await app.admin.query("REVOKE INSERT ON users FROM tether_service")
+            let failed = try await app.signIn(credential)
+            #expect(failed.status == 500)
+            try await app.admin.query("GRANT INSERT ON users TO tether_service")
+            let retried = try await app.signIn(credential)
+            #expect(retried.status == 201, "the retry with the same token is not taken for a replay: \(retried.bodyText)")
+            let replayed = try await app.signIn(credential)
+            #expect(replayed.status == 401, "once the sign-in happened, the nonce is spent for good")
+        }
+    }
+
     @Test func repeatedFailedSignInsAreLimitedAndRecorded() async throws {
         try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3"]) { app in
             let created = try await app.client.post("/v1/sign-up", json: ["email": "zoe@example.com", "password": "the right one"])

@@ -76,6 +76,24 @@ struct IDTokenVerificationTests {
     }
 
     @Test(arguments: tokenProviders)
+    func aReleasedNonceMayBeSpentAgainByTheSameToken(provider: ProviderName) async throws {
+        let fixture = try await DevIdPFixture.shared.get()
+        let rawNonce = UUID().uuidString
+        let token = try await fixture.idToken(provider, ["sub": .string("retry-\(provider.rawValue)"), "rawNonce": .string(rawNonce)])
+        let first = try await fixture.providers.verify(idTokenCredential(provider, token, rawNonce: rawNonce))
+        let spent = try #require(first.spentNonce, "a token with a nonce reports the nonce it spent")
+        // The sign-in it was for failed on the server's side: the nonce is given back, and the retry works once.
+        try await fixture.nonceStore.release(spent)
+        let retry = try await fixture.providers.verify(idTokenCredential(provider, token, rawNonce: rawNonce))
+        #expect(retry.uid == first.uid)
+        await #expect(throws: ProviderError.invalidCredential(.nonceReused)) {
+            try await fixture.providers.verify(idTokenCredential(provider, token, rawNonce: rawNonce))
+        }
+        let withoutNonce = try await fixture.idToken(provider, ["sub": .string("retry-\(provider.rawValue)")])
+        #expect(try await fixture.providers.verify(idTokenCredential(provider, withoutNonce)).spentNonce == nil)
+    }
+
+    @Test(arguments: tokenProviders)
     func tokenWithMatchingNonceIsAcceptedOnceAndItsReplayIsRefused(provider: ProviderName) async throws {
         let fixture = try await DevIdPFixture.shared.get()
         let rawNonce = UUID().uuidString

@@ -102,4 +102,8 @@ struct UnreachableNonceStore: NonceStore {
         Issue.record("a disabled provider consumed a nonce")
         return .alreadyUsed
     }
+
+    func release(_ nonce: UsedNonce) async throws {
+        Issue.record("a disabled provider released a nonce")
+    }
 }

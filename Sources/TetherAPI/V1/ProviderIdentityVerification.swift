@@ -13,10 +13,18 @@ public struct ProviderIdentityVerification: IdentityVerification {
 
     public func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
         let verified = try await providers.verify(ProviderCredential(provider: provider, credential: credential))
-        return ExternalIdentity(
+        var identity = ExternalIdentity(
             provider: verified.provider, uid: verified.uid, email: verified.email,
             // Facebook never vouches for an email, whatever a profile says.
             isEmailVerified: verified.provider == "facebook" ? false : verified.isEmailVerified,
             displayName: verified.displayName, photoURL: verified.photoURL?.absoluteString)
+        identity.spentNonce = verified.spentNonce
+        return identity
+    }
+
+    public func release(_ identity: ExternalIdentity) async {
+        guard let nonce = identity.spentNonce else { return }
+        // Best effort: when the database is down, the retry meets the same outage anyway.
+        try? await providers.nonceStore.release(nonce)
     }
 }

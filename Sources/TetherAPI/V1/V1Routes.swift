@@ -9,6 +9,15 @@ import TetherProviders
 public protocol IdentityVerification: Sendable {
     /// Verifies `credential` for `provider`; throws a ``ProblemConvertible`` error when it is refused.
     func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity
+
+    /// Gives back what verifying `identity` spent (its token's nonce) after the command it was for
+    /// failed on the server's side, so the client's retry with the same token can succeed.
+    func release(_ identity: ExternalIdentity) async
+}
+
+extension IdentityVerification {
+    /// Verifications that spend nothing have nothing to give back.
+    public func release(_ identity: ExternalIdentity) async {}
 }
 
 /// The native JSON API under `/v1` (the parts built so far: see README).
@@ -122,13 +131,29 @@ public struct V1Routes: Sendable {
             attempt.verifiedUID = identity.uid
             // RFC 8176 names a password "pwd"; providers are named as themselves.
             let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider], jkt: jkt)
-            let outcome = try await accounts.signIn(identity, session: session, context: context)
+            let outcome = try await releasingOnServerFailure(identity) {
+                try await accounts.signIn(identity, session: session, context: context)
+            }
             if outcome.challenge != nil {
                 throw try await mfaRequired(outcome)
             }
             return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
         } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
             try await limits.recordFailure(attempt, reason: error.problem.code)
+            throw error
+        }
+    }
+
+    /// Runs the command `identity` was verified for; when it fails on the server's side (a 5xx, such as
+    /// the database going away), the token's nonce is given back: the client will retry with the same
+    /// token, and a nonce spent on a sign-in that never happened must not turn that retry into a replay.
+    private func releasingOnServerFailure<T>(_ identity: ExternalIdentity, _ command: () async throws -> T) async throws -> T {
+        do {
+            return try await command()
+        } catch {
+            if Problem(converting: error).map({ $0.status >= 500 }) ?? true {
+                await identities?.release(identity)
+            }
             throw error
         }
     }
@@ -152,7 +177,9 @@ public struct V1Routes: Sendable {
             throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
         }
         let identity = try await verify(provider: body.provider, credential: body.credential)
-        try await accounts.link(identity, to: claims.userId, context: context(request, claims.userId))
+        try await releasingOnServerFailure(identity) {
+            try await accounts.link(identity, to: claims.userId, context: context(request, claims.userId))
+        }
         return try HTTPResponse.json(["user": try await user(claims.userId)])
     }
 

@@ -12,6 +12,9 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     public var displayName: String?
     public var photoURL: String?
 
+    /// The nonce its verification spent, to give back if the command then fails on the server's side.
+    public var spentNonce: UsedNonce?
+
     public init(
         provider: String, uid: String, email: String? = nil, isEmailVerified: Bool = false,
         displayName: String? = nil, photoURL: String? = nil
