@@ -42,8 +42,14 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/users") { request in try await search(request) }
         router.get("/v1/admin/users/{id}") { request in try await detail(request) }
         router.get("/v1/admin/users/{id}/history") { request in try await userHistory(request) }
+        let idempotency = IdempotentRequests(database: directory.database)
         for action in Action.allCases {
-            router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await act(action, request) }
+            router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in
+                // A retry with the same Idempotency-Key gets the first answer and records nothing new;
+                // the key is checked first, so no answer is kept for a request without a live key.
+                let key = try await authenticate(request)
+                return try await idempotency.respond(to: request, principal: key.id) { try await act(action, request) }
+            }
         }
     }
 

@@ -103,6 +103,25 @@ struct AdminAPITests {
         }
     }
 
+    @Test func aRetriedActionWithTheSameIdempotencyKeyGetsTheFirstAnswerAndRecordsNothing() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let path = "/v1/admin/users/\(user.id.uuidString.lowercased())/disable"
+            let headers: KeyValuePairs<String, String> = ["Authorization": "Bearer \(admin.secret)", "Idempotency-Key": "disable-ada-1"]
+            let first = try await harness.client.post(path, headers: headers, json: ["reason": "fraud"])
+            let before = try await harness.owner.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
+            let retry = try await harness.client.post(path, headers: headers, json: ["reason": "fraud"])
+            #expect(first.status == 200 && retry.status == 200)
+            #expect(retry.bodyText == first.bodyText)
+            #expect(retry.headers.values(for: "Idempotent-Replayed") == ["true"])
+            let after = try await harness.owner.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
+            #expect(after == before, "neither the action nor its record is written twice")
+            let other = try await harness.client.post(path, headers: headers, json: ["reason": "another reason"])
+            #expect(other.status == 422)
+        }
+    }
+
     @Test func badActionRequestsAreRefusedAndChangeNothing() async throws {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("ada@example.com")
