@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "TetherCore"),
         .target(name: "TetherCrypto", dependencies: ["COpenSSL"]),
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
-        .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore"]),
+        .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherHTTP"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),

@@ -1,6 +1,11 @@
--- SMS codes are limited per phone number as well as per user: codes sent are
--- found through the phone factors they went to, by these two indexes.
-CREATE INDEX events_mfa_factor_phone ON events ((data -> 'personal' ->> 'phoneNumber'))
-    WHERE type = 'MFAFactorEnrolled';
-CREATE INDEX events_mfa_code_sent ON events ((data ->> 'factorId'), occurred_at)
-    WHERE type = 'MFACodeSent';
+-- SMS codes are limited per phone number as well as per user. The count is
+-- operational state, not a read model: a row per code sent, keyed by a hash of
+-- the number, kept only as long as the limit's window (the log seals numbers
+-- with their user's key, so it cannot be counted by number).
+CREATE TABLE sms_sends (
+    number_hash text NOT NULL,
+    sent_at     timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX sms_sends_number ON sms_sends (number_hash, sent_at);
+
+GRANT SELECT, INSERT, DELETE ON sms_sends TO tether_service;

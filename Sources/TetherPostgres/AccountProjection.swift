@@ -29,6 +29,8 @@ public enum AccountProjection {
                 VALUES (\(userId), \(payload.personal.email), \(payload.personal.email.map(ExternalIdentity.normalize)),
                         \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz, 0)
                 """)
+        case .identityLinked(let payload) where payload.uid == ExternalIdentity.erasedUID:
+            break // replayed after the user was erased: no identity to show (UserErased removes the rest)
         case .identityLinked(let payload):
             try await connection.query("""
                 INSERT INTO identities (user_id, provider, provider_uid, email, email_verified, display_name, photo_url, linked_at)
@@ -97,6 +99,16 @@ public enum AccountProjection {
             try await connection.query("UPDATE users SET disabled = true WHERE id = \(userId)")
         case .userEnabled:
             try await connection.query("UPDATE users SET disabled = false WHERE id = \(userId)")
+        case .userErased:
+            // The row stays so the id keeps resolving; nothing personal remains in any read model.
+            for table in ["mfa_challenges", "mfa_recovery_codes", "mfa_factors", "identities"] {
+                try await connection.query("DELETE FROM \(unsafeSQL: table) WHERE user_id = \(userId)")
+            }
+            try await connection.query("""
+                UPDATE users SET email = NULL, email_normalized = NULL, email_verified = false, display_name = NULL,
+                    photo_url = NULL, disabled = true, erased_at = \(at)::timestamptz
+                WHERE id = \(userId)
+                """)
         default:
             try await applyMFA(event, userId: userId, at: at, on: connection)
         }

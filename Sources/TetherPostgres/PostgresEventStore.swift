@@ -55,20 +55,29 @@ public struct PostgresEventStore: EventStore {
             }
             throw WrongExpectedVersion(stream: stream, expected: expected, actual: current.version)
         }
-        let metadataJSON = try PostgresJSON(encoding: metadata)
+        // What an event says about its user is sealed with that user's key (PersonalDataVault).
+        var keys: [UUID: [UInt8]] = [:]
+        for userId in Set(events.compactMap(\.userId)) {
+            keys[userId] = try await PersonalDataVault.key(for: userId, on: connection) ?? nil
+        }
+        let stored = try events.map { event -> (data: Data, metadata: PostgresJSON) in
+            guard let userId = event.userId, let key = keys[userId] else { return (event.data, try PostgresJSON(encoding: metadata)) }
+            let sealed = try PersonalDataVault.seal(event, metadata: metadata, key: key)
+            return (sealed.data, try PostgresJSON(encoding: sealed.metadata))
+        }
         try await connection.execute(simple: "SAVEPOINT tether_append")
         do {
             var positions: [(position: Int64, tx: UInt64)] = []
             positions.reserveCapacity(events.count)
             var version = current.version
-            for batch in events.chunked(by: Self.insertBatchSize) {
+            for batch in Array(zip(events, stored)).chunked(by: Self.insertBatchSize) {
                 var insert: PostgresQuery =
                     "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
-                for (offset, event) in batch.enumerated() {
+                for (offset, (event, stored)) in batch.enumerated() {
                     version += 1
                     let row: PostgresQuery = """
                         (\(stream.rawValue), \(version), \(event.id), \(event.type), \(event.schema), \
-                        \(PostgresJSON(data: event.data))::jsonb, \(metadataJSON)::jsonb, \(event.userId))
+                        \(PostgresJSON(data: stored.data))::jsonb, \(stored.metadata)::jsonb, \(event.userId))
                         """
                     insert.append(offset == 0 ? row : ", \(row)")
                 }
@@ -139,7 +148,7 @@ public struct PostgresEventStore: EventStore {
             SELECT \(unsafeSQL: Self.columns) FROM events
             WHERE stream = \(stream.rawValue) AND version > \(version) ORDER BY version
             """)
-        return try rows.map(decode)
+        return try await decode(rows) { try await connection.query($0) }
     }
 
     /// Reads the whole log after `checkpoint` in `(tx, position)` order.
@@ -155,7 +164,7 @@ public struct PostgresEventStore: EventStore {
             ORDER BY tx, position
             LIMIT \(limit)
             """)
-        return try rows.map(decode)
+        return try await decode(rows) { try await client.query($0) }
     }
 
     /// How far a reader of the whole log may go.
@@ -189,7 +198,8 @@ public struct PostgresEventStore: EventStore {
             ORDER BY tx, position
             LIMIT \(limit)
             """)
-        return try rows.map { (try decode($0), try $0.decode("occurred_at_text")) }
+        let events = try await decode(rows) { try await connection.query($0) }
+        return try zip(events, rows).map { ($0, try $1.decode("occurred_at_text")) }
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
@@ -203,12 +213,24 @@ public struct PostgresEventStore: EventStore {
             query.append(" AND occurred_at >= \(since)::timestamptz")
         }
         query.append(" ORDER BY position LIMIT \(limit)")
-        return try await client.query(query).map(decode)
+        return try await decode(try await client.query(query)) { try await client.query($0) }
     }
 
     private static let columns =
         "position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at"
 
+    /// Decodes rows, opening sealed personal data with the keys of their users (one query for all).
+    private func decode(_ rows: PostgresRows, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [RecordedEvent] {
+        let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
+        let keys = try await PersonalDataVault.keys(for: userIds, query: query)
+        return try rows.map { row in
+            let event = try decode(row)
+            guard let userId = event.userId else { return try upcasters.apply(to: event) }
+            return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
+        }
+    }
+
+    /// One row as stored (sealed parts still sealed, no upcasters run).
     private func decode(_ row: PostgresRow) throws -> RecordedEvent {
         let metadata = try row.decode("metadata", as: PostgresJSON.self).decode(EventMetadata.self)
         let event = RecordedEvent(
@@ -217,7 +239,7 @@ public struct PostgresEventStore: EventStore {
             id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
             data: try row.decode("data", as: PostgresJSON.self).data, metadata: metadata,
             userId: try row.decode("user_id"), occurredAt: try row.decode("occurred_at"))
-        return try upcasters.apply(to: event)
+        return event
     }
 }
 

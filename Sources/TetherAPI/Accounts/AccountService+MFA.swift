@@ -175,17 +175,25 @@ extension AccountService {
         }
     }
 
-    /// Codes sent to one number in `UserAccount.smsWindow`, whoever asked, are limited like a user's.
+    /// Codes sent to one number in `UserAccount.smsWindow`, whoever asked, are limited like a user's;
+    /// a send is counted here before it is attempted, so a failing webhook cannot be hammered either.
     private func checkAllowance(of phoneNumber: String, now: Date) async throws {
-        let rows = try await database.query("""
-            SELECT count(*)::int AS sent, min(sent.occurred_at) AS oldest FROM events sent
-            WHERE sent.type = 'MFACodeSent' AND sent.occurred_at > now() - make_interval(secs => \(Int(UserAccount.smsWindow)))
-              AND sent.data ->> 'factorId' IN (
-                  SELECT enrolled.data ->> 'factorId' FROM events enrolled
-                  WHERE enrolled.type = 'MFAFactorEnrolled' AND enrolled.data -> 'personal' ->> 'phoneNumber' = \(phoneNumber))
-            """)
-        guard let row = rows.first, try row.decode("sent", as: Int.self) >= UserAccount.smsPerUser else { return }
-        let oldest = try row.decode("oldest", as: Date?.self) ?? now
+        let numberHash = Self.hex(DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)))
+        let window = Int(UserAccount.smsWindow)
+        let rows = try await database.withTransaction { connection in
+            // One number's sends are counted and recorded in turn.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("sms:" + numberHash), 0))")
+            try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
+            let rows = try await connection.query("""
+                SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM sms_sends WHERE number_hash = \(numberHash)
+                """)
+            if try rows[0].decode("sent", as: Int.self) < UserAccount.smsPerUser {
+                try await connection.query("INSERT INTO sms_sends (number_hash) VALUES (\(numberHash))")
+            }
+            return rows
+        }
+        guard try rows[0].decode("sent", as: Int.self) >= UserAccount.smsPerUser else { return }
+        let oldest = try rows[0].decode("oldest", as: Date?.self) ?? now
         let wait = oldest.addingTimeInterval(UserAccount.smsWindow).timeIntervalSince(now)
         throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes to this number; wait before asking for another.")
     }

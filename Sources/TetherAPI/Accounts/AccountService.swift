@@ -150,6 +150,19 @@ public struct AccountService: Sendable {
         try await change(userId, context) { try $0.setDisabled(disabled, reason: reason, now: context.now) }
     }
 
+    /// Erases a user (an admin action): their sessions end, a `UserErased` event is appended and their
+    /// key is destroyed in the same transaction, so every event about them reads as erased from then on.
+    public func erase(userId: UUID, reason: String?, context: CommandContext) async throws {
+        try await retrying { _ in
+            try await database.withTransaction { connection in
+                let account = try await load(userId, on: connection)
+                guard account.exists else { throw AccountError.notFound }
+                try await commit(account, try account.erase(reason: reason), context, on: connection)
+                try await PersonalDataVault.destroyKey(of: userId, on: connection)
+            }
+        }
+    }
+
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
     public func refresh(
         presentedHash: String, newHash: String, presentedJKT: String?, context: CommandContext

@@ -11,15 +11,20 @@ import TetherPostgres
 /// status it was answered with, refusals (403, 400, 404) included. A request's
 /// data is sent only once its record is written.
 ///
-/// `DELETE /v1/admin/users/{id}` (erasure) is deliberately not registered: erasing
-/// needs per-user encryption of personal data (crypto-shredding), which Tether does
-/// not have yet, and deleting read-model rows alone would leave the data in the log.
+/// `DELETE /v1/admin/users/{id}` erases a user by crypto-shredding: their key is
+/// destroyed (see `PersonalDataVault`), so the log keeps its events but what they
+/// say about the person can no longer be read, and the read models drop it.
 public struct AdminRoutes: Sendable {
     /// The actions of `POST /v1/admin/users/{id}/<action>`.
     enum Action: String, CaseIterable, Sendable {
         case disable
         case enable
         case revokeSessions = "revoke-sessions"
+        /// `DELETE /v1/admin/users/{id}`.
+        case erase
+
+        /// The actions with a `POST /v1/admin/users/{id}/<action>` route.
+        static let posted: [Action] = [.disable, .enable, .revokeSessions]
     }
 
     /// The longest `reason` an action accepts.
@@ -43,14 +48,16 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/users/{id}") { request in try await detail(request) }
         router.get("/v1/admin/users/{id}/history") { request in try await userHistory(request) }
         let idempotency = IdempotentRequests(database: directory.database)
-        for action in Action.allCases {
-            router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in
-                // A retry with the same Idempotency-Key gets the first answer and records nothing new;
-                // the key is checked first, so no answer is kept for a request without a live key.
-                let key = try await authenticate(request)
-                return try await idempotency.respond(to: request, principal: key.id) { try await act(action, request) }
-            }
+        // A retry with the same Idempotency-Key gets the first answer and records nothing new;
+        // the key is checked first, so no answer is kept for a request without a live key.
+        let idempotent: @Sendable (Action, HTTPRequest) async throws -> HTTPResponse = { action, request in
+            let key = try await authenticate(request)
+            return try await idempotency.respond(to: request, principal: key.id) { try await act(action, request) }
         }
+        for action in Action.posted {
+            router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await idempotent(action, request) }
+        }
+        router.delete("/v1/admin/users/{id}") { request in try await idempotent(.erase, request) }
     }
 
     // MARK: Handlers
@@ -128,6 +135,7 @@ public struct AdminRoutes: Sendable {
             case .disable: try await accounts.setDisabled(true, userId: id, reason: reason, context: context)
             case .enable: try await accounts.setDisabled(false, userId: id, reason: reason, context: context)
             case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
+            case .erase: try await accounts.erase(userId: id, reason: reason, context: context)
             }
             let user = try await UserBody.load(id, from: directory.database)
             let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))

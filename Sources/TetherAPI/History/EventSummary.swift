@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherPostgres
 
 /// The one-line account of an event that `tether history` and the support API show.
 ///
@@ -48,6 +49,8 @@ public struct EventSummary: Sendable, Hashable {
             text = "session \(payload.shortID("sessionId")) ended (\(payload["reason"]))"
         case "SessionsRevoked":
             text = "every session revoked; tokens issued before \(payload["validSince"]) are void"
+        case "UserErased":
+            text = "user erased: everything personal in the log is now unreadable" + (payload.text("reason").map { " (\($0))" } ?? "")
         case "UserDisabled", "UserEnabled":
             text = (type == "UserDisabled" ? "user disabled" : "user enabled") + (payload.text("reason").map { ": \($0)" } ?? "")
         case "AdminUserViewed":
@@ -120,7 +123,11 @@ private final class Payload {
             return nil
         }
         members = object ?? [:]
-        if case .object(let personal)? = members["personal"] {
+        if members[PersonalDataVault.erasedMarker] == .bool(true) {
+            // Its user was erased: the key that sealed the personal part is gone.
+            personalMembers = nil
+            isPersonalPartErased = true
+        } else if case .object(let personal)? = members["personal"] {
             personalMembers = personal
             isPersonalPartErased = false
         } else {

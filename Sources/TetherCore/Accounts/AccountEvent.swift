@@ -42,6 +42,9 @@ public enum AccountEvent: Sendable, Hashable {
     case sessionsRevoked(SessionsRevoked)
     case userDisabled(UserStatusChanged)
     case userEnabled(UserStatusChanged)
+    /// The user was erased: their key is destroyed with this event, so everything the log
+    /// says about them reads as erased from now on.
+    case userErased(UserStatusChanged)
     /// A second factor was added, not yet confirmed (a phone factor's code is on its way).
     case mfaFactorEnrolled(MFAFactorEnrolled)
     /// The first valid code made the factor usable.
@@ -144,6 +147,7 @@ public enum AccountEvent: Sendable, Hashable {
         case .sessionsRevoked: "SessionsRevoked"
         case .userDisabled: "UserDisabled"
         case .userEnabled: "UserEnabled"
+        case .userErased: "UserErased"
         case .mfaFactorEnrolled: "MFAFactorEnrolled"
         case .mfaFactorConfirmed: "MFAFactorConfirmed"
         case .mfaFactorRemoved: "MFAFactorRemoved"
@@ -202,7 +206,7 @@ public enum AccountEventCodec {
         case .sessionRefreshed(let payload): data = try encoder.encode(payload)
         case .sessionEnded(let payload): data = try encoder.encode(payload)
         case .sessionsRevoked(let payload): data = try encoder.encode(payload)
-        case .userDisabled(let payload), .userEnabled(let payload): data = try encoder.encode(payload)
+        case .userDisabled(let payload), .userEnabled(let payload), .userErased(let payload): data = try encoder.encode(payload)
         case .mfaFactorEnrolled(let payload): data = try encoder.encode(payload)
         case .mfaFactorConfirmed(let payload): data = try encoder.encode(payload)
         case .mfaFactorRemoved(let payload): data = try encoder.encode(payload)
@@ -234,6 +238,7 @@ public enum AccountEventCodec {
         case "SessionsRevoked": return .sessionsRevoked(try decoder.decode(AccountEvent.SessionsRevoked.self, from: data))
         case "UserDisabled": return .userDisabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
         case "UserEnabled": return .userEnabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
+        case "UserErased": return .userErased(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
         case "MFAFactorEnrolled": return .mfaFactorEnrolled(try decoder.decode(AccountEvent.MFAFactorEnrolled.self, from: data))
         case "MFAFactorConfirmed": return .mfaFactorConfirmed(try decoder.decode(AccountEvent.MFAFactorConfirmed.self, from: data))
         case "MFAFactorRemoved": return .mfaFactorRemoved(try decoder.decode(AccountEvent.MFAFactorRemoved.self, from: data))

@@ -12,6 +12,9 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     public var displayName: String?
     public var photoURL: String?
 
+    /// What an identity event's `uid` reads as once its user was erased (the key that sealed it is gone).
+    public static let erasedUID = "(erased)"
+
     /// The nonce its verification spent, to give back if the command then fails on the server's side.
     public var spentNonce: UsedNonce?
 

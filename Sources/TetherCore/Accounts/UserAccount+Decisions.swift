@@ -144,6 +144,15 @@ extension UserAccount {
         return [.userEnabled(.init(reason: reason))]
     }
 
+    /// Erases the user (an admin action): sessions end, and the caller destroys the user's key
+    /// in the same transaction, so personal data in every earlier event becomes unreadable.
+    public func erase(reason: String?) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        var events: [AccountEvent] = activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "erased")) }
+        events.append(.userErased(.init(reason: reason)))
+        return events
+    }
+
     static func started(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
         [
             .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),

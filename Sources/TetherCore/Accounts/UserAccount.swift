@@ -33,6 +33,8 @@ public struct UserAccount: Sendable, Hashable {
     public private(set) var displayName: String?
     public private(set) var photoURL: String?
     public private(set) var isDisabled = false
+    /// Erased users keep their id and their events, but nothing about them can be read or done.
+    public private(set) var isErased = false
     public private(set) var createdAt: Date?
     public private(set) var lastSignInAt: Date?
     /// Tokens issued before this instant are void.
@@ -59,7 +61,7 @@ public struct UserAccount: Sendable, Hashable {
     }
 
     /// Whether the user has been registered.
-    public var exists: Bool { createdAt != nil }
+    public var exists: Bool { createdAt != nil && !isErased }
 
     /// The providers the user can sign in with, sorted.
     public var signInMethods: [String] { identities.keys.sorted() }
@@ -110,6 +112,17 @@ public struct UserAccount: Sendable, Hashable {
             isDisabled = true
         case .userEnabled:
             isDisabled = false
+        case .userErased:
+            isErased = true
+            isDisabled = true
+            email = nil
+            isEmailVerified = false
+            displayName = nil
+            photoURL = nil
+            identities = [:]
+            passwordHash = nil
+            for id in sessions.keys { sessions[id]?.isActive = false }
+            mfa = MFAState()
         case .mfaFactorEnrolled, .mfaFactorConfirmed, .mfaFactorRemoved, .mfaRecoveryCodesIssued, .mfaChallengeIssued,
              .mfaCodeSent, .mfaCodeDeliveryFailed, .mfaCodeAccepted, .mfaCodeRejected, .mfaRecoveryCodeUsed, .mfaChallengeEnded:
             mfa.apply(event, at: date)

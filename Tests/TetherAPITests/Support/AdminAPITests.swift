@@ -149,14 +149,61 @@ struct AdminAPITests {
         }
     }
 
-    @Test func erasureIsNotOfferedUntilCryptoShreddingExists() async throws {
+    @Test func erasingAUserMakesEverythingPersonalInTheLogUnreadable() async throws {
         try await SupportHarness.run { harness in
-            let user = try await harness.signUp("ada@example.com")
+            let ada = try await harness.signUp("ada.erase@example.com", displayName: "Ada Erasable")
+            try await harness.linkFacebook(ada.accessToken, facebookUserID: "fb-erase-77", email: "ada.fb@example.com")
+            let wrong = try await harness.client.post(
+                "/v1/sign-in", json: ["provider": JSONValue.string("password"),
+                                      "credential": ["email": "ada.erase@example.com", "password": "not her password"]])
+            #expect(wrong.status == 401)
+            let id = ada.id.uuidString.lowercased()
+            let eventsBefore = try await harness.owner.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
+            let support = try await harness.adminKey(.support)
+            #expect(try await harness.client.delete("/v1/admin/users/\(id)", headers: ["Authorization": "Bearer \(support.secret)"]).status == 403)
+
             let admin = try await harness.adminKey(.admin)
-            let erase = try await harness.client.delete(
-                "/v1/admin/users/\(user.id.uuidString.lowercased())", headers: ["Authorization": "Bearer \(admin.secret)"])
-            #expect(erase.status == 405)
-            #expect(try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())", key: admin.secret).status == 200)
+            let erased = try await harness.client.delete(
+                "/v1/admin/users/\(id)", headers: ["Authorization": "Bearer \(admin.secret)"])
+            #expect(erased.status == 200)
+            let user = try erased.json["user"]
+            #expect(user?["email"] == .null && user?["displayName"] == .null && user?["disabled"] == .bool(true))
+            #expect(user?["identities"] == .array([]))
+
+            // Nothing personal can be read anywhere in the database, and the log only grew.
+            for secret in ["ada.erase@example.com", "Ada Erasable", "fb-erase-77", "ada.fb@example.com", "scrypt"] {
+                let hits: Int = try await harness.owner.query("""
+                    SELECT (SELECT count(*) FROM events WHERE data::text ILIKE \("%" + secret + "%") OR metadata::text ILIKE \("%" + secret + "%"))
+                         + (SELECT count(*) FROM users WHERE row(users.*)::text ILIKE \("%" + secret + "%"))
+                         + (SELECT count(*) FROM identities WHERE user_id = \(ada.id))
+                         AS n
+                    """)[0].decode("n")
+                #expect(hits == 0, "\(secret) is still readable")
+            }
+            let eventsAfter = try await harness.owner.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
+            #expect(eventsAfter > eventsBefore, "erasure appends; it removes no event")
+            #expect(try await harness.owner.query(
+                "SELECT 1 FROM personal_data_keys WHERE user_id = \(ada.id) AND key IS NULL AND destroyed_at IS NOT NULL").count == 1)
+
+            // Her history still tells what happened, with (erased) where personal data stood.
+            let history = try await UserHistory(database: harness.owner).all(of: ada.id)
+            let summaries = history.entries.map(\.summary.text)
+            #expect(summaries.first == "registered: email (erased) (unverified), name (erased)")
+            #expect(summaries.contains("linked facebook (erased): email (erased) (unverified)"))
+            #expect(summaries.contains { $0.hasPrefix("user erased") })
+            #expect(history.entries.first?.summary.isPersonalDataErased == true)
+            #expect(history.entries.first { $0.type == "UserRegistered" }?.clientIP == nil, "client addresses were sealed too")
+
+            // She cannot sign in; her password and Facebook identity are free for someone new.
+            #expect(try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(ada.accessToken)"]).status == 401)
+            let again = try await harness.client.post(
+                "/v1/sign-up", json: ["email": "ada.erase@example.com", "password": "a new long password"])
+            #expect(again.status == 201)
+            #expect(try await harness.client.delete("/v1/admin/users/\(id)", headers: ["Authorization": "Bearer \(admin.secret)"]).status == 404)
+
+            // The read models still follow from the log.
+            let replay = ProjectionReplay(projection: .accounts, database: harness.owner)
+            #expect(try await replay.run(.verify).drift.isEmpty)
         }
     }
 
