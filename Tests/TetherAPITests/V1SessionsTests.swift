@@ -178,6 +178,24 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func aKeyReusedAfterItsAnswerExpiredIsANewCommandNeverTheFirstUsers() async throws {
+        try await DevService.run { app in
+            let victim = try await app.signIn(try await app.apple("victim-sub", email: "victim@privaterelay.appleid.com"),
+                                              headers: ["Idempotency-Key": "k-2024-01"])
+            #expect(victim.status == 201)
+            let victimId = try victim.decodeJSON(SignedIn.self).user.id
+            try await app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '25 hours'")
+            let other = try await app.signIn(try await app.google("other-sub"), headers: ["Idempotency-Key": "k-2024-01"])
+            #expect(other.status == 201)
+            let signedIn = try other.decodeJSON(SignedIn.self)
+            #expect(signedIn.user.id != victimId)
+            #expect(!other.bodyText.contains("victim"))
+            #expect(try await app.me(signedIn.session.accessToken).status == 200, "the session it names exists")
+            let users: Int = try await app.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n")
+            #expect(users == 2)
+        }
+    }
+
     @Test func aSignInThatFailsOnTheServersSideGivesItsNonceBackForTheRetry() async throws {
         try await DevService.run { app in
             let rawNonce = UUID().uuidString

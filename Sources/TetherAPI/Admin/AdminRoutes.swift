@@ -155,9 +155,8 @@ public struct AdminRoutes: Sendable {
         _ body: (EventMetadata) async throws -> (HTTPResponse, AdminEvent)
     ) async throws -> HTTPResponse {
         let key = try await authenticate(request)
-        let commandID = CommandContext.commandID(
-            idempotencyKey: request.headers["idempotency-key"],
-            scope: "\(request.method) \(request.path) admin-key:\(key.id.uuidString.lowercased())")
+        // A new command per request; retries get the stored answer (see `register`).
+        let commandID = UUID()
         let metadata = EventMetadata(
             commandId: commandID, correlationId: commandID, actor: .admin(keyId: key.id), clientIP: request.remoteAddress,
             userAgent: request.headers["user-agent"], surface: "admin")

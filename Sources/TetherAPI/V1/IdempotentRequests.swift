@@ -27,7 +27,9 @@ struct IdempotentRequests: Sendable {
 
     /// Runs `handler` once per key; a retry with the key gets the stored answer.
     ///
-    /// - Parameter principal: the signed-in user, so that keys of different users never meet.
+    /// - Parameter principal: the caller: the session of a signed-in user (so a stored answer, which may
+    ///   carry a secret such as recovery codes, is only ever replayed to the session that asked), or the
+    ///   admin key; nil for sign-in and refresh, whose body carries the credential.
     func respond(
         to request: HTTPRequest, principal: UUID?, _ handler: () async throws -> HTTPResponse
     ) async throws -> HTTPResponse {

@@ -7,7 +7,7 @@ extension V1Routes {
     func registerMFA(on router: inout Router) {
         router.post("/v1/users/me/mfa/totp") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 let body = request.body.isEmpty ? EnrolBody() : try request.decodeJSON(EnrolBody.self)
                 let enrolment = try await accounts.enrolTOTP(
                     userId: claims.userId, authTime: claims.authTime, displayName: try Self.displayName(body.displayName),
@@ -19,7 +19,7 @@ extension V1Routes {
         }
         router.post("/v1/users/me/mfa/phone") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 let body = try request.decodeJSON(PhoneEnrolBody.self)
                 let factorId = try await accounts.enrolPhone(
                     userId: claims.userId, authTime: claims.authTime, phoneNumber: body.phoneNumber,
@@ -30,7 +30,7 @@ extension V1Routes {
         for (path, type) in [("/v1/users/me/mfa/totp/verify", MFAFactorType.totp), ("/v1/users/me/mfa/phone/verify", .phone)] {
             router.post(path) { request in
                 let claims = try await authenticate(request)
-                return try await idempotency.respond(to: request, principal: claims.userId) {
+                return try await idempotency.respond(to: request, principal: claims.sessionId) {
                     let body = try request.decodeJSON(ConfirmBody.self)
                     let confirmed = try await accounts.confirmFactor(
                         userId: claims.userId, factorId: try Self.factorId(body.factorId), type: type, code: body.code,
@@ -45,7 +45,7 @@ extension V1Routes {
         }
         router.delete("/v1/users/me/mfa/{factorId}") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 try await accounts.removeFactor(
                     userId: claims.userId, factorId: try Self.factorId(request.pathParameters["factorId"] ?? ""),
                     authTime: claims.authTime, context: context(request, claims.userId))
@@ -54,7 +54,7 @@ extension V1Routes {
         }
         router.post("/v1/users/me/mfa/recovery-codes") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 let codes = try await accounts.regenerateRecoveryCodes(
                     userId: claims.userId, authTime: claims.authTime, context: context(request, claims.userId))
                 return try HTTPResponse.json(["recoveryCodes": codes], status: 201)

@@ -65,11 +65,11 @@ public struct V1Routes: Sendable {
         }
         router.post("/v1/users/me/identities") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) { try await link(request, claims) }
+            return try await idempotency.respond(to: request, principal: claims.sessionId) { try await link(request, claims) }
         }
         router.delete("/v1/users/me/identities/{provider}") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 try await accounts.unlink(
                     provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
                 return try HTTPResponse.json(["user": try await user(claims.userId)])
@@ -80,14 +80,14 @@ public struct V1Routes: Sendable {
         }
         router.post("/v1/sign-out") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
                 return .noContent()
             }
         }
         router.post("/v1/users/me/sessions/revoke") { request in
             let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.userId) {
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
                 return .noContent()
             }
@@ -264,10 +264,11 @@ public struct V1Routes: Sendable {
     }
 
     func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {
-        // One key names one command of one caller on one route.
-        let commandId = CommandContext.commandID(
-            idempotencyKey: request.headers["idempotency-key"],
-            scope: "\(request.method) \(request.path) \(userId?.uuidString ?? "-")")
+        // Every request is a new command. Retries are recognised by their stored answer
+        // (IdempotentRequests), never by an id derived from the client's key: a key that
+        // comes back after its answer expired must not name the first request's command
+        // (its events, its new user's id) again.
+        let commandId = UUID()
         return CommandContext(
             commandId: commandId,
             metadata: EventMetadata(
