@@ -238,6 +238,24 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func parallelGuessesCannotAllPassTheLimitBeforeTheyFail() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "5"]) { app in
+            #expect(try await app.client.post("/v1/sign-up", json: ["email": "par@example.com", "password": "the right one"]).status == 201)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<30 {
+                    group.addTask {
+                        try await app.withNewClient { try await app.signIn(app.password("par@example.com", "guess \(index)"), on: $0) }.status
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 401 }.count <= 5, "only as many guesses as the limit are checked: \(statuses.sorted())")
+            #expect(statuses.allSatisfy { $0 == 401 || $0 == 429 }, "\(statuses.sorted())")
+            let failures = try await app.eventCount("SignInFailed")
+            #expect(failures == statuses.filter { $0 == 401 }.count, "every checked guess is recorded")
+        }
+    }
+
     @Test func fiftyParallelSignInsOfOneNewAppleIdentityMakeOneUser() async throws {
         try await DevService.run { app in
             // Fifty devices, each with its own token for the same Apple identity (a token is accepted once).

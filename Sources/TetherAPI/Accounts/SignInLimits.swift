@@ -60,14 +60,49 @@ public struct SignInLimits: Sendable {
         }
     }
 
-    /// Throws 429 when the attempt's address or account has failed too often in the window.
-    public func check(_ attempt: Attempt) async throws {
-        if let ip = attempt.metadata.clientIP {
-            try await refuseIfExceeded(attempt, scope: "client address", filter: "metadata ->> 'clientIP' = \(ip)")
-        }
+    /// A place an attempt holds in the limits while it is checked: it counts like a failure until released.
+    public struct Reservation: Sendable {
+        let id: UUID
+    }
+
+    /// Takes a place for the attempt, or throws 429 when its address or account has used up the window.
+    ///
+    /// Counting and reserving happen in one transaction under a lock per key, so of many
+    /// parallel guesses only as many as the limit allows get to be checked at all.
+    public func reserve(_ attempt: Attempt) async throws -> Reservation {
+        var keys: [(key: String, scope: String, failures: PostgresQuery)] = []
         if attempt.email != nil {
-            try await refuseIfExceeded(attempt, scope: "account", filter: "stream = \(attempt.stream.rawValue)")
+            keys.append((attempt.stream.rawValue, "account", "stream = \(attempt.stream.rawValue)"))
         }
+        if let ip = attempt.metadata.clientIP {
+            keys.append(("ip:" + ip, "client address", "metadata ->> 'clientIP' = \(ip)"))
+        }
+        let reservation = Reservation(id: UUID())
+        let refusal: (scope: String, retryAfter: Int)? = try await database.withTransaction { connection in
+            for key in keys.map(\.key).sorted() {
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("sign-in:" + key), 0))")
+            }
+            for key in keys {
+                if let retryAfter = try await exceeded(key.failures, key: key.key, on: connection) {
+                    return (key.scope, retryAfter)
+                }
+            }
+            for key in keys {
+                try await connection.query("""
+                    INSERT INTO sign_in_attempts (id, scope_key) VALUES (\(reservation.id), \(key.key))
+                    """)
+            }
+            return nil
+        }
+        if let refusal {
+            try await refuse(attempt, scope: refusal.scope, retryAfter: refusal.retryAfter)
+        }
+        return reservation
+    }
+
+    /// Gives the place back (after the attempt succeeded, or after its failure was recorded).
+    public func release(_ reservation: Reservation) async {
+        _ = try? await database.query("DELETE FROM sign_in_attempts WHERE id = \(reservation.id)")
     }
 
     /// Records a failed sign-in (`reason` is the problem code it was answered with).
@@ -96,19 +131,30 @@ public struct SignInLimits: Sendable {
         var retryAfterSeconds: Int
     }
 
-    private func refuseIfExceeded(_ attempt: Attempt, scope: String, filter: PostgresQuery) async throws {
+    /// Seconds until one more attempt is allowed, when recorded failures and attempts in flight fill the window.
+    private func exceeded(_ failures: PostgresQuery, key: String, on connection: PostgresConnection) async throws -> Int? {
         let window = configuration.windowSeconds
         // The failures that keep the count at the limit: once the oldest of them leaves the window, one more try is allowed.
-        let rows = try await database.query("""
+        let rows = try await connection.query("""
             SELECT count(*)::int AS failures,
-                   ceil(extract(epoch FROM min(occurred_at) + make_interval(secs => \(window)) - now()))::int AS retry_after
+                   ceil(extract(epoch FROM min(occurred_at) + make_interval(secs => \(window)) - now()))::int AS retry_after,
+                   (SELECT count(*)::int FROM sign_in_attempts
+                    WHERE scope_key = \(key) AND started_at > now() - interval '30 seconds') AS in_flight
             FROM (SELECT occurred_at FROM events
-                  WHERE type = 'SignInFailed' AND \(filter) AND occurred_at > now() - make_interval(secs => \(window))
+                  WHERE type = 'SignInFailed' AND \(failures) AND occurred_at > now() - make_interval(secs => \(window))
                   ORDER BY occurred_at DESC LIMIT \(configuration.failures)) recent
             """)
-        let failures: Int = try rows[0].decode("failures")
-        guard failures >= configuration.failures else { return }
-        let retryAfter = max(1, (try rows[0].decode("retry_after", as: Int?.self)) ?? window)
+        let failed: Int = try rows[0].decode("failures")
+        let inFlight: Int = try rows[0].decode("in_flight")
+        guard failed + inFlight >= configuration.failures else { return nil }
+        // Only attempts still in flight fill it: they end within a request's time.
+        guard failed >= configuration.failures else { return 1 }
+        return max(1, (try rows[0].decode("retry_after", as: Int?.self)) ?? window)
+    }
+
+    /// Answers 429, recording the throttled window once as `SignInThrottled`.
+    private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
+        let window = configuration.windowSeconds
         let alreadyRecorded = try await database.query("""
             SELECT 1 FROM events WHERE stream = \(attempt.stream.rawValue) AND type = 'SignInThrottled'
               AND occurred_at > now() - make_interval(secs => \(window)) LIMIT 1
@@ -128,16 +174,10 @@ public struct SignInLimits: Sendable {
     private func append(type: String, _ payload: some Encodable, attempt: Attempt, userId: UUID?) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
         let store = PostgresEventStore(client: database)
-        // Failures of one key may arrive at once; each is appended at the end of the stream.
-        for attemptNumber in 1...5 {
-            do {
-                try await store.append([event], to: attempt.stream, expected: .any, metadata: attempt.metadata)
-                return
-            } catch is WrongExpectedVersion where attemptNumber < 5 {
-                continue
-            } catch let error as PostgresError where error.isUniqueViolation && attemptNumber < 5 {
-                continue
-            }
+        // One key's records are appended in turn, so parallel failures never race for a stream version.
+        try await database.withTransaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(attempt.stream.rawValue), 0))")
+            try await store.append([event], to: attempt.stream, expected: .any, metadata: attempt.metadata, on: connection)
         }
     }
 }

@@ -124,8 +124,8 @@ public struct V1Routes: Sendable {
         let context = context(request, nil)
         var attempt = SignInLimits.Attempt(
             provider: body.provider, email: Self.claimedPasswordEmail(body), metadata: context.metadata)
-        try await limits.check(attempt)
         let jkt = try await proofKey(of: request)
+        let reservation = try await limits.reserve(attempt)
         do {
             let identity = try await verify(provider: body.provider, credential: body.credential)
             attempt.verifiedUID = identity.uid
@@ -137,9 +137,17 @@ public struct V1Routes: Sendable {
             if outcome.challenge != nil {
                 throw try await mfaRequired(outcome)
             }
-            return try await signedIn(userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
+            let response = try await signedIn(
+                userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
+            await limits.release(reservation)
+            return response
         } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
+            // Recorded before the place is given back, so the failure never goes uncounted in between.
             try await limits.recordFailure(attempt, reason: error.problem.code)
+            await limits.release(reservation)
+            throw error
+        } catch {
+            await limits.release(reservation)
             throw error
         }
     }
