@@ -9,3 +9,8 @@ CREATE TABLE sms_sends (
 CREATE INDEX sms_sends_number ON sms_sends (number_hash, sent_at);
 
 GRANT SELECT, INSERT, DELETE ON sms_sends TO tether_service;
+
+-- The same rows count a user's sends, so parallel requests of one user are held
+-- to the limit before any code leaves (the user's events record sends only after).
+ALTER TABLE sms_sends ADD COLUMN user_id uuid;
+CREATE INDEX sms_sends_user ON sms_sends (user_id, sent_at);

@@ -289,6 +289,28 @@ struct V1MFATests {
 
     // MARK: Limits and pending credentials
 
+    @Test func parallelEnrolmentsOfOneUserSendAtMostTheLimit() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-sms-burst"))
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        try await app.withNewClient {
+                            try await $0.post("/v1/users/me/mfa/phone", headers: ["Authorization": "Bearer \(user.session.accessToken)"],
+                                              json: ["phoneNumber": "+15555550188"])
+                        }.status
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            struct Outbox: Decodable { var messages: [[String: JSONValue]] }
+            let sent = try await app.idp.get("/dev-idp/sms?phoneNumber=%2B15555550188").decodeJSON(Outbox.self).messages.count
+            #expect(sent <= 5, "\(statuses.sorted())")
+            #expect(statuses.filter { $0 == 201 }.count == sent)
+            #expect(statuses.allSatisfy { $0 == 201 || $0 == 429 })
+        }
+    }
+
     @Test func smsCodesToOneNumberAreLimitedWhoeverAsks() async throws {
         try await DevService.run { app in
             var statuses: [Int] = []

@@ -84,6 +84,19 @@ struct UserAccountMFATests {
         #expect(accepted.failure == nil)
     }
 
+    @Test func revokingOrDisablingEndsOpenChallenges() throws {
+        var user = try userWithTOTP()
+        let session = newSession()
+        user = applying(try user.signIn(with: apple, session: session, now: now), to: user)
+        for decision in [try user.revokeAllSessions(now: now), try user.setDisabled(true, reason: nil, now: now)] {
+            let ended = applying(decision, to: user)
+            #expect(ended.mfa.challenges[session.id]?.isEnded == true)
+            #expect(throws: AccountError.self) {
+                try ended.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+            }
+        }
+    }
+
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
         let user = try userWithTOTP()
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)

@@ -97,7 +97,7 @@ extension AccountService {
 
     /// Sends the SMS code of a challenge to a phone factor.
     public func sendChallengeCode(
-        userId: UUID, challengeId: UUID, factorId: UUID, sms: any SMSSender, context: CommandContext
+        userId: UUID, challengeId: UUID, factorId: UUID, sms: (any SMSSender)?, context: CommandContext
     ) async throws -> MFAState.Factor {
         let code = Self.newSMSCode()
         let codeHash = Self.codeHash(code, for: challengeId)
@@ -107,6 +107,8 @@ extension AccountService {
         let account = try await database.withTransaction { try await load(userId, on: $0) }
         _ = try decide(account)
         guard let factor = account.mfa.factors[factorId], let phoneNumber = factor.phoneNumber else { throw AccountError.mfaFactorNotFound }
+        // Checked after the factor: a TOTP factor named here is the client's mistake, not a missing sender.
+        guard let sms else { throw Self.noSMSSender }
         try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: challengeId, userId: userId, sms: sms, context: context)
         try await change(userId, context, decide: decide)
         return factor
@@ -159,14 +161,16 @@ extension AccountService {
         _ code: String, to phoneNumber: String, factorId: UUID, challengeId: UUID?, userId: UUID, sms: any SMSSender,
         context: CommandContext
     ) async throws {
-        try await checkAllowance(of: phoneNumber, now: context.now)
+        try await checkAllowance(of: phoneNumber, userId: userId, now: context.now)
         do {
             try await sms.send(SMSMessage(phoneNumber: phoneNumber, body: "Your Tether code is \(code). It expires in 5 minutes.", code: code))
         } catch {
             var failed = context
             failed.commandId = AccountEventCodec.eventID(command: context.commandId, index: 40_000)
             _ = try? await change(userId, failed) { _ in
-                [.mfaCodeDeliveryFailed(.init(challengeId: challengeId, factorId: factorId, reason: String(describing: error).prefix(200).description))]
+                // The problem code only: an error's text may carry the webhook's URL and whatever secret is in it.
+                [.mfaCodeDeliveryFailed(.init(challengeId: challengeId, factorId: factorId,
+                                              reason: (error as? any ProblemConvertible)?.problem.code ?? "send_failed"))]
             }
             if let convertible = error as? any ProblemConvertible, convertible.problem.code == "sms_unavailable" {
                 throw error
@@ -175,27 +179,39 @@ extension AccountService {
         }
     }
 
-    /// Codes sent to one number in `UserAccount.smsWindow`, whoever asked, are limited like a user's;
-    /// a send is counted here before it is attempted, so a failing webhook cannot be hammered either.
-    private func checkAllowance(of phoneNumber: String, now: Date) async throws {
+    /// Codes sent to one number, whoever asked, and to one user, whatever the number, are limited
+    /// (`UserAccount.smsPerUser` per `smsWindow`). A send takes its place here, under a lock per number
+    /// and per user, before it is attempted: parallel requests cannot all pass, and a failing webhook
+    /// cannot be hammered either.
+    private func checkAllowance(of phoneNumber: String, userId: UUID, now: Date) async throws {
         let numberHash = Self.hex(DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)))
         let window = Int(UserAccount.smsWindow)
-        let rows = try await database.withTransaction { connection in
-            // One number's sends are counted and recorded in turn.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("sms:" + numberHash), 0))")
-            try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
-            let rows = try await connection.query("""
-                SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM sms_sends WHERE number_hash = \(numberHash)
-                """)
-            if try rows[0].decode("sent", as: Int.self) < UserAccount.smsPerUser {
-                try await connection.query("INSERT INTO sms_sends (number_hash) VALUES (\(numberHash))")
+        let oldest: Date? = try await database.withTransaction { connection in
+            for key in ["sms-number:" + numberHash, "sms-user:" + userId.uuidString.lowercased()].sorted() {
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
             }
-            return rows
+            try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
+            for filter: PostgresQuery in ["number_hash = \(numberHash)", "user_id = \(userId)"] {
+                let rows = try await connection.query("""
+                    SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM sms_sends WHERE \(filter)
+                    """)
+                if try rows[0].decode("sent", as: Int.self) >= UserAccount.smsPerUser {
+                    return try rows[0].decode("oldest", as: Date?.self) ?? now
+                }
+            }
+            try await connection.query("INSERT INTO sms_sends (number_hash, user_id) VALUES (\(numberHash), \(userId))")
+            return nil
         }
-        guard try rows[0].decode("sent", as: Int.self) >= UserAccount.smsPerUser else { return }
-        let oldest = try rows[0].decode("oldest", as: Date?.self) ?? now
+        guard let oldest else { return }
         let wait = oldest.addingTimeInterval(UserAccount.smsWindow).timeIntervalSince(now)
-        throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes to this number; wait before asking for another.")
+        throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes; wait before asking for another.")
+    }
+
+    /// 503 `sms_unavailable` of a server with no SMS sender configured.
+    static var noSMSSender: Problem {
+        var problem = smsUnavailable
+        problem.detail = "This server has no SMS sender configured (TETHER_SMS_WEBHOOK_URL)."
+        return problem
     }
 
     /// 503 `sms_unavailable`: the code could not be sent; nothing about the factor or challenge changed.

@@ -66,7 +66,7 @@ extension V1Routes {
                 let pending = try await pendingCredentials.read(body.mfaPendingCredential)
                 let factorId = try Self.factorId(body.factorId)
                 let factor = try await accounts.sendChallengeCode(
-                    userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, sms: try smsSender(),
+                    userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, sms: sms,
                     context: context(request, pending.userId))
                 return try HTTPResponse.json(ChallengeSentBody(
                     factorId: factorId.uuidString.lowercased(), phoneHint: factor.phoneNumber.map(PhoneNumber.hint)))
@@ -112,11 +112,7 @@ extension V1Routes {
     }
 
     private func smsSender() throws -> any SMSSender {
-        guard let sms else {
-            var problem = AccountService.smsUnavailable
-            problem.detail = "This server has no SMS sender configured (TETHER_SMS_WEBHOOK_URL)."
-            throw problem
-        }
+        guard let sms else { throw AccountService.noSMSSender }
         return sms
     }
 

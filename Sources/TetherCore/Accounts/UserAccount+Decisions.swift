@@ -131,7 +131,14 @@ extension UserAccount {
     /// Ends every session and voids every token issued so far.
     public func revokeAllSessions(now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
-        return [.sessionsRevoked(.init(validSince: now))]
+        return [.sessionsRevoked(.init(validSince: now))] + endingOpenChallenges(reason: "revoked")
+    }
+
+    /// Ends second-factor challenges still open, so a pending credential issued before
+    /// a revocation or a disable cannot complete a sign-in afterwards.
+    func endingOpenChallenges(reason: String) -> [AccountEvent] {
+        mfa.challenges.values.filter { !$0.isEnded }.sorted { $0.id.uuidString < $1.id.uuidString }
+            .map { .mfaChallengeEnded(.init(challengeId: $0.id, reason: reason)) }
     }
 
     /// Disables (or enables) the account; disabling also ends its sessions.
@@ -139,7 +146,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard disabled != isDisabled else { return [] }
         if disabled {
-            return [.userDisabled(.init(reason: reason)), .sessionsRevoked(.init(validSince: now))]
+            return [.userDisabled(.init(reason: reason)), .sessionsRevoked(.init(validSince: now))] + endingOpenChallenges(reason: "disabled")
         }
         return [.userEnabled(.init(reason: reason))]
     }
