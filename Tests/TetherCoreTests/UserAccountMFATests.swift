@@ -71,6 +71,32 @@ struct UserAccountMFATests {
         #expect(later.events.map(\.type) == ["MFACodeAccepted", "MFAChallengeEnded", "SignedIn", "SessionStarted"])
     }
 
+    @Test func aDayOfWrongCodesLocksTheSecondFactorUntilTheyAgeOut() throws {
+        var user = try userWithTOTP()
+        var clock = now
+        // Wrong codes spread out enough that the short backoff never applies.
+        for _ in 0..<UserAccount.maxDailyCodeFailures {
+            let session = newSession()
+            user = applying(try user.signIn(with: apple, session: session, now: clock), to: user, at: clock)
+            let outcome = try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: nil), session: newSession(), now: clock)
+            user = applying(outcome.events, to: user, at: clock)
+            clock = clock.addingTimeInterval(20 * 60)
+        }
+        let session = newSession()
+        user = applying(try user.signIn(with: apple, session: session, now: clock), to: user, at: clock)
+        do {
+            _ = try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: 500), session: newSession(), now: clock)
+            Issue.record("a thirty-first code in a day was checked")
+        } catch {
+            #expect(error.code == "rate_limited")
+            #expect((error.retryAfterSeconds ?? 0) > 0 && (error.retryAfterSeconds ?? 0) <= 24 * 3600)
+        }
+        let tomorrow = now.addingTimeInterval(24 * 3600 + 1)
+        let next = newSession()
+        user = applying(try user.signIn(with: apple, session: next, now: tomorrow), to: user, at: tomorrow)
+        #expect(try user.verifyChallenge(next.id, factor: factorId, check: .totp(matchingStep: 500), session: newSession(), now: tomorrow).failure == nil)
+    }
+
     @Test func aTOTPStepIsAcceptedOnceAndNeverBelowTheLastOne() throws {
         var user = try userWithTOTP()
         let session = newSession()

@@ -312,8 +312,19 @@ extension UserAccount {
         return challenge
     }
 
-    /// Repeated wrong codes make the user wait: after five in a quarter hour, 5 s doubling per further failure, up to 5 minutes.
+    /// Wrong second-factor codes a user may enter in a day before the second factor locks until the day's
+    /// oldest one ages out (an admin can remove the factor sooner). Without it, the short backoff below
+    /// would still allow about a thousand guesses a day.
+    public static let maxDailyCodeFailures = 30
+
+    /// Repeated wrong codes make the user wait: after five in a quarter hour, 5 s doubling per further failure,
+    /// up to 5 minutes; after ``maxDailyCodeFailures`` in a day, until the oldest of them is a day old.
     private func checkBackoff(now: Date) throws(AccountError) {
+        let day = mfa.failures.filter { now.timeIntervalSince($0) < 24 * 3600 }
+        if day.count >= Self.maxDailyCodeFailures, let oldest = day.first {
+            let wait = oldest.addingTimeInterval(24 * 3600).timeIntervalSince(now)
+            throw .rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many wrong codes today; try again later or ask support.")
+        }
         let recent = mfa.failures.filter { now.timeIntervalSince($0) < 15 * 60 }
         guard recent.count >= Self.maxCodeAttempts, let last = recent.last else { return }
         let wait = min(300, 5 * pow(2, Double(recent.count - Self.maxCodeAttempts)))
