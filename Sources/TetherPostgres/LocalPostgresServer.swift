@@ -53,11 +53,14 @@ public struct LocalPostgresServer: Sendable {
         }
         if isRunning { return }
         var settings = [
-            "listen_addresses='127.0.0.1'", "port=\(port)", "unix_socket_directories=''", "max_connections=200",
+            "listen_addresses='127.0.0.1'", "port=\(port)", "unix_socket_directories=''",
             "logging_collector=off",
         ]
         if isThrowaway {
-            settings += ["fsync=off", "synchronous_commit=off", "full_page_writes=off"]
+            // Test suites run in parallel, each with its own service pools: many idle connections at once.
+            settings += ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=600"]
+        } else {
+            settings += ["max_connections=200"]
         }
         let config = dataDirectory.appendingPathComponent("tether.conf")
         try (settings.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
