@@ -68,7 +68,10 @@ public struct SignInLimits: Sendable {
     /// Takes a place for the attempt, or throws 429 when its address or account has used up the window.
     ///
     /// Counting and reserving happen in one transaction under a lock per key, so of many
-    /// parallel guesses only as many as the limit allows get to be checked at all.
+    /// parallel guesses only as many as the limit allows get to be checked at all. Only
+    /// password attempts take places (a password can be guessed; a signed token cannot):
+    /// provider sign-ins are checked against recorded failures alone, so many people behind
+    /// one address signing in at once are not refused for being in flight together.
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
         var keys: [(key: String, scope: String, failures: PostgresQuery)] = []
         if attempt.email != nil {
@@ -87,7 +90,7 @@ public struct SignInLimits: Sendable {
                     return (key.scope, retryAfter)
                 }
             }
-            for key in keys {
+            for key in keys where attempt.email != nil {
                 try await connection.query("""
                     INSERT INTO sign_in_attempts (id, scope_key) VALUES (\(reservation.id), \(key.key))
                     """)
