@@ -411,6 +411,26 @@ struct V1MFATests {
         }
     }
 
+    @Test func aSignInBegunWithADeviceKeyIsFinishedOnlyByThatKey() async throws {
+        try await DevService.run { app in
+            let (_, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-bound-mfa"))
+            let device = DeviceKey()
+            let challenge = try mfaRequired(try await app.signIn(
+                try await app.apple("apple-bound-mfa"), headers: ["DPoP": try device.proof("POST", app.url("/v1/sign-in"))]))
+            let body = ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
+                        "code": totp.code(forStep: step + 1)]
+            for headers: KeyValuePairs<String, String> in [[:], ["DPoP": try DeviceKey().proof("POST", app.url("/v1/mfa/verify"))]] {
+                let refused = try await verify(app, body, headers: headers)
+                #expect(refused.status == 401)
+                #expect(try refused.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+            }
+            #expect(try await app.eventCount("MFACodeRejected") == 0, "a missing or wrong key costs no attempt")
+            let done = try await verify(app, body, headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/verify"))])
+            #expect(done.status == 200)
+            #expect(try done.decodeJSON(Completed.self).session.tokenType == "DPoP")
+        }
+    }
+
     @Test func everyProviderAndPasswordSignInMeetsTheChallenge() async throws {
         try await DevService.run { app in
             let signUp = try await app.client.post("/v1/sign-up", json: ["email": "multi@example.com", "password": "a long password"])

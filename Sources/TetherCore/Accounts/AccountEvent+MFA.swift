@@ -56,6 +56,8 @@ extension AccountEvent {
         /// The first factor's `amr`, completed by the second.
         public var amr: [String]
         public var expiresAt: Date
+        /// The DPoP key the first step was bound to; the second step must be signed by it too.
+        public var jkt: String?
     }
 
     public struct MFACodeSent: Codable, Sendable, Hashable {

@@ -45,7 +45,7 @@ extension UserAccount {
         if mfa.isRequired {
             return [.mfaChallengeIssued(.init(
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
-                expiresAt: now.addingTimeInterval(Self.challengeLifetime)))]
+                expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]
         }
         return Self.started(session, provider: identity.provider, outcome: "returning", now: now)
     }

@@ -28,6 +28,8 @@ public struct MFAState: Sendable, Hashable {
         public var firstFactor: String
         public var amr: [String]
         public var expiresAt: Date
+        /// The DPoP key of the first step, when it had one.
+        public var jkt: String?
         public var attempts = 0
         public var isEnded = false
         /// The SMS code last sent for this challenge, its factor and expiry.
@@ -72,7 +74,8 @@ public struct MFAState: Sendable, Hashable {
             recoveryCodes = Dictionary(uniqueKeysWithValues: payload.codeHashes.map { ($0, false) })
         case .mfaChallengeIssued(let payload):
             challenges[payload.challengeId] = Challenge(
-                id: payload.challengeId, firstFactor: payload.firstFactor, amr: payload.amr, expiresAt: payload.expiresAt)
+                id: payload.challengeId, firstFactor: payload.firstFactor, amr: payload.amr, expiresAt: payload.expiresAt,
+                jkt: payload.jkt)
         case .mfaCodeSent(let payload):
             smsSends.append(date)
             if let challengeId = payload.challengeId {
@@ -243,6 +246,9 @@ extension UserAccount {
         _ challengeId: UUID, factor factorId: UUID?, check: MFACodeCheck, session: NewSession, now: Date
     ) throws(AccountError) -> MFAOutcome {
         let challenge = try liveChallenge(challengeId, now: now)
+        // A sign-in begun on a device-bound key is finished by that key, or not at all (a stolen
+        // pending credential is useless without the key); this costs no attempt.
+        if let bound = challenge.jkt, bound != session.jkt { throw .invalidDPoPProof }
         try checkBackoff(now: now)
         var method: MFAMethod
         var step: Int64?
