@@ -1,24 +1,20 @@
 -- Read models of multi-factor authentication, projected from user-<id> streams
 -- in the same transaction as the append, like the account tables.
 
--- Enrolled second factors. A factor is usable once `confirmed_at` is set.
--- `totp_secret` (base32) is needed to check codes, so it is kept, in the
--- personal part of the enrolment event; SMS codes are kept only as hashes.
+-- Enrolled second factors, as support staff and User.mfa show them. A factor is
+-- usable once `confirmed_at` is set. Codes are checked against the user's events
+-- (the TOTP secret and the phone number sit, sealed, in the enrolment event), so
+-- no secret, number or code hash is copied here.
 CREATE TABLE mfa_factors (
     id             uuid PRIMARY KEY,
     user_id        uuid NOT NULL REFERENCES users (id),
     type           text NOT NULL CHECK (type IN ('totp', 'phone')),
     display_name   text,
-    phone_number   text,
     phone_hint     text,
-    totp_secret    text,
     enrolled_at    timestamptz NOT NULL,
     confirmed_at   timestamptz,
-    -- The last TOTP time step accepted, so a code cannot be used twice in its window.
-    last_used_step bigint,
-    -- SHA-256 of the enrolment SMS code while a phone factor awaits confirmation.
-    code_hash      text,
-    code_expires_at timestamptz
+    -- The last TOTP time step accepted (a code of that step or earlier is refused).
+    last_used_step bigint
 );
 CREATE INDEX mfa_factors_user ON mfa_factors (user_id);
 
@@ -38,8 +34,8 @@ CREATE TABLE mfa_challenges (
     first_factor    text NOT NULL,
     amr             jsonb NOT NULL DEFAULT '[]',
     expires_at      timestamptz NOT NULL,
+    -- The phone factor the last SMS code went to, and until when that code works.
     factor_id       uuid,
-    code_hash       text,
     code_expires_at timestamptz,
     attempts        integer NOT NULL DEFAULT 0,
     issued_at       timestamptz NOT NULL,

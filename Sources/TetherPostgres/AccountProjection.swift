@@ -119,14 +119,13 @@ public enum AccountProjection {
         switch event {
         case .mfaFactorEnrolled(let payload):
             try await connection.query("""
-                INSERT INTO mfa_factors (id, user_id, type, display_name, phone_number, phone_hint, totp_secret, enrolled_at)
+                INSERT INTO mfa_factors (id, user_id, type, display_name, phone_hint, enrolled_at)
                 VALUES (\(payload.factorId), \(userId), \(payload.type.rawValue), \(payload.personal.displayName),
-                        \(payload.personal.phoneNumber), \(payload.personal.phoneNumber.map(PhoneNumber.hint)),
-                        \(payload.personal.totpSecret), \(at)::timestamptz)
+                        \(payload.personal.phoneNumber.map(PhoneNumber.hint)), \(at)::timestamptz)
                 """)
         case .mfaFactorConfirmed(let payload):
             try await connection.query("""
-                UPDATE mfa_factors SET confirmed_at = \(at)::timestamptz, code_hash = NULL, code_expires_at = NULL,
+                UPDATE mfa_factors SET confirmed_at = \(at)::timestamptz,
                     last_used_step = coalesce(\(payload.totpStep), last_used_step)
                 WHERE id = \(payload.factorId)
                 """)
@@ -145,21 +144,15 @@ public enum AccountProjection {
                         \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz, \(at)::timestamptz)
                 """)
         case .mfaCodeSent(let payload):
-            let expiresAt = ISO8601Milliseconds.format(payload.expiresAt)
             if let challengeId = payload.challengeId {
                 try await connection.query("""
-                    UPDATE mfa_challenges SET factor_id = \(payload.factorId), code_hash = \(payload.codeHash),
-                        code_expires_at = \(expiresAt)::timestamptz
+                    UPDATE mfa_challenges SET factor_id = \(payload.factorId),
+                        code_expires_at = \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz
                     WHERE id = \(challengeId)
-                    """)
-            } else {
-                try await connection.query("""
-                    UPDATE mfa_factors SET code_hash = \(payload.codeHash), code_expires_at = \(expiresAt)::timestamptz
-                    WHERE id = \(payload.factorId)
                     """)
             }
         case .mfaCodeAccepted(let payload):
-            try await connection.query("UPDATE mfa_challenges SET code_hash = NULL WHERE id = \(payload.challengeId)")
+            try await connection.query("UPDATE mfa_challenges SET code_expires_at = NULL WHERE id = \(payload.challengeId)")
             if let step = payload.totpStep, let factorId = payload.factorId {
                 try await connection.query("UPDATE mfa_factors SET last_used_step = \(step) WHERE id = \(factorId)")
             }
