@@ -285,15 +285,20 @@ struct HTTPServerTests {
         }
     }
 
-    /// Starts a server whose `/slow` handler sleeps for `handlerTime`, and a request to it that is already in the handler.
+    /// Starts a server whose `/slow` handler sleeps for `handlerTime` (or, with `holdUntil`, until that
+    /// checkpoint is signalled), and a request to it that is already in the handler.
     private func startSlowRequest(
-        handlerTime: Duration, gracePeriod: Duration = .seconds(20)
+        handlerTime: Duration, gracePeriod: Duration = .seconds(20), holdUntil: Checkpoint? = nil
     ) async throws -> (HTTPServer, Task<HTTPTestClient.Response, any Error>) {
         let entered = Checkpoint()
         var router = Router()
         router.get("/slow") { _ in
             entered.signal()
-            try await Task.sleep(for: handlerTime)
+            if let holdUntil {
+                _ = await holdUntil.wait(limit: handlerTime)
+            } else {
+                try await Task.sleep(for: handlerTime)
+            }
             return .text("finished")
         }
         let server = HTTPServer(
@@ -306,7 +311,10 @@ struct HTTPServerTests {
     }
 
     @Test func gracefulShutdownFinishesInFlightRequestsAndRefusesNewConnections() async throws {
-        let (server, slowResponse) = try await startSlowRequest(handlerTime: .milliseconds(800))
+        // The handler finishes only once new connections are refused, so its answer is surely sent while
+        // draining (on a loaded machine, a fixed 800 ms could end before the shutdown even began).
+        let draining = Checkpoint()
+        let (server, slowResponse) = try await startSlowRequest(handlerTime: .seconds(15), holdUntil: draining)
         let port = server.boundPort
         let stopping = Task { await server.shutdown() }
         var refusal: HTTPTestClientError?
@@ -319,6 +327,7 @@ struct HTTPServerTests {
             }
         }
         #expect(refusal == .connectFailed(errno: ECONNREFUSED))
+        draining.signal()
 
         let response = try await slowResponse.value
         #expect(response.status == 200)
