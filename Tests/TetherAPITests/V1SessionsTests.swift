@@ -238,6 +238,20 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func signUpsFromOneAddressAreLimited() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3"]) { app in
+            var statuses: [Int] = []
+            for index in 0..<4 {
+                statuses.append(try await app.client.post(
+                    "/v1/sign-up", json: ["email": "many\(index)@example.com", "password": "a long password"]).status)
+            }
+            #expect(statuses == [201, 201, 201, 429])
+            let long = try await app.client.post(
+                "/v1/sign-up", json: ["email": "x@example.com", "password": "a long password", "displayName": String(repeating: "n", count: 101)])
+            #expect(long.status == 400, "checked before the limit and before any hashing")
+        }
+    }
+
     @Test func parallelGuessesCannotAllPassTheLimitBeforeTheyFail() async throws {
         try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "5"]) { app in
             #expect(try await app.client.post("/v1/sign-up", json: ["email": "par@example.com", "password": "the right one"]).status == 201)

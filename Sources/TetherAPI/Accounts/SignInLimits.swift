@@ -103,6 +103,37 @@ public struct SignInLimits: Sendable {
         return reservation
     }
 
+    /// Counts a password sign-up from `clientIP`, or throws 429 when the address has made the limit's
+    /// number of them in the window: each one costs a password hash (scrypt), which must not be free
+    /// to ask for in bulk. The places are kept for the window, not given back.
+    public func reserveSignUp(from clientIP: String?) async throws {
+        guard let clientIP else { return }
+        let key = "sign-up:" + clientIP
+        let window = configuration.windowSeconds
+        let retryAfter: Int? = try await database.withTransaction { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
+            try await connection.query("""
+                DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))
+                """)
+            let rows = try await connection.query("""
+                SELECT count(*)::int AS made,
+                       ceil(extract(epoch FROM min(started_at) + make_interval(secs => \(window)) - now()))::int AS retry_after
+                FROM sign_in_attempts WHERE scope_key = \(key)
+                """)
+            if try rows[0].decode("made", as: Int.self) >= configuration.failures {
+                return max(1, try rows[0].decode("retry_after", as: Int?.self) ?? window)
+            }
+            try await connection.query("INSERT INTO sign_in_attempts (id, scope_key) VALUES (\(UUID()), \(key))")
+            return nil
+        }
+        guard let retryAfter else { return }
+        var problem = Problem(
+            status: 429, code: "rate_limited", title: "Too many sign-ups",
+            detail: "Too many sign-ups from this client address; retry in \(retryAfter) s.")
+        problem.headers["Retry-After"] = String(retryAfter)
+        throw problem
+    }
+
     /// Gives the place back (after the attempt succeeded, or after its failure was recorded).
     public func release(_ reservation: Reservation) async {
         _ = try? await database.query("DELETE FROM sign_in_attempts WHERE id = \(reservation.id)")

@@ -106,7 +106,11 @@ public struct V1Routes: Sendable {
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
         try Self.validate(email: body.email)
+        if let displayName = body.displayName, displayName.count > 100 {
+            throw AccountError.invalidRequest("displayName is longer than 100 characters.")
+        }
         let jkt = try await proofKey(of: request)
+        try await limits.reserveSignUp(from: request.remoteAddress)
         let hash = try await BlockingWork.run { [passwords] in try passwords.hash(body.password) }
         let (session, refreshToken) = newSession(amr: ["pwd"], jkt: jkt)
         let userId = try await accounts.signUp(
