@@ -100,7 +100,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
          "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
-        ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account before 429"),
+        ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
