@@ -27,13 +27,10 @@ struct DevService: Sendable {
     static func run(
         settings: [String: String] = [:], sms: (any SMSSender)? = nil, _ body: (DevService) async throws -> Void
     ) async throws {
-        let devIdP = try DevIdentityProvider(keyDirectory: nil)
-        var idpRouter = Router()
-        idpRouter.mount("/dev-idp", devIdP.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!))
-        let idpServer = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: idpRouter)
-        try idpServer.start()
-        let base = URL(string: "http://127.0.0.1:\(idpServer.boundPort)/dev-idp")!
-        let values = DevIdentityProvider.configuration(baseURL: base)
+        let idp = try DevIdPServer.start()
+        let devIdP = idp.devIdP
+        let idpServer = idp.server
+        let values = idp.configuration
             .merging(["TETHER_LISTEN": "127.0.0.1:0"]) { _, new in new }
             .merging(settings) { _, new in new }
         let database = try await TestDatabase.make()

@@ -36,9 +36,19 @@ func withService(
 }
 
 /// A dev identity provider on a loopback server of its own, as `tether dev` mounts it.
-struct DevIdPServer {
+struct DevIdPServer: Sendable {
     let devIdP: DevIdentityProvider
     let server: HTTPServer
+
+    /// Starts one with in-memory keys on a free port.
+    static func start() throws -> DevIdPServer {
+        let devIdP = try DevIdentityProvider(keyDirectory: nil)
+        var router = Router()
+        router.mount("/dev-idp", devIdP.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!))
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: router)
+        try server.start()
+        return DevIdPServer(devIdP: devIdP, server: server)
+    }
 
     /// The `TETHER_*` values that point provider verification at it.
     var configuration: [String: String] {
@@ -53,12 +63,8 @@ struct DevIdPServer {
 func withDevService(
     databaseURL: String, _ body: (TetherService, DevIdPServer, HTTPTestClient) async throws -> Void
 ) async throws {
-    let devIdP = try DevIdentityProvider(keyDirectory: nil)
-    var router = Router()
-    router.mount("/dev-idp", devIdP.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!))
-    let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: router)
-    try server.start()
-    let idp = DevIdPServer(devIdP: devIdP, server: server)
+    let idp = try DevIdPServer.start()
+    let server = idp.server
     do {
         try await withService(databaseURL: databaseURL, values: idp.configuration) { service, client in
             try await body(service, idp, client)

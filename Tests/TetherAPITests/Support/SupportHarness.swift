@@ -30,13 +30,9 @@ final class SupportHarness: Sendable {
         metricsCollectors: [any MetricsCollector] = [], _ body: (SupportHarness) async throws -> Void
     ) async throws {
         let database = try await TestDatabase.make()
-        let provider = try DevIdentityProvider(keyDirectory: nil)
-        var routes = Router()
-        routes.mount("/dev-idp", provider.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!))
-        let devIdP = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: routes)
-        try devIdP.start()
-        let baseURL = URL(string: "http://127.0.0.1:\(devIdP.boundPort)/dev-idp")!
-        var values = DevIdentityProvider.configuration(baseURL: baseURL)
+        let idp = try DevIdPServer.start()
+        let devIdP = idp.server
+        var values = idp.configuration
         values["TETHER_LISTEN"] = "127.0.0.1:0"
         let service = try TetherService(
             configuration: try TetherConfiguration(values: values), databaseURL: database.url, logger: Logger(sink: .discarding),
