@@ -1,5 +1,4 @@
--- Stored answers for Idempotency-Key retries, and the index that counts failed
--- sign-ins for the abuse limits.
+-- Stored answers for Idempotency-Key retries.
 
 -- The first answer to a state-changing request that carried an Idempotency-Key.
 -- A retry with the same key (same caller, method and path) gets this answer back
@@ -21,10 +20,3 @@ CREATE TABLE idempotent_responses (
 CREATE INDEX idempotent_responses_created_at ON idempotent_responses (created_at);
 
 GRANT SELECT, INSERT, UPDATE, DELETE ON idempotent_responses TO tether_service;
-
--- Failed sign-ins are events (type SignInFailed, stream sign-in-failures-<hash>);
--- the limits count them per identity (by stream) and per client address.
-CREATE INDEX events_sign_in_failures_by_ip ON events ((metadata ->> 'clientIP'), occurred_at)
-    WHERE type = 'SignInFailed';
-CREATE INDEX events_sign_in_failures_by_stream ON events (stream, occurred_at)
-    WHERE type = 'SignInFailed';

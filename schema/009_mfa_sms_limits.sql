@@ -3,7 +3,7 @@
 -- the number, kept only as long as the limit's window (the log seals numbers
 -- with their user's key, so it cannot be counted by number).
 CREATE TABLE sms_sends (
-    number_hash text NOT NULL,
+    number_hash text,
     sent_at     timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX sms_sends_number ON sms_sends (number_hash, sent_at);

@@ -9,8 +9,7 @@ import TetherCrypto
 /// provider `uid` of identity events (for passwords it is the email), and the client
 /// address and user agent of its metadata. They move into one AES-256-GCM box under
 /// `sealedPersonal`, authenticated with the event id, so a box cannot be moved to
-/// another event. Failed-sign-in records keep their client address in clear: the
-/// abuse limits count by it (see `SignInLimits`).
+/// another event. Admin records keep their address (the admin's) in clear.
 ///
 /// Reading opens the box when the key exists. Once it is gone, the event reads as
 /// erased: `personal` is empty, a `uid` reads as ``ExternalIdentity/erasedUID``,
@@ -22,8 +21,11 @@ public enum PersonalDataVault {
     public static let erasedMarker = "personalErased"
     /// Event types whose top-level `uid` names a person.
     static let identifierTypes: Set<String> = ["IdentityLinked", "IdentityUnlinked"]
-    /// Event types whose client address stays readable (abuse limits count by it).
-    static let clearAddressTypes: Set<String> = ["SignInFailed", "SignInThrottled"]
+    /// Event types whose client address stays readable: admin records (the address is the
+    /// admin's, evidence that must outlive the user's erasure).
+    static let clearAddressTypes: Set<String> = [
+        "AdminUserViewed", "AdminUsersSearched", "AdminHistoryViewed", "AdminActionRequested", "AdminKeyCreated", "AdminKeyRevoked",
+    ]
 
     /// What goes into a box.
     private struct Box: Codable {
@@ -89,6 +91,23 @@ public enum PersonalDataVault {
         }
         let sealed = try AESGCM.seal(try JSONEncoder().encode(box), key: key, authenticating: aad(event.id))
         payload[sealedMember] = .string(Data(sealed.combined).base64EncodedString())
+        return (try encoder.encode(payload), stored)
+    }
+
+    /// The payload and metadata of an event about a user whose key was destroyed: stored as erased
+    /// from the start, so nothing personal is ever written in clear about an erased person.
+    static func strip(_ event: NewEvent, metadata: EventMetadata) throws -> (data: Data, metadata: EventMetadata) {
+        guard var payload = try? JSONDecoder().decode([String: JSONValueBox].self, from: event.data) else {
+            return (event.data, metadata)
+        }
+        var stored = metadata
+        if payload["personal"] != nil { payload["personal"] = .object([:]) }
+        if identifierTypes.contains(event.type), payload["uid"] != nil { payload["uid"] = .string(ExternalIdentity.erasedUID) }
+        if !clearAddressTypes.contains(event.type) {
+            stored.clientIP = nil
+            stored.userAgent = nil
+        }
+        payload[erasedMarker] = .bool(true)
         return (try encoder.encode(payload), stored)
     }
 

@@ -61,9 +61,11 @@ public struct PostgresEventStore: EventStore {
             keys[userId] = try await PersonalDataVault.key(for: userId, on: connection) ?? nil
         }
         let stored = try events.map { event -> (data: Data, metadata: PostgresJSON) in
-            guard let userId = event.userId, let key = keys[userId] else { return (event.data, try PostgresJSON(encoding: metadata)) }
-            let sealed = try PersonalDataVault.seal(event, metadata: metadata, key: key)
-            return (sealed.data, try PostgresJSON(encoding: sealed.metadata))
+            guard let userId = event.userId else { return (event.data, try PostgresJSON(encoding: metadata)) }
+            // No key for a user who has one is a destroyed key: the user was erased.
+            let kept = try keys[userId].map { try PersonalDataVault.seal(event, metadata: metadata, key: $0) }
+                ?? PersonalDataVault.strip(event, metadata: metadata)
+            return (kept.data, try PostgresJSON(encoding: kept.metadata))
         }
         try await connection.execute(simple: "SAVEPOINT tether_append")
         do {

@@ -430,6 +430,42 @@ struct V1MFATests {
         }
     }
 
+    @Test func aBoundChallengesCodeCannotBeResentWithoutTheKeyNorBlockedByStrangers() async throws {
+        try await DevService.run { app in
+            let victim = try await app.signedIn(try await app.apple("apple-victim-phone"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(victim.session.accessToken)"]
+            let enrol = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550155"])
+            let factorId = try enrol.decodeJSON([String: String].self)["factorId"]!
+            #expect(try await app.client.post("/v1/users/me/mfa/phone/verify", headers: auth,
+                                              json: ["factorId": factorId, "code": try await smsCode(app, to: "+15555550155")]).status == 200)
+            // Strangers enrol the victim's number until the number's enrolment budget is spent.
+            for index in 0..<5 {
+                let stranger = try await app.signedIn(try await app.apple("apple-stranger-\(index)"))
+                _ = try await app.client.post("/v1/users/me/mfa/phone", headers: ["Authorization": "Bearer \(stranger.session.accessToken)"],
+                                              json: ["phoneNumber": "+15555550155"])
+            }
+            let device = DeviceKey()
+            let challenge = try mfaRequired(try await app.signIn(
+                try await app.apple("apple-victim-phone"), headers: ["DPoP": try device.proof("POST", app.url("/v1/sign-in"))]))
+            let body = ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId]
+            let thief = try await app.client.post("/v1/mfa/challenge", json: body)
+            #expect(thief.status == 401, "without the first step's key the code is not even sent")
+            #expect(try thief.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+            let sent = try await app.client.post(
+                "/v1/mfa/challenge", headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/challenge"))], json: body)
+            #expect(sent.status == 200, "the victim's sign-in codes are not the strangers' to spend: \(sent.bodyText)")
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
+                                             "code": try await smsCode(app, to: "+15555550155")],
+                                        headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/verify"))])
+            #expect(done.status == 200)
+            // The code's hash sits sealed in the log, not readable beside the challenge id.
+            let clear: Int = try await app.admin.query("""
+                SELECT count(*)::int AS n FROM events WHERE type = 'MFACodeSent' AND (data ? 'codeHash' OR data -> 'personal' ? 'codeHash')
+                """)[0].decode("n")
+            #expect(clear == 0)
+        }
+    }
+
     @Test func everyProviderAndPasswordSignInMeetsTheChallenge() async throws {
         try await DevService.run { app in
             let signUp = try await app.client.post("/v1/sign-up", json: ["email": "multi@example.com", "password": "a long password"])

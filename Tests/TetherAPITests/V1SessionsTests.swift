@@ -238,6 +238,17 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func aFailedSignInOfAnUnknownAccountKeepsNoEmail() async throws {
+        try await DevService.run { app in
+            #expect(try await app.signIn(app.password("nobody-here@example.com", "a guess")).status == 401)
+            let rows = try await app.admin.query("SELECT data::text AS data, stream, user_id FROM events WHERE type = 'SignInFailed'")
+            #expect(rows.count == 1)
+            #expect(try !rows[0].decode("data", as: String.self).contains("nobody-here"))
+            #expect(try !rows[0].decode("stream", as: String.self).contains("nobody-here"))
+            #expect(try rows[0].decode("user_id", as: UUID?.self) == nil)
+        }
+    }
+
     @Test func signUpsFromOneAddressAreLimited() async throws {
         try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3"]) { app in
             var statuses: [Int] = []

@@ -184,15 +184,16 @@ struct WebhookSMSSenderTests {
     }
 
     @Test func aSlowReceiverTimesOutOnEveryAttempt() async throws {
-        try await withReceiver([.init(status: 200, delay: .milliseconds(1500))]) { receiver in
-            let (error, seconds) = await failingSend(sender(receiver.url, timeout: 0.3, maxAttempts: 2))
+        // A second per attempt is time enough for a loaded machine to deliver the request; the receiver waits longer.
+        try await withReceiver([.init(status: 200, delay: .seconds(4))]) { receiver in
+            let (error, seconds) = await failingSend(sender(receiver.url, timeout: 1, maxAttempts: 2))
             #expect(error == .unreachable)
             // The sender gave up on the second attempt before a loaded receiver may have logged it: wait a little.
             for _ in 0..<50 where receiver.deliveries.count < 2 { try await Task.sleep(for: .milliseconds(100)) }
             #expect(receiver.deliveries.count == 2)
-            // Without the timeout both attempts would wait out the receiver (3 s and more); the
-            // bound is loose because a loaded CI machine stretches everything.
-            #expect(seconds < 20, "attempts are cut off, not waited out")
+            // Without the timeout both attempts would wait out the receiver (8 s and more); about 2.2 s is
+            // expected, and the bound leaves room for a loaded CI machine.
+            #expect(seconds < 7, "attempts are cut off, not waited out")
         }
     }
 

@@ -57,7 +57,8 @@ extension AccountService {
         }
         // Decide once on current state, so that a refused enrolment sends nothing.
         _ = try decide(try await database.withTransaction { try await load(userId, on: $0) })
-        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: nil, userId: userId, sms: sms, context: context)
+        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: nil, userId: userId, sms: sms,
+                          countsForTheNumber: true, context: context)
         try await change(userId, context, decide: decide)
         return factorId
     }
@@ -97,19 +98,21 @@ extension AccountService {
 
     /// Sends the SMS code of a challenge to a phone factor.
     public func sendChallengeCode(
-        userId: UUID, challengeId: UUID, factorId: UUID, sms: (any SMSSender)?, context: CommandContext
+        userId: UUID, challengeId: UUID, factorId: UUID, presentedJKT: String?, sms: (any SMSSender)?, context: CommandContext
     ) async throws -> MFAState.Factor {
         let code = Self.newSMSCode()
         let codeHash = Self.codeHash(code, for: challengeId)
         let decide: @Sendable (UserAccount) throws -> [AccountEvent] = {
-            try $0.sendChallengeCode(challenge: challengeId, factor: factorId, codeHash: codeHash, now: context.now)
+            try $0.sendChallengeCode(
+                challenge: challengeId, factor: factorId, codeHash: codeHash, presentedJKT: presentedJKT, now: context.now)
         }
         let account = try await database.withTransaction { try await load(userId, on: $0) }
         _ = try decide(account)
         guard let factor = account.mfa.factors[factorId], let phoneNumber = factor.phoneNumber else { throw AccountError.mfaFactorNotFound }
         // Checked after the factor: a TOTP factor named here is the client's mistake, not a missing sender.
         guard let sms else { throw Self.noSMSSender }
-        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: challengeId, userId: userId, sms: sms, context: context)
+        try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: challengeId, userId: userId, sms: sms,
+                          countsForTheNumber: false, context: context)
         try await change(userId, context, decide: decide)
         return factor
     }
@@ -159,9 +162,9 @@ extension AccountService {
     /// Hands a code to the SMS sender; a failure is recorded and answered 503 `sms_unavailable`.
     private func deliver(
         _ code: String, to phoneNumber: String, factorId: UUID, challengeId: UUID?, userId: UUID, sms: any SMSSender,
-        context: CommandContext
+        countsForTheNumber: Bool, context: CommandContext
     ) async throws {
-        try await checkAllowance(of: phoneNumber, userId: userId, now: context.now)
+        try await checkAllowance(of: phoneNumber, userId: userId, countsForTheNumber: countsForTheNumber, now: context.now)
         do {
             try await sms.send(SMSMessage(phoneNumber: phoneNumber, body: "Your Tether code is \(code). It expires in 5 minutes.", code: code))
         } catch {
@@ -179,11 +182,13 @@ extension AccountService {
         }
     }
 
-    /// Codes sent to one number, whoever asked, and to one user, whatever the number, are limited
-    /// (`UserAccount.smsPerUser` per `smsWindow`). A send takes its place here, under a lock per number
-    /// and per user, before it is attempted: parallel requests cannot all pass, and a failing webhook
-    /// cannot be hammered either.
-    private func checkAllowance(of phoneNumber: String, userId: UUID, now: Date) async throws {
+    /// Codes sent to one user, whatever the number, and enrolment codes sent to one number, whoever
+    /// asked, are limited (`UserAccount.smsPerUser` per `smsWindow`). Sign-in codes to a confirmed
+    /// factor do not count for the number: otherwise a stranger enrolling someone's number could use
+    /// up their sign-in codes. A send takes its place here, under a lock per number and per user,
+    /// before it is attempted: parallel requests cannot all pass, and a failing webhook cannot be
+    /// hammered either.
+    private func checkAllowance(of phoneNumber: String, userId: UUID, countsForTheNumber: Bool, now: Date) async throws {
         let numberHash = Self.hex(DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)))
         let window = Int(UserAccount.smsWindow)
         let oldest: Date? = try await database.withTransaction { connection in
@@ -191,7 +196,8 @@ extension AccountService {
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
             }
             try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
-            for filter: PostgresQuery in ["number_hash = \(numberHash)", "user_id = \(userId)"] {
+            let filters: [PostgresQuery] = countsForTheNumber ? ["number_hash = \(numberHash)", "user_id = \(userId)"] : ["user_id = \(userId)"]
+            for filter in filters {
                 let rows = try await connection.query("""
                     SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM sms_sends WHERE \(filter)
                     """)
@@ -199,7 +205,9 @@ extension AccountService {
                     return try rows[0].decode("oldest", as: Date?.self) ?? now
                 }
             }
-            try await connection.query("INSERT INTO sms_sends (number_hash, user_id) VALUES (\(numberHash), \(userId))")
+            try await connection.query("""
+                INSERT INTO sms_sends (number_hash, user_id) VALUES (\(countsForTheNumber ? numberHash : nil), \(userId))
+                """)
             return nil
         }
         guard let oldest else { return }

@@ -159,6 +159,8 @@ public struct AccountService: Sendable {
                 guard account.exists else { throw AccountError.notFound }
                 try await commit(account, try account.erase(reason: reason), context, on: connection)
                 try await PersonalDataVault.destroyKey(of: userId, on: connection)
+                // The short-lived SMS counts name the user beside a hash of their number: gone with them.
+                try await connection.query("DELETE FROM sms_sends WHERE user_id = \(userId)")
             }
         }
     }

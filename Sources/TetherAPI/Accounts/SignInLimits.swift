@@ -52,11 +52,21 @@ public struct SignInLimits: Sendable {
             self.metadata = metadata
         }
 
-        /// The stream an attempt's failures go to: its account when it names one, otherwise its client address.
-        var stream: StreamName {
-            let key = email.map { "password:" + $0 } ?? "ip:" + (metadata.clientIP ?? "unknown")
-            let digest = DigestAlgorithm.sha256.hash(Array(key.utf8)).prefix(16)
-            return StreamName("sign-in-failures-" + digest.map { String(format: "%02x", $0) }.joined())
+        /// The limits' keys of the attempt: its password account (a hash of the email), and its client address.
+        var keys: [(key: String, scope: String)] {
+            var keys: [(key: String, scope: String)] = []
+            if let email { keys.append(("account:" + Self.digest("password:" + email), "account")) }
+            if let ip = metadata.clientIP { keys.append(("ip:" + ip, "client address")) }
+            return keys
+        }
+
+        /// The stream a failure of an unknown account goes to: named by a hash, never by the email itself.
+        var anonymousStream: StreamName {
+            StreamName("sign-in-failures-" + Self.digest(email.map { "password:" + $0 } ?? "ip:" + (metadata.clientIP ?? "unknown")))
+        }
+
+        static func digest(_ text: String) -> String {
+            DigestAlgorithm.sha256.hash(Array(text.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
         }
     }
 
@@ -73,26 +83,20 @@ public struct SignInLimits: Sendable {
     /// provider sign-ins are checked against recorded failures alone, so many people behind
     /// one address signing in at once are not refused for being in flight together.
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
-        var keys: [(key: String, scope: String, failures: PostgresQuery)] = []
-        if attempt.email != nil {
-            keys.append((attempt.stream.rawValue, "account", "stream = \(attempt.stream.rawValue)"))
-        }
-        if let ip = attempt.metadata.clientIP {
-            keys.append(("ip:" + ip, "client address", "metadata ->> 'clientIP' = \(ip)"))
-        }
+        let keys = attempt.keys
         let reservation = Reservation(id: UUID())
         let refusal: (scope: String, retryAfter: Int)? = try await database.withTransaction { connection in
             for key in keys.map(\.key).sorted() {
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("sign-in:" + key), 0))")
             }
             for key in keys {
-                if let retryAfter = try await exceeded(key.failures, key: key.key, on: connection) {
+                if let retryAfter = try await exceeded(key: key.key, on: connection) {
                     return (key.scope, retryAfter)
                 }
             }
             for key in keys where attempt.email != nil {
                 try await connection.query("""
-                    INSERT INTO sign_in_attempts (id, scope_key) VALUES (\(reservation.id), \(key.key))
+                    INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(reservation.id), \(key.key), 'attempt')
                     """)
             }
             return nil
@@ -123,7 +127,7 @@ public struct SignInLimits: Sendable {
             if try rows[0].decode("made", as: Int.self) >= configuration.failures {
                 return max(1, try rows[0].decode("retry_after", as: Int?.self) ?? window)
             }
-            try await connection.query("INSERT INTO sign_in_attempts (id, scope_key) VALUES (\(UUID()), \(key))")
+            try await connection.query("INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \(key), 'sign_up')")
             return nil
         }
         guard let retryAfter else { return }
@@ -134,22 +138,30 @@ public struct SignInLimits: Sendable {
         throw problem
     }
 
-    /// Gives the place back (after the attempt succeeded, or after its failure was recorded).
+    /// Gives the place back (after the attempt succeeded, or after its failure was counted).
     public func release(_ reservation: Reservation) async {
-        _ = try? await database.query("DELETE FROM sign_in_attempts WHERE id = \(reservation.id)")
+        _ = try? await database.query("DELETE FROM sign_in_attempts WHERE id = \(reservation.id) AND kind = 'attempt'")
     }
 
-    /// Records a failed sign-in (`reason` is the problem code it was answered with).
+    /// Counts a failed sign-in against its keys and records it (`reason` is the problem code it was answered with).
+    ///
+    /// The record goes to the account's history when the account is known, in a stream named
+    /// by its id and sealed with its key like everything else about it; a failure against an
+    /// unknown account keeps neither the typed email nor any link to a person.
     public func recordFailure(_ attempt: Attempt, reason: String) async throws {
-        // The account the attempt was about, when one is known, so the failure shows in its history.
+        for key in attempt.keys {
+            try await database.query("INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \(key.key), 'failure')")
+        }
         var userId: UUID?
         if let uid = attempt.verifiedUID ?? attempt.email {
             userId = try await database.query("""
                 SELECT user_id FROM identities WHERE provider = \(attempt.provider) AND provider_uid = \(uid)
                 """).first?.decode("user_id")
         }
-        let payload = Failure(provider: attempt.provider, reason: reason, personal: PersonalData(email: attempt.email))
-        try await append(type: "SignInFailed", payload, attempt: attempt, userId: userId)
+        let payload = Failure(
+            provider: attempt.provider, reason: reason, personal: PersonalData(email: userId == nil ? nil : attempt.email))
+        let stream = userId.map { StreamName("sign-in-failures-user-" + $0.uuidString.lowercased()) } ?? attempt.anonymousStream
+        try await append(type: "SignInFailed", payload, to: stream, metadata: attempt.metadata, userId: userId)
     }
 
     private struct Failure: Encodable {
@@ -165,18 +177,21 @@ public struct SignInLimits: Sendable {
         var retryAfterSeconds: Int
     }
 
-    /// Seconds until one more attempt is allowed, when recorded failures and attempts in flight fill the window.
-    private func exceeded(_ failures: PostgresQuery, key: String, on connection: PostgresConnection) async throws -> Int? {
+    /// Seconds until one more attempt is allowed, when counted failures and attempts in flight fill the window.
+    private func exceeded(key: String, on connection: PostgresConnection) async throws -> Int? {
         let window = configuration.windowSeconds
+        try await connection.query("""
+            DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))
+            """)
         // The failures that keep the count at the limit: once the oldest of them leaves the window, one more try is allowed.
         let rows = try await connection.query("""
-            SELECT count(*)::int AS failures,
-                   ceil(extract(epoch FROM min(occurred_at) + make_interval(secs => \(window)) - now()))::int AS retry_after,
-                   (SELECT count(*)::int FROM sign_in_attempts
-                    WHERE scope_key = \(key) AND started_at > now() - interval '30 seconds') AS in_flight
-            FROM (SELECT occurred_at FROM events
-                  WHERE type = 'SignInFailed' AND \(failures) AND occurred_at > now() - make_interval(secs => \(window))
-                  ORDER BY occurred_at DESC LIMIT \(configuration.failures)) recent
+            SELECT count(*) FILTER (WHERE kind = 'failure')::int AS failures,
+                   count(*) FILTER (WHERE kind = 'attempt' AND started_at > now() - interval '30 seconds')::int AS in_flight,
+                   ceil(extract(epoch FROM
+                       (SELECT started_at FROM sign_in_attempts WHERE scope_key = \(key) AND kind = 'failure'
+                        ORDER BY started_at DESC OFFSET \(configuration.failures - 1) LIMIT 1)
+                       + make_interval(secs => \(window)) - now()))::int AS retry_after
+            FROM sign_in_attempts WHERE scope_key = \(key)
             """)
         let failed: Int = try rows[0].decode("failures")
         let inFlight: Int = try rows[0].decode("in_flight")
@@ -190,13 +205,13 @@ public struct SignInLimits: Sendable {
     private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
         let window = configuration.windowSeconds
         let alreadyRecorded = try await database.query("""
-            SELECT 1 FROM events WHERE stream = \(attempt.stream.rawValue) AND type = 'SignInThrottled'
+            SELECT 1 FROM events WHERE stream = \(attempt.anonymousStream.rawValue) AND type = 'SignInThrottled'
               AND occurred_at > now() - make_interval(secs => \(window)) LIMIT 1
             """)
         if alreadyRecorded.isEmpty {
             try await append(type: "SignInThrottled",
                              Throttled(provider: attempt.provider, scope: scope, retryAfterSeconds: retryAfter),
-                             attempt: attempt, userId: nil)
+                             to: attempt.anonymousStream, metadata: attempt.metadata, userId: nil)
         }
         var problem = Problem(
             status: 429, code: "rate_limited", title: "Too many failed sign-ins",
@@ -205,13 +220,15 @@ public struct SignInLimits: Sendable {
         throw problem
     }
 
-    private func append(type: String, _ payload: some Encodable, attempt: Attempt, userId: UUID?) async throws {
+    private func append(
+        type: String, _ payload: some Encodable, to stream: StreamName, metadata: EventMetadata, userId: UUID?
+    ) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
         let store = PostgresEventStore(client: database)
-        // One key's records are appended in turn, so parallel failures never race for a stream version.
+        // One stream's records are appended in turn, so parallel failures never race for a version.
         try await database.withTransaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(attempt.stream.rawValue), 0))")
-            try await store.append([event], to: attempt.stream, expected: .any, metadata: attempt.metadata, on: connection)
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))")
+            try await store.append([event], to: stream, expected: .any, metadata: metadata, on: connection)
         }
     }
 }

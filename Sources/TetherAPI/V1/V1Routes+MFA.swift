@@ -66,7 +66,8 @@ extension V1Routes {
                 let pending = try await pendingCredentials.read(body.mfaPendingCredential)
                 let factorId = try Self.factorId(body.factorId)
                 let factor = try await accounts.sendChallengeCode(
-                    userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, sms: sms,
+                    userId: pending.userId, challengeId: pending.challengeId, factorId: factorId,
+                    presentedJKT: try await proofKey(of: request), sms: sms,
                     context: context(request, pending.userId))
                 return try HTTPResponse.json(ChallengeSentBody(
                     factorId: factorId.uuidString.lowercased(), phoneHint: factor.phoneNumber.map(PhoneNumber.hint)))

@@ -147,7 +147,8 @@ public struct V1Routes: Sendable {
             return response
         } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
             // Recorded before the place is given back, so the failure never goes uncounted in between.
-            try await limits.recordFailure(attempt, reason: error.problem.code)
+            // A record that cannot be written must not turn the client's 401 into a 500.
+            try? await limits.recordFailure(attempt, reason: error.problem.code)
             await limits.release(reservation)
             throw error
         } catch {

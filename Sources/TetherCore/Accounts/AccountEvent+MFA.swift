@@ -64,8 +64,20 @@ extension AccountEvent {
         /// Nil when the code confirms a phone factor being enrolled.
         public var challengeId: UUID?
         public var factorId: UUID
-        public var codeHash: String
         public var expiresAt: Date
+        /// The code's hash (`codeHash`), kept with the personal data: sealed with the user's key, since
+        /// six digits are found from their hash in a moment by anyone who can read the log.
+        public var personal: PersonalData
+
+        /// The hash of the code sent, if it can still be read.
+        public var codeHash: String? { personal.codeHash }
+
+        init(challengeId: UUID?, factorId: UUID, codeHash: String, expiresAt: Date) {
+            self.challengeId = challengeId
+            self.factorId = factorId
+            self.expiresAt = expiresAt
+            self.personal = PersonalData(codeHash: codeHash)
+        }
     }
 
     public struct MFACodeDeliveryFailed: Codable, Sendable, Hashable {

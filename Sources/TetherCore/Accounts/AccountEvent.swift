@@ -12,10 +12,12 @@ public struct PersonalData: Codable, Sendable, Hashable {
     public var phoneNumber: String?
     /// A TOTP factor's shared secret (base32), which checking codes needs; only on `MFAFactorEnrolled`.
     public var totpSecret: String?
+    /// The hash of a one-time code sent by SMS; only on `MFACodeSent`.
+    public var codeHash: String?
 
     public init(
         email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil,
-        phoneNumber: String? = nil, totpSecret: String? = nil
+        phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil
     ) {
         self.email = email
         self.displayName = displayName
@@ -23,6 +25,7 @@ public struct PersonalData: Codable, Sendable, Hashable {
         self.passwordHash = passwordHash
         self.phoneNumber = phoneNumber
         self.totpSecret = totpSecret
+        self.codeHash = codeHash
     }
 }
 

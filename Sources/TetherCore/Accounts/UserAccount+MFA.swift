@@ -228,10 +228,12 @@ extension UserAccount {
     }
 
     /// Sends an SMS code for a challenge (phone factors only).
-    public func sendChallengeCode(challenge challengeId: UUID, factor factorId: UUID, codeHash: String, now: Date) throws(AccountError)
-        -> [AccountEvent]
-    {
-        _ = try liveChallenge(challengeId, now: now)
+    public func sendChallengeCode(
+        challenge challengeId: UUID, factor factorId: UUID, codeHash: String, presentedJKT: String? = nil, now: Date
+    ) throws(AccountError) -> [AccountEvent] {
+        let challenge = try liveChallenge(challengeId, now: now)
+        // Without the first step's device key, a stolen pending credential cannot even replace the code.
+        if let bound = challenge.jkt, bound != presentedJKT { throw .invalidDPoPProof }
         guard let factor = mfa.factors[factorId], factor.isConfirmed else { throw .mfaFactorNotFound }
         guard factor.type == .phone else { throw .invalidRequest("Only phone factors are sent a code; use the authenticator app's code.") }
         try checkSMSAllowance(now: now)
