@@ -32,7 +32,7 @@ extension AccountService {
         let account = try await change(userId, context) {
             try $0.enrolTOTP(factorId: factorId, secret: secret, displayName: displayName, authTime: authTime, now: context.now)
         }
-        // The stored secret wins: a retried command (same Idempotency-Key) returns the first one.
+        // The stored secret wins: a command re-run with the same id returns the first one.
         let storedSecret = account.mfa.factors[factorId]?.totpSecret ?? secret
         let totp = try TOTP(secret: try Base32.decode(storedSecret))
         // The label's account part may not hold ':' (the issuer separator); such an email gives way to the user id.

@@ -4,7 +4,9 @@ import TetherPostgres
 
 /// Who sent a command and how to recognise its retries.
 public struct CommandContext: Sendable {
-    /// The `Idempotency-Key` (or a generated id): event ids are derived from it.
+    /// The command's id; its events' ids are derived from it, so a command re-run after a lost race
+    /// (the same id) writes its events once. Requests get a random one (retries are recognised by
+    /// their stored answer); seeds derive theirs from the seed step.
     public var commandId: UUID
     /// Recorded on every event.
     public var metadata: EventMetadata

@@ -6,9 +6,10 @@ import TetherPostgres
 
 /// Gives a retried request (same `Idempotency-Key`) the first answer back, and changes nothing.
 ///
-/// Commands are already idempotent underneath (their event ids derive from the
-/// key), but an answer such as a sign-in's tokens cannot be computed twice, so
-/// the first answer is kept. It is sealed with AES-GCM under a key derived from
+/// The stored answer is the only thing that recognises a retry: every request is
+/// a new command with a random id, so a key that comes back after its answer
+/// expired (or after a 5xx) is simply a new request, never the first one's
+/// command again. The answer is sealed with AES-GCM under a key derived from
 /// the key *and* the request body: the database holds no usable token, and
 /// only the same request can open the answer. A second hash of the same inputs
 /// (under another label) tells a true retry from a different request reusing
