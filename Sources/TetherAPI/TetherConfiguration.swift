@@ -73,6 +73,8 @@ public struct TetherConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
     public var signInFailureLimit: Int
+    /// `TETHER_TRUSTED_PROXIES`: addresses of reverse proxies whose `X-Forwarded-For` names the client.
+    public var trustedProxies: Set<String>
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
     public var schemaDirectory: String?
     /// Every `TETHER_*` value, for the layers that read their own (identity providers).
@@ -101,6 +103,7 @@ public struct TetherConfiguration: Sendable {
          "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
+        ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -150,6 +153,17 @@ public struct TetherConfiguration: Sendable {
             throw Invalid("TETHER_SIGN_IN_FAILURE_LIMIT", "expected a whole number from 1 to 100000, got \"\(limitText)\"")
         }
         signInFailureLimit = limit
+        var proxies = Set<String>()
+        for entry in (value("TETHER_TRUSTED_PROXIES") ?? "").split(separator: ",") {
+            let address = entry.trimmingCharacters(in: .whitespaces)
+            guard !address.isEmpty else { continue }
+            guard ListenAddress(parsing: address.contains(":") ? "[\(address)]:0" : "\(address):0") != nil,
+                  address.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
+                throw Invalid("TETHER_TRUSTED_PROXIES", "expected a comma list of IP addresses, got \"\(address)\"")
+            }
+            proxies.insert(address)
+        }
+        trustedProxies = proxies
         parseAppID = value("TETHER_PARSE_APP_ID")
         firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
         if let webhook = value("TETHER_SMS_WEBHOOK_URL") {

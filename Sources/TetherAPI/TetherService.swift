@@ -73,10 +73,10 @@ public final class TetherService: Sendable {
         if let extraRoutes {
             router.mount("", extraRoutes)
         }
-        server = HTTPServer(
-            configuration: .init(
-                host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink),
-            router: RequestMetrics(registry: metrics).instrument(router))
+        var serverConfiguration = HTTPServer.Configuration(
+            host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink)
+        serverConfiguration.trustedProxies = configuration.trustedProxies
+        server = HTTPServer(configuration: serverConfiguration, router: RequestMetrics(registry: metrics).instrument(router))
     }
 
     /// Starts listening; throws with the address when the port cannot be bound.

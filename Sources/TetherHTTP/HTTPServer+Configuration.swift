@@ -17,6 +17,13 @@ extension HTTPServer {
         public var shutdownGracePeriod: Duration
         /// Where request and server log lines go.
         public var log: LogSink
+        /// Addresses of reverse proxies (TLS terminators, load balancers) in front of the server.
+        ///
+        /// A request from one of them gets its ``HTTPRequest/remoteAddress`` from `X-Forwarded-For`:
+        /// the rightmost entry that is not itself a trusted proxy, since every hop appends the address
+        /// it saw and only those appended by trusted hops can be believed. From anyone else the
+        /// header is ignored, so a client cannot choose its own address for the abuse limits.
+        public var trustedProxies: Set<String> = []
 
         /// Creates a configuration; every default suits a local development server.
         public init(

@@ -158,8 +158,26 @@ extension HTTPServer.Core {
         state.method = method.map { String(cString: $0) }
         MHD_get_connection_values_n(connection, .HEADER_KIND, collectHeader, Unmanaged.passUnretained(state).toOpaque())
         state.requestID = state.headers["X-Request-Id"].flatMap { RequestIDGenerator.isAcceptable($0) ? $0 : nil } ?? requestIDs.next()
-        state.remoteAddress = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS)?
+        let peer = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS)?
             .pointee.client_addr.flatMap(numericHost)
+        state.remoteAddress = Self.clientAddress(
+            peer: peer, forwardedFor: state.headers.values(for: "X-Forwarded-For"), trustedProxies: configuration.trustedProxies)
+    }
+
+    /// The client's address: the socket's peer, or, behind trusted proxies, the rightmost address
+    /// of `X-Forwarded-For` that no trusted proxy claims.
+    static func clientAddress(peer: String?, forwardedFor: [String], trustedProxies: Set<String>) -> String? {
+        guard let peer, trustedProxies.contains(peer) else { return peer }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let client = hops.last(where: { !trustedProxies.contains($0) }) else { return peer }
+        // Whatever a proxy passed on from the client is only believed when it is an address at all.
+        return isIPAddress(client) ? client : peer
+    }
+
+    private static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
     }
 
     private func append(_ chunk: UnsafeRawBufferPointer, to state: RequestState) {

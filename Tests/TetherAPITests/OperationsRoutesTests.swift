@@ -64,6 +64,8 @@ struct TetherConfigurationTests {
         ("TETHER_SMS_WEBHOOK_URL", "ftp://example.com/sms"),
         ("TETHER_DATABASE_URL", "mysql://localhost/db"),
         ("TETHER_APPLE_CLIENT_ID", "com.example.app"),
+        ("TETHER_TRUSTED_PROXIES", "10.0.0.1, proxy.internal"),
+        ("TETHER_SIGN_IN_FAILURE_LIMIT", "0"),
     ])
     func anUnusableSettingNamesItsVariable(variable: String, value: String) {
         #expect {

@@ -310,6 +310,30 @@ struct HTTPServerTests {
         return (server, response)
     }
 
+    @Test func behindATrustedProxyTheClientAddressComesFromXForwardedFor() async throws {
+        var router = Router()
+        router.get("/who") { request in .text(request.remoteAddress ?? "-") }
+        let cases: [(trusted: Set<String>, forwarded: String?, expected: String)] = [
+            ([], "203.0.113.7", "127.0.0.1"),                          // not from a trusted proxy: the header is ignored
+            (["127.0.0.1"], "203.0.113.7", "203.0.113.7"),
+            (["127.0.0.1", "10.0.0.2"], "198.51.100.1, 203.0.113.7, 10.0.0.2", "203.0.113.7"),  // rightmost untrusted hop
+            (["127.0.0.1"], "2001:db8::1", "2001:db8::1"),
+            (["127.0.0.1"], "not-an-address", "127.0.0.1"),            // garbage from the client is not believed
+            (["127.0.0.1"], nil, "127.0.0.1"),
+        ]
+        for (trusted, forwarded, expected) in cases {
+            try await withServer(router, configure: { $0.trustedProxies = trusted }) { _, client, _ in
+                let response: HTTPTestClient.Response
+                if let forwarded {
+                    response = try await client.get("/who", headers: ["X-Forwarded-For": forwarded])
+                } else {
+                    response = try await client.get("/who")
+                }
+                #expect(response.bodyText == expected, "\(trusted) \(forwarded ?? "-")")
+            }
+        }
+    }
+
     @Test func gracefulShutdownFinishesInFlightRequestsAndRefusesNewConnections() async throws {
         // The handler finishes only once new connections are refused, so its answer is surely sent while
         // draining (on a loaded machine, a fixed 800 ms could end before the shutdown even began).
