@@ -189,7 +189,7 @@ extension AccountService {
     /// before it is attempted: parallel requests cannot all pass, and a failing webhook cannot be
     /// hammered either.
     private func checkAllowance(of phoneNumber: String, userId: UUID, countsForTheNumber: Bool, now: Date) async throws {
-        let numberHash = Self.hex(DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)))
+        let numberHash = DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)).hexString
         let window = Int(UserAccount.smsWindow)
         let oldest: Date? = try await database.withTransaction { connection in
             for key in ["sms-number:" + numberHash, "sms-user:" + userId.uuidString.lowercased()].sorted() {
@@ -254,7 +254,7 @@ extension AccountService {
 
     /// SHA-256 of a code bound to what it was sent for, so a code of one challenge means nothing for another.
     static func codeHash(_ code: String, for scope: UUID) -> String {
-        hex(DigestAlgorithm.sha256.hash(Array("\(scope.uuidString.lowercased()):\(code)".utf8)))
+        DigestAlgorithm.sha256.hash(Array("\(scope.uuidString.lowercased()):\(code)".utf8)).hexString
     }
 
     /// `xxxxx-xxxxx`: ten base32 characters (50 random bits), easy to read out and type.
@@ -266,10 +266,6 @@ extension AccountService {
     /// Recovery codes are compared without case or separators.
     static func recoveryCodeHash(_ code: String) -> String {
         let normalized = code.lowercased().filter { $0.isLetter || $0.isNumber }
-        return hex(DigestAlgorithm.sha256.hash(Array(("recovery:" + normalized).utf8)))
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
+        return DigestAlgorithm.sha256.hash(Array(("recovery:" + normalized).utf8)).hexString
     }
 }

@@ -7,9 +7,10 @@ import TetherPostgres
 /// Limits failed sign-ins per client address and per password account, and records them as events.
 ///
 /// Every failed sign-in is a `SignInFailed` event, so support staff see why a
-/// user could not get in, and the limits are counted from the log itself
-/// (indexes in `005_idempotency_and_sign_in_limits.sql`). A refused attempt is
-/// 429 `rate_limited` with `Retry-After`, recorded once per window as
+/// user could not get in; the limits count the short-lived operational table
+/// `sign_in_attempts` (`011_sign_in_attempts.sql`), not the log, so the record of
+/// a known account's failure can be sealed like the rest of its data. A refused
+/// attempt is 429 `rate_limited` with `Retry-After`, recorded once per window as
 /// `SignInThrottled`.
 ///
 /// Per identity, only password sign-ins count: a password can be guessed, a
@@ -66,7 +67,7 @@ public struct SignInLimits: Sendable {
         }
 
         static func digest(_ text: String) -> String {
-            DigestAlgorithm.sha256.hash(Array(text.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+            Array(DigestAlgorithm.sha256.hash(Array(text.utf8)).prefix(16)).hexString
         }
     }
 

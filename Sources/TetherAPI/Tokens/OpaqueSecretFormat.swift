@@ -26,9 +26,7 @@ public struct OpaqueSecretFormat: Sendable {
 
     /// The storage form of `secret`: SHA-256 of its UTF-8, lowercase hex (64 characters).
     public func hash(_ secret: String) -> String {
-        let digest = DigestAlgorithm.sha256.hash(Array(secret.utf8))
-        let digits = Array("0123456789abcdef".utf8)
-        return String(decoding: digest.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0F)]] }, as: UTF8.self)
+        DigestAlgorithm.sha256.hash(Array(secret.utf8)).hexString
     }
 
     /// Whether `presented` hashes to `storedHash`, compared in constant time.

@@ -66,8 +66,8 @@ struct IdempotentRequests: Sendable {
             let caller = principal?.uuidString.lowercased() ?? "-"
             let parts = [request.method, request.path, caller, key]
             let body = Self.canonical(request.body)
-            scope = Self.hex(Self.hash("scope", parts, body: []))
-            requestHash = Self.hex(Self.hash("match", parts, body: body))
+            scope = Self.hash("scope", parts, body: []).hexString
+            requestHash = Self.hash("match", parts, body: body).hexString
             sealingKey = Self.hash("seal", parts, body: body)
         }
 
@@ -88,10 +88,6 @@ struct IdempotentRequests: Sendable {
             }
             input += body
             return DigestAlgorithm.sha256.hash(input)
-        }
-
-        private static func hex(_ bytes: [UInt8]) -> String {
-            bytes.map { String(format: "%02x", $0) }.joined()
         }
     }
 

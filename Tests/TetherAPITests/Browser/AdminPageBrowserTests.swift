@@ -7,12 +7,8 @@ import TetherPostgres
 import TetherTesting
 
 /// The support page in a real browser: Debian's headless Chromium against a real service with the seeds loaded.
-@Suite(
-    "Support page in a real browser",
-    .enabled(
-        if: HeadlessBrowser.executable != nil || HeadlessBrowser.isRequired,
-        "needs Debian's chromium package, which make test installs (and then requires)"),
-    .serialized)
+/// Debian's `chromium` package is required: `make test` installs it, and without it these tests fail naming it.
+@Suite("Support page in a real browser", .serialized)
 struct AdminPageBrowserTests {
     /// The checkout's root: `seeds/` are read from it and screenshots go to its `.tether/`.
     private static let checkout = URL(fileURLWithPath: #filePath)

@@ -19,10 +19,6 @@ final class HeadlessBrowser: Sendable {
     static let executable: String? = ["/usr/lib/chromium/chromium", "/usr/bin/chromium"]
         .first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    /// Whether a missing browser fails the tests rather than skipping them: `scripts/test.sh`
-    /// (what `make test` runs, after installing chromium) sets `TETHER_TEST_REQUIRE_BROWSER=1`.
-    static let isRequired = ProcessInfo.processInfo.environment["TETHER_TEST_REQUIRE_BROWSER"] == "1"
-
     /// How long one protocol command may take.
     static let commandTimeout: Duration = .seconds(20)
 

@@ -1,6 +1,6 @@
 extension Array where Element == UInt8 {
-    /// The bytes as lowercase hexadecimal.
-    var hexString: String {
+    /// The bytes as lowercase hexadecimal (digests, MACs and keys as stored and compared).
+    public var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(count * 2)
