@@ -61,8 +61,18 @@ public final class PostgresClient: Sendable {
     public let configuration: Configuration
     private let state = Mutex(State())
 
-    public init(configuration: Configuration) {
+    /// Runs when an acquirer has found the pool full and is about to register as a waiter (tests only).
+    private let beforeWaiting: (@Sendable () async -> Void)?
+
+    public convenience init(configuration: Configuration) {
+        self.init(configuration: configuration, beforeWaiting: nil)
+    }
+
+    /// A pool that calls `beforeWaiting` between finding itself full and registering the waiter,
+    /// so a test can release a connection in exactly that gap.
+    init(configuration: Configuration, beforeWaiting: (@Sendable () async -> Void)?) {
         self.configuration = configuration
+        self.beforeWaiting = beforeWaiting
     }
 
     /// Convenience for a pool on `url` with default settings.
@@ -145,47 +155,51 @@ public final class PostgresClient: Sendable {
     }
 
     private func lease() async throws -> Lease {
-        enum Decision {
-            case ready(Lease)
-            case wait(UInt64)
-            case closed
+        if let ready = try state.withLock({ state in try Self.take(&state, limit: configuration.maxConnections) }) {
+            return ready
         }
-        let decision = state.withLock { state -> Decision in
-            if state.isClosed { return .closed }
-            if let connection = state.idle.popLast() { return .ready(.connection(connection)) }
-            if state.open < configuration.maxConnections {
-                state.open += 1
-                return .ready(.openNew)
-            }
+        let id = state.withLock { state -> UInt64 in
             state.nextWaiterID += 1
-            return .wait(state.nextWaiterID)
+            return state.nextWaiterID
         }
-        switch decision {
-        case .ready(let lease):
-            return lease
-        case .closed:
-            throw PostgresError.poolClosed
-        case .wait(let id):
-            let timeout = configuration.acquireTimeout
-            let timer = Task { [weak self] in
-                try await Task.sleep(for: timeout)
-                self?.failWaiter(id, with: PostgresError.poolTimeout(
-                    "no PostgreSQL connection became free within \(timeout) (pool of \(self?.configuration.maxConnections ?? 0))"))
-            }
-            defer { timer.cancel() }
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let isClosed = state.withLock { state in
-                        if state.isClosed { return true }
-                        state.waiters.append(Waiter(id: id, continuation: continuation))
-                        return false
+        await beforeWaiting?()
+        let timeout = configuration.acquireTimeout
+        let timer = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            self?.failWaiter(id, with: PostgresError.poolTimeout(
+                "no PostgreSQL connection became free within \(timeout) (pool of \(self?.configuration.maxConnections ?? 0))"))
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                // A connection released (or a slot given up) since the first look found no waiter to
+                // hand it to: look again under the same lock that registers this waiter, or it would
+                // sit idle while this waiter sleeps until the next release or its timeout.
+                let outcome = state.withLock { state -> Result<Lease, any Error>? in
+                    do {
+                        if let ready = try Self.take(&state, limit: configuration.maxConnections) { return .success(ready) }
+                    } catch {
+                        return .failure(error)
                     }
-                    if isClosed { continuation.resume(throwing: PostgresError.poolClosed) }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return nil
                 }
-            } onCancel: {
-                failWaiter(id, with: CancellationError())
+                if let outcome { continuation.resume(with: outcome) }
             }
+        } onCancel: {
+            failWaiter(id, with: CancellationError())
         }
+    }
+
+    /// An idle connection or a free slot, if the pool has one; throws once the pool is closed.
+    private static func take(_ state: inout State, limit: Int) throws -> Lease? {
+        if state.isClosed { throw PostgresError.poolClosed }
+        if let connection = state.idle.popLast() { return .connection(connection) }
+        if state.open < limit {
+            state.open += 1
+            return .openNew
+        }
+        return nil
     }
 
     private func failWaiter(_ id: UInt64, with error: any Error) {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TetherPostgres
+@testable import TetherPostgres
 import TetherTesting
 
 @Suite("PostgresClient against a real server")
@@ -32,6 +32,34 @@ struct PostgresClientTests {
         #expect(try row.decode("nothing", as: String?.self) == nil)
         #expect(throws: PostgresError.self) { try row.decode("nothing", as: String.self) }
         #expect(throws: PostgresError.self) { try row.decode("no such column", as: String.self) }
+    }
+
+    /// The race of the pool's waiters, forced: the only connection comes back after an acquirer found
+    /// the pool full but before it registered as a waiter. It must still get that connection, at once,
+    /// rather than sleep until another release or its timeout (a 503 for the request waiting on it).
+    @Test func aConnectionReleasedWhileAnAcquirerPreparesToWaitReachesThatAcquirer() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let (holding, isHolding) = AsyncStream<Void>.makeStream()
+        let (inGap, isInGap) = AsyncStream<Void>.makeStream()
+        let (released, isReleased) = AsyncStream<Void>.makeStream()
+        let configuration = PostgresClient.Configuration(
+            url: database.url, maxConnections: 1, acquireTimeout: .seconds(5))
+        let client = PostgresClient(configuration: configuration, beforeWaiting: {
+            isInGap.yield()
+            for await _ in released { break }
+        })
+        defer { client.shutdown() }
+        let holder = Task {
+            try await client.withConnection { _ in
+                isHolding.yield()
+                for await _ in inGap { break }
+            }
+            isReleased.yield()
+        }
+        for await _ in holding { break }
+        let rows = try await client.query("SELECT 1 AS one")
+        #expect(try rows[0].decode("one", as: Int.self) == 1)
+        try await holder.value
     }
 
     @Test func injectionAttemptsStayValues() async throws {
