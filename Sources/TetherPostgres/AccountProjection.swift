@@ -18,26 +18,37 @@ public enum AccountProjection {
         "mfa_challenges", "mfa_recovery_codes", "mfa_factors", "refresh_tokens", "sessions", "identities", "users",
     ]
 
-    /// Applies one event of user `userId`.
+    /// Applies one event of user `userId`; `at` is the text of its `occurred_at`.
     public static func apply(
         _ event: AccountEvent, userId: UUID, at: String, on connection: PostgresConnection
     ) async throws {
+        for statement in try statements(for: event, userId: userId, at: "\(at)::timestamptz") {
+            try await connection.query(statement)
+        }
+    }
+
+    /// The statements that apply one event of user `userId`, for a caller that batches them.
+    ///
+    /// `at` is an SQL expression for the event's `occurred_at`: `now()` inside the transaction
+    /// that appends it (the column's default), or its stored text when the log is replayed.
+    public static func statements(for event: AccountEvent, userId: UUID, at: PostgresQuery) throws -> [PostgresQuery] {
+        var sql: [PostgresQuery] = []
         switch event {
         case .userRegistered(let payload):
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO users (id, email, email_normalized, email_verified, display_name, photo_url, created_at, version)
                 VALUES (\(userId), \(payload.personal.email), \(payload.personal.email.map(ExternalIdentity.normalize)),
-                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz, 0)
+                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at), 0)
                 """)
         case .identityLinked(let payload) where payload.uid == ExternalIdentity.erasedUID:
             break // replayed after the user was erased: no identity to show (UserErased removes the rest)
         case .identityLinked(let payload):
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO identities (user_id, provider, provider_uid, email, email_verified, display_name, photo_url, linked_at)
                 VALUES (\(userId), \(payload.provider), \(payload.uid), \(payload.personal.email), \(payload.emailVerified),
-                        \(payload.personal.displayName), \(payload.personal.photoURL), \(at)::timestamptz)
+                        \(payload.personal.displayName), \(payload.personal.photoURL), \(at))
                 """)
-            try await connection.query("""
+            sql.append("""
                 UPDATE users SET
                     display_name = coalesce(display_name, \(payload.personal.displayName)),
                     photo_url = coalesce(photo_url, \(payload.personal.photoURL)),
@@ -47,126 +58,127 @@ public enum AccountProjection {
                 WHERE id = \(userId)
                 """)
         case .identityUnlinked(let payload):
-            try await connection.query("DELETE FROM identities WHERE user_id = \(userId) AND provider = \(payload.provider)")
+            sql.append("DELETE FROM identities WHERE user_id = \(userId) AND provider = \(payload.provider)")
         case .emailVerified(let payload):
-            try await connection.query("""
+            sql.append("""
                 UPDATE users SET email_verified = true,
                     email = coalesce(\(payload.personal.email), email),
                     email_normalized = coalesce(\(payload.personal.email.map(ExternalIdentity.normalize)), email_normalized)
                 WHERE id = \(userId)
                 """)
         case .passwordSet(let payload):
-            try await connection.query("""
+            sql.append("""
                 UPDATE identities SET password_hash = \(payload.personal.passwordHash)
                 WHERE user_id = \(userId) AND provider = 'password'
                 """)
         case .signedIn:
-            try await connection.query("UPDATE users SET last_sign_in_at = \(at)::timestamptz WHERE id = \(userId)")
+            sql.append("UPDATE users SET last_sign_in_at = \(at) WHERE id = \(userId)")
         case .sessionStarted(let payload):
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO sessions (id, user_id, refresh_token_hash, jkt, amr, auth_time, started_at)
                 VALUES (\(payload.sessionId), \(userId), \(payload.refreshTokenHash), \(payload.jkt),
                         \(try PostgresJSON(encoding: payload.amr))::jsonb, \(ISO8601Milliseconds.format(payload.authTime))::timestamptz,
-                        \(at)::timestamptz)
+                        \(at))
                 """)
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO refresh_tokens (token_hash, session_id, generation) VALUES (\(payload.refreshTokenHash), \(payload.sessionId), 0)
                 """)
         case .sessionRefreshed(let payload):
-            try await connection.query("""
+            sql.append("""
                 UPDATE sessions SET refresh_token_hash = \(payload.refreshTokenHash), generation = \(payload.generation),
-                    last_refreshed_at = \(at)::timestamptz
+                    last_refreshed_at = \(at)
                 WHERE id = \(payload.sessionId)
                 """)
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO refresh_tokens (token_hash, session_id, generation)
                 VALUES (\(payload.refreshTokenHash), \(payload.sessionId), \(payload.generation))
                 """)
         case .sessionEnded(let payload):
-            try await connection.query("""
-                UPDATE sessions SET ended_at = \(at)::timestamptz, end_reason = \(payload.reason)
+            sql.append("""
+                UPDATE sessions SET ended_at = \(at), end_reason = \(payload.reason)
                 WHERE id = \(payload.sessionId) AND ended_at IS NULL
                 """)
         case .sessionsRevoked(let payload):
-            try await connection.query("""
+            sql.append("""
                 UPDATE users SET valid_since = \(ISO8601Milliseconds.format(payload.validSince))::timestamptz WHERE id = \(userId)
                 """)
-            try await connection.query("""
-                UPDATE sessions SET ended_at = \(at)::timestamptz, end_reason = 'revoked'
+            sql.append("""
+                UPDATE sessions SET ended_at = \(at), end_reason = 'revoked'
                 WHERE user_id = \(userId) AND ended_at IS NULL
                 """)
         case .userDisabled:
-            try await connection.query("UPDATE users SET disabled = true WHERE id = \(userId)")
+            sql.append("UPDATE users SET disabled = true WHERE id = \(userId)")
         case .userEnabled:
-            try await connection.query("UPDATE users SET disabled = false WHERE id = \(userId)")
+            sql.append("UPDATE users SET disabled = false WHERE id = \(userId)")
         case .userErased:
             // The row stays so the id keeps resolving; nothing personal remains in any read model.
             for table in ["mfa_challenges", "mfa_recovery_codes", "mfa_factors", "identities"] {
-                try await connection.query("DELETE FROM \(unsafeSQL: table) WHERE user_id = \(userId)")
+                sql.append("DELETE FROM \(unsafeSQL: table) WHERE user_id = \(userId)")
             }
-            try await connection.query("""
+            sql.append("""
                 UPDATE users SET email = NULL, email_normalized = NULL, email_verified = false, display_name = NULL,
-                    photo_url = NULL, disabled = true, erased_at = \(at)::timestamptz
+                    photo_url = NULL, disabled = true, erased_at = \(at)
                 WHERE id = \(userId)
                 """)
         default:
-            try await applyMFA(event, userId: userId, at: at, on: connection)
+            try applyMFA(event, userId: userId, at: at, to: &sql)
         }
+        return sql
     }
 
     /// Projects the second-factor events into `mfa_factors`, `mfa_recovery_codes` and `mfa_challenges`.
-    private static func applyMFA(_ event: AccountEvent, userId: UUID, at: String, on connection: PostgresConnection) async throws {
+    private static func applyMFA(_ event: AccountEvent, userId: UUID, at: PostgresQuery, to sql: inout [PostgresQuery]) throws {
         switch event {
         case .mfaFactorEnrolled(let payload):
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO mfa_factors (id, user_id, type, display_name, phone_hint, enrolled_at)
                 VALUES (\(payload.factorId), \(userId), \(payload.type.rawValue), \(payload.personal.displayName),
-                        \(payload.personal.phoneNumber.map(PhoneNumber.hint)), \(at)::timestamptz)
+                        \(payload.personal.phoneNumber.map(PhoneNumber.hint)), \(at))
                 """)
         case .mfaFactorConfirmed(let payload):
-            try await connection.query("""
-                UPDATE mfa_factors SET confirmed_at = \(at)::timestamptz,
+            sql.append("""
+                UPDATE mfa_factors SET confirmed_at = \(at),
                     last_used_step = coalesce(\(payload.totpStep), last_used_step)
                 WHERE id = \(payload.factorId)
                 """)
         case .mfaFactorRemoved(let payload):
-            try await connection.query("DELETE FROM mfa_factors WHERE id = \(payload.factorId)")
+            sql.append("DELETE FROM mfa_factors WHERE id = \(payload.factorId)")
         case .mfaRecoveryCodesIssued(let payload):
-            try await connection.query("DELETE FROM mfa_recovery_codes WHERE user_id = \(userId)")
-            try await connection.query("""
+            sql.append("DELETE FROM mfa_recovery_codes WHERE user_id = \(userId)")
+            sql.append("""
                 INSERT INTO mfa_recovery_codes (user_id, code_hash, issued_at)
-                SELECT \(userId), hash, \(at)::timestamptz FROM unnest(\(PostgresArray(payload.codeHashes))::text[]) AS hash
+                SELECT \(userId), hash, \(at) FROM unnest(\(PostgresArray(payload.codeHashes))::text[]) AS hash
                 """)
         case .mfaChallengeIssued(let payload):
-            try await connection.query("""
+            sql.append("""
                 INSERT INTO mfa_challenges (id, user_id, first_factor, amr, expires_at, issued_at)
                 VALUES (\(payload.challengeId), \(userId), \(payload.firstFactor), \(try PostgresJSON(encoding: payload.amr))::jsonb,
-                        \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz, \(at)::timestamptz)
+                        \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz, \(at))
                 """)
         case .mfaCodeSent(let payload):
             if let challengeId = payload.challengeId {
-                try await connection.query("""
+                sql.append("""
                     UPDATE mfa_challenges SET factor_id = \(payload.factorId),
                         code_expires_at = \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz
                     WHERE id = \(challengeId)
                     """)
             }
         case .mfaCodeAccepted(let payload):
-            try await connection.query("UPDATE mfa_challenges SET code_expires_at = NULL WHERE id = \(payload.challengeId)")
+            sql.append("UPDATE mfa_challenges SET code_expires_at = NULL WHERE id = \(payload.challengeId)")
             if let step = payload.totpStep, let factorId = payload.factorId {
-                try await connection.query("UPDATE mfa_factors SET last_used_step = \(step) WHERE id = \(factorId)")
+                sql.append("UPDATE mfa_factors SET last_used_step = \(step) WHERE id = \(factorId)")
             }
         case .mfaCodeRejected(let payload):
             if let challengeId = payload.challengeId {
-                try await connection.query("UPDATE mfa_challenges SET attempts = \(payload.attempt) WHERE id = \(challengeId)")
+                sql.append("UPDATE mfa_challenges SET attempts = \(payload.attempt) WHERE id = \(challengeId)")
             }
         case .mfaRecoveryCodeUsed(let payload):
-            try await connection.query("""
-                UPDATE mfa_recovery_codes SET used_at = \(at)::timestamptz WHERE user_id = \(userId) AND code_hash = \(payload.codeHash)
+            sql.append("""
+                UPDATE mfa_recovery_codes SET used_at = \(at) WHERE user_id = \(userId) AND code_hash = \(payload.codeHash)
                 """)
         case .mfaChallengeEnded(let payload):
-            try await connection.query("""
-                UPDATE mfa_challenges SET ended_at = \(at)::timestamptz, end_reason = \(payload.reason) WHERE id = \(payload.challengeId)
+            sql.append("""
+                UPDATE mfa_challenges SET ended_at = \(at), end_reason = \(payload.reason) WHERE id = \(payload.challengeId)
                 """)
         default:
             break // delivery failures change no read model; account events are handled by `apply`
@@ -175,6 +187,11 @@ public enum AccountProjection {
 
     /// Records the stream version the user's row reflects (once per command, not per event).
     public static func recordVersion(_ version: Int, of userId: UUID, on connection: PostgresConnection) async throws {
-        try await connection.query("UPDATE users SET version = \(version) WHERE id = \(userId)")
+        try await connection.query(recordVersion(version, of: userId))
+    }
+
+    /// The statement that records the stream version the user's row reflects.
+    public static func recordVersion(_ version: Int, of userId: UUID) -> PostgresQuery {
+        "UPDATE users SET version = \(version) WHERE id = \(userId)"
     }
 }

@@ -111,6 +111,30 @@ public final class PostgresClient: Sendable {
         }
     }
 
+    /// Runs a transaction as one job on a leased connection (``PostgresConnection/run(_:)``): no
+    /// hop between threads per statement, and statements batched into as few round trips as
+    /// ``TransactionJob/begin(_:)`` and ``TransactionJob/commit(_:)`` are called.
+    ///
+    /// It rolls back when `body` throws, and commits when `body` returns without committing.
+    /// Like ``withTransaction(isolationLevel:isolation:_:)``, it enters the ``ProjectionGate`` first.
+    public func withTransactionJob<T: Sendable>(_ body: @escaping @Sendable (TransactionJob) throws -> T) async throws -> T {
+        try await withConnection { connection in
+            try await connection.run { job in
+                let transaction = TransactionJob(job: job)
+                do {
+                    let value = try body(transaction)
+                    if transaction.state == .open { try transaction.commit([]) }
+                    return value
+                } catch {
+                    if transaction.state != .idle, transaction.state != .committed, !job.isBroken {
+                        _ = try? job.query("ROLLBACK")
+                    }
+                    throw error
+                }
+            }
+        }
+    }
+
     /// Runs one statement on a leased connection.
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
@@ -146,7 +170,7 @@ public final class PostgresClient: Sendable {
                     throw error
                 }
             case .connection(let connection):
-                if await connection.checkHealth() {
+                if connection.checkHealth() {
                     return connection
                 }
                 returnSlot()
@@ -212,7 +236,7 @@ public final class PostgresClient: Sendable {
 
     private func release(_ connection: PostgresConnection) async {
         var usable = !connection.isBroken
-        if usable, await connection.isInTransaction {
+        if usable, connection.isInTransaction {
             // A body that leaked an open transaction must not hand it to the next caller.
             usable = (try? await connection.execute(simple: "ROLLBACK")) != nil
         }

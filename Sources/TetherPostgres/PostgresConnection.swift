@@ -15,6 +15,8 @@ public final class PostgresConnection: @unchecked Sendable {
     private let settings: PostgresClient.Configuration
     /// Set once the connection is known to be unusable; the pool then discards it.
     private(set) var isBroken = false
+    /// Where the work now running on `queue` counts its round trips (only touched on `queue`).
+    private var meter: PostgresMeter?
 
     private init(connection: OpaquePointer, queue: DispatchQueue, settings: PostgresClient.Configuration) {
         self.connection = connection
@@ -119,12 +121,11 @@ public final class PostgresConnection: @unchecked Sendable {
     /// When the server has closed the connection (for example after a restart), the
     /// termination message is already waiting on the socket: reading it marks the
     /// connection broken without sending a query that would fail.
-    func checkHealth() async -> Bool {
-        await withCheckedContinuation { continuation in
-            queue.async {
-                continuation.resume(returning: self.checkHealthBlocking())
-            }
-        }
+    ///
+    /// It never waits (a zero-timeout poll and libpq's non-blocking input), so the pool calls it on
+    /// the acquiring task, on a connection no one else holds, without a hop to the queue.
+    func checkHealth() -> Bool {
+        checkHealthBlocking()
     }
 
     private func checkHealthBlocking() -> Bool {
@@ -154,27 +155,117 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// True while a transaction block is open (or failed and not yet rolled back).
+    ///
+    /// libpq answers from its own state without I/O; the pool asks on a connection no work is running on.
     var isInTransaction: Bool {
-        get async {
-            await withCheckedContinuation { continuation in
-                queue.async {
-                    let status = PQtransactionStatus(self.connection)
-                    continuation.resume(returning: status == PQTRANS_INTRANS || status == PQTRANS_INERROR)
-                }
-            }
-        }
+        let status = PQtransactionStatus(connection)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
     }
 
     private func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
+        let meter = PostgresMeter.current
+        return try await withCheckedThrowingContinuation { continuation in
             queue.async {
+                self.meter = meter
+                defer { self.meter = nil }
                 continuation.resume(with: Result { try work() })
             }
         }
     }
 
+    /// Runs `job` on the connection's queue as one piece of work: every statement it sends, and
+    /// everything it computes between them, happens there, with no hop back to a task in between.
+    ///
+    /// The job must not block on anything but this connection. It sees the caller's ``PostgresMeter``.
+    public func run<T: Sendable>(_ job: @escaping @Sendable (Job) throws -> T) async throws -> T {
+        try await onQueue { try job(Job(connection: self)) }
+    }
+
+    /// The blocking face of a connection, given to a job running on its queue.
+    ///
+    /// `@unchecked Sendable`: it is only used on the connection's queue, inside ``run(_:)``.
+    public struct Job: @unchecked Sendable {
+        fileprivate let connection: PostgresConnection
+
+        /// Runs one statement with bound parameters (one round trip).
+        @discardableResult
+        public func query(_ query: PostgresQuery) throws -> PostgresRows {
+            try connection.executeBlocking(query)
+        }
+
+        /// Sends every statement, then waits once for all their results (one round trip, libpq's
+        /// pipeline mode). Statements after one that fails are not run; the first error is thrown.
+        @discardableResult
+        public func pipeline(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+            try connection.pipelineBlocking(queries)
+        }
+
+        /// Whether the connection is still usable (a failed statement may have broken it).
+        public var isBroken: Bool { connection.isBroken }
+    }
+
     private func executeBlocking(_ query: PostgresQuery) throws -> PostgresRows {
         guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        meter?.count(roundTrips: 1, statements: [query.sql])
+        let result = Self.withParameters(of: query) { count, types, values, lengths, formats in
+            PQexecParams(connection, query.sql, count, types, values, lengths, formats, 0)
+        }
+        return try rows(from: result)
+    }
+
+    /// Sends `queries` in one pipeline and reads every result after a single sync.
+    private func pipelineBlocking(_ queries: [PostgresQuery]) throws -> [PostgresRows] {
+        guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        guard !queries.isEmpty else { return [] }
+        meter?.count(roundTrips: 1, statements: queries.map(\.sql))
+        guard PQenterPipelineMode(connection) == 1 else {
+            throw PostgresError.protocolViolation("libpq could not enter pipeline mode: \(Self.errorMessage(connection))")
+        }
+        defer {
+            // It only fails with results left unread: the connection is then in no state to reuse.
+            if PQexitPipelineMode(connection) != 1 { isBroken = true }
+        }
+        for query in queries {
+            let sent = Self.withParameters(of: query) { count, types, values, lengths, formats in
+                PQsendQueryParams(connection, query.sql, count, types, values, lengths, formats, 0)
+            }
+            guard sent == 1 else { try failWithoutResult() }
+        }
+        guard PQpipelineSync(connection) == 1 else { try failWithoutResult() }
+        var results: [PostgresRows] = []
+        results.reserveCapacity(queries.count)
+        var firstError: (any Error)?
+        // Each statement's result is followed by a NULL; the sync's own result ends the pipeline.
+        while true {
+            guard let result = PQgetResult(connection) else {
+                if PQstatus(connection) != CONNECTION_OK { try failWithoutResult() }
+                continue
+            }
+            let status = PQresultStatus(result)
+            if status == PGRES_PIPELINE_SYNC {
+                PQclear(result)
+                break
+            }
+            if status == PGRES_PIPELINE_ABORTED {
+                PQclear(result)
+                continue
+            }
+            do {
+                results.append(try rows(from: result))
+            } catch {
+                if firstError == nil { firstError = error }
+                if isBroken { throw error }
+            }
+        }
+        if let firstError { throw firstError }
+        return results
+    }
+
+    /// Calls `body` with a query's parameters as libpq takes them (type oids, values, lengths, formats).
+    private static func withParameters<R>(
+        of query: PostgresQuery,
+        _ body: (Int32, [Oid], UnsafePointer<UnsafePointer<CChar>?>?, [Int32], [Int32]) -> R
+    ) -> R {
         let count = query.parameters.count
         var types = [Oid](repeating: 0, count: count)
         var lengths = [Int32](repeating: 0, count: count)
@@ -198,16 +289,16 @@ public final class PostgresConnection: @unchecked Sendable {
                 values[index] = buffer
             }
         }
-        let result = values.withUnsafeBufferPointer { valuePointers in
+        return values.withUnsafeBufferPointer { valuePointers in
             valuePointers.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(count, 1)) { rebound in
-                PQexecParams(connection, query.sql, Int32(count), types, count == 0 ? nil : rebound, lengths, formats, 0)
+                body(Int32(count), types, count == 0 ? nil : rebound, lengths, formats)
             }
         }
-        return try rows(from: result)
     }
 
     private func executeBlocking(simple sql: String) throws {
         guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        meter?.count(roundTrips: 1, statements: [sql])
         _ = try rows(from: PQexec(connection, sql))
     }
 

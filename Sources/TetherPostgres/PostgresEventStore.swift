@@ -60,29 +60,14 @@ public struct PostgresEventStore: EventStore {
         for userId in Set(events.compactMap(\.userId)) {
             keys[userId] = try await PersonalDataVault.key(for: userId, on: connection) ?? nil
         }
-        let stored = try events.map { event -> (data: Data, metadata: PostgresJSON) in
-            guard let userId = event.userId else { return (event.data, try PostgresJSON(encoding: metadata)) }
-            // No key for a user who has one is a destroyed key: the user was erased.
-            let kept = try keys[userId].map { try PersonalDataVault.seal(event, metadata: metadata, key: $0) }
-                ?? PersonalDataVault.strip(event, metadata: metadata)
-            return (kept.data, try PostgresJSON(encoding: kept.metadata))
-        }
         try await connection.execute(simple: "SAVEPOINT tether_append")
         do {
             var positions: [(position: Int64, tx: UInt64)] = []
             positions.reserveCapacity(events.count)
             var version = current.version
-            for batch in Array(zip(events, stored)).chunked(by: Self.insertBatchSize) {
-                var insert: PostgresQuery =
-                    "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
-                for (offset, (event, stored)) in batch.enumerated() {
-                    version += 1
-                    let row: PostgresQuery = """
-                        (\(stream.rawValue), \(version), \(event.id), \(event.type), \(event.schema), \
-                        \(PostgresJSON(data: stored.data))::jsonb, \(stored.metadata)::jsonb, \(event.userId))
-                        """
-                    insert.append(offset == 0 ? row : ", \(row)")
-                }
+            for batch in events.chunked(by: Self.insertBatchSize) {
+                var insert = try Self.insert(batch, to: stream, after: version, metadata: metadata, keys: keys)
+                version += batch.count
                 insert.append(" RETURNING position, tx")
                 for row in try await connection.query(insert) {
                     positions.append((try row.decode("position"), try row.decode("tx")))
@@ -112,6 +97,41 @@ public struct PostgresEventStore: EventStore {
             }
             throw error
         }
+    }
+
+    /// The statement that appends `events` to `stream` after `version`, inside a transaction that
+    /// holds the stream's lock and read it at that version; personal parts are sealed with
+    /// `userKey`, or left out when the user's key was destroyed (nil). For a caller that
+    /// batches it with other statements; a version taken meanwhile fails it as a unique violation.
+    public func appendStatement(
+        _ events: [NewEvent], to stream: StreamName, after version: Int, metadata: EventMetadata, userKey: [UInt8]?
+    ) throws -> PostgresQuery {
+        let keys = Dictionary(events.compactMap { event in event.userId.flatMap { id in userKey.map { (id, $0) } } }) { first, _ in first }
+        return try Self.insert(events[...], to: stream, after: version, metadata: metadata, keys: keys)
+    }
+
+    /// One multi-row INSERT of `events` at the versions after `version`, sealed with the keys of their users.
+    private static func insert(
+        _ events: ArraySlice<NewEvent>, to stream: StreamName, after version: Int, metadata: EventMetadata, keys: [UUID: [UInt8]]
+    ) throws -> PostgresQuery {
+        var insert: PostgresQuery =
+            "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
+        for (offset, event) in events.enumerated() {
+            let stored: (data: Data, metadata: EventMetadata)
+            if let userId = event.userId {
+                // No key for a user who has one is a destroyed key: the user was erased.
+                stored = try keys[userId].map { try PersonalDataVault.seal(event, metadata: metadata, key: $0) }
+                    ?? PersonalDataVault.strip(event, metadata: metadata)
+            } else {
+                stored = (event.data, metadata)
+            }
+            let row: PostgresQuery = """
+                (\(stream.rawValue), \(version + offset + 1), \(event.id), \(event.type), \(event.schema), \
+                \(PostgresJSON(data: stored.data))::jsonb, \(try PostgresJSON(encoding: stored.metadata))::jsonb, \(event.userId))
+                """
+            insert.append(offset == 0 ? row : ", \(row)")
+        }
+        return insert
     }
 
     /// The result of an earlier append of the same events, if their ids are stored.
@@ -221,15 +241,28 @@ public struct PostgresEventStore: EventStore {
     private static let columns =
         "position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at"
 
-    /// Decodes rows, opening sealed personal data with the keys of their users (one query for all).
-    private func decode(_ rows: PostgresRows, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [RecordedEvent] {
-        let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
-        let keys = try await PersonalDataVault.keys(for: userIds, query: query)
-        return try rows.map { row in
+    /// The statement that reads the stream of the user `userId` names (an SQL expression of type
+    /// uuid, such as a lookup of an identity), in version order; decode it with ``decode(_:keys:)``.
+    public static func userStreamStatement(userId: PostgresQuery) -> PostgresQuery {
+        """
+        SELECT \(unsafeSQL: columns) FROM events
+        WHERE stream = 'user-' || (\(userId))::text ORDER BY version
+        """
+    }
+
+    /// Decodes rows read with ``userStreamStatement(userId:)``, opening sealed parts with `keys`.
+    public func decode(_ rows: PostgresRows, keys: [UUID: [UInt8]]) throws -> [RecordedEvent] {
+        try rows.map { row in
             let event = try decode(row)
             guard let userId = event.userId else { return try upcasters.apply(to: event) }
             return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
         }
+    }
+
+    /// Decodes rows, opening sealed personal data with the keys of their users (one query for all).
+    private func decode(_ rows: PostgresRows, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [RecordedEvent] {
+        let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
+        return try decode(rows, keys: try await PersonalDataVault.keys(for: userIds, query: query))
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run).

@@ -145,18 +145,12 @@ extension AccountService {
     private func committingOutcome(
         _ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> MFAOutcome
     ) async throws -> UserAccount {
-        let result = try await retrying { _ in
-            try await database.withTransaction { connection -> (UserAccount, AccountError?) in
-                var account = try await load(userId, on: connection)
-                guard account.exists else { throw AccountError.notFound }
-                let outcome = try decide(account)
-                try await commit(account, outcome.events, context, on: connection)
-                for event in outcome.events { account.apply(event, at: context.now) }
-                return (account, outcome.failure)
-            }
+        let result = try await execute(userId, context) { account in
+            let outcome = try decide(account)
+            return (outcome.events, outcome.failure)
         }
-        if let failure = result.1 { throw failure }
-        return result.0
+        if let failure = result.result { throw failure }
+        return result.account
     }
 
     /// Hands a code to the SMS sender; a failure is recorded and answered 503 `sms_unavailable`.

@@ -31,6 +31,19 @@ public struct SignInOutcome: Sendable {
     public var challenge: MFAState.Challenge?
     /// The user's confirmed factors, offered for the challenge.
     public var factors: [MFAState.Factor] = []
+    /// The user's state after the sign-in (what the answer shows, with no read back).
+    public var account: UserAccount?
+}
+
+/// Statements a sign-in runs in its first round trip, and the verdict on their rows (which throws to refuse).
+public struct SignInCheck: Sendable {
+    public var statements: [PostgresQuery]
+    public var verdict: @Sendable ([PostgresRows]) throws -> Void
+
+    public init(statements: [PostgresQuery], verdict: @escaping @Sendable ([PostgresRows]) throws -> Void) {
+        self.statements = statements
+        self.verdict = verdict
+    }
 }
 
 /// Runs account commands: loads the user's stream, decides, appends and projects in one transaction.
@@ -54,41 +67,59 @@ public struct AccountService: Sendable {
     // MARK: Commands
 
     /// Signs in (or signs up) with a verified identity; opens `session`.
-    public func signIn(_ identity: ExternalIdentity, session: NewSession, context: CommandContext) async throws -> SignInOutcome {
+    ///
+    /// One transaction. A returning user costs two round trips: the first takes the email's lock,
+    /// finds the identity's owner, takes their lock and reads their stream; the second appends,
+    /// projects and commits. A new user costs the same; taking over an unverified email account, three.
+    /// `check`, when given, runs in the first round trip too, on rows it asks for (the sign-in limits).
+    public func signIn(
+        _ identity: ExternalIdentity, session: NewSession, context: CommandContext, check: SignInCheck? = nil
+    ) async throws -> SignInOutcome {
         try await retrying { attempt in
-            try await database.withTransaction { connection in
+            try await database.withTransactionJob { transaction in
                 // The email lock comes before the identity lookup: a first sign-in racing this one
                 // may be registering the identity, and only after its commit is the lookup true.
                 let lockedEmail = emailPolicy == .oneAccountPerEmail ? identity.normalizedEmail : nil
+                var reads = check?.statements ?? []
+                let checks = reads.count
                 if let lockedEmail {
-                    try await lockEmail(lockedEmail, on: connection)
+                    reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
+                    reads.append(Self.userWithEmail(lockedEmail))
                 }
-                if let ownerId = try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) {
-                    var account = try await load(ownerId, on: connection)
-                    let events = try account.signIn(with: identity, session: session, now: context.now)
-                    try await commit(account, events, context, on: connection)
-                    for event in events { account.apply(event, at: context.now) }
+                let owner: PostgresQuery =
+                    "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)"
+                let rows = try transaction.begin(reads + Self.loadStatements(userId: owner))
+                try check?.verdict(Array(rows.prefix(checks)))
+                let (loaded, now) = try loaded(from: rows.suffix(3))
+                if let loaded {
+                    if loaded.alreadyHas(commandId: context.commandId) {
+                        return SignInOutcome(userId: loaded.account.id, isNewUser: false, outcome: "returning", account: loaded.account)
+                    }
+                    let account = try commit(
+                        try loaded.account.signIn(with: identity, session: session, now: context.now), on: loaded, context, in: transaction)
                     if let challenge = account.mfa.challenges[session.id] {
                         return SignInOutcome(
-                            userId: ownerId, isNewUser: false, outcome: "mfa_required", challenge: challenge,
-                            factors: account.mfa.confirmedFactors)
+                            userId: account.id, isNewUser: false, outcome: "mfa_required", challenge: challenge,
+                            factors: account.mfa.confirmedFactors, account: account)
                     }
-                    return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "returning")
+                    return SignInOutcome(userId: account.id, isNewUser: false, outcome: "returning", account: account)
                 }
-                if let email = lockedEmail {
-                    if let ownerId = try await userWithEmail(email, on: connection) {
-                        let owner = try await load(ownerId, on: connection)
-                        guard identity.isTrustedForEmail, !owner.isEmailVerified else {
-                            throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: owner.signInMethods)
-                        }
-                        try await commit(owner, try owner.takeOver(with: identity, session: session, now: context.now), context, on: connection)
-                        return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "takeover")
+                if let email = lockedEmail, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
+                    guard let owner = try self.loaded(from: transaction.run(Self.loadStatements(userId: "\(ownerId)"))).user else {
+                        throw AccountError.notFound
                     }
+                    guard identity.isTrustedForEmail, !owner.account.isEmailVerified else {
+                        throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: owner.account.signInMethods)
+                    }
+                    let account = try commit(
+                        try owner.account.takeOver(with: identity, session: session, now: context.now), on: owner, context, in: transaction)
+                    return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "takeover", account: account)
                 }
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
-                let account = UserAccount(id: userId)
-                try await commit(account, UserAccount.register(id: userId, identity: identity, session: session, now: context.now), context, on: connection)
-                return SignInOutcome(userId: userId, isNewUser: true, outcome: "new_user")
+                let account = try commit(
+                    UserAccount.register(id: userId, identity: identity, session: session, now: context.now),
+                    on: .new(userId, now: now), context, in: transaction)
+                return SignInOutcome(userId: userId, isNewUser: true, outcome: "new_user", account: account)
             }
         }
     }
@@ -170,27 +201,30 @@ public struct AccountService: Sendable {
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
     public func refresh(
         presentedHash: String, newHash: String, presentedJKT: String?, context: CommandContext
-    ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?) {
-        let rows = try await database.query("""
-            SELECT s.id, s.user_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
-            WHERE r.token_hash = \(presentedHash)
-            """)
-        guard let row = rows.first else { throw AccountError.invalidToken }
-        let sessionId: UUID = try row.decode("id")
-        let userId: UUID = try row.decode("user_id")
-        let account: UserAccount
+    ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount) {
+        // One transaction of two round trips: the token's session and user are looked up in the first.
+        let session: PostgresQuery = "FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = \(presentedHash)"
+        let (account, outcome): (UserAccount, (sessionId: UUID, isReuse: Bool))
         do {
-            account = try await change(userId, context) {
-                try $0.refresh(session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT)
+            (account, outcome) = try await execute(user: "SELECT s.user_id \(session)", reads: ["SELECT s.id \(session)"], context) { account, rows in
+                guard let sessionId: UUID = try rows[0].first?.decode("id") else { throw AccountError.invalidToken }
+                do {
+                    let events = try account.refresh(
+                        session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT)
+                    return (events, (sessionId, false))
+                } catch let error as AccountError where error == .refreshTokenReused {
+                    // A used token came back: someone holds a copy. The whole session ends (recorded), then it is refused.
+                    return (account.endAfterReuse(session: sessionId), (sessionId, true))
+                }
             }
-        } catch let error as AccountError where error == .refreshTokenReused {
-            var reuse = context
-            reuse.commandId = AccountEventCodec.eventID(command: context.commandId, index: 20_000)
-            try await change(userId, reuse) { $0.endAfterReuse(session: sessionId) }
-            throw AccountError.refreshTokenReused
+        } catch let error as AccountError where error == .notFound {
+            throw AccountError.invalidToken
         }
+        if outcome.isReuse { throw AccountError.refreshTokenReused }
+        let sessionId = outcome.sessionId
+        let userId = account.id
         guard let session = account.sessions[sessionId] else { throw AccountError.invalidToken }
-        return (userId, sessionId, session.amr, session.authTime, session.jkt)
+        return (userId, sessionId, session.amr, session.authTime, session.jkt, account)
     }
 
     /// Whether a session may still be used by a token issued at `issuedAt`.
@@ -213,16 +247,7 @@ public struct AccountService: Sendable {
     func change(
         _ userId: UUID, _ context: CommandContext, decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]
     ) async throws -> UserAccount {
-        try await retrying { _ in
-            try await database.withTransaction { connection in
-                var account = try await load(userId, on: connection)
-                guard account.exists else { throw AccountError.notFound }
-                let events = try decide(account)
-                try await commit(account, events, context, on: connection)
-                for event in events { account.apply(event, at: context.now) }
-                return account
-            }
-        }
+        try await execute(userId, context) { (try decide($0), ()) }.account
     }
 
     /// Rebuilds a user from their stream, inside the caller's transaction.
@@ -262,8 +287,12 @@ public struct AccountService: Sendable {
     }
 
     private func userWithEmail(_ normalized: String, on connection: PostgresConnection) async throws -> UUID? {
-        try await connection.query("SELECT id FROM users WHERE email_normalized = \(normalized) ORDER BY created_at LIMIT 1")
-            .first?.decode("id")
+        try await connection.query(Self.userWithEmail(normalized)).first?.decode("id")
+    }
+
+    /// The oldest user holding the email (column `id`).
+    static func userWithEmail(_ normalized: String) -> PostgresQuery {
+        "SELECT id FROM users WHERE email_normalized = \(normalized) ORDER BY created_at LIMIT 1"
     }
 
     /// Serialises commands about one email address for the rest of the transaction.

@@ -184,22 +184,58 @@ public struct SignInLimits: Sendable {
         try await connection.query("""
             DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))
             """)
+        return try retryAfter(from: try await connection.query(count(key: key)))
+    }
+
+    /// Counts what fills the window of `key`: failures and password attempts in flight, each only within the window.
+    private func count(key: String) -> PostgresQuery {
+        let window = configuration.windowSeconds
         // The failures that keep the count at the limit: once the oldest of them leaves the window, one more try is allowed.
-        let rows = try await connection.query("""
+        return """
             SELECT count(*) FILTER (WHERE kind = 'failure')::int AS failures,
                    count(*) FILTER (WHERE kind = 'attempt' AND started_at > now() - interval '30 seconds')::int AS in_flight,
                    ceil(extract(epoch FROM
-                       (SELECT started_at FROM sign_in_attempts WHERE scope_key = \(key) AND kind = 'failure'
+                       (SELECT started_at FROM sign_in_attempts
+                        WHERE scope_key = \(key) AND kind = 'failure' AND started_at >= now() - make_interval(secs => \(window))
                         ORDER BY started_at DESC OFFSET \(configuration.failures - 1) LIMIT 1)
                        + make_interval(secs => \(window)) - now()))::int AS retry_after
-            FROM sign_in_attempts WHERE scope_key = \(key)
-            """)
+            FROM sign_in_attempts WHERE scope_key = \(key) AND started_at >= now() - make_interval(secs => \(window))
+            """
+    }
+
+    /// Seconds to wait, from the rows of ``count(key:)``; nil when the window has room.
+    private func retryAfter(from rows: PostgresRows) throws -> Int? {
         let failed: Int = try rows[0].decode("failures")
         let inFlight: Int = try rows[0].decode("in_flight")
         guard failed + inFlight >= configuration.failures else { return nil }
         // Only attempts still in flight fill it: they end within a request's time.
         guard failed >= configuration.failures else { return 1 }
-        return max(1, (try rows[0].decode("retry_after", as: Int?.self)) ?? window)
+        return max(1, (try rows[0].decode("retry_after", as: Int?.self)) ?? configuration.windowSeconds)
+    }
+
+    /// A sign-in refused by ``check(_:)``: hand it to ``refuse(_:)`` once its transaction has ended.
+    struct Refusal: Error {
+        var scope: String
+        var retryAfter: Int
+    }
+
+    /// The limits of a provider sign-in, checked inside the sign-in's own transaction and first
+    /// round trip (it reserves nothing: see ``reserve(_:)``); its verdict throws ``Refusal``.
+    /// Password sign-ins have none: they reserve a place before their password is checked.
+    func check(_ attempt: Attempt) -> SignInCheck? {
+        guard attempt.email == nil else { return nil }
+        let keys = attempt.keys
+        guard !keys.isEmpty else { return nil }
+        return SignInCheck(statements: keys.map { count(key: $0.key) }) { rows in
+            for (key, counted) in zip(keys, rows) {
+                if let retryAfter = try retryAfter(from: counted) { throw Refusal(scope: key.scope, retryAfter: retryAfter) }
+            }
+        }
+    }
+
+    /// Answers 429 for a refusal of ``check(_:)``, recording it like any other.
+    func refuse(_ attempt: Attempt, _ refusal: Refusal) async throws -> Never {
+        try await refuse(attempt, scope: refusal.scope, retryAfter: refusal.retryAfter)
     }
 
     /// Answers 429, recording the throttled window once as `SignInThrottled`.

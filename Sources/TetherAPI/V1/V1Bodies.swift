@@ -149,3 +149,25 @@ struct FactorBody: Encodable, Sendable {
         try container.encodeIfPresent(phoneHint, forKey: .phoneHint)
     }
 }
+
+extension UserBody {
+    /// The user as `account` describes them: the same answer as ``load(_:from:)`` once the
+    /// account's events are projected, without reading them back.
+    init(_ account: UserAccount) {
+        self.init(
+            id: account.id, email: account.email, emailVerified: account.isEmailVerified, displayName: account.displayName,
+            photoUrl: account.photoURL, disabled: account.isDisabled,
+            createdAt: ISO8601Milliseconds.format(account.createdAt ?? Date(timeIntervalSince1970: 0)),
+            lastSignInAt: account.lastSignInAt.map(ISO8601Milliseconds.format),
+            identities: account.identities.values.sorted { ($0.linkedAt, $0.provider) < ($1.linkedAt, $1.provider) }.map { identity in
+                Identity(
+                    provider: identity.provider, uid: identity.uid, email: identity.email, emailVerified: identity.isEmailVerified,
+                    displayName: identity.displayName, linkedAt: ISO8601Milliseconds.format(identity.linkedAt))
+            },
+            mfa: account.mfa.confirmedFactors.map { factor in
+                FactorBody(
+                    id: factor.id, type: factor.type.rawValue, displayName: factor.displayName,
+                    enrolledAt: ISO8601Milliseconds.format(factor.enrolledAt), phoneHint: factor.phoneNumber.map(PhoneNumber.hint))
+            })
+    }
+}

@@ -93,23 +93,22 @@ extension V1Routes {
     }
 
     /// 401 `mfa_required`: the first factor was right; the sign-in completes at `POST /v1/mfa/verify`.
-    func mfaRequired(_ outcome: SignInOutcome) async throws -> Problem {
-        guard let challenge = outcome.challenge else { throw AccountError.invalidRequest("no challenge") }
-        let credential = try await pendingCredentials.issue(
-            userId: outcome.userId, challengeId: challenge.id,
-            issuedAt: challenge.expiresAt.addingTimeInterval(-UserAccount.challengeLifetime), expiresAt: challenge.expiresAt)
-        let factors: [JSONValue] = outcome.factors.map { factor in
-            var entry: [String: JSONValue] = [
-                "id": .string(factor.id.uuidString.lowercased()), "type": .string(factor.type.rawValue),
-                "displayName": factor.displayName.map(JSONValue.string) ?? .null,
-            ]
-            if let phoneNumber = factor.phoneNumber { entry["phoneHint"] = .string(PhoneNumber.hint(phoneNumber)) }
-            return .object(entry)
-        }
-        return Problem(
+    /// The `mfa_required` problem: the pending credential and the factors to choose from.
+    static func mfaRequired(pendingCredential: String, factors: [MFAState.Factor]) -> Problem {
+        Problem(
             status: 401, code: "mfa_required", title: "Second factor required",
             detail: "Complete the sign-in with one of the user's second factors at POST /v1/mfa/verify.",
-            extensions: ["mfaPendingCredential": .string(credential), "factors": .array(factors)])
+            extensions: [
+                "mfaPendingCredential": .string(pendingCredential),
+                "factors": .array(factors.map { factor in
+                    var entry: [String: JSONValue] = [
+                        "id": .string(factor.id.uuidString.lowercased()), "type": .string(factor.type.rawValue),
+                        "displayName": factor.displayName.map(JSONValue.string) ?? .null,
+                    ]
+                    if let phoneNumber = factor.phoneNumber { entry["phoneHint"] = .string(PhoneNumber.hint(phoneNumber)) }
+                    return .object(entry)
+                }),
+            ])
     }
 
     private func smsSender() throws -> any SMSSender {

@@ -31,6 +31,8 @@ public struct V1Routes: Sendable {
     let limits: SignInLimits
     let idempotency: IdempotentRequests
     let pendingCredentials: MFAPendingCredentials
+    /// The command layer every route calls.
+    let commands: AccountCommands
     /// Sends SMS codes of phone factors; nil when none is configured (phone factors are then refused).
     let sms: (any SMSSender)?
 
@@ -48,6 +50,8 @@ public struct V1Routes: Sendable {
         self.limits = limits
         self.idempotency = IdempotentRequests(database: accounts.database)
         self.pendingCredentials = pendingCredentials
+        self.commands = AccountCommands(
+            accounts: accounts, identities: identities, limits: limits, pendingCredentials: pendingCredentials)
         self.sms = sms
     }
 
@@ -125,63 +129,17 @@ public struct V1Routes: Sendable {
 
     private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        let context = context(request, nil)
-        var attempt = SignInLimits.Attempt(
-            provider: body.provider, email: Self.claimedPasswordEmail(body), metadata: context.metadata)
-        let jkt = try await proofKey(of: request)
-        let reservation = try await limits.reserve(attempt)
-        do {
-            let identity = try await verify(provider: body.provider, credential: body.credential)
-            attempt.verifiedUID = identity.uid
-            // RFC 8176 names a password "pwd"; providers are named as themselves.
-            let (session, refreshToken) = newSession(amr: [body.provider == "password" ? "pwd" : body.provider], jkt: jkt)
-            let outcome = try await releasingOnServerFailure(identity) {
-                try await accounts.signIn(identity, session: session, context: context)
-            }
-            if outcome.challenge != nil {
-                throw try await mfaRequired(outcome)
-            }
-            let response = try await signedIn(
-                userId: outcome.userId, isNewUser: outcome.isNewUser, session: session, refreshToken: refreshToken)
-            await limits.release(reservation)
-            return response
-        } catch let error as any ProblemConvertible where Self.isFailedSignIn(error.problem.code) {
-            // Recorded before the place is given back, so the failure never goes uncounted in between.
-            // A record that cannot be written must not turn the client's 401 into a 500.
-            try? await limits.recordFailure(attempt, reason: error.problem.code)
-            await limits.release(reservation)
-            throw error
-        } catch {
-            await limits.release(reservation)
-            throw error
+        // RFC 8176 names a password "pwd"; providers are named as themselves.
+        let (session, refreshToken) = newSession(
+            amr: [body.provider == "password" ? "pwd" : body.provider], jkt: try await proofKey(of: request))
+        let command = SignInCommand(
+            provider: body.provider, credential: body.credential, session: session, context: context(request, nil))
+        switch try await commands.signIn(command) {
+        case .signedIn(let account, let isNewUser):
+            return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
+        case .secondFactorRequired(_, let pendingCredential, let factors):
+            throw Self.mfaRequired(pendingCredential: pendingCredential, factors: factors)
         }
-    }
-
-    /// Runs the command `identity` was verified for; when it fails on the server's side (a 5xx, such as
-    /// the database going away), the token's nonce is given back: the client will retry with the same
-    /// token, and a nonce spent on a sign-in that never happened must not turn that retry into a replay.
-    private func releasingOnServerFailure<T>(_ identity: ExternalIdentity, _ command: () async throws -> T) async throws -> T {
-        do {
-            return try await command()
-        } catch {
-            if Problem(converting: error).map({ $0.status >= 500 }) ?? true {
-                await identities?.release(identity)
-            }
-            throw error
-        }
-    }
-
-    /// Problems that mean "these credentials do not get you in" (counted by the limits), as opposed to
-    /// malformed requests, conflicts to resolve, or failures of the server.
-    private static func isFailedSignIn(_ code: String) -> Bool {
-        code == "invalid_credential" || code == "user_disabled"
-    }
-
-    /// The normalized email a password sign-in names, for counting failures per account.
-    private static func claimedPasswordEmail(_ body: SignInBody) -> String? {
-        guard body.provider == "password", case .object(let fields) = body.credential,
-              case .string(let email)? = fields["email"] else { return nil }
-        return ExternalIdentity.normalize(email)
     }
 
     private func link(_ request: HTTPRequest, _ claims: AccessTokenClaims) async throws -> HTTPResponse {
@@ -189,8 +147,8 @@ public struct V1Routes: Sendable {
         guard body.provider != "password" else {
             throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
         }
-        let identity = try await verify(provider: body.provider, credential: body.credential)
-        try await releasingOnServerFailure(identity) {
+        let identity = try await commands.verify(provider: body.provider, credential: body.credential)
+        try await commands.releasingOnServerFailure(identity) {
             try await accounts.link(identity, to: claims.userId, context: context(request, claims.userId))
         }
         return try HTTPResponse.json(["user": try await user(claims.userId)])
@@ -212,18 +170,10 @@ public struct V1Routes: Sendable {
             userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr, jkt: rotated.jkt)
         let session = SessionBody(
             id: rotated.sessionId, accessToken: access.token, isBound: rotated.jkt != nil, expiresIn: access.expiresIn, refreshToken: next)
-        return try HTTPResponse.json(RefreshResponse(user: try await user(rotated.userId), session: session))
+        return try HTTPResponse.json(RefreshResponse(user: UserBody(rotated.account), session: session))
     }
 
     // MARK: Pieces
-
-    private func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
-        guard let identities else {
-            throw Problem(status: 400, code: "unsupported_provider", title: "Unsupported provider",
-                          detail: "No identity provider is configured on this server.")
-        }
-        return try await identities.verify(provider: provider, credential: credential)
-    }
 
     /// The access token's claims, once its session is known to be live and not revoked.
     ///
@@ -267,9 +217,18 @@ public struct V1Routes: Sendable {
     }
 
     private func signedIn(userId: UUID, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
-        let access = try await issuer.issue(userId: userId, sessionId: session.id, authTime: Date(), amr: session.amr, jkt: session.jkt)
+        try await signedIn(user: try await user(userId), isNewUser: isNewUser, session: session, refreshToken: refreshToken)
+    }
+
+    /// The answer to a sign-in, showing `account` as the command left it (nothing is read back).
+    private func signedIn(_ account: UserAccount, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
+        try await signedIn(user: UserBody(account), isNewUser: isNewUser, session: session, refreshToken: refreshToken)
+    }
+
+    private func signedIn(user: UserBody, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
+        let access = try await issuer.issue(userId: user.id, sessionId: session.id, authTime: Date(), amr: session.amr, jkt: session.jkt)
         let body = SignInResponse(
-            user: try await user(userId), isNewUser: isNewUser,
+            user: user, isNewUser: isNewUser,
             session: SessionBody(
                 id: session.id, accessToken: access.token, isBound: session.jkt != nil, expiresIn: access.expiresIn,
                 refreshToken: refreshToken))

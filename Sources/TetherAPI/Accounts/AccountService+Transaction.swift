@@ -1,0 +1,135 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherPostgres
+
+/// A command's transaction on one user as two round trips on one connection job: the first begins
+/// it, takes the user's lock and reads their stream and key; the second appends the events,
+/// projects them and commits. Nothing computed in between is read back.
+extension AccountService {
+    /// What the first round trip read about the user a command is about.
+    struct LoadedUser: Sendable {
+        var account: UserAccount
+        /// The ids of the events in the stream: a command whose first event id is among them already happened.
+        var eventIds: Set<UUID>
+        /// The user's data key; nil once it was destroyed (an erased user) or when there is none yet.
+        var key: [UInt8]?
+        /// Whether `personal_data_keys` has a row for the user (a destroyed key keeps its row).
+        var hasKeyRow: Bool
+        /// The transaction's `now()`: the `occurred_at` of the events it appends.
+        var now: Date
+
+        /// A user about to be registered in this transaction.
+        static func new(_ id: UUID, now: Date) -> LoadedUser {
+            LoadedUser(account: UserAccount(id: id), eventIds: [], key: nil, hasKeyRow: false, now: now)
+        }
+
+        /// Whether the command with `commandId` already appended its events (a seed step run again).
+        func alreadyHas(commandId: UUID) -> Bool {
+            eventIds.contains(AccountEventCodec.eventID(command: commandId, index: 0))
+        }
+    }
+
+    /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each),
+    /// read their stream, and read their key, the transaction's id and `now()`; decoded by ``loaded(from:)``.
+    static func loadStatements(userId: PostgresQuery) -> [PostgresQuery] {
+        [
+            """
+            SELECT pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
+            FROM (SELECT (\(userId))::uuid AS id) AS target WHERE id IS NOT NULL
+            """,
+            PostgresEventStore.userStreamStatement(userId: userId),
+            """
+            SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row, pg_current_xact_id() AS tx, now() AS now
+            FROM (SELECT (\(userId))::uuid AS id) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
+            """,
+        ]
+    }
+
+    /// The user the rows of ``loadStatements(userId:)`` describe; nil when the expression named no one.
+    ///
+    /// The lock is taken by the first statement, and the stream is read by a later one (a later
+    /// snapshot): every writer before is complete. A stream whose last writer's transaction id is
+    /// above ours (one that did not take the lock) is a lost race: the command is re-decided.
+    func loaded(from rows: some Collection<PostgresRows>) throws -> (user: LoadedUser?, now: Date) {
+        let rows = Array(rows)
+        let head = rows[2][0]
+        let now: Date = try head.decode("now")
+        guard let userId: UUID = try head.decode("user_id") else { return (nil, now) }
+        let key: [UInt8]? = try head.decode("key")
+        let recorded = try store.decode(rows[1], keys: key.map { [userId: $0] } ?? [:])
+        let ourTransaction: UInt64 = try head.decode("tx")
+        if let last = recorded.last, last.transactionId > ourTransaction {
+            throw WrongExpectedVersion(stream: .user(userId), expected: .exact(last.version), actual: last.version)
+        }
+        let history = try recorded.compactMap { event -> (event: AccountEvent, at: Date)? in
+            try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
+        }
+        let account = UserAccount(id: userId, history: history, version: recorded.last?.version ?? 0)
+        return (LoadedUser(account: account, eventIds: Set(recorded.map(\.id)), key: key,
+                           hasKeyRow: try head.decode("has_key_row"), now: now), now)
+    }
+
+    /// The statements that append `events` to the user's stream and project them, for the commit's round trip.
+    ///
+    /// A user without a key row gets a new key in the same statements; a concurrent writer that made
+    /// one first fails them on the key's primary key, and the command is re-decided on fresh state.
+    func writeStatements(_ user: LoadedUser, _ events: [AccountEvent], _ context: CommandContext) throws -> [PostgresQuery] {
+        let id = user.account.id
+        var statements: [PostgresQuery] = []
+        var key = user.key
+        if !user.hasKeyRow {
+            let made = SecureRandom.bytes(count: 32)
+            statements.append("INSERT INTO personal_data_keys (user_id, key) VALUES (\(id), \(made))")
+            key = made
+        }
+        let newEvents = try events.enumerated().map { index, event in
+            try AccountEventCodec.encode(event, userId: id, id: AccountEventCodec.eventID(command: context.commandId, index: index))
+        }
+        statements.append(try store.appendStatement(
+            newEvents, to: .user(id), after: user.account.version, metadata: context.metadata, userKey: key))
+        for event in events {
+            statements += try AccountProjection.statements(for: event, userId: id, at: "now()")
+        }
+        statements.append(AccountProjection.recordVersion(user.account.version + events.count, of: id))
+        return statements
+    }
+
+    /// Commits `events` on `user` in `transaction`'s last round trip; answers the user's state after them.
+    func commit(
+        _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, in transaction: TransactionJob
+    ) throws -> UserAccount {
+        var account = user.account
+        guard !events.isEmpty else { return account }
+        try transaction.commit(try writeStatements(user, events, context))
+        for event in events { account.apply(event, at: user.now) }
+        return account
+    }
+
+    /// Loads, decides and commits a command on one user in two round trips, retrying a lost race.
+    ///
+    /// `decide` answers the events and what the caller gets; its events are committed with the state after them.
+    func execute<T: Sendable>(
+        _ userId: UUID, _ context: CommandContext,
+        decide: @escaping @Sendable (UserAccount) throws -> (events: [AccountEvent], result: T)
+    ) async throws -> (account: UserAccount, result: T) {
+        try await execute(user: "\(userId)", context) { account, _ in try decide(account) }
+    }
+
+    /// Like ``execute(_:_:decide:)`` for the user `user` names (an SQL uuid expression); `reads` run
+    /// first in the same round trip, and their rows go to `decide`.
+    func execute<T: Sendable>(
+        user: PostgresQuery, reads: [PostgresQuery] = [], _ context: CommandContext,
+        decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
+    ) async throws -> (account: UserAccount, result: T) {
+        try await retrying { _ in
+            try await database.withTransactionJob { transaction in
+                let rows = try transaction.begin(reads + Self.loadStatements(userId: user))
+                guard let loaded = try loaded(from: rows.suffix(3)).user, loaded.account.exists else { throw AccountError.notFound }
+                let decision = try decide(loaded.account, Array(rows.prefix(reads.count)))
+                if loaded.alreadyHas(commandId: context.commandId) { return (loaded.account, decision.result) }
+                return (try commit(decision.events, on: loaded, context, in: transaction), decision.result)
+            }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherProviders
+
+/// A sign-in with a provider credential, as every surface hands it to the command layer.
+public struct SignInCommand: Sendable {
+    /// `apple`, `facebook`, `google`, `password`, …
+    public var provider: String
+    /// The credential in API.md's shapes for `provider`.
+    public var credential: JSONValue
+    /// The session to open, its secret already made in the surface's own format.
+    public var session: NewSession
+    /// Who sent it, from where, and its command id.
+    public var context: CommandContext
+
+    public init(provider: String, credential: JSONValue, session: NewSession, context: CommandContext) {
+        self.provider = provider
+        self.credential = credential
+        self.session = session
+        self.context = context
+    }
+
+    /// The normalized email a password sign-in names, for counting failures per account.
+    var claimedPasswordEmail: String? {
+        guard provider == "password", case .object(let fields) = credential, case .string(let email)? = fields["email"] else {
+            return nil
+        }
+        return ExternalIdentity.normalize(email)
+    }
+}
+
+/// What a sign-in came to.
+public enum SignInResult: Sendable {
+    /// The session is open; `account` is the user's state after the sign-in.
+    case signedIn(account: UserAccount, isNewUser: Bool)
+    /// The user has second factors: the sign-in goes on at a challenge, with `pendingCredential`.
+    case secondFactorRequired(userId: UUID, pendingCredential: String, factors: [MFAState.Factor])
+}
+
+/// The command layer: one entry point per use case, no HTTP in it. Every surface (the `/v1` routes,
+/// the seeds, and the compatible surfaces to come) decodes its wire form into a command, calls
+/// this, and encodes the result in its own form; the limits, verification, giving a nonce back
+/// after a server failure, the second-factor branch and opening the session happen here, once.
+public struct AccountCommands: Sendable {
+    public let accounts: AccountService
+    let identities: (any IdentityVerification)?
+    let limits: SignInLimits
+    let pendingCredentials: MFAPendingCredentials
+
+    public init(
+        accounts: AccountService, identities: (any IdentityVerification)?, limits: SignInLimits,
+        pendingCredentials: MFAPendingCredentials
+    ) {
+        self.accounts = accounts
+        self.identities = identities
+        self.limits = limits
+        self.pendingCredentials = pendingCredentials
+    }
+
+    /// Signs in (or up) with a provider credential.
+    ///
+    /// A password attempt takes a place in the limits before its password is checked (a password
+    /// can be guessed); a provider token is checked against the client address's recorded failures
+    /// inside the sign-in's own transaction. A refused credential is counted and recorded.
+    public func signIn(_ command: SignInCommand) async throws -> SignInResult {
+        let attempt = SignInLimits.Attempt(
+            provider: command.provider, email: command.claimedPasswordEmail, metadata: command.context.metadata)
+        guard attempt.email != nil else { return try await signIn(command, attempt, reservation: nil) }
+        let reservation = try await limits.reserve(attempt)
+        do {
+            let result = try await signIn(command, attempt, reservation: reservation)
+            await limits.release(reservation)
+            return result
+        } catch {
+            await limits.release(reservation)
+            throw error
+        }
+    }
+
+    private func signIn(
+        _ command: SignInCommand, _ attempt: SignInLimits.Attempt, reservation: SignInLimits.Reservation?
+    ) async throws -> SignInResult {
+        var attempt = attempt
+        let identity: ExternalIdentity
+        do {
+            identity = try await verify(provider: command.provider, credential: command.credential)
+        } catch {
+            try await countFailure(error, of: attempt, checkedLimits: reservation != nil)
+            throw error
+        }
+        attempt.verifiedUID = identity.uid
+        let outcome: SignInOutcome
+        do {
+            outcome = try await releasingOnServerFailure(identity) {
+                try await accounts.signIn(identity, session: command.session, context: command.context, check: limits.check(attempt))
+            }
+        } catch let refusal as SignInLimits.Refusal {
+            await identities?.release(identity)
+            try await limits.refuse(attempt, refusal)
+        } catch {
+            try await countFailure(error, of: attempt, checkedLimits: true)
+            throw error
+        }
+        if let challenge = outcome.challenge {
+            let credential = try await pendingCredentials.issue(
+                userId: outcome.userId, challengeId: challenge.id,
+                issuedAt: challenge.expiresAt.addingTimeInterval(-UserAccount.challengeLifetime), expiresAt: challenge.expiresAt)
+            return .secondFactorRequired(userId: outcome.userId, pendingCredential: credential, factors: outcome.factors)
+        }
+        guard let account = outcome.account else { throw AccountError.notFound }
+        return .signedIn(account: account, isNewUser: outcome.isNewUser)
+    }
+
+    /// Verifies `credential` with the configured identity providers.
+    func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
+        guard let identities else {
+            throw Problem(status: 400, code: "unsupported_provider", title: "Unsupported provider",
+                          detail: "No identity provider is configured on this server.")
+        }
+        return try await identities.verify(provider: provider, credential: credential)
+    }
+
+    /// Runs the command `identity` was verified for; when it fails on the server's side (a 5xx, such as
+    /// the database going away), the token's nonce is given back: the client will retry with the same
+    /// token, and a nonce spent on a sign-in that never happened must not turn that retry into a replay.
+    func releasingOnServerFailure<T>(_ identity: ExternalIdentity, _ command: () async throws -> T) async throws -> T {
+        do {
+            return try await command()
+        } catch {
+            if !(error is SignInLimits.Refusal), Problem(converting: error).map({ $0.status >= 500 }) ?? true {
+                await identities?.release(identity)
+            }
+            throw error
+        }
+    }
+
+    /// Counts and records a sign-in refused for its credential ("these credentials do not get you in"),
+    /// as opposed to malformed requests, conflicts to resolve, or failures of the server. A provider
+    /// attempt's limits are checked first (it reserved nothing): past them, the answer is 429.
+    private func countFailure(_ error: any Error, of attempt: SignInLimits.Attempt, checkedLimits: Bool) async throws {
+        guard let code = Problem(converting: error)?.code, code == "invalid_credential" || code == "user_disabled" else { return }
+        if !checkedLimits { _ = try await limits.reserve(attempt) }
+        // A record that cannot be written must not turn the client's 401 into a 500.
+        try? await limits.recordFailure(attempt, reason: code)
+    }
+}

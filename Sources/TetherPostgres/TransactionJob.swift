@@ -1,0 +1,43 @@
+/// One transaction running as a job on its connection: begun and committed together with the
+/// statements around them, each in a single round trip.
+///
+/// `@unchecked Sendable`: it lives inside one ``PostgresClient/withTransactionJob(_:)`` job, on the
+/// connection's queue, and its state is touched there only.
+public final class TransactionJob: @unchecked Sendable {
+    enum State { case idle, open, committed }
+
+    let job: PostgresConnection.Job
+    private(set) var state = State.idle
+
+    init(job: PostgresConnection.Job) {
+        self.job = job
+    }
+
+    /// Begins the transaction (READ COMMITTED, through the ``ProjectionGate``) and runs `statements`
+    /// in the same round trip; answers their rows, in order.
+    @discardableResult
+    public func begin(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
+        precondition(state == .idle, "a transaction job begins once")
+        state = .open
+        let prologue: [PostgresQuery] = [
+            "BEGIN ISOLATION LEVEL READ COMMITTED", PostgresQuery(unsafeSQL: ProjectionGate.enterSharedSQL),
+        ]
+        return Array(try job.pipeline(prologue + statements).dropFirst(prologue.count))
+    }
+
+    /// Runs `statements` inside the open transaction, in one round trip.
+    @discardableResult
+    public func run(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
+        precondition(state == .open, "statements run between begin and commit")
+        return try job.pipeline(statements)
+    }
+
+    /// Runs `statements` and commits, in one round trip; answers their rows.
+    @discardableResult
+    public func commit(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
+        precondition(state == .open, "a transaction job commits once, after it began")
+        let rows = try job.pipeline(statements + ["COMMIT"])
+        state = .committed
+        return Array(rows.dropLast())
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+/// Structural budgets, not timings: each command is one transaction with a small, fixed number of
+/// round trips to PostgreSQL, counted by the connection (``PostgresMeter``). A command that starts
+/// reading back what it computed, or sends its statements one by one, fails here.
+@Suite("Round-trip budgets of the commands")
+struct RoundTripBudgetTests {
+    /// Stands in for Apple's servers having accepted a token for `identity` (nothing outside this machine is called).
+    private struct AcceptedToken: IdentityVerification {
+        let identity: ExternalIdentity
+        func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity { identity }
+    }
+
+    private struct Fixture {
+        let client: PostgresClient
+        let accounts: AccountService
+        let commands: AccountCommands
+    }
+
+    private func fixture(accepting identity: ExternalIdentity) async throws -> Fixture {
+        let client = try await TestDatabase.make().client(maxConnections: 4)
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let commands = AccountCommands(
+            accounts: accounts, identities: AcceptedToken(identity: identity), limits: SignInLimits(database: client),
+            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)))
+        return Fixture(client: client, accounts: accounts, commands: commands)
+    }
+
+    private static let apple = ExternalIdentity(
+        provider: "apple", uid: "001.budget", email: "budget@privaterelay.appleid.com", isEmailVerified: true)
+
+    private func newSession() -> NewSession {
+        NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["apple"], jkt: nil)
+    }
+
+    private func signIn(_ commands: AccountCommands) -> SignInCommand {
+        SignInCommand(
+            provider: "apple", credential: .object([:]), session: newSession(),
+            context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.7", surface: "v1")))
+    }
+
+    /// Runs `body` with a meter bound, and answers what it counted.
+    private func metered<T>(_ body: () async throws -> T) async throws -> (T, PostgresMeter) {
+        let meter = PostgresMeter()
+        let value = try await PostgresMeter.$current.withValue(meter) { try await body() }
+        return (value, meter)
+    }
+
+    @Test func aReturningSignInIsOneTransactionOfTwoRoundTrips() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        _ = try await fixture.commands.signIn(signIn(fixture.commands))
+        let (result, meter) = try await metered { try await fixture.commands.signIn(signIn(fixture.commands)) }
+        guard case .signedIn(let account, let isNewUser) = result else {
+            Issue.record("expected a session, got \(result)")
+            return
+        }
+        #expect(!isNewUser)
+        #expect(account.sessions.count == 2)
+        #expect(meter.transactions == 1, "\(meter.statements)")
+        #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
+    }
+
+    @Test func aNewUsersSignInIsOneTransactionOfTwoRoundTrips() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        let (result, meter) = try await metered { try await fixture.commands.signIn(signIn(fixture.commands)) }
+        guard case .signedIn(_, let isNewUser) = result else {
+            Issue.record("expected a session, got \(result)")
+            return
+        }
+        #expect(isNewUser)
+        #expect(meter.transactions == 1, "\(meter.statements)")
+        #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
+    }
+
+    @Test func refreshSignOutAndUnlinkAreOneTransactionOfTwoRoundTripsEach() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        let accounts = fixture.accounts
+        let session = newSession()
+        let userId = try await accounts.signIn(Self.apple, session: session, context: CommandContext()).userId
+        let google = ExternalIdentity(provider: "google", uid: "g-budget", email: nil, isEmailVerified: false)
+        try await accounts.link(google, to: userId, context: CommandContext())
+
+        let (rotated, refresh) = try await metered {
+            try await accounts.refresh(
+                presentedHash: session.refreshTokenHash, newHash: "rotated", presentedJKT: nil, context: CommandContext())
+        }
+        #expect(rotated.sessionId == session.id)
+        let ((), unlink) = try await metered {
+            try await accounts.unlink(provider: "google", from: userId, context: CommandContext())
+        }
+        let ((), signOut) = try await metered {
+            try await accounts.signOut(userId: userId, sessionId: session.id, context: CommandContext())
+        }
+        for (name, meter) in [("refresh", refresh), ("unlink", unlink), ("sign-out", signOut)] {
+            #expect(meter.transactions == 1, "\(name): \(meter.statements)")
+            #expect(meter.roundTrips == 2, "\(name): \(meter.roundTrips) round trips: \(meter.statements)")
+        }
+    }
+
+    @Test func theSignInAnswerIsTheStateTheReadModelsHold() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        _ = try await fixture.commands.signIn(signIn(fixture.commands))
+        guard case .signedIn(let account, _) = try await fixture.commands.signIn(signIn(fixture.commands)) else {
+            Issue.record("expected a session")
+            return
+        }
+        let row = try await fixture.client.query("""
+            SELECT email, email_verified, created_at, last_sign_in_at FROM users WHERE id = \(account.id)
+            """)[0]
+        #expect(try row.decode("email", as: String?.self) == account.email)
+        #expect(try row.decode("email_verified", as: Bool.self) == account.isEmailVerified)
+        #expect(try row.decode("created_at", as: Date.self) == account.createdAt)
+        #expect(try row.decode("last_sign_in_at", as: Date?.self) == account.lastSignInAt)
+    }
+}
