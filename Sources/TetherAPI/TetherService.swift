@@ -21,6 +21,8 @@ public final class TetherService: Sendable {
     public let identities: any IdentityVerification
     /// How passwords are hashed and checked.
     public let passwords: PasswordVerifier
+    /// The command layer every surface calls (the `/v1` routes and the seeds).
+    public let commands: AccountCommands
     /// Counters and histograms served at `GET /metrics`.
     public let metrics: MetricsRegistry
     let logger: Logger
@@ -53,13 +55,15 @@ public final class TetherService: Sendable {
         self.accounts = accounts
         self.identities = identityVerification
         self.passwords = passwordVerifier
+        let limits = SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit))
+        let pendingCredentials = MFAPendingCredentials(keys: signingKeys)
+        commands = AccountCommands(
+            accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials)
         V1Routes(
-            accounts: accounts,
+            commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            passwords: passwordVerifier, identities: identityVerification,
+            passwords: passwordVerifier,
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            limits: SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit)),
-            pendingCredentials: MFAPendingCredentials(keys: signingKeys),
             sms: sms ?? configuration.smsSender()
         ).register(on: &router)
         metrics = MetricsRegistry()

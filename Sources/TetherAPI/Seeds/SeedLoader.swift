@@ -30,22 +30,22 @@ public struct SeedLoader: Sendable {
         public var skipped: Int
     }
 
-    public let accounts: AccountService
-    public let identities: any IdentityVerification
+    /// The command layer the `/v1` routes call too: seeds get its limits, verification and second-factor branch.
+    public let commands: AccountCommands
+    public var accounts: AccountService { commands.accounts }
     public let passwords: PasswordVerifier
     public let devIdP: DevIdentityProvider
 
-    /// A loader running commands on `accounts`, verifying credentials with `identities`.
-    public init(accounts: AccountService, identities: any IdentityVerification, passwords: PasswordVerifier, devIdP: DevIdentityProvider) {
-        self.accounts = accounts
-        self.identities = identities
+    /// A loader running commands through `commands`.
+    public init(commands: AccountCommands, passwords: PasswordVerifier, devIdP: DevIdentityProvider) {
+        self.commands = commands
         self.passwords = passwords
         self.devIdP = devIdP
     }
 
-    /// A loader on `service`'s accounts, identity providers and password hashing.
+    /// A loader on `service`'s command layer and password hashing.
     public init(service: TetherService, devIdP: DevIdentityProvider) {
-        self.init(accounts: service.accounts, identities: service.identities, passwords: service.passwords, devIdP: devIdP)
+        self.init(commands: service.commands, passwords: service.passwords, devIdP: devIdP)
     }
 
     /// Reads every seed of `directory`, checks them all, then loads them in file-name order.
@@ -104,12 +104,15 @@ public struct SeedLoader: Sendable {
         let session = NewSession(id: ids.session, refreshTokenHash: RefreshTokens.hash(ids.refreshToken), amr: [method])
         switch step.command {
         case .signIn:
-            let identity = try await verify(step)
-            let outcome = try await accounts.signIn(identity, session: session, context: context)
-            if let userId = story.userId, userId != outcome.userId {
+            let command = SignInCommand(provider: step.provider!, credential: try credential(step), session: session, context: context)
+            let userId: UUID = switch try await commands.signIn(command) {
+            case .signedIn(let account, _): account.id
+            case .secondFactorRequired(let userId, _, _): userId
+            }
+            if let storyUser = story.userId, storyUser != userId {
                 throw SeedError(seed: ids.seed, step: ids.index, step.summary, "signed in another user than the story's first step made")
             }
-            return outcome.userId
+            return userId
         case .signUp:
             let email = step.email!, password = step.password!
             try V1Routes.validate(email: email)
@@ -159,6 +162,11 @@ public struct SeedLoader: Sendable {
 
     /// Mints the step's credential with the dev identity provider and verifies it as a request's would be.
     private func verify(_ step: Seed.Step) async throws -> ExternalIdentity {
+        try await commands.verify(provider: step.provider!, credential: try credential(step))
+    }
+
+    /// The credential a client would send for the step, with a token freshly minted by the dev identity provider.
+    private func credential(_ step: Seed.Step) throws -> JSONValue {
         let provider = step.provider!
         var credential: [String: JSONValue] = [:]
         if let request = step.accessToken {
@@ -180,7 +188,7 @@ public struct SeedLoader: Sendable {
             credential["email"] = step.email.map(JSONValue.string)
             credential["password"] = step.password.map(JSONValue.string)
         }
-        return try await identities.verify(provider: provider, credential: .object(credential))
+        return .object(credential)
     }
 
     /// The user of the first event `command` appended, if that command is in the log.

@@ -37,21 +37,19 @@ public struct V1Routes: Sendable {
     let sms: (any SMSSender)?
 
     public init(
-        accounts: AccountService, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier,
-        passwords: PasswordVerifier, identities: (any IdentityVerification)?, dpop: DPoPBinding, limits: SignInLimits,
-        pendingCredentials: MFAPendingCredentials, sms: (any SMSSender)?
+        commands: AccountCommands, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier, passwords: PasswordVerifier,
+        dpop: DPoPBinding, sms: (any SMSSender)?
     ) {
-        self.accounts = accounts
+        self.commands = commands
+        self.accounts = commands.accounts
         self.issuer = issuer
         self.verifier = verifier
         self.passwords = passwords
-        self.identities = identities
+        self.identities = commands.identities
         self.dpop = dpop
-        self.limits = limits
-        self.idempotency = IdempotentRequests(database: accounts.database)
-        self.pendingCredentials = pendingCredentials
-        self.commands = AccountCommands(
-            accounts: accounts, identities: identities, limits: limits, pendingCredentials: pendingCredentials)
+        self.limits = commands.limits
+        self.idempotency = IdempotentRequests(database: commands.accounts.database)
+        self.pendingCredentials = commands.pendingCredentials
         self.sms = sms
     }
 
