@@ -80,14 +80,14 @@ struct RoundTripBudgetTests {
         #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
     }
 
-    @Test func refreshSignOutAndUnlinkAreOneTransactionOfTwoRoundTripsEach() async throws {
+    @Test func linkRefreshUnlinkAndSignOutAreOneTransactionOfTwoRoundTripsEach() async throws {
         let fixture = try await fixture(accepting: Self.apple)
         defer { fixture.client.shutdown() }
         let accounts = fixture.accounts
         let session = newSession()
         let userId = try await accounts.signIn(Self.apple, session: session, context: CommandContext()).userId
         let google = ExternalIdentity(provider: "google", uid: "g-budget", email: nil, isEmailVerified: false)
-        try await accounts.link(google, to: userId, context: CommandContext())
+        let ((), link) = try await metered { try await accounts.link(google, to: userId, context: CommandContext()) }
 
         let (rotated, refresh) = try await metered {
             try await accounts.refresh(
@@ -100,7 +100,7 @@ struct RoundTripBudgetTests {
         let ((), signOut) = try await metered {
             try await accounts.signOut(userId: userId, sessionId: session.id, context: CommandContext())
         }
-        for (name, meter) in [("refresh", refresh), ("unlink", unlink), ("sign-out", signOut)] {
+        for (name, meter) in [("link", link), ("refresh", refresh), ("unlink", unlink), ("sign-out", signOut)] {
             #expect(meter.transactions == 1, "\(name): \(meter.statements)")
             #expect(meter.roundTrips == 2, "\(name): \(meter.roundTrips) round trips: \(meter.statements)")
         }

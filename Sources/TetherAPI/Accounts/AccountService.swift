@@ -142,23 +142,23 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// Links a verified identity to a signed-in user.
+    /// Links a verified identity to a signed-in user: one transaction of two round trips.
     public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws {
+        var reads: [PostgresQuery] = [
+            "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
+        ]
+        let lockedEmail = emailPolicy == .oneAccountPerEmail ? identity.normalizedEmail : nil
+        if let lockedEmail {
+            reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
+            reads.append(Self.userWithEmail(lockedEmail))
+        }
         try await mappingConstraints {
-            try await retrying { _ in
-                try await database.withTransaction { connection in
-                    if try await userOwning(provider: identity.provider, uid: identity.uid, on: connection) != nil {
-                        throw AccountError.credentialAlreadyInUse
-                    }
-                    if emailPolicy == .oneAccountPerEmail, let email = identity.normalizedEmail {
-                        try await lockEmail(email, on: connection)
-                        if let owner = try await userWithEmail(email, on: connection), owner != userId {
-                            throw AccountError.emailAlreadyInUse
-                        }
-                    }
-                    let account = try await load(userId, on: connection)
-                    try await commit(account, try account.link(identity), context, on: connection)
+            _ = try await execute(user: "\(userId)", reads: reads, context) { account, rows in
+                if !rows[0].isEmpty { throw AccountError.credentialAlreadyInUse }
+                if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
+                    throw AccountError.emailAlreadyInUse
                 }
+                return (try account.link(identity), ())
             }
         }
     }
