@@ -8,12 +8,8 @@ import TetherProviders
 /// A value that cannot be used stops start-up with one line naming the variable.
 public struct TetherConfiguration: Sendable {
     /// Which accounts may share an email address.
-    public enum EmailPolicy: String, Sendable, CaseIterable {
-        /// Firebase's default: one account per email, trusted providers take over unverified owners.
-        case oneAccountPerEmail = "one-account-per-email"
-        /// Parse's rules: link only what the client says; emails may repeat.
-        case allowDuplicateEmails = "allow-duplicate-emails"
-    }
+    /// The email policy is a domain rule: it lives in TetherCore.
+    public typealias EmailPolicy = TetherCore.EmailPolicy
 
     /// An address and port to listen on.
     public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {

@@ -79,7 +79,7 @@ public struct AccountService: Sendable {
             try await database.withTransactionJob { transaction in
                 // The email lock comes before the identity lookup: a first sign-in racing this one
                 // may be registering the identity, and only after its commit is the lookup true.
-                let lockedEmail = emailPolicy == .oneAccountPerEmail ? identity.normalizedEmail : nil
+                let lockedEmail = emailPolicy.exclusiveEmail(of: identity)
                 var reads = check?.statements ?? []
                 let checks = reads.count
                 if let lockedEmail {
@@ -91,7 +91,14 @@ public struct AccountService: Sendable {
                 let rows = try transaction.begin(reads + Self.loadStatements(userId: owner))
                 try check?.verdict(Array(rows.prefix(checks)))
                 let (loaded, now) = try loaded(from: rows.suffix(3))
-                if let loaded {
+                // Only an unknown identity with a taken address needs the address's owner: a third round trip.
+                var emailOwner: LoadedUser?
+                if loaded == nil, lockedEmail != nil, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
+                    emailOwner = try self.loaded(from: transaction.run(Self.loadStatements(userId: "\(ownerId)"))).user
+                }
+                switch try SignInRoute.route(identity, owner: loaded?.account, emailOwner: emailOwner?.account) {
+                case .returning:
+                    guard let loaded else { throw AccountError.notFound }
                     if loaded.alreadyHas(commandId: context.commandId) {
                         return SignInOutcome(userId: loaded.account.id, isNewUser: false, outcome: "returning", account: loaded.account)
                     }
@@ -103,17 +110,13 @@ public struct AccountService: Sendable {
                             factors: account.mfa.confirmedFactors, account: account)
                     }
                     return SignInOutcome(userId: account.id, isNewUser: false, outcome: "returning", account: account)
-                }
-                if let email = lockedEmail, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
-                    guard let owner = try self.loaded(from: transaction.run(Self.loadStatements(userId: "\(ownerId)"))).user else {
-                        throw AccountError.notFound
-                    }
-                    guard identity.isTrustedForEmail, !owner.account.isEmailVerified else {
-                        throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: owner.account.signInMethods)
-                    }
+                case .takeOver:
+                    guard let owner = emailOwner else { throw AccountError.notFound }
                     let account = try commit(
                         try owner.account.takeOver(with: identity, session: session, now: context.now), on: owner, context, in: transaction)
-                    return SignInOutcome(userId: ownerId, isNewUser: false, outcome: "takeover", account: account)
+                    return SignInOutcome(userId: account.id, isNewUser: false, outcome: "takeover", account: account)
+                case .register:
+                    break
                 }
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
                 let account = try commit(
@@ -147,7 +150,7 @@ public struct AccountService: Sendable {
         var reads: [PostgresQuery] = [
             "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
         ]
-        let lockedEmail = emailPolicy == .oneAccountPerEmail ? identity.normalizedEmail : nil
+        let lockedEmail = emailPolicy.exclusiveEmail(of: identity)
         if let lockedEmail {
             reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
             reads.append(Self.userWithEmail(lockedEmail))

@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import TetherCore
+
+/// Sign-in routing, the email policy and whom a provider vouches for: pure rules, no database.
+@Suite("Sign-in routing")
+struct SignInRouteTests {
+    private let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    private func identity(_ provider: String, _ uid: String, email: String?, verified: Bool = true) -> ExternalIdentity {
+        ExternalIdentity(provider: provider, uid: uid, email: email, isEmailVerified: verified)
+    }
+
+    /// A user registered with `identity`, as their stream would rebuild them.
+    private func account(with identity: ExternalIdentity) -> UserAccount {
+        let id = UUID()
+        let session = NewSession(id: UUID(), refreshTokenHash: "h", amr: [identity.provider])
+        let events = UserAccount.register(id: id, identity: identity, session: session, now: now)
+        return UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+    }
+
+    @Test func anIdentityLinkedToAUserSignsThatUserIn() throws {
+        let apple = identity("apple", "001.a", email: "a@privaterelay.appleid.com")
+        let owner = account(with: apple)
+        let other = account(with: identity("password", "a@privaterelay.appleid.com", email: "a@privaterelay.appleid.com", verified: false))
+        #expect(try SignInRoute.route(apple, owner: owner, emailOwner: other) == .returning(owner.id))
+    }
+
+    @Test func anUnknownIdentityWhoseAddressNoOneHoldsMakesANewUser() throws {
+        #expect(try SignInRoute.route(identity("apple", "001.b", email: "b@icloud.com"), owner: nil, emailOwner: nil) == .register)
+        #expect(try SignInRoute.route(identity("apple", "001.c", email: nil), owner: nil, emailOwner: nil) == .register)
+    }
+
+    @Test func aTrustedProviderTakesOverAnAccountWhoseEmailIsUnverified() throws {
+        let unverified = account(with: identity("password", "c@gmail.com", email: "c@gmail.com", verified: false))
+        let google = identity("google", "g-1", email: "C@Gmail.com")
+        #expect(try SignInRoute.route(google, owner: nil, emailOwner: unverified) == .takeOver(unverified.id))
+    }
+
+    @Test func anAccountWithAVerifiedEmailIsNeverTakenOver() {
+        let verified = account(with: identity("apple", "001.d", email: "d@gmail.com", verified: true))
+        let google = identity("google", "g-2", email: "d@gmail.com")
+        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "d@gmail.com", signInMethods: ["apple"])) {
+            try SignInRoute.route(google, owner: nil, emailOwner: verified)
+        }
+    }
+
+    @Test func facebookNeverVouchesForAnEmailSoItCannotTakeOver() {
+        let unverified = account(with: identity("password", "e@example.com", email: "e@example.com", verified: false))
+        let facebook = identity("facebook", "10001", email: "e@example.com", verified: true)
+        #expect(!facebook.isTrustedForEmail)
+        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "e@example.com", signInMethods: ["password"])) {
+            try SignInRoute.route(facebook, owner: nil, emailOwner: unverified)
+        }
+    }
+
+    @Test func aProviderVouchesOnlyForItsOwnDomains() {
+        let unverified = account(with: identity("password", "f@example.com", email: "f@example.com", verified: false))
+        // Google is trusted for Gmail, not for another domain.
+        #expect(throws: AccountError.self) {
+            try SignInRoute.route(identity("google", "g-3", email: "f@example.com"), owner: nil, emailOwner: unverified)
+        }
+    }
+
+    @Test func onlyTheOneAccountPerEmailPolicyMakesAnAddressExclusive() {
+        let apple = identity("apple", "001.g", email: " G@iCloud.com ")
+        #expect(EmailPolicy.oneAccountPerEmail.exclusiveEmail(of: apple) == apple.normalizedEmail)
+        #expect(EmailPolicy.allowDuplicateEmails.exclusiveEmail(of: apple) == nil)
+        #expect(EmailPolicy.oneAccountPerEmail.exclusiveEmail(of: identity("apple", "001.h", email: nil)) == nil)
+    }
+
+    @Test func theLastSignInMethodStays() throws {
+        let only = account(with: identity("apple", "001.i", email: nil))
+        #expect(throws: AccountError.lastSignInMethod) { try only.unlink(provider: "apple", byAdmin: false) }
+    }
+}
