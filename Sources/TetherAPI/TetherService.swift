@@ -58,7 +58,8 @@ public final class TetherService: Sendable {
         let limits = SignInLimits(database: database, configuration: .init(failures: configuration.signInFailureLimit))
         let pendingCredentials = MFAPendingCredentials(keys: signingKeys)
         commands = AccountCommands(
-            accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials)
+            accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials,
+            passwords: passwordVerifier)
         V1Routes(
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),

@@ -13,16 +13,27 @@ public final class TransactionJob: @unchecked Sendable {
         self.job = job
     }
 
+    private static let prologue: [PostgresQuery] = [
+        "BEGIN ISOLATION LEVEL READ COMMITTED", PostgresQuery(unsafeSQL: ProjectionGate.enterSharedSQL),
+    ]
+
     /// Begins the transaction (READ COMMITTED, through the ``ProjectionGate``) and runs `statements`
     /// in the same round trip; answers their rows, in order.
     @discardableResult
     public func begin(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
         precondition(state == .idle, "a transaction job begins once")
         state = .open
-        let prologue: [PostgresQuery] = [
-            "BEGIN ISOLATION LEVEL READ COMMITTED", PostgresQuery(unsafeSQL: ProjectionGate.enterSharedSQL),
-        ]
-        return Array(try job.pipeline(prologue + statements).dropFirst(prologue.count))
+        return Array(try job.pipeline(Self.prologue + statements).dropFirst(Self.prologue.count))
+    }
+
+    /// Begins, runs `statements` and commits, all in one round trip; answers their rows.
+    @discardableResult
+    public func runAlone(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
+        precondition(state == .idle, "a transaction job begins once")
+        state = .open
+        let rows = try job.pipeline(Self.prologue + statements + ["COMMIT"])
+        state = .committed
+        return Array(rows.dropFirst(Self.prologue.count).dropLast())
     }
 
     /// Runs `statements` inside the open transaction, in one round trip.

@@ -123,7 +123,7 @@ struct AccountServiceTests {
         defer { client.shutdown() }
         let oldSession = session("old")
         let userId = try await accounts.signUp(
-            email: "person@icloud.com", passwordHash: "scrypt$test", displayName: "P", session: oldSession, context: CommandContext())
+            email: "person@icloud.com", passwordHash: "scrypt$test", displayName: "P", session: oldSession, context: CommandContext()).id
         let outcome = try await accounts.signIn(apple("001.t", email: "person@icloud.com"), session: session(), context: CommandContext())
         #expect(outcome.userId == userId)
         #expect(outcome.outcome == "takeover")

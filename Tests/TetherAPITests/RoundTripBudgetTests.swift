@@ -4,6 +4,7 @@ import TetherAPI
 import TetherCore
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 import TetherTesting
 
 /// Structural budgets, not timings: each command is one transaction with a small, fixed number of
@@ -28,7 +29,7 @@ struct RoundTripBudgetTests {
         let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
         let commands = AccountCommands(
             accounts: accounts, identities: AcceptedToken(identity: identity), limits: SignInLimits(database: client),
-            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)))
+            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: try PasswordVerifier())
         return Fixture(client: client, accounts: accounts, commands: commands)
     }
 
@@ -104,6 +105,20 @@ struct RoundTripBudgetTests {
             #expect(meter.transactions == 1, "\(name): \(meter.statements)")
             #expect(meter.roundTrips == 2, "\(name): \(meter.roundTrips) round trips: \(meter.statements)")
         }
+    }
+
+    /// The sign-up limit takes its place in a transaction of its own, before the password is hashed;
+    /// the sign-up itself is one more transaction of two round trips.
+    @Test func aSignUpIsTwoTransactionsOfThreeRoundTripsInAll() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        let command = SignUpCommand(
+            email: "new@example.com", password: "correct horse battery staple", displayName: "New", session: newSession(),
+            context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.8", surface: "v1")))
+        let (account, meter) = try await metered { try await fixture.commands.signUp(command) }
+        #expect(account.identities["password"] != nil)
+        #expect(meter.transactions == 2, "\(meter.statements)")
+        #expect(meter.roundTrips == 3, "\(meter.roundTrips) round trips: \(meter.statements)")
     }
 
     @Test func theSignInAnswerIsTheStateTheReadModelsHold() async throws {

@@ -35,7 +35,7 @@ extension AccountService {
     static func loadStatements(userId: PostgresQuery) -> [PostgresQuery] {
         [
             """
-            SELECT pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
+            SELECT id, pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
             FROM (SELECT (\(userId))::uuid AS id) AS target WHERE id IS NOT NULL
             """,
             PostgresEventStore.userStreamStatement(userId: userId),
@@ -55,7 +55,14 @@ extension AccountService {
         let rows = Array(rows)
         let head = rows[2][0]
         let now: Date = try head.decode("now")
-        guard let userId: UUID = try head.decode("user_id") else { return (nil, now) }
+        // Each statement evaluates the expression anew: if it named someone else (or no one) when the
+        // lock was taken, an identity changed hands in between, and the lock does not cover this user.
+        let lockedId: UUID? = try rows[0].first?.decode("id")
+        let userId: UUID? = try head.decode("user_id")
+        if lockedId != userId, let changed = userId ?? lockedId {
+            throw WrongExpectedVersion(stream: .user(changed), expected: .any, actual: -1)
+        }
+        guard let userId else { return (nil, now) }
         let key: [UInt8]? = try head.decode("key")
         let recorded = try store.decode(rows[1], keys: key.map { [userId: $0] } ?? [:])
         let ourTransaction: UInt64 = try head.decode("tx")

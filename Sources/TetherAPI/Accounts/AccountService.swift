@@ -128,25 +128,33 @@ public struct AccountService: Sendable {
     }
 
     /// Creates a password user; the email must be free (under either policy, a password account owns its email).
-    public func signUp(email: String, passwordHash: String, displayName: String?, session: NewSession, context: CommandContext) async throws -> UUID {
+    ///
+    /// One transaction of two round trips: the email's lock and its owners, then the writes and the commit.
+    @discardableResult
+    public func signUp(
+        email: String, passwordHash: String, displayName: String?, session: NewSession, context: CommandContext
+    ) async throws -> UserAccount {
         let normalized = ExternalIdentity.normalize(email)
         let identity = ExternalIdentity(provider: "password", uid: normalized, email: email, isEmailVerified: false, displayName: displayName)
-        return try await database.withTransaction { connection in
-            try await lockEmail(normalized, on: connection)
-            let emailOwner = try await userWithEmail(normalized, on: connection)
-            let passwordOwner = try await userOwning(provider: "password", uid: normalized, on: connection)
-            if emailOwner != nil || passwordOwner != nil {
-                throw AccountError.emailAlreadyInUse
+        return try await retrying { _ in
+            try await database.withTransactionJob { transaction in
+                let rows = try transaction.begin([
+                    "SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))",
+                    Self.userWithEmail(normalized),
+                    "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
+                    "SELECT now() AS now",
+                ])
+                guard rows[1].isEmpty, rows[2].isEmpty else { throw AccountError.emailAlreadyInUse }
+                let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000)
+                let events = UserAccount.register(id: userId, identity: identity, passwordHash: passwordHash, session: session, now: context.now)
+                return try commit(events, on: .new(userId, now: try rows[3][0].decode("now")), context, in: transaction)
             }
-            let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000)
-            let events = UserAccount.register(id: userId, identity: identity, passwordHash: passwordHash, session: session, now: context.now)
-            try await commit(UserAccount(id: userId), events, context, on: connection)
-            return userId
         }
     }
 
     /// Links a verified identity to a signed-in user: one transaction of two round trips.
-    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws {
+    @discardableResult
+    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws -> UserAccount {
         var reads: [PostgresQuery] = [
             "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
         ]
@@ -155,19 +163,20 @@ public struct AccountService: Sendable {
             reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
             reads.append(Self.userWithEmail(lockedEmail))
         }
-        try await mappingConstraints {
-            _ = try await execute(user: "\(userId)", reads: reads, context) { account, rows in
+        return try await mappingConstraints {
+            try await execute(user: "\(userId)", reads: reads, context) { account, rows in
                 if !rows[0].isEmpty { throw AccountError.credentialAlreadyInUse }
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
                     throw AccountError.emailAlreadyInUse
                 }
                 return (try account.link(identity), ())
-            }
+            }.account
         }
     }
 
     /// Removes a provider from a user.
-    public func unlink(provider: String, from userId: UUID, byAdmin: Bool = false, context: CommandContext) async throws {
+    @discardableResult
+    public func unlink(provider: String, from userId: UUID, byAdmin: Bool = false, context: CommandContext) async throws -> UserAccount {
         try await change(userId, context) { try $0.unlink(provider: provider, byAdmin: byAdmin) }
     }
 

@@ -115,21 +115,25 @@ public struct SignInLimits: Sendable {
         guard let clientIP else { return }
         let key = "sign-up:" + clientIP
         let window = configuration.windowSeconds
-        let retryAfter: Int? = try await database.withTransaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
-            try await connection.query("""
-                DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))
-                """)
-            let rows = try await connection.query("""
-                SELECT count(*)::int AS made,
-                       ceil(extract(epoch FROM min(started_at) + make_interval(secs => \(window)) - now()))::int AS retry_after
+        let limit = configuration.failures
+        // One transaction in one round trip: under the address's lock, expired places go, and a new one is
+        // taken only while the window has room; otherwise the wait until its oldest place expires is answered.
+        let retryAfter: Int? = try await database.withTransactionJob { transaction in
+            let rows = try transaction.runAlone([
+                "SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))",
+                "DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))",
+                """
+                INSERT INTO sign_in_attempts (id, scope_key, kind)
+                SELECT \(UUID()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(limit)
+                RETURNING id
+                """,
+                """
+                SELECT ceil(extract(epoch FROM min(started_at) + make_interval(secs => \(window)) - now()))::int AS retry_after
                 FROM sign_in_attempts WHERE scope_key = \(key)
-                """)
-            if try rows[0].decode("made", as: Int.self) >= configuration.failures {
-                return max(1, try rows[0].decode("retry_after", as: Int?.self) ?? window)
-            }
-            try await connection.query("INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \(key), 'sign_up')")
-            return nil
+                """,
+            ])
+            guard rows[2].isEmpty else { return nil }
+            return max(1, try rows[3][0].decode("retry_after", as: Int?.self) ?? window)
         }
         guard let retryAfter else { return }
         var problem = Problem(

@@ -30,6 +30,40 @@ public struct SignInCommand: Sendable {
     }
 }
 
+/// A new password user, as a surface hands it over.
+public struct SignUpCommand: Sendable {
+    public var email: String
+    public var password: String
+    public var displayName: String?
+    /// The session to open, its secret made in the surface's own format.
+    public var session: NewSession
+    public var context: CommandContext
+
+    public init(email: String, password: String, displayName: String?, session: NewSession, context: CommandContext) {
+        self.email = email
+        self.password = password
+        self.displayName = displayName
+        self.session = session
+        self.context = context
+    }
+}
+
+/// A provider credential to link to a signed-in user.
+public struct LinkCommand: Sendable {
+    public var provider: String
+    public var credential: JSONValue
+    /// The signed-in user the identity is linked to.
+    public var userId: UUID
+    public var context: CommandContext
+
+    public init(provider: String, credential: JSONValue, userId: UUID, context: CommandContext) {
+        self.provider = provider
+        self.credential = credential
+        self.userId = userId
+        self.context = context
+    }
+}
+
 /// What a sign-in came to.
 public enum SignInResult: Sendable {
     /// The session is open; `account` is the user's state after the sign-in.
@@ -47,15 +81,52 @@ public struct AccountCommands: Sendable {
     let identities: (any IdentityVerification)?
     let limits: SignInLimits
     let pendingCredentials: MFAPendingCredentials
+    let passwords: PasswordVerifier
 
     public init(
         accounts: AccountService, identities: (any IdentityVerification)?, limits: SignInLimits,
-        pendingCredentials: MFAPendingCredentials
+        pendingCredentials: MFAPendingCredentials, passwords: PasswordVerifier
     ) {
         self.accounts = accounts
         self.identities = identities
         self.limits = limits
         self.pendingCredentials = pendingCredentials
+        self.passwords = passwords
+    }
+
+    /// Creates a password user and opens their first session.
+    ///
+    /// Sign-ups are limited per client address before the password is hashed: each hash costs
+    /// real work (scrypt), which must not be free to ask for in bulk.
+    public func signUp(_ command: SignUpCommand) async throws -> UserAccount {
+        try Self.validate(email: command.email)
+        if let displayName = command.displayName, displayName.count > 100 {
+            throw AccountError.invalidRequest("displayName is longer than 100 characters.")
+        }
+        try await limits.reserveSignUp(from: command.context.metadata.clientIP)
+        let hash = try await BlockingWork.run { [passwords, password = command.password] in try passwords.hash(password) }
+        return try await accounts.signUp(
+            email: command.email, passwordHash: hash, displayName: command.displayName, session: command.session,
+            context: command.context)
+    }
+
+    /// Verifies a provider credential and links its identity to the signed-in user; answers the user after it.
+    public func link(_ command: LinkCommand) async throws -> UserAccount {
+        guard command.provider != "password" else {
+            throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
+        }
+        let identity = try await verify(provider: command.provider, credential: command.credential)
+        return try await releasingOnServerFailure(identity) {
+            try await accounts.link(identity, to: command.userId, context: command.context)
+        }
+    }
+
+    /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
+    static func validate(email: String) throws(AccountError) {
+        let trimmed = email.trimmingCharacters(in: .whitespaces)
+        guard trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
+              trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
+        else { throw .invalidRequest("email is not an email address") }
     }
 
     /// Signs in (or up) with a provider credential.

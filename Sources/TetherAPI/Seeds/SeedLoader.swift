@@ -114,10 +114,8 @@ public struct SeedLoader: Sendable {
             }
             return userId
         case .signUp:
-            let email = step.email!, password = step.password!
-            try V1Routes.validate(email: email)
-            let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
-            return try await accounts.signUp(email: email, passwordHash: hash, displayName: step.displayName, session: session, context: context)
+            return try await commands.signUp(SignUpCommand(
+                email: step.email!, password: step.password!, displayName: step.displayName, session: session, context: context)).id
         default:
             break
         }
@@ -125,7 +123,7 @@ public struct SeedLoader: Sendable {
         let userId = story.userId!
         switch step.command {
         case .link:
-            try await accounts.link(try await verify(step), to: userId, context: context)
+            _ = try await commands.link(LinkCommand(provider: step.provider!, credential: try credential(step), userId: userId, context: context))
         case .unlink:
             try await accounts.unlink(provider: step.provider!, from: userId, context: context)
         case .refresh:

@@ -72,9 +72,9 @@ public struct V1Routes: Sendable {
         router.delete("/v1/users/me/identities/{provider}") { request in
             let claims = try await authenticate(request)
             return try await idempotency.respond(to: request, principal: claims.sessionId) {
-                try await accounts.unlink(
+                let account = try await accounts.unlink(
                     provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
-                return try HTTPResponse.json(["user": try await user(claims.userId)])
+                return try HTTPResponse.json(["user": UserBody(account)])
             }
         }
         router.post("/v1/sessions/refresh") { request in
@@ -107,17 +107,10 @@ public struct V1Routes: Sendable {
 
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
-        try Self.validate(email: body.email)
-        if let displayName = body.displayName, displayName.count > 100 {
-            throw AccountError.invalidRequest("displayName is longer than 100 characters.")
-        }
-        let jkt = try await proofKey(of: request)
-        try await limits.reserveSignUp(from: request.remoteAddress)
-        let hash = try await BlockingWork.run { [passwords] in try passwords.hash(body.password) }
-        let (session, refreshToken) = newSession(amr: ["pwd"], jkt: jkt)
-        let userId = try await accounts.signUp(
-            email: body.email, passwordHash: hash, displayName: body.displayName, session: session, context: context(request, nil))
-        return try await signedIn(userId: userId, isNewUser: true, session: session, refreshToken: refreshToken)
+        let (session, refreshToken) = newSession(amr: ["pwd"], jkt: try await proofKey(of: request))
+        let account = try await commands.signUp(SignUpCommand(
+            email: body.email, password: body.password, displayName: body.displayName, session: session, context: context(request, nil)))
+        return try await signedIn(account, isNewUser: true, session: session, refreshToken: refreshToken)
     }
 
     private struct SignInBody: Decodable {
@@ -142,14 +135,9 @@ public struct V1Routes: Sendable {
 
     private func link(_ request: HTTPRequest, _ claims: AccessTokenClaims) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        guard body.provider != "password" else {
-            throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
-        }
-        let identity = try await commands.verify(provider: body.provider, credential: body.credential)
-        try await commands.releasingOnServerFailure(identity) {
-            try await accounts.link(identity, to: claims.userId, context: context(request, claims.userId))
-        }
-        return try HTTPResponse.json(["user": try await user(claims.userId)])
+        let account = try await commands.link(LinkCommand(
+            provider: body.provider, credential: body.credential, userId: claims.userId, context: context(request, claims.userId)))
+        return try HTTPResponse.json(["user": UserBody(account)])
     }
 
     private struct RefreshBody: Decodable {
@@ -214,10 +202,6 @@ public struct V1Routes: Sendable {
         return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr, jkt: jkt), token)
     }
 
-    private func signedIn(userId: UUID, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
-        try await signedIn(user: try await user(userId), isNewUser: isNewUser, session: session, refreshToken: refreshToken)
-    }
-
     /// The answer to a sign-in, showing `account` as the command left it (nothing is read back).
     private func signedIn(_ account: UserAccount, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
         try await signedIn(user: UserBody(account), isNewUser: isNewUser, session: session, refreshToken: refreshToken)
@@ -248,13 +232,5 @@ public struct V1Routes: Sendable {
 
     func user(_ id: UUID) async throws -> UserBody {
         try await UserBody.load(id, from: accounts.database)
-    }
-
-    /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
-    static func validate(email: String) throws(AccountError) {
-        let trimmed = email.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
-              trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
-        else { throw .invalidRequest("email is not an email address") }
     }
 }
