@@ -19,7 +19,7 @@ let package = Package(
         .target(name: "TetherCrypto", dependencies: ["COpenSSL"]),
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto"]),
-        .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "TetherCore"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherHTTP"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
         .executableTarget(name: "tether", dependencies: ["TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),

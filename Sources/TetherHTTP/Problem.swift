@@ -1,3 +1,4 @@
+import TetherCore
 import Foundation
 
 /// An error answered as RFC 9457 problem details (`application/problem+json`).

@@ -1,3 +1,4 @@
+import TetherCore
 import Foundation
 import TetherCrypto
 import TetherHTTP

@@ -1,3 +1,4 @@
+import TetherCore
 import TetherHTTP
 
 /// A request to mint an Apple, Facebook Limited Login or Google token.

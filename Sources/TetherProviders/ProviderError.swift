@@ -1,3 +1,4 @@
+import TetherCore
 import TetherHTTP
 import TetherJOSE
 

@@ -1,3 +1,4 @@
+import TetherCore
 import Foundation
 import Testing
 import TetherAPI

@@ -1,3 +1,4 @@
+import TetherCore
 import Dispatch
 import Foundation
 import Testing

@@ -3,6 +3,20 @@ import TetherHTTP
 
 /// Each account error is answered once, here, as the problem API.md names.
 extension AccountError: ProblemConvertible {
+    /// The HTTP status API.md gives the reason.
+    public var status: Int {
+        switch reason {
+        case .invalidRequest: 400
+        case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof, .invalidCode, .recentLoginRequired,
+             .invalidMFAPendingCredential: 401
+        case .userDisabled: 403
+        case .noSuchProvider, .notFound, .mfaFactorNotFound: 404
+        case .rateLimited: 429
+        case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
+             .emailAlreadyInUse, .lastSignInMethod: 409
+        }
+    }
+
     public var problem: Problem {
         var extensions: [String: JSONValue] = [:]
         if let email {

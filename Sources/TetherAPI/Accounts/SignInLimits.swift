@@ -136,11 +136,8 @@ public struct SignInLimits: Sendable {
             return max(1, try rows[3][0].decode("retry_after", as: Int?.self) ?? window)
         }
         guard let retryAfter else { return }
-        var problem = Problem(
-            status: 429, code: "rate_limited", title: "Too many sign-ups",
-            detail: "Too many sign-ups from this client address; retry in \(retryAfter) s.")
-        problem.headers["Retry-After"] = String(retryAfter)
-        throw problem
+        throw AccountError.rateLimited(
+            retryAfterSeconds: retryAfter, "Too many sign-ups from this client address; retry in \(retryAfter) s.")
     }
 
     /// Gives the place back (after the attempt succeeded, or after its failure was counted).
@@ -254,11 +251,8 @@ public struct SignInLimits: Sendable {
                              Throttled(provider: attempt.provider, scope: scope, retryAfterSeconds: retryAfter),
                              to: attempt.anonymousStream, metadata: attempt.metadata, userId: nil)
         }
-        var problem = Problem(
-            status: 429, code: "rate_limited", title: "Too many failed sign-ins",
-            detail: "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
-        problem.headers["Retry-After"] = String(retryAfter)
-        throw problem
+        throw AccountError.rateLimited(
+            retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
     }
 
     private func append(

@@ -1,7 +1,7 @@
 import Foundation
 import TetherCore
-import TetherHTTP
 import TetherProviders
+import TetherHTTP
 
 /// A sign-in with a provider credential, as every surface hands it to the command layer.
 public struct SignInCommand: Sendable {
@@ -121,6 +121,26 @@ public struct AccountCommands: Sendable {
         }
     }
 
+    /// Whether `error` is the server's failure (the database, a provider that did not answer), not a refusal.
+    static func isServerFailure(_ error: any Error) -> Bool {
+        switch error {
+        case is AccountError, is SignInLimits.Refusal: false
+        case let error as ProviderError: error.isRetryable
+        default: true
+        }
+    }
+
+    /// The code of an error that refuses the credential itself (counted by the limits); nil for any other.
+    static func refusedCredential(_ error: any Error) -> String? {
+        if let error = error as? AccountError {
+            return error.reason == .invalidCredential || error.reason == .userDisabled ? error.code : nil
+        }
+        if let error = error as? ProviderError {
+            return error.rejection != nil ? error.code : nil
+        }
+        return nil
+    }
+
     /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
     static func validate(email: String) throws(AccountError) {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
@@ -186,8 +206,7 @@ public struct AccountCommands: Sendable {
     /// Verifies `credential` with the configured identity providers.
     func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
         guard let identities else {
-            throw Problem(status: 400, code: "unsupported_provider", title: "Unsupported provider",
-                          detail: "No identity provider is configured on this server.")
+            throw ProviderError.unsupportedProvider.with(detail: "No identity provider is configured on this server.")
         }
         return try await identities.verify(provider: provider, credential: credential)
     }
@@ -199,7 +218,7 @@ public struct AccountCommands: Sendable {
         do {
             return try await command()
         } catch {
-            if !(error is SignInLimits.Refusal), Problem(converting: error).map({ $0.status >= 500 }) ?? true {
+            if Self.isServerFailure(error) {
                 await identities?.release(identity)
             }
             throw error
@@ -210,7 +229,7 @@ public struct AccountCommands: Sendable {
     /// as opposed to malformed requests, conflicts to resolve, or failures of the server. A provider
     /// attempt's limits are checked first (it reserved nothing): past them, the answer is 429.
     private func countFailure(_ error: any Error, of attempt: SignInLimits.Attempt, checkedLimits: Bool) async throws {
-        guard let code = Problem(converting: error)?.code, code == "invalid_credential" || code == "user_disabled" else { return }
+        guard let code = Self.refusedCredential(error) else { return }
         if !checkedLimits { _ = try await limits.reserve(attempt) }
         // A record that cannot be written must not turn the client's 401 into a 500.
         try? await limits.recordFailure(attempt, reason: code)

@@ -1,6 +1,8 @@
-/// Why an account command was refused; each maps once to an HTTP status and a stable code.
+/// Why an account command was refused: a ``Reason`` with a stable code, mapped once by each
+/// surface to its own wire form (for `/v1`, a status and a problem; see `AccountError+Problem`).
 public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
-    private enum Kind: String, Sendable, Hashable {
+    /// What went wrong, for a surface to switch on; its raw value is API.md's machine code.
+    public enum Reason: String, Sendable, Hashable, CaseIterable {
         case invalidRequest = "invalid_request"
         case invalidCredential = "invalid_credential"
         case userDisabled = "user_disabled"
@@ -21,7 +23,9 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         case rateLimited = "rate_limited"
     }
 
-    private let kind: Kind
+    /// What went wrong.
+    public var reason: Reason { kind }
+    private let kind: Reason
     /// A sentence for people; never a secret.
     public let detail: String
     /// For `account_exists_with_different_credential`: the email and how its owner signs in.
@@ -31,7 +35,7 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     /// For `rate_limited`: whole seconds until a retry may succeed.
     public let retryAfterSeconds: Int?
 
-    private init(_ kind: Kind, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil) {
+    private init(_ kind: Reason, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil) {
         self.kind = kind
         self.detail = detail
         self.email = email
@@ -41,20 +45,6 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The stable machine code of API.md.
     public var code: String { kind.rawValue }
-
-    /// The HTTP status API.md gives the code.
-    public var status: Int {
-        switch kind {
-        case .invalidRequest: 400
-        case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof, .invalidCode, .recentLoginRequired,
-             .invalidMFAPendingCredential: 401
-        case .userDisabled: 403
-        case .noSuchProvider, .notFound, .mfaFactorNotFound: 404
-        case .rateLimited: 429
-        case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
-             .emailAlreadyInUse, .lastSignInMethod: 409
-        }
-    }
 
     public var description: String { "\(code): \(detail)" }
 
