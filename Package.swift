@@ -20,7 +20,7 @@ let package = Package(
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "TetherCore"]),
-        .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherHTTP"]),
+        .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
         .executableTarget(name: "tether", dependencies: ["TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
@@ -31,7 +31,7 @@ let package = Package(
         .testTarget(name: "TetherJOSETests", dependencies: ["TetherJOSE", "TetherCrypto", "TetherHTTP"]),
         .testTarget(name: "TetherPostgresTests", dependencies: ["TetherPostgres", "TetherTesting"]),
         .testTarget(name: "TetherHTTPTests", dependencies: ["TetherHTTP", "TetherTesting"]),
-        .testTarget(name: "TetherProvidersTests", dependencies: ["TetherProviders", "TetherPostgres", "TetherTesting"]),
+        .testTarget(name: "TetherProvidersTests", dependencies: ["TetherProviders", "TetherPostgres", "TetherTesting", "TetherAPI", "TetherHTTP"]),
         .testTarget(name: "TetherAPITests", dependencies: ["TetherAPI", "TetherTesting"]),
     ],
     swiftLanguageModes: [.v6]

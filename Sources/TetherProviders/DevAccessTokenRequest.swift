@@ -5,7 +5,7 @@
 /// `debug_token` reports them as given (an expired token still says
 /// `is_valid: true`), so that each check of the verifier can be exercised alone.
 /// `profileId` makes `/me` report another id than `debug_token` does.
-struct DevAccessTokenRequest: Decodable, Sendable {
+public struct DevAccessTokenRequest: Decodable, Sendable {
     var userId: String
     var profileId: String?
     var email: String?

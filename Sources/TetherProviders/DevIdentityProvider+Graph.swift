@@ -1,26 +1,46 @@
 import TetherCore
 import Foundation
 import TetherCrypto
-import TetherHTTP
+
+/// What the fake Graph API reads of a request: its query and its `Authorization` header.
+public struct DevGraphRequest: Sendable {
+    public var query: [String: String]
+    public var authorization: String?
+
+    public init(query: [String: String], authorization: String?) {
+        self.query = query
+        self.authorization = authorization
+    }
+}
+
+/// The fake Graph API's answer: a status and a JSON body (the route adds the HTTP around it).
+public struct DevGraphAnswer: Sendable {
+    public var status: Int
+    public var body: [UInt8]
+
+    public init(status: Int, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
+
+    static func json(_ value: [String: JSONValue], status: Int = 200) throws -> DevGraphAnswer {
+        DevGraphAnswer(status: status, body: Array(try encoder.encode(JSONValue.object(value))))
+    }
+
+    /// Sorted keys make bodies byte-stable; unescaped slashes keep URLs readable.
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}
 
 extension DevIdentityProvider {
     /// How long session-info tokens live, as in Facebook's documented example answer.
     static let sessionInfoLifetime = 5_183_924
 
-    /// `POST /facebook/access-token`.
-    func mintAccessToken(_ request: DevAccessTokenRequest) -> String {
-        let now = clock.now()
-        let lifetime = request.expiresIn ?? 60 * 86_400
-        return graph.issue(DevGraphTokens.Record(
-            userID: request.userId, profileID: request.profileId ?? request.userId, appID: request.appId ?? Self.facebookAppID, email: request.email, name: request.name,
-            firstName: request.firstName, lastName: request.lastName, picture: request.picture,
-            type: request.type ?? "USER", isValid: request.isValid ?? true, issuedAt: now,
-            expiresAt: lifetime == 0 ? nil : now.addingTimeInterval(lifetime), isSessionInfo: false,
-            fault: request.graphFault))
-    }
-
     /// `GET /facebook/graph/debug_token?input_token=…` with the app token as a Bearer header.
-    func debugToken(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func debugToken(_ request: DevGraphRequest) async throws -> DevGraphAnswer {
         guard request.query["access_token"] == nil else {
             return try Self.graphError(100, "The dev Graph API takes the app token only in the Authorization header.")
         }
@@ -44,7 +64,7 @@ extension DevIdentityProvider {
     }
 
     /// `GET /facebook/graph/me?fields=…&appsecret_proof=…` with the user token as a Bearer header.
-    func me(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func me(_ request: DevGraphRequest) async throws -> DevGraphAnswer {
         guard let token = Self.bearer(request) ?? request.query["access_token"], let record = graph.record(for: token) else {
             return try Self.graphError(190, "Invalid OAuth access token - Cannot parse access token")
         }
@@ -71,7 +91,7 @@ extension DevIdentityProvider {
     }
 
     /// `GET /facebook/graph/oauth/access_token?grant_type=fb_attenuate_token&client_id=…&fb_exchange_token=…`.
-    func exchangeToken(_ request: HTTPRequest) throws -> HTTPResponse {
+    public func exchangeToken(_ request: DevGraphRequest) throws -> DevGraphAnswer {
         guard request.query["grant_type"] == "fb_attenuate_token" else {
             return try Self.graphError(100, "The dev Graph API supports only grant_type=fb_attenuate_token.")
         }
@@ -96,8 +116,8 @@ extension DevIdentityProvider {
     }
 
     /// The credential of an `Authorization: Bearer …` (or Graph's older `OAuth …`) header.
-    private static func bearer(_ request: HTTPRequest) -> String? {
-        guard let value = request.headers["Authorization"] else { return nil }
+    private static func bearer(_ request: DevGraphRequest) -> String? {
+        guard let value = request.authorization else { return nil }
         for scheme in ["Bearer ", "OAuth "] where value.lowercased().hasPrefix(scheme.lowercased()) {
             return String(value.dropFirst(scheme.count)).trimmingCharacters(in: .whitespaces)
         }
@@ -105,18 +125,18 @@ extension DevIdentityProvider {
     }
 
     /// A Graph-style error: 400 with `{"error": {"message", "type", "code"}}`.
-    private static func graphError(_ code: Int, _ message: String, type: String = "OAuthException") throws -> HTTPResponse {
+    private static func graphError(_ code: Int, _ message: String, type: String = "OAuthException") throws -> DevGraphAnswer {
         try .json(
             ["error": ["message": .string(message), "type": .string(type), "code": .int(code)]] as [String: JSONValue],
             status: 400)
     }
 
     /// The fault's answer, after its delay; nil when the fault only delays (or there is none).
-    private static func apply(_ fault: DevAccessTokenRequest.GraphFault?) async throws -> HTTPResponse? {
+    private static func apply(_ fault: DevAccessTokenRequest.GraphFault?) async throws -> DevGraphAnswer? {
         guard let fault else { return nil }
         if let delay = fault.delayMilliseconds, delay > 0 { try await Task.sleep(for: .milliseconds(delay)) }
         guard fault.status != nil || fault.body != nil else { return nil }
         let body = fault.body ?? #"{"error":{"message":"simulated by the dev identity provider","type":"OAuthException","code":2,"is_transient":true}}"#
-        return HTTPResponse(status: fault.status ?? 200, headers: ["Content-Type": "application/json"], body: Array(body.utf8))
+        return DevGraphAnswer(status: fault.status ?? 200, body: Array(body.utf8))
     }
 }

@@ -1,47 +1,11 @@
 import TetherCore
 import Foundation
 import TetherCrypto
-import TetherHTTP
 import TetherJOSE
 
 extension DevIdentityProvider {
-    /// Mints in process the token `POST /dev-idp/<provider>/token` answers for the same JSON body.
-    ///
-    /// For code that runs beside the dev identity provider (the seed loader of
-    /// `tether dev`): the token is the same real signed token a client gets over HTTP.
-    ///
-    /// - Parameters:
-    ///   - provider: `apple`, `facebook` (a Limited Login token) or `google`.
-    ///   - request: the members of the mint route's body (`sub`, `email`, `emailVerified`, `rawNonce`, …).
-    /// - Throws: ``Problem`` (`invalid_request`, naming the member) when `request` does not have that shape.
-    public func mintIDToken(_ provider: ProviderName, request: JSONValue) throws -> String {
-        guard provider != .password else {
-            throw Problem.badRequest(detail: "The dev identity provider mints no password tokens.")
-        }
-        return try mintToken(provider, try Self.decode(DevTokenRequest.self, from: request))
-    }
-
-    /// Mints in process the classic Facebook access token `POST /dev-idp/facebook/access-token` answers
-    /// (`{userId, email?, name?, …}`); the fake Graph API then vouches for it.
-    ///
-    /// - Throws: ``Problem`` (`invalid_request`, naming the member) when `request` does not have that shape.
-    public func mintFacebookAccessToken(request: JSONValue) throws -> String {
-        mintAccessToken(try Self.decode(DevAccessTokenRequest.self, from: request))
-    }
-
-    /// Decodes a mint request from JSON already parsed, with the routes' error messages.
-    private static func decode<Request: Decodable>(_ type: Request.Type, from value: JSONValue) throws(Problem) -> Request {
-        do {
-            return try JSONDecoder().decode(Request.self, from: try JSONEncoder().encode(value))
-        } catch let error as DecodingError {
-            throw Problem(decodingError: error)
-        } catch {
-            throw Problem.badRequest(detail: "The mint request is not a JSON object.")
-        }
-    }
-
     /// A signed token for `provider` (`apple`, `facebook` Limited Login or `google`) as `request` describes.
-    func mintToken(_ provider: ProviderName, _ request: DevTokenRequest) throws -> String {
+    public func mintToken(_ provider: ProviderName, _ request: DevTokenRequest) throws -> String {
         let defaults = ProvidersConfiguration()
         let now = clock.now().timeIntervalSince1970.rounded(.down)
         let issuedAt = request.iat ?? now
@@ -128,5 +92,17 @@ extension DevIdentityProvider {
         return String(bytes.enumerated().map { index, byte in
             Character(String(index == 0 ? 1 + Int(byte) % 9 : Int(byte) % 10))
         })
+    }
+
+    /// `POST /facebook/access-token`.
+    public func mintAccessToken(_ request: DevAccessTokenRequest) -> String {
+        let now = clock.now()
+        let lifetime = request.expiresIn ?? 60 * 86_400
+        return graph.issue(DevGraphTokens.Record(
+            userID: request.userId, profileID: request.profileId ?? request.userId, appID: request.appId ?? Self.facebookAppID, email: request.email, name: request.name,
+            firstName: request.firstName, lastName: request.lastName, picture: request.picture,
+            type: request.type ?? "USER", isValid: request.isValid ?? true, issuedAt: now,
+            expiresAt: lifetime == 0 ? nil : now.addingTimeInterval(lifetime), isSessionInfo: false,
+            fault: request.graphFault))
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import TetherCore
-import TetherHTTP
 import TetherJOSE
 
 /// A stand-in for Apple, Facebook and Google that runs inside `tether dev` and the tests.
@@ -65,8 +64,18 @@ public struct DevIdentityProvider: Sendable {
         ]
     }
 
+    /// The JWKS `provider`'s tokens are checked against (every key still published), as JSON.
+    public func publishedKeySet(_ provider: ProviderName) throws -> [UInt8] {
+        try keys.ring(provider).published.publicJSONObject().jsonBytes
+    }
+
+    /// Starts signing `provider`'s tokens with a new key; the old one stays published. Answers the new `kid`.
+    public func rotateKey(_ provider: ProviderName) throws -> String {
+        try keys.rotate(provider)
+    }
+
     /// `base/path` without a doubled slash.
-    static func endpoint(_ base: URL, _ path: String) -> String {
+    public static func endpoint(_ base: URL, _ path: String) -> String {
         var text = base.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
         return text + "/" + path

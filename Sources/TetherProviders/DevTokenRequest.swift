@@ -1,5 +1,4 @@
 import TetherCore
-import TetherHTTP
 
 /// A request to mint an Apple, Facebook Limited Login or Google token.
 ///
@@ -8,7 +7,7 @@ import TetherHTTP
 /// `emailVerified` as any JSON (the string "true", say), `claims` merged last
 /// (`null` removes a claim), `header` members (another `kid`), and `forge` to
 /// break the signature on purpose.
-struct DevTokenRequest: Decodable, Sendable {
+public struct DevTokenRequest: Decodable, Sendable {
     /// Ways to make a token that must be refused.
     enum Forgery: String, Decodable, Sendable {
         /// `alg: none` and an empty signature.
@@ -42,4 +41,7 @@ struct DevTokenRequest: Decodable, Sendable {
     var claims: [String: JSONValue]?
     var header: [String: JSONValue]?
     var forge: Forgery?
+
+    /// A request with every member left out: the provider's defaults.
+    public init() {}
 }

@@ -1,6 +1,5 @@
 import Foundation
 import TetherCore
-import TetherHTTP
 import TetherJOSE
 
 /// Verifies the three forms of Facebook credential.

@@ -1,6 +1,5 @@
 import TetherCore
 import Foundation
-import TetherHTTP
 
 /// A Facebook profile as the app fetched it from Graph `/me` (client-asserted).
 public struct FacebookProfile: Sendable, Hashable {

@@ -1,7 +1,6 @@
 import Foundation
 import TetherCore
 import TetherCrypto
-import TetherHTTP
 import TetherJOSE
 
 /// The checks Apple identity tokens, Facebook Limited Login tokens and Google ID tokens share.

@@ -1,5 +1,4 @@
 import TetherCore
-import TetherHTTP
 import TetherJOSE
 
 extension JSONValue {

@@ -1,6 +1,5 @@
 import TetherCore
 import Foundation
-import TetherHTTP
 
 extension ProviderCredential {
     /// The longest token or nonce accepted; larger values are refused before any parsing.

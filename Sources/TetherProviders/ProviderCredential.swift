@@ -1,5 +1,4 @@
 import Foundation
-import TetherHTTP
 
 /// A credential a client presents to sign in or link, in one of the shapes of API.md.
 ///

@@ -1,5 +1,4 @@
 import TetherCore
-import TetherHTTP
 import TetherJOSE
 
 /// Why a credential could not be turned into a ``VerifiedIdentity``.
@@ -12,7 +11,7 @@ import TetherJOSE
 /// users back to a login screen. A malformed request body is `invalid_request`.
 ///
 /// Equality compares the kind and reason only; ``detail`` and ``provider`` are context.
-public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible, ProblemConvertible {
+public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Kind: Sendable, Hashable {
         case invalidCredential(CredentialRejection)
         case unsupportedProvider
@@ -71,6 +70,21 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible,
         }
     }
 
+    /// The four outcomes, for a surface to switch on.
+    public enum Reason: Sendable, Hashable {
+        case invalidCredential, unsupportedProvider, providerUnavailable, invalidRequest
+    }
+
+    /// Which of the four outcomes this is.
+    public var reason: Reason {
+        switch kind {
+        case .invalidCredential: .invalidCredential
+        case .unsupportedProvider: .unsupportedProvider
+        case .providerUnavailable: .providerUnavailable
+        case .invalidRequest: .invalidRequest
+        }
+    }
+
     /// For `invalid_credential`, the check that failed.
     public var rejection: CredentialRejection? {
         if case .invalidCredential(let rejection) = kind { rejection } else { nil }
@@ -95,45 +109,6 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible,
 
     /// Seconds a client should wait before retrying after `provider_unavailable`.
     public static let retryAfterSeconds = 5
-
-    /// The problem details answered to the client; internal details stay in logs.
-    public var problem: Problem {
-        var extensions: [String: JSONValue] = [:]
-        if let provider { extensions["provider"] = .string(provider) }
-        let name = provider.map(Self.displayName) ?? "The identity provider"
-        switch kind {
-        case .invalidCredential(let rejection):
-            extensions["reason"] = .string(rejection.rawValue)
-            let detail = rejection == .password
-                ? "The email or password is wrong."
-                : "The \(provider.map(Self.displayName) ?? "provider") credential was rejected (\(rejection.rawValue))."
-            return Problem(status: 401, code: code, title: "Invalid credential", detail: detail, extensions: extensions)
-        case .unsupportedProvider:
-            return Problem(
-                status: 400, code: code, title: "Unsupported provider",
-                detail: provider.map { "Sign-in with \($0) is not enabled on this server." } ?? "This provider is not enabled on this server.",
-                extensions: extensions)
-        case .providerUnavailable:
-            extensions["retryable"] = .bool(true)
-            return Problem(
-                status: 503, code: code, title: "Provider unavailable",
-                detail: "\(name) could not be reached to check the credential; try again shortly.",
-                extensions: extensions, headers: ["Retry-After": String(Self.retryAfterSeconds)])
-        case .invalidRequest:
-            if let pointer { extensions["pointer"] = .string(pointer) }
-            return Problem.badRequest(detail: detail, extensions: extensions)
-        }
-    }
-
-    private static func displayName(_ provider: String) -> String {
-        switch provider {
-        case "apple": "Apple"
-        case "facebook": "Facebook"
-        case "google": "Google"
-        case "password": "Password"
-        default: provider
-        }
-    }
 }
 
 extension ProviderError {

@@ -1,12 +1,11 @@
 import TetherCrypto
-import TetherHTTP
 
 /// Why a text message could not be handed to the SMS webhook, after every attempt.
 ///
 /// Whatever the cause, clients get one answer: 503 `sms_unavailable` with
 /// `Retry-After`, never an error that would blame the code or the phone number.
 /// The reason and detail (status codes, attempts) are for logs.
-public struct SMSDeliveryError: ReasonCodedError, ProblemConvertible {
+public struct SMSDeliveryError: ReasonCodedError {
     private enum Kind: String, Sendable {
         /// No HTTP answer: connection refused, TLS, timeout.
         case unreachable
@@ -49,13 +48,5 @@ public struct SMSDeliveryError: ReasonCodedError, ProblemConvertible {
     /// The same error telling clients to wait `seconds` (at least 1).
     public func with(retryAfterSeconds seconds: Int) -> SMSDeliveryError {
         SMSDeliveryError(kind, detail: detail, retryAfterSeconds: max(1, seconds))
-    }
-
-    /// 503 `sms_unavailable` with `Retry-After`.
-    public var problem: Problem {
-        Problem(
-            status: 503, code: "sms_unavailable", title: "SMS unavailable",
-            detail: "The text message could not be sent; try again shortly.",
-            headers: ["Retry-After": String(retryAfterSeconds)])
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import TetherCore
-import TetherHTTP
 
 /// Who a provider says the holder of a credential is, after every check passed.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherAPI
 import TetherCore
 import TetherHTTP
 import TetherProviders

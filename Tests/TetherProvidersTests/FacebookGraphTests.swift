@@ -1,6 +1,7 @@
 import TetherCore
 import Foundation
 import Testing
+import TetherAPI
 import TetherHTTP
 import TetherProviders
 

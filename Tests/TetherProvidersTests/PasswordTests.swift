@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TetherAPI
 import TetherCrypto
 import TetherProviders
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherAPI
 import TetherProviders
 
 @Suite("Provider configuration from TETHER_* variables")

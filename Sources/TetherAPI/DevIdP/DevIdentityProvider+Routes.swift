@@ -1,6 +1,7 @@
 import TetherCore
 import Foundation
 import TetherHTTP
+import TetherProviders
 import TetherJOSE
 
 extension DevIdentityProvider {
@@ -35,18 +36,18 @@ extension DevIdentityProvider {
             router.get(keysPath) { _ in
                 HTTPResponse(
                     status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"],
-                    body: try self.keys.ring(provider).published.publicJSONObject().jsonBytes)
+                    body: try self.publishedKeySet(provider))
             }
             router.post("/\(provider.rawValue)/rotate-key") { _ in
-                try .json(["kid": try self.keys.rotate(provider)])
+                try .json(["kid": try self.rotateKey(provider)])
             }
         }
         router.post("/facebook/access-token") { request in
             try .json(["accessToken": self.mintAccessToken(try request.decodeJSON(DevAccessTokenRequest.self))])
         }
-        router.get("/facebook/graph/debug_token") { request in try await self.debugToken(request) }
-        router.get("/facebook/graph/me") { request in try await self.me(request) }
-        router.get("/facebook/graph/oauth/access_token") { request in try self.exchangeToken(request) }
+        router.get("/facebook/graph/debug_token") { request in try await self.debugToken(Self.graphRequest(request)).response }
+        router.get("/facebook/graph/me") { request in try await self.me(Self.graphRequest(request)).response }
+        router.get("/facebook/graph/oauth/access_token") { request in try self.exchangeToken(Self.graphRequest(request)).response }
         router.get("/sms") { request in
             try .json(["messages": self.smsOutbox.messages(to: request.query["phoneNumber"])])
         }
@@ -55,6 +56,10 @@ extension DevIdentityProvider {
             return .noContent()
         }
         return router
+    }
+
+    private static func graphRequest(_ request: HTTPRequest) -> DevGraphRequest {
+        DevGraphRequest(query: request.query, authorization: request.headers["Authorization"])
     }
 
     /// What `GET /dev-idp/` answers: where everything is, for a newcomer with curl.
@@ -78,5 +83,12 @@ extension DevIdentityProvider {
             "sms": .string("GET " + Self.endpoint(baseURL, "sms")),
             "environment": .object(Self.configuration(baseURL: baseURL).mapValues(JSONValue.string)),
         ]
+    }
+}
+
+extension DevGraphAnswer {
+    /// The answer as the fake Graph API's HTTP response.
+    var response: HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
     }
 }
