@@ -264,20 +264,3 @@ public struct UpcasterChain: Sendable {
         return event
     }
 }
-
-/// The append-only event log.
-public protocol EventStore: Sendable {
-    /// Appends `events` to `stream` if the stream is at `expected`, all or nothing.
-    ///
-    /// Throws ``WrongExpectedVersion`` on a conflict. Appending events whose ids are
-    /// already stored writes nothing and answers the first append's result.
-    func append(
-        _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata
-    ) async throws -> AppendResult
-
-    /// Events of one stream with versions greater than `version`, in version order.
-    func readStream(_ stream: StreamName, after version: Int) async throws -> [RecordedEvent]
-
-    /// Up to `limit` events of the whole log after `checkpoint`, never skipping a late commit.
-    func readAll(after checkpoint: LogCheckpoint, limit: Int) async throws -> [RecordedEvent]
-}

@@ -1,11 +1,15 @@
 import Foundation
 import TetherCore
 
-/// The event log in PostgreSQL's `events` table.
+/// The append-only event log in PostgreSQL's `events` table.
 ///
 /// Appends run in the caller's transaction when one is given, so projections
-/// written in the same transaction commit or roll back with the events.
-public struct PostgresEventStore: EventStore {
+/// written in the same transaction commit or roll back with the events. The
+/// command layer batches its appends into its own round trips through
+/// ``appendStatement(_:to:after:metadata:userKey:)`` and ``userStreamStatement(userId:)``:
+/// its seam is the transaction it runs (``TransactionJob``), so the log has no
+/// protocol of its own (one implementation, nothing outside this machine to stand in for).
+public struct PostgresEventStore: Sendable {
     /// The pool appends and reads go through when no connection is given.
     public let client: PostgresClient
     /// Rewrites old payload schemas on every read.
