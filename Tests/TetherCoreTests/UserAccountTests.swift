@@ -119,12 +119,42 @@ struct UserAccountTests {
             let stored = try AccountEventCodec.encode(event, userId: id, id: AccountEventCodec.eventID(command: command, index: index))
             let recorded = RecordedEvent(
                 position: 1, transactionId: 1, stream: .user(id), version: index + 1, id: stored.id, type: stored.type,
-                schema: 1, data: stored.data, metadata: EventMetadata(), userId: id, occurredAt: now)
-            #expect(try AccountEventCodec.decode(recorded) == event)
+                schema: stored.schema, data: stored.data, metadata: EventMetadata(), userId: id, occurredAt: now)
+            #expect(try AccountEventCodec.decode(AccountEventCodec.upcasters.apply(to: recorded)) == event)
         }
         let ids = (0..<50).map { AccountEventCodec.eventID(command: command, index: $0) }
         #expect(Set(ids).count == 50)
         #expect(AccountEventCodec.eventID(command: command, index: 3) == AccountEventCodec.eventID(command: command, index: 3))
+    }
+
+    @Test func aSessionStartedBeforeSecretsHadKindsReadsAsAV1Session() throws {
+        let sessionId = UUID()
+        // A schema 1 payload, as stored before sessions recorded the kind of their secret.
+        let old = Data(#"{"amr":["apple"],"authTime":"2026-11-01T10:00:00.000Z","refreshTokenHash":"ab","sessionId":"\#(sessionId.uuidString)"}"#.utf8)
+        let recorded = RecordedEvent(
+            position: 1, transactionId: 1, stream: .user(UUID()), version: 2, id: UUID(), type: "SessionStarted",
+            schema: 1, data: old, metadata: EventMetadata(), userId: nil, occurredAt: now)
+        let upcast = try AccountEventCodec.upcasters.apply(to: recorded)
+        #expect(upcast.schema == 2)
+        guard case .sessionStarted(let payload)? = try AccountEventCodec.decode(upcast) else {
+            Issue.record("not a SessionStarted: \(String(decoding: upcast.data, as: UTF8.self))")
+            return
+        }
+        #expect(payload.sessionId == sessionId)
+        #expect(payload.secretKind == .accessAndRefreshTokens)
+        // Without the upcaster, the old payload does not decode: the chain is what keeps old logs readable.
+        #expect(throws: (any Error).self) { try AccountEventCodec.decode(recorded) }
+    }
+
+    @Test func aNewSessionRecordsItsKindOfSecretAtSchemaTwo() throws {
+        let session = NewSession(id: UUID(), refreshTokenHash: "h", amr: ["pwd"], secretKind: .parseSessionToken)
+        let events = UserAccount.register(id: UUID(), identity: apple, session: session, now: now)
+        let stored = try events.compactMap { event -> NewEvent? in
+            guard case .sessionStarted = event else { return nil }
+            return try AccountEventCodec.encode(event, userId: UUID(), id: UUID())
+        }
+        #expect(stored.map(\.schema) == [2])
+        #expect(String(decoding: stored[0].data, as: UTF8.self).contains(#""secretKind":"parse_session_token""#))
     }
 
     @Test func facebookEmailsAreNeverTrustedAndGmailOnlyFromGoogle() {

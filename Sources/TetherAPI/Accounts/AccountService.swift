@@ -60,7 +60,7 @@ public struct AccountService: Sendable {
 
     public init(database: PostgresClient, emailPolicy: TetherConfiguration.EmailPolicy) {
         self.database = database
-        self.store = PostgresEventStore(client: database)
+        self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
         self.emailPolicy = emailPolicy
     }
 

@@ -18,7 +18,7 @@ public struct UserHistory: Sendable {
     let latency: Histogram?
 
     public init(database: PostgresClient, latency: Histogram? = nil) {
-        self.store = PostgresEventStore(client: database)
+        self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
         self.latency = latency
     }
 

@@ -197,9 +197,10 @@ public struct V1Routes: Sendable {
         return try await dpop.verifyProof(in: request)
     }
 
+    /// A session to open with `/v1`'s kind of secret (a refresh token), and that token.
     func newSession(amr: [String], jkt: String?) -> (NewSession, String) {
-        let token = RefreshTokens.generate()
-        return (NewSession(id: UUID(), refreshTokenHash: RefreshTokens.hash(token), amr: amr, jkt: jkt), token)
+        let (session, refreshToken) = RefreshTokenFormat().newSession(amr: amr, jkt: jkt)
+        return (session, refreshToken)
     }
 
     /// The answer to a sign-in, showing `account` as the command left it (nothing is read back).

@@ -112,6 +112,8 @@ public enum AccountEvent: Sendable, Hashable {
         public var amr: [String]
         /// RFC 7638 thumbprint of the DPoP key the session is bound to.
         public var jkt: String?
+        /// The kind of secret the session holds (schema 2; schema 1 sessions are upcast as `/v1`'s).
+        public var secretKind: SessionSecretKind
     }
 
     public struct SessionRefreshed: Codable, Sendable, Hashable {
@@ -168,10 +170,25 @@ public enum AccountEvent: Sendable, Hashable {
 
 /// Turns account events into stored events and back.
 public enum AccountEventCodec {
-    /// Upcasters from older payload schemas of account events to today's; none yet, as
-    /// every type is at schema 1. Replay reads the log through them, and so must any
-    /// reader of account streams once the first one is registered here.
-    public static let upcasters = UpcasterChain()
+    /// Upcasters from older payload schemas of account events to today's. Replay, the command
+    /// layer and history read account streams through them.
+    public static let upcasters = UpcasterChain([SessionStartedSecretKind()])
+
+    /// The payload schema each type is written with today (1 where none was given).
+    static let schemas: [String: Int] = ["SessionStarted": 2]
+
+    /// `SessionStarted` 1 → 2: sessions started before secrets had kinds were all `/v1`'s
+    /// access and refresh tokens, the only kind there was.
+    struct SessionStartedSecretKind: EventUpcaster {
+        let eventType = "SessionStarted"
+        let fromSchema = 1
+
+        func upcast(_ data: Data, metadata: EventMetadata) throws -> Data {
+            guard var payload = try JSONSerialization.jsonObject(with: data) as? [String: Any] else { return data }
+            payload["secretKind"] = SessionSecretKind.accessAndRefreshTokens.rawValue
+            return try JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys, .withoutEscapingSlashes])
+        }
+    }
 
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -222,7 +239,7 @@ public enum AccountEventCodec {
         case .mfaRecoveryCodeUsed(let payload): data = try encoder.encode(payload)
         case .mfaChallengeEnded(let payload): data = try encoder.encode(payload)
         }
-        return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: userId)
+        return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
 
     /// Reads a stored event; nil for a type this decoder does not know (another aggregate's).

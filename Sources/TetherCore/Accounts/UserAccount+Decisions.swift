@@ -3,16 +3,30 @@ import Foundation
 /// What a new session needs: chosen by the caller (ids, token hash), recorded by the events.
 public struct NewSession: Sendable, Hashable {
     public var id: UUID
+    /// SHA-256 (hex) of the session's secret: the refresh token, or the surface's own session token.
     public var refreshTokenHash: String
     public var amr: [String]
     public var jkt: String?
+    /// The kind of secret the surface handed out for the session.
+    public var secretKind: SessionSecretKind
 
-    public init(id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil) {
+    public init(id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens) {
         self.id = id
         self.refreshTokenHash = refreshTokenHash
         self.amr = amr
         self.jkt = jkt
+        self.secretKind = secretKind
     }
+}
+
+/// What a session's secret is, as its `SessionStarted` event records: each surface formats its own.
+public enum SessionSecretKind: String, Codable, Sendable, Hashable, CaseIterable {
+    /// `/v1`: short-lived ES256 access tokens, and an opaque refresh token that rotates on every use.
+    case accessAndRefreshTokens = "access_and_refresh_tokens"
+    /// Parse's `r:` session token, which does not rotate.
+    case parseSessionToken = "parse_session_token"
+    /// Firebase: RS256 ID tokens, and a refresh token for the Secure Token API.
+    case firebaseTokens = "firebase_tokens"
 }
 
 /// The decisions of the user aggregate: each returns the events a command produces, or throws.
@@ -165,7 +179,7 @@ extension UserAccount {
             .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),
             .sessionStarted(.init(
                 sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: now,
-                amr: session.amr, jkt: session.jkt)),
+                amr: session.amr, jkt: session.jkt, secretKind: session.secretKind)),
         ]
     }
 }
