@@ -62,11 +62,12 @@ public enum PersonalDataVault {
 
     /// Destroys the user's key: every event sealed with it becomes unreadable. The row stays, keyless,
     /// so that no new key is made for the erased user.
-    public static func destroyKey(of userId: UUID, on connection: PostgresConnection) async throws {
-        try await connection.query("""
-            INSERT INTO personal_data_keys (user_id, key, destroyed_at) VALUES (\(userId), NULL, now())
-            ON CONFLICT (user_id) DO UPDATE SET key = NULL, destroyed_at = now()
-            """)
+    /// It runs in the erasure's own transaction, after the user's last events are sealed.
+    public static func destroyKeyStatement(of userId: UUID) -> PostgresQuery {
+        """
+        INSERT INTO personal_data_keys (user_id, key, destroyed_at) VALUES (\(userId), NULL, now())
+        ON CONFLICT (user_id) DO UPDATE SET key = NULL, destroyed_at = now()
+        """
     }
 
     /// The payload and metadata as stored: personal parts sealed with `key`.

@@ -81,7 +81,7 @@ struct RoundTripBudgetTests {
         #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
     }
 
-    @Test func linkRefreshUnlinkAndSignOutAreOneTransactionOfTwoRoundTripsEach() async throws {
+    @Test func linkRefreshUnlinkSignOutAndEraseAreOneTransactionOfTwoRoundTripsEach() async throws {
         let fixture = try await fixture(accepting: Self.apple)
         defer { fixture.client.shutdown() }
         let accounts = fixture.accounts
@@ -101,7 +101,12 @@ struct RoundTripBudgetTests {
         let ((), signOut) = try await metered {
             try await accounts.signOut(userId: userId, sessionId: session.id, context: CommandContext())
         }
-        for (name, meter) in [("link", link), ("refresh", refresh), ("unlink", unlink), ("sign-out", signOut)] {
+        let ((), erase) = try await metered {
+            try await accounts.erase(userId: userId, reason: "asked to", context: CommandContext())
+        }
+        let key = try await fixture.client.query("SELECT key FROM personal_data_keys WHERE user_id = \(userId)")
+        #expect(try key[0].decode("key", as: [UInt8]?.self) == nil, "the erasure destroyed the key in its own transaction")
+        for (name, meter) in [("link", link), ("refresh", refresh), ("unlink", unlink), ("sign-out", signOut), ("erase", erase)] {
             #expect(meter.transactions == 1, "\(name): \(meter.statements)")
             #expect(meter.roundTrips == 2, "\(name): \(meter.roundTrips) round trips: \(meter.statements)")
         }

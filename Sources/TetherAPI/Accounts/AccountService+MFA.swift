@@ -56,7 +56,7 @@ extension AccountService {
                               authTime: authTime, now: context.now)
         }
         // Decide once on current state, so that a refused enrolment sends nothing.
-        _ = try decide(try await database.withTransaction { try await load(userId, on: $0) })
+        _ = try decide(try await read(userId))
         try await deliver(code, to: phoneNumber, factorId: factorId, challengeId: nil, userId: userId, sms: sms,
                           countsForTheNumber: true, context: context)
         try await change(userId, context, decide: decide)
@@ -106,7 +106,7 @@ extension AccountService {
             try $0.sendChallengeCode(
                 challenge: challengeId, factor: factorId, codeHash: codeHash, presentedJKT: presentedJKT, now: context.now)
         }
-        let account = try await database.withTransaction { try await load(userId, on: $0) }
+        let account = try await read(userId)
         _ = try decide(account)
         guard let factor = account.mfa.factors[factorId], let phoneNumber = factor.phoneNumber else { throw AccountError.mfaFactorNotFound }
         // Checked after the factor: a TOTP factor named here is the client's mistake, not a missing sender.

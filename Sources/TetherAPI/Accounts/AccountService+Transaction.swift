@@ -104,11 +104,12 @@ extension AccountService {
 
     /// Commits `events` on `user` in `transaction`'s last round trip; answers the user's state after them.
     func commit(
-        _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, in transaction: TransactionJob
+        _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, writingAfter: [PostgresQuery] = [],
+        in transaction: TransactionJob
     ) throws -> UserAccount {
         var account = user.account
         guard !events.isEmpty else { return account }
-        try transaction.commit(try writeStatements(user, events, context))
+        try transaction.commit(try writeStatements(user, events, context) + writingAfter)
         for event in events { account.apply(event, at: user.now) }
         return account
     }
@@ -124,9 +125,10 @@ extension AccountService {
     }
 
     /// Like ``execute(_:_:decide:)`` for the user `user` names (an SQL uuid expression); `reads` run
-    /// first in the same round trip, and their rows go to `decide`.
+    /// first in the same round trip, and their rows go to `decide`; `writingAfter` runs after the
+    /// events' writes, in the commit's round trip.
     func execute<T: Sendable>(
-        user: PostgresQuery, reads: [PostgresQuery] = [], _ context: CommandContext,
+        user: PostgresQuery, reads: [PostgresQuery] = [], writingAfter: [PostgresQuery] = [], _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
         try await retrying { _ in
@@ -135,8 +137,18 @@ extension AccountService {
                 guard let loaded = try loaded(from: rows.suffix(3)).user, loaded.account.exists else { throw AccountError.notFound }
                 let decision = try decide(loaded.account, Array(rows.prefix(reads.count)))
                 if loaded.alreadyHas(commandId: context.commandId) { return (loaded.account, decision.result) }
-                return (try commit(decision.events, on: loaded, context, in: transaction), decision.result)
+                return (try commit(decision.events, on: loaded, context, writingAfter: writingAfter, in: transaction), decision.result)
             }
+        }
+    }
+
+    /// The user as their stream says now, read in one round trip (a transaction of its own, under their lock).
+    func read(_ userId: UUID) async throws -> UserAccount {
+        try await database.withTransactionJob { transaction in
+            guard let loaded = try loaded(from: transaction.runAlone(Self.loadStatements(userId: "\(userId)"))).user else {
+                throw AccountError.notFound
+            }
+            return loaded.account
         }
     }
 }

@@ -83,7 +83,7 @@ public struct AccountService: Sendable {
                 var reads = check?.statements ?? []
                 let checks = reads.count
                 if let lockedEmail {
-                    reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
+                    reads.append(Self.lockEmail(lockedEmail))
                     reads.append(Self.userWithEmail(lockedEmail))
                 }
                 let owner: PostgresQuery =
@@ -139,7 +139,7 @@ public struct AccountService: Sendable {
         return try await retrying { _ in
             try await database.withTransactionJob { transaction in
                 let rows = try transaction.begin([
-                    "SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))",
+                    Self.lockEmail(normalized),
                     Self.userWithEmail(normalized),
                     "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
                     "SELECT now() AS now",
@@ -160,7 +160,7 @@ public struct AccountService: Sendable {
         ]
         let lockedEmail = emailPolicy.exclusiveEmail(of: identity)
         if let lockedEmail {
-            reads.append("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + lockedEmail), 0))")
+            reads.append(Self.lockEmail(lockedEmail))
             reads.append(Self.userWithEmail(lockedEmail))
         }
         return try await mappingConstraints {
@@ -198,15 +198,10 @@ public struct AccountService: Sendable {
     /// Erases a user (an admin action): their sessions end, a `UserErased` event is appended and their
     /// key is destroyed in the same transaction, so every event about them reads as erased from then on.
     public func erase(userId: UUID, reason: String?, context: CommandContext) async throws {
-        try await retrying { _ in
-            try await database.withTransaction { connection in
-                let account = try await load(userId, on: connection)
-                guard account.exists else { throw AccountError.notFound }
-                try await commit(account, try account.erase(reason: reason), context, on: connection)
-                try await PersonalDataVault.destroyKey(of: userId, on: connection)
-                // The short-lived SMS counts name the user beside a hash of their number: gone with them.
-                try await connection.query("DELETE FROM sms_sends WHERE user_id = \(userId)")
-            }
+        // The short-lived SMS counts name the user beside a hash of their number: gone with them.
+        let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM sms_sends WHERE user_id = \(userId)"]
+        _ = try await execute(user: "\(userId)", writingAfter: afterwards, context) { account, _ in
+            (try account.erase(reason: reason), ())
         }
     }
 
@@ -262,54 +257,14 @@ public struct AccountService: Sendable {
         try await execute(userId, context) { (try decide($0), ()) }.account
     }
 
-    /// Rebuilds a user from their stream, inside the caller's transaction.
-    ///
-    /// Commands on one user queue on a transaction-scoped advisory lock: a hot stream
-    /// (fifty sign-ins at once) is then served in turn instead of failing its
-    /// optimistic version check over and over. Locks are taken email first, user second.
-    func load(_ userId: UUID, on connection: PostgresConnection) async throws -> UserAccount {
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(StreamName.user(userId).rawValue), 0))")
-        let recorded = try await store.readStream(.user(userId), after: 0, on: connection)
-        let history = try recorded.compactMap { event -> (event: AccountEvent, at: Date)? in
-            try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
-        }
-        return UserAccount(id: userId, history: history, version: recorded.last?.version ?? 0)
-    }
-
-    /// Appends `events` at the account's version and projects them in the same transaction.
-    func commit(_ account: UserAccount, _ events: [AccountEvent], _ context: CommandContext, on connection: PostgresConnection) async throws {
-        guard !events.isEmpty else { return }
-        let newEvents = try events.enumerated().map { index, event in
-            try AccountEventCodec.encode(event, userId: account.id, id: AccountEventCodec.eventID(command: context.commandId, index: index))
-        }
-        let result = try await store.append(
-            newEvents, to: .user(account.id), expected: account.version == 0 ? .noStream : .exact(account.version),
-            metadata: context.metadata, on: connection)
-        guard !result.wasAlreadyAppended else { return }
-        let at: String = try await connection.query("SELECT now()::text AS at")[0].decode("at")
-        for event in events {
-            try await AccountProjection.apply(event, userId: account.id, at: at, on: connection)
-        }
-        try await AccountProjection.recordVersion(account.version + events.count, of: account.id, on: connection)
-    }
-
-    private func userOwning(provider: String, uid: String, on connection: PostgresConnection) async throws -> UUID? {
-        try await connection.query("SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)")
-            .first?.decode("user_id")
-    }
-
-    private func userWithEmail(_ normalized: String, on connection: PostgresConnection) async throws -> UUID? {
-        try await connection.query(Self.userWithEmail(normalized)).first?.decode("id")
-    }
-
     /// The oldest user holding the email (column `id`).
     static func userWithEmail(_ normalized: String) -> PostgresQuery {
         "SELECT id FROM users WHERE email_normalized = \(normalized) ORDER BY created_at LIMIT 1"
     }
 
-    /// Serialises commands about one email address for the rest of the transaction.
-    private func lockEmail(_ normalized: String, on connection: PostgresConnection) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))")
+    /// Serialises commands about one email address for the rest of the transaction (taken before any user's lock).
+    static func lockEmail(_ normalized: String) -> PostgresQuery {
+        "SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))"
     }
 
     /// Re-runs `body` when it lost a race that fresh state resolves.
