@@ -24,11 +24,11 @@ let package = Package(
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
         .executableTarget(name: "tether", dependencies: ["TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
-        .target(name: "TetherTesting", dependencies: ["TetherPostgres"]),
+        .target(name: "TetherTesting", dependencies: ["TetherPostgres", "TetherJOSE"]),
 
         .testTarget(name: "TetherCoreTests", dependencies: ["TetherCore"]),
         .testTarget(name: "TetherCryptoTests", dependencies: ["TetherCrypto"]),
-        .testTarget(name: "TetherJOSETests", dependencies: ["TetherJOSE", "TetherCrypto", "TetherHTTP"]),
+        .testTarget(name: "TetherJOSETests", dependencies: ["TetherJOSE", "TetherCrypto", "TetherHTTP", "TetherTesting"]),
         .testTarget(name: "TetherPostgresTests", dependencies: ["TetherPostgres", "TetherTesting"]),
         .testTarget(name: "TetherHTTPTests", dependencies: ["TetherHTTP", "TetherTesting"]),
         .testTarget(name: "TetherProvidersTests", dependencies: ["TetherProviders", "TetherPostgres", "TetherTesting", "TetherAPI", "TetherHTTP"]),

@@ -9,14 +9,18 @@ import TetherPostgres
 import TetherProviders
 import TetherTesting
 
-/// A real `TetherService` configured against a dev identity provider on its own loopback port,
-/// as `tether dev` configures it, with a fresh migrated database.
+/// The one harness of the API suites: a real `TetherService` configured against a dev identity
+/// provider on its own loopback port, as `tether dev` configures it, with a fresh migrated database.
 ///
 /// Tokens are minted over HTTP at the dev identity provider and verified by the service
 /// through its JWKS and fake Graph API, so every sign-in takes the production path.
+/// (`withService` and `withDevService` start the same service over a database a suite made itself.)
 struct DevService: Sendable {
+    let service: TetherService
     let client: HTTPTestClient
     let idp: HTTPTestClient
+    /// The dev identity provider's own server.
+    let idpServer: HTTPServer
     let port: Int
     let database: TestDatabase
     /// The owner's connection, for looking at tables and events behind the API's back.
@@ -25,40 +29,27 @@ struct DevService: Sendable {
     /// Runs `body` against a fresh service; `settings` adds or overrides `TETHER_*` values.
     /// SMS codes go to `sms` when given, otherwise to the dev outbox (`GET /dev-idp/sms`).
     static func run(
-        settings: [String: String] = [:], sms: (any SMSSender)? = nil, _ body: (DevService) async throws -> Void
+        settings: [String: String] = [:], sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = [],
+        _ body: (DevService) async throws -> Void
     ) async throws {
-        let idp = try DevIdPServer.start()
-        let devIdP = idp.devIdP
-        let idpServer = idp.server
-        let values = idp.configuration
-            .merging(["TETHER_LISTEN": "127.0.0.1:0"]) { _, new in new }
-            .merging(settings) { _, new in new }
         let database = try await TestDatabase.make()
-        let service = try TetherService(
-            configuration: try TetherConfiguration(values: values), databaseURL: database.url,
-            logger: Logger(sink: .discarding),
-            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
-            sms: sms ?? devIdP.smsOutbox)
-        try service.start()
-        let admin = database.client(asServiceRole: false, maxConnections: 2)
+        let running = try await RunningService.start(
+            databaseURL: database.url, values: settings, devIdP: true, sms: sms, metricsCollectors: metricsCollectors)
         let harness = DevService(
-            client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)),
-            idp: HTTPTestClient(port: idpServer.boundPort, timeout: .seconds(30)),
-            port: service.server.boundPort, database: database, admin: admin)
+            service: running.service, client: running.client, idp: running.idp!.client(), idpServer: running.idp!.server,
+            port: running.service.server.boundPort, database: database, admin: database.client(asServiceRole: false, maxConnections: 2))
         do {
             try await body(harness)
         } catch {
-            await harness.close(service, idpServer)
+            await harness.close(running)
             throw error
         }
-        await harness.close(service, idpServer)
+        await harness.close(running)
     }
 
-    private func close(_ service: TetherService, _ idpServer: HTTPServer) async {
-        await client.close()
+    private func close(_ running: RunningService) async {
         await idp.close()
-        await service.stop()
-        await idpServer.shutdown()
+        await running.stop()
         admin.shutdown()
     }
 
@@ -110,7 +101,7 @@ struct DevService: Sendable {
     private func mint(_ path: String, _ claims: [String: JSONValue], member: String) async throws -> String {
         let response = try await idp.post(path, json: claims)
         guard response.status == 200, let token = try response.decodeJSON([String: String].self)[member] else {
-            throw HarnessFailure("minting at \(path) answered \(response.status): \(response.bodyText)")
+            throw HarnessError("minting at \(path) answered \(response.status): \(response.bodyText)")
         }
         return token
     }
@@ -128,7 +119,7 @@ struct DevService: Sendable {
     func signedIn(_ credential: Credential, headers: KeyValuePairs<String, String> = [:]) async throws -> SignedIn {
         let response = try await signIn(credential, headers: headers)
         guard response.status == 200 || response.status == 201 else {
-            throw HarnessFailure("sign-in answered \(response.status): \(response.bodyText)")
+            throw HarnessError("sign-in answered \(response.status): \(response.bodyText)")
         }
         return try response.decodeJSON(SignedIn.self)
     }
@@ -234,7 +225,8 @@ struct DeviceKey: Sendable {
     }
 }
 
-struct HarnessFailure: Error, CustomStringConvertible {
-    var description: String
+/// A harness that could not do what a test asked of it (not a failed expectation).
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
     init(_ description: String) { self.description = description }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import TetherAPI
+import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherProviders
@@ -17,22 +18,52 @@ func withService(
 func withService(
     databaseURL: String, values: [String: String], _ body: (TetherService, HTTPTestClient) async throws -> Void
 ) async throws {
-    let service = try TetherService(
-        configuration: try TetherConfiguration(values: values.merging(["TETHER_LISTEN": "127.0.0.1:0"]) { _, listen in listen }),
-        databaseURL: databaseURL, logger: Logger(sink: .discarding),
-        // A cheap scrypt: these suites test the flows, not the work factor.
-        passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
-    try service.start()
-    let client = HTTPTestClient(port: service.server.boundPort)
+    let running = try await RunningService.start(databaseURL: databaseURL, values: values, devIdP: false)
     do {
-        try await body(service, client)
+        try await body(running.service, running.client)
     } catch {
-        await client.close()
-        await service.stop()
+        await running.stop()
         throw error
     }
-    await client.close()
-    await service.stop()
+    await running.stop()
+}
+
+/// A started service (and dev identity provider) of the API suites: made in one place for every harness.
+struct RunningService: Sendable {
+    let service: TetherService
+    let client: HTTPTestClient
+    let idp: DevIdPServer?
+
+    /// Starts a service over `databaseURL` with `values`; with `devIdP`, its providers trust a dev identity
+    /// provider on a server of its own, as `tether dev` wires them. Password hashing is a cheap scrypt:
+    /// the suites test the flows, not the work factor.
+    static func start(
+        databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil,
+        metricsCollectors: [any MetricsCollector] = []
+    ) async throws -> RunningService {
+        let idp = devIdP ? try DevIdPServer.start() : nil
+        var configuration = idp?.configuration ?? [:]
+        configuration.merge(values) { _, given in given }
+        configuration["TETHER_LISTEN"] = "127.0.0.1:0"
+        do {
+            let service = try TetherService(
+                configuration: try TetherConfiguration(values: configuration), databaseURL: databaseURL,
+                logger: Logger(sink: .discarding),
+                passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
+                sms: sms ?? idp?.devIdP.smsOutbox, metricsCollectors: metricsCollectors)
+            try service.start()
+            return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)
+        } catch {
+            await idp?.server.shutdown()
+            throw error
+        }
+    }
+
+    func stop() async {
+        await client.close()
+        await service.stop()
+        await idp?.server.shutdown()
+    }
 }
 
 /// A dev identity provider on a loopback server of its own, as `tether dev` mounts it.
@@ -63,15 +94,12 @@ struct DevIdPServer: Sendable {
 func withDevService(
     databaseURL: String, _ body: (TetherService, DevIdPServer, HTTPTestClient) async throws -> Void
 ) async throws {
-    let idp = try DevIdPServer.start()
-    let server = idp.server
+    let running = try await RunningService.start(databaseURL: databaseURL, values: [:], devIdP: true)
     do {
-        try await withService(databaseURL: databaseURL, values: idp.configuration) { service, client in
-            try await body(service, idp, client)
-        }
+        try await body(running.service, running.idp!, running.client)
     } catch {
-        await server.shutdown()
+        await running.stop()
         throw error
     }
-    await server.shutdown()
+    await running.stop()
 }

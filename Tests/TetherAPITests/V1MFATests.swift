@@ -81,7 +81,7 @@ struct V1MFATests {
         }
         let outbox = try await app.idp.get("/dev-idp/sms?phoneNumber=\(phoneNumber.replacingOccurrences(of: "+", with: "%2B"))")
         guard let code = try outbox.decodeJSON(Outbox.self).messages.last?.code else {
-            throw HarnessFailure("no SMS to \(phoneNumber): \(outbox.bodyText)")
+            throw HarnessError("no SMS to \(phoneNumber): \(outbox.bodyText)")
         }
         return code
     }
@@ -382,7 +382,7 @@ struct V1MFATests {
 
             // Expired: the credential's own exp, read five minutes and a bit later.
             let fresh = try mfaRequired(try await app.signIn(try await app.apple("apple-alice")))
-            let later = MFAPendingCredentials(keys: SigningKeyStore(client: app.admin), clock: FixedClock(Date().addingTimeInterval(320)))
+            let later = MFAPendingCredentials(keys: SigningKeyStore(client: app.admin), clock: ManualClock(Date().addingTimeInterval(320)))
             let expired = await #expect(throws: AccountError.self) { _ = try await later.read(fresh.mfaPendingCredential) }
             #expect(expired?.code == "invalid_mfa_pending_credential")
             // …and the challenge itself, judged five minutes and a bit later.
@@ -588,13 +588,6 @@ struct UserMFAEnvelope: Decodable {
     var user: User
 }
 
-/// A clock stopped at one instant.
-struct FixedClock: WallClock {
-    let instant: Date
-    init(_ instant: Date) { self.instant = instant }
-    func now() -> Date { instant }
-}
-
 /// A loopback stand-in for an SMS provider's webhook that can be taken down and brought back.
 final class SMSReceiver: Sendable {
     private final class State: Sendable {
@@ -629,7 +622,7 @@ final class SMSReceiver: Sendable {
         guard let body = state.mutex.withLock({ $0.bodies.last }),
               let message = try JSONSerialization.jsonObject(with: Data(body)) as? [String: String],
               let text = message["body"], let range = text.range(of: #"\d{6}"#, options: .regularExpression) else {
-            throw HarnessFailure("the receiver has no message with a code")
+            throw HarnessError("the receiver has no message with a code")
         }
         return String(text[range])
     }

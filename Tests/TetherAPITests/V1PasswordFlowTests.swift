@@ -8,26 +8,6 @@ import TetherTesting
 
 @Suite("/v1 over HTTP with password accounts")
 struct V1PasswordFlowTests {
-    private struct Session: Decodable {
-        var id: String
-        var accessToken: String
-        var tokenType: String
-        var expiresIn: Int
-        var refreshToken: String
-    }
-
-    private struct SignedIn: Decodable {
-        struct User: Decodable {
-            var id: String
-            var email: String?
-            var emailVerified: Bool
-            var identities: [[String: JSONValue]]
-        }
-        var user: User
-        var isNewUser: Bool?
-        var session: Session
-    }
-
     private func withServer(_ body: (HTTPTestClient) async throws -> Void) async throws {
         try await withService(databaseURL: try await TestDatabase.make().url, body)
     }

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherCrypto
 import TetherJOSE
 
 @Suite("Algorithm pinning and header rules")
 struct AlgorithmPinningTests {
-    static let clock = ManualClock()
+    static let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     static let claims: JOSEObject = ["iss": "https://idp.example", "sub": "alice", "exp": 1_700_000_600, "iat": 1_700_000_000]
     static let rsaJWK = try! JWK(material: .publicKey(TestKeys.rsa.publicKey), keyID: "rsa-1", algorithm: .rs256)
     static let verifier = JWTVerifier(configuration: .init(allowedAlgorithms: JWSAlgorithm.asymmetric.union([.hs256])), clock: clock)

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherCrypto
 import TetherJOSE
 
 @Suite("DPoP proof verification")
 struct DPoPTests {
-    let clock = ManualClock()
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     let store: InMemoryDPoPReplayStore
     let verifier: DPoPVerifier
     static let url = "https://api.tether.example/v1/sessions/refresh"

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherCrypto
 import TetherJOSE
 
 @Suite("JWKS cache against a local HTTP server")
 struct JWKSCacheTests {
-    let clock = ManualClock()
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     let first = try! JWK(material: .privateKey(TestKeys.ec), keyID: "key-1", algorithm: .es256)
     let second = try! JWK(material: .privateKey(PrivateKey.generate(.ecP256)), keyID: "key-2", algorithm: .es256)
 

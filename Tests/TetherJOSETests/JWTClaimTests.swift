@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherCrypto
 import TetherJOSE
 

@@ -1,24 +1,7 @@
 import Foundation
 import TetherCrypto
 import TetherJOSE
-
-/// A clock the test moves by hand.
-///
-/// `@unchecked Sendable` invariant: `current` is only touched while `lock` is held.
-final class ManualClock: WallClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var current: Date
-
-    init(_ start: Date = Date(timeIntervalSince1970: 1_700_000_000)) {
-        current = start
-    }
-
-    func now() -> Date { lock.withLock { current } }
-
-    func advance(by seconds: TimeInterval) {
-        lock.withLock { current = current.addingTimeInterval(seconds) }
-    }
-}
+import TetherTesting
 
 /// Keys generated once per test process; RSA generation is the slow part.
 enum TestKeys {

@@ -7,21 +7,6 @@ import TetherPostgres
 import TetherProviders
 import TetherTesting
 
-/// A clock the test moves by hand.
-final class ManualClock: WallClock {
-    private let current: Mutex<Date>
-
-    init(_ start: Date = Date()) {
-        current = Mutex(start)
-    }
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
 /// The dev identity provider served by TetherHTTP on a free loopback port, and the
 /// identity providers configured against it as `tether dev` would configure them.
 ///

@@ -1,6 +1,7 @@
 import TetherCore
 import Foundation
 import Testing
+import TetherTesting
 import TetherAPI
 import TetherHTTP
 import TetherProviders

@@ -7,67 +7,17 @@ import TetherPostgres
 import TetherProviders
 import TetherTesting
 
-/// A real `TetherService` on a free loopback port with its identity providers pointed at a
-/// dev identity provider on another port, over a fresh migrated database of the test cluster.
-final class SupportHarness: Sendable {
-    let database: TestDatabase
+/// The support suites' name for the one API harness, with the helpers they share.
+typealias SupportHarness = DevService
+
+extension DevService {
     /// A pool as the database owner, for looking at the log and tables behind the API.
-    let owner: PostgresClient
-    let service: TetherService
-    let devIdP: HTTPServer
-    let client: HTTPTestClient
-
-    private init(database: TestDatabase, owner: PostgresClient, service: TetherService, devIdP: HTTPServer) {
-        self.database = database
-        self.owner = owner
-        self.service = service
-        self.devIdP = devIdP
-        self.client = HTTPTestClient(port: service.server.boundPort)
-    }
-
-    /// Starts everything, runs `body`, and stops everything whatever `body` does.
-    static func run(
-        metricsCollectors: [any MetricsCollector] = [], _ body: (SupportHarness) async throws -> Void
-    ) async throws {
-        let database = try await TestDatabase.make()
-        let idp = try DevIdPServer.start()
-        let devIdP = idp.server
-        var values = idp.configuration
-        values["TETHER_LISTEN"] = "127.0.0.1:0"
-        let service = try TetherService(
-            configuration: try TetherConfiguration(values: values), databaseURL: database.url, logger: Logger(sink: .discarding),
-            passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
-            metricsCollectors: metricsCollectors)
-        try service.start()
-        let harness = SupportHarness(
-            database: database, owner: database.client(asServiceRole: false, maxConnections: 2), service: service, devIdP: devIdP)
-        do {
-            try await body(harness)
-        } catch {
-            await harness.stop()
-            throw error
-        }
-        await harness.stop()
-    }
-
-    private func stop() async {
-        await client.close()
-        await service.stop()
-        await devIdP.shutdown()
-        owner.shutdown()
-    }
+    var owner: PostgresClient { admin }
 
     /// A new admin key, made as `tether admin-keys create` makes it.
     func adminKey(_ role: AdminRole, name: String? = nil) async throws -> (key: AdminKey, secret: String) {
         try await AdminKeyStore(database: owner).create(
             role: role, name: name ?? "test \(role.rawValue)", metadata: EventMetadata(actor: .operator("tester"), surface: "cli"))
-    }
-
-    struct SignedIn: Decodable {
-        struct User: Decodable { var id: String }
-        struct Session: Decodable { var accessToken: String }
-        var user: User
-        var session: Session
     }
 
     /// Signs a password user up over `/v1`; answers their id and access token.
@@ -82,7 +32,7 @@ final class SupportHarness: Sendable {
 
     /// Links a Facebook identity (classic token from the dev Graph API) to the user of `accessToken`.
     func linkFacebook(_ accessToken: String, facebookUserID: String, email: String) async throws {
-        let minted = try await HTTPTestClient(port: devIdP.boundPort).post(
+        let minted = try await idp.post(
             "/dev-idp/facebook/access-token", json: ["userId": facebookUserID, "email": email])
         guard minted.status == 200, let token = try minted.decodeJSON([String: String].self)["accessToken"] else {
             throw HarnessError("the dev identity provider answered \(minted.status): \(minted.bodyText)")
@@ -110,11 +60,6 @@ final class SupportHarness: Sendable {
     func events(inStream stream: StreamName) async throws -> [RecordedEvent] {
         try await PostgresEventStore(client: owner).readStream(stream, after: 0)
     }
-}
-
-struct HarnessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A response body as loose JSON, for reading members the tests check.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherAPI
 import TetherCrypto
 import TetherJOSE
@@ -9,7 +10,7 @@ struct AccessTokenTokensTests {
     /// A database, a clock, and an issuer and verifier over one key store.
     struct Fixture {
         let db: TokensDatabase
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let keys: SigningKeyStore
         let issuer: AccessTokenIssuer
         let verifier: AccessTokenVerifier
@@ -177,7 +178,7 @@ struct AccessTokenTokensTests {
         let fixture = try await Fixture.make()
         let issued = try await fixture.issue()
         // The verifier's clock stays put, so only the key's retirement can fail the token.
-        let storeClock = TokensTestClock(fixture.clock.now())
+        let storeClock = ManualClock(fixture.clock.now())
         let laterKeys = SigningKeyStore(client: fixture.db.client, clock: storeClock)
         let verifier = AccessTokenVerifier(keys: laterKeys, clock: fixture.clock)
         #expect(try await verifier.verify(issued.token).sessionId == fixture.sessionId)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherAPI
 import TetherCrypto
 import TetherHTTP
@@ -12,7 +13,7 @@ struct DPoPBindingTokensTests {
     static let url = "http://127.0.0.1:8080/v1/sessions/refresh"
     static let accessToken = "eyJhbGciOiJFUzI1NiIsInR5cCI6ImF0K2p3dCJ9.e30.c2lnbmF0dXJl"
 
-    let clock = TokensTestClock()
+    let clock = ManualClock()
     let deviceKey = try! PrivateKey.generate(.ecP256)
 
     var deviceThumbprint: String { (try? JWK(material: .publicKey(deviceKey.publicKey)).thumbprint()) ?? "" }

@@ -55,7 +55,7 @@ struct JWKSRouteTokensTests {
 
     @Test func publishesTheSuccessorBeforeItSignsAndThePredecessorUntilItsTokensExpire() async throws {
         let db = try await TokensDatabase.make()
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let keys = SigningKeyStore(client: db.client, clock: clock)
         let first = try await keys.currentSigningKey()
         try await withServer(keys: keys) { client in

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TetherTesting
 import TetherAPI
 import TetherJOSE
 import TetherPostgres
@@ -44,8 +45,8 @@ struct SigningKeyStoreTokensTests {
     @Test func firstKeyMadeByAProcessWhoseClockRunsAheadIsUsedNotDuplicated() async throws {
         let db = try await TokensDatabase.make()
         let now = Date()
-        let ahead = try await SigningKeyStore(client: db.client, clock: TokensTestClock(now.addingTimeInterval(30))).currentSigningKey()
-        let behind = try await SigningKeyStore(client: db.client, clock: TokensTestClock(now)).currentSigningKey()
+        let ahead = try await SigningKeyStore(client: db.client, clock: ManualClock(now.addingTimeInterval(30))).currentSigningKey()
+        let behind = try await SigningKeyStore(client: db.client, clock: ManualClock(now)).currentSigningKey()
         #expect(behind.keyID == ahead.keyID)
         #expect(try await db.adminQuery("SELECT count(*) AS n FROM signing_keys")[0].decode("n", as: Int.self) == 1)
         try await db.close()
@@ -66,7 +67,7 @@ struct SigningKeyStoreTokensTests {
 
     @Test func signingUsesTheCachedKeyWithoutReadingTheTableAgain() async throws {
         let db = try await TokensDatabase.make()
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let store = SigningKeyStore(client: db.client, clock: clock)
         let first = try await store.currentSigningKey()
         // Behind the cache's back: were the table read again, a second key would be made.
@@ -81,7 +82,7 @@ struct SigningKeyStoreTokensTests {
 
     @Test func rotationPublishesTheSuccessorFirstThenSwitchesThenRetiresThePredecessor() async throws {
         let db = try await TokensDatabase.make()
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let configuration = SigningKeyStore.Configuration()
         let store = SigningKeyStore(client: db.client, configuration: configuration, clock: clock)
         let start = clock.now()
@@ -124,7 +125,7 @@ struct SigningKeyStoreTokensTests {
 
     @Test func aStoreThatWaitedBehindAnotherProcessesRotationDoesNotRotateAgain() async throws {
         let db = try await TokensDatabase.make()
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let first = SigningKeyStore(client: db.client, clock: clock)
         let second = SigningKeyStore(client: db.client, clock: clock)
         _ = try await first.currentSigningKey()
@@ -140,7 +141,7 @@ struct SigningKeyStoreTokensTests {
 
     @Test func aLoadedKeyKeepsSigningWhileTheDatabaseIsUnreachable() async throws {
         let db = try await TokensDatabase.make()
-        let clock = TokensTestClock()
+        let clock = ManualClock()
         let store = SigningKeyStore(client: db.client, clock: clock)
         let key = try await store.currentSigningKey()
         db.client.shutdown() // every later query fails as an unreachable database does

@@ -6,21 +6,6 @@ import TetherJOSE
 import TetherPostgres
 import TetherTesting
 
-/// A clock the token tests move by hand, starting at a whole second.
-final class TokensTestClock: WallClock {
-    private let current: Mutex<Date>
-
-    init(_ start: Date = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))) {
-        current = Mutex(start)
-    }
-
-    func now() -> Date { current.withLock { $0 } }
-
-    func advance(by seconds: TimeInterval) {
-        current.withLock { $0 = $0.addingTimeInterval(seconds) }
-    }
-}
-
 /// A migrated database with a service-role pool, closed by `close()`.
 struct TokensDatabase {
     let database: TestDatabase
