@@ -247,11 +247,22 @@ public struct PostgresEventStore: Sendable {
 
     /// The statement that reads the stream of the user `userId` names (an SQL expression of type
     /// uuid, such as a lookup of an identity), in version order; decode it with ``decode(_:keys:)``.
-    public static func userStreamStatement(userId: PostgresQuery) -> PostgresQuery {
-        """
-        SELECT \(unsafeSQL: columns) FROM events
-        WHERE stream = 'user-' || (\(userId))::text ORDER BY version
-        """
+    ///
+    /// With `known`, a user whose state the caller holds up to a version: when the expression names
+    /// that user, only the events after the version are read.
+    public static func userStreamStatement(userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil) -> PostgresQuery {
+        guard let known else {
+            return """
+                SELECT \(unsafeSQL: columns) FROM events
+                WHERE stream = 'user-' || (\(userId))::text ORDER BY version
+                """
+        }
+        return """
+            SELECT \(unsafeSQL: columns) FROM events
+            WHERE stream = 'user-' || (\(userId))::text
+              AND version > CASE WHEN (\(userId))::uuid = \(known.userId)::uuid THEN \(known.version) ELSE 0 END
+            ORDER BY version
+            """
     }
 
     /// Decodes rows read with ``userStreamStatement(userId:)``, opening sealed parts with `keys`.

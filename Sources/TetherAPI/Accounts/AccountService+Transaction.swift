@@ -10,51 +10,66 @@ extension AccountService {
     /// What the first round trip read about the user a command is about.
     struct LoadedUser: Sendable {
         var account: UserAccount
-        /// The ids of the events in the stream: a command whose first event id is among them already happened.
-        var eventIds: Set<UUID>
+        /// Whether the command being run already appended its events (a seed step run again).
+        var isCommandRecorded: Bool
         /// The user's data key; nil once it was destroyed (an erased user) or when there is none yet.
         var key: [UInt8]?
         /// Whether `personal_data_keys` has a row for the user (a destroyed key keeps its row).
         var hasKeyRow: Bool
         /// The transaction's `now()`: the `occurred_at` of the events it appends.
         var now: Date
+        /// The transaction's id: the `tx` of the events it appends.
+        var transactionId: UInt64
 
-        /// A user about to be registered in this transaction.
-        static func new(_ id: UUID, now: Date) -> LoadedUser {
-            LoadedUser(account: UserAccount(id: id), eventIds: [], key: nil, hasKeyRow: false, now: now)
-        }
-
-        /// Whether the command with `commandId` already appended its events (a seed step run again).
-        func alreadyHas(commandId: UUID) -> Bool {
-            eventIds.contains(AccountEventCodec.eventID(command: commandId, index: 0))
+        /// A user about to be registered in the transaction that read `unknown` (no one, for its expression).
+        static func new(_ id: UUID, in unknown: Unknown) -> LoadedUser {
+            LoadedUser(
+                account: UserAccount(id: id), isCommandRecorded: false, key: nil, hasKeyRow: false, now: unknown.now,
+                transactionId: unknown.transactionId)
         }
     }
 
+    /// What the first round trip read when its expression named no one: the transaction's clock and id.
+    struct Unknown: Sendable {
+        var now: Date
+        var transactionId: UInt64
+    }
+
     /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each),
-    /// read their stream, and read their key, the transaction's id and `now()`; decoded by ``loaded(from:)``.
-    static func loadStatements(userId: PostgresQuery) -> [PostgresQuery] {
+    /// read their stream (only after `known`'s version when it names that user), and read their key,
+    /// the stream's version, whether `commandId` is recorded already, the transaction's id and `now()`.
+    /// Decoded by ``loaded(from:known:)``.
+    static func loadStatements(
+        userId: PostgresQuery, known: AccountStateCache.Entry? = nil, commandId: UUID
+    ) -> [PostgresQuery] {
         [
             """
             SELECT id, pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
             FROM (SELECT (\(userId))::uuid AS id) AS target WHERE id IS NOT NULL
             """,
-            PostgresEventStore.userStreamStatement(userId: userId),
+            PostgresEventStore.userStreamStatement(userId: userId, after: known.map { ($0.account.id, $0.account.version) }),
             """
-            SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row, pg_current_xact_id() AS tx, now() AS now
+            SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row,
+                   (SELECT max(version) FROM events WHERE stream = 'user-' || target.id::text) AS stream_version,
+                   EXISTS (SELECT 1 FROM events WHERE event_id = \(AccountEventCodec.eventID(command: commandId, index: 0))) AS recorded,
+                   pg_current_xact_id() AS tx, now() AS now
             FROM (SELECT (\(userId))::uuid AS id) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
             """,
         ]
     }
 
-    /// The user the rows of ``loadStatements(userId:)`` describe; nil when the expression named no one.
+    /// The user the rows of ``loadStatements(userId:known:commandId:)`` describe; nil when the expression named no one.
     ///
     /// The lock is taken by the first statement, and the stream is read by a later one (a later
     /// snapshot): every writer before is complete. A stream whose last writer's transaction id is
-    /// above ours (one that did not take the lock) is a lost race: the command is re-decided.
-    func loaded(from rows: some Collection<PostgresRows>) throws -> (user: LoadedUser?, now: Date) {
+    /// above ours (one that did not take the lock) is a lost race: the command is re-decided. So is
+    /// a kept state that does not lead to the stream's version: it is forgotten and the stream read whole.
+    func loaded(from rows: some Collection<PostgresRows>, known: AccountStateCache.Entry?) throws -> (user: LoadedUser?, unknown: Unknown) {
         let rows = Array(rows)
         let head = rows[2][0]
         let now: Date = try head.decode("now")
+        let ourTransaction: UInt64 = try head.decode("tx")
+        let unknown = Unknown(now: now, transactionId: ourTransaction)
         // Each statement evaluates the expression anew: if it named someone else (or no one) when the
         // lock was taken, an identity changed hands in between, and the lock does not cover this user.
         let lockedId: UUID? = try rows[0].first?.decode("id")
@@ -62,19 +77,31 @@ extension AccountService {
         if lockedId != userId, let changed = userId ?? lockedId {
             throw WrongExpectedVersion(stream: .user(changed), expected: .any, actual: -1)
         }
-        guard let userId else { return (nil, now) }
+        guard let userId else { return (nil, unknown) }
+        let stream = StreamName.user(userId)
         let key: [UInt8]? = try head.decode("key")
         let recorded = try store.decode(rows[1], keys: key.map { [userId: $0] } ?? [:])
-        let ourTransaction: UInt64 = try head.decode("tx")
-        if let last = recorded.last, last.transactionId > ourTransaction {
-            throw WrongExpectedVersion(stream: .user(userId), expected: .exact(last.version), actual: last.version)
+        let streamVersion: Int = try head.decode("stream_version", as: Int?.self) ?? 0
+        let base = known.flatMap { $0.account.id == userId ? $0 : nil }
+        let baseVersion = base?.account.version ?? 0
+        guard recorded.allSatisfy({ $0.stream == stream }), recorded.first.map({ $0.version == baseVersion + 1 }) ?? true,
+              (recorded.last?.version ?? baseVersion) == streamVersion
+        else {
+            cache.forget(userId)
+            throw WrongExpectedVersion(stream: stream, expected: .exact(baseVersion), actual: streamVersion)
+        }
+        let lastTransaction = recorded.last?.transactionId ?? base?.lastTransaction ?? 0
+        if lastTransaction > ourTransaction {
+            throw WrongExpectedVersion(stream: stream, expected: .exact(streamVersion), actual: streamVersion)
         }
         let history = try recorded.compactMap { event -> (event: AccountEvent, at: Date)? in
             try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
         }
-        let account = UserAccount(id: userId, history: history, version: recorded.last?.version ?? 0)
-        return (LoadedUser(account: account, eventIds: Set(recorded.map(\.id)), key: key,
-                           hasKeyRow: try head.decode("has_key_row"), now: now), now)
+        let account = (base?.account ?? UserAccount(id: userId)).appending(history, version: streamVersion)
+        if !recorded.isEmpty { cache.store(.init(account: account, lastTransaction: lastTransaction)) }
+        return (LoadedUser(
+            account: account, isCommandRecorded: try head.decode("recorded"), key: key,
+            hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction), unknown)
     }
 
     /// The statements that append `events` to the user's stream and project them, for the commit's round trip.
@@ -105,12 +132,12 @@ extension AccountService {
     /// Commits `events` on `user` in `transaction`'s last round trip; answers the user's state after them.
     func commit(
         _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, writingAfter: [PostgresQuery] = [],
-        in transaction: TransactionJob
+        hints: [String] = [], in transaction: TransactionJob
     ) throws -> UserAccount {
-        var account = user.account
-        guard !events.isEmpty else { return account }
+        guard !events.isEmpty else { return user.account }
         try transaction.commit(try writeStatements(user, events, context) + writingAfter)
-        for event in events { account.apply(event, at: user.now) }
+        let account = user.account.appending(events.map { ($0, user.now) }, version: user.account.version + events.count)
+        cache.store(.init(account: account, lastTransaction: user.transactionId), hints: hints)
         return account
     }
 
@@ -121,23 +148,29 @@ extension AccountService {
         _ userId: UUID, _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
-        try await execute(user: "\(userId)", context) { account, _ in try decide(account) }
+        try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, context) { account, _ in try decide(account) }
     }
 
     /// Like ``execute(_:_:decide:)`` for the user `user` names (an SQL uuid expression); `reads` run
     /// first in the same round trip, and their rows go to `decide`; `writingAfter` runs after the
-    /// events' writes, in the commit's round trip.
+    /// events' writes, in the commit's round trip. `known` answers the kept state the user may have;
+    /// `hints` name the user in the cache afterwards.
     func execute<T: Sendable>(
-        user: PostgresQuery, reads: [PostgresQuery] = [], writingAfter: [PostgresQuery] = [], _ context: CommandContext,
+        user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil }, reads: [PostgresQuery] = [],
+        writingAfter: [PostgresQuery] = [], hints: [String] = [], _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
         try await retrying { _ in
             try await database.withTransactionJob { transaction in
-                let rows = try transaction.begin(reads + Self.loadStatements(userId: user))
-                guard let loaded = try loaded(from: rows.suffix(3)).user, loaded.account.exists else { throw AccountError.notFound }
+                let kept = known()
+                let rows = try transaction.begin(reads + Self.loadStatements(userId: user, known: kept, commandId: context.commandId))
+                guard let loaded = try loaded(from: rows.suffix(3), known: kept).user, loaded.account.exists else {
+                    throw AccountError.notFound
+                }
                 let decision = try decide(loaded.account, Array(rows.prefix(reads.count)))
-                if loaded.alreadyHas(commandId: context.commandId) { return (loaded.account, decision.result) }
-                return (try commit(decision.events, on: loaded, context, writingAfter: writingAfter, in: transaction), decision.result)
+                if loaded.isCommandRecorded { return (loaded.account, decision.result) }
+                return (try commit(decision.events, on: loaded, context, writingAfter: writingAfter, hints: hints, in: transaction),
+                        decision.result)
             }
         }
     }
@@ -145,7 +178,9 @@ extension AccountService {
     /// The user as their stream says now, read in one round trip (a transaction of its own, under their lock).
     func read(_ userId: UUID) async throws -> UserAccount {
         try await database.withTransactionJob { transaction in
-            guard let loaded = try loaded(from: transaction.runAlone(Self.loadStatements(userId: "\(userId)"))).user else {
+            let kept = cache.entry(for: userId)
+            let rows = try transaction.runAlone(Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID()))
+            guard let loaded = try loaded(from: rows, known: kept).user else {
                 throw AccountError.notFound
             }
             return loaded.account

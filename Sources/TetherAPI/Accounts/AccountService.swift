@@ -55,6 +55,8 @@ public struct AccountService: Sendable {
     public let database: PostgresClient
     public let store: PostgresEventStore
     public let emailPolicy: TetherConfiguration.EmailPolicy
+    /// Users' states between commands, so that a command decodes only the events since (``AccountStateCache``).
+    let cache = AccountStateCache()
     /// How often a command is re-decided after losing a race.
     static let maxAttempts = 6
 
@@ -88,22 +90,28 @@ public struct AccountService: Sendable {
                 }
                 let owner: PostgresQuery =
                     "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)"
-                let rows = try transaction.begin(reads + Self.loadStatements(userId: owner))
+                let hint = AccountStateCache.hint(provider: identity.provider, uid: identity.uid)
+                let kept = cache.entry(forHint: hint)
+                let rows = try transaction.begin(reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId))
                 try check?.verdict(Array(rows.prefix(checks)))
-                let (loaded, now) = try loaded(from: rows.suffix(3))
+                let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept)
                 // Only an unknown identity with a taken address needs the address's owner: a third round trip.
                 var emailOwner: LoadedUser?
                 if loaded == nil, lockedEmail != nil, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
-                    emailOwner = try self.loaded(from: transaction.run(Self.loadStatements(userId: "\(ownerId)"))).user
+                    let ownerKept = cache.entry(for: ownerId)
+                    emailOwner = try self.loaded(
+                        from: transaction.run(Self.loadStatements(userId: "\(ownerId)", known: ownerKept, commandId: context.commandId)),
+                        known: ownerKept).user
                 }
                 switch try SignInRoute.route(identity, owner: loaded?.account, emailOwner: emailOwner?.account) {
                 case .returning:
                     guard let loaded else { throw AccountError.notFound }
-                    if loaded.alreadyHas(commandId: context.commandId) {
+                    if loaded.isCommandRecorded {
                         return SignInOutcome(userId: loaded.account.id, isNewUser: false, outcome: "returning", account: loaded.account)
                     }
                     let account = try commit(
-                        try loaded.account.signIn(with: identity, session: session, now: context.now), on: loaded, context, in: transaction)
+                        try loaded.account.signIn(with: identity, session: session, now: context.now), on: loaded, context,
+                        hints: [hint], in: transaction)
                     if let challenge = account.mfa.challenges[session.id] {
                         return SignInOutcome(
                             userId: account.id, isNewUser: false, outcome: "mfa_required", challenge: challenge,
@@ -113,7 +121,8 @@ public struct AccountService: Sendable {
                 case .takeOver:
                     guard let owner = emailOwner else { throw AccountError.notFound }
                     let account = try commit(
-                        try owner.account.takeOver(with: identity, session: session, now: context.now), on: owner, context, in: transaction)
+                        try owner.account.takeOver(with: identity, session: session, now: context.now), on: owner, context,
+                        hints: [hint], in: transaction)
                     return SignInOutcome(userId: account.id, isNewUser: false, outcome: "takeover", account: account)
                 case .register:
                     break
@@ -121,7 +130,7 @@ public struct AccountService: Sendable {
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
                 let account = try commit(
                     UserAccount.register(id: userId, identity: identity, session: session, now: context.now),
-                    on: .new(userId, now: now), context, in: transaction)
+                    on: .new(userId, in: unknown), context, hints: [hint], in: transaction)
                 return SignInOutcome(userId: userId, isNewUser: true, outcome: "new_user", account: account)
             }
         }
@@ -142,12 +151,13 @@ public struct AccountService: Sendable {
                     Self.lockEmail(normalized),
                     Self.userWithEmail(normalized),
                     "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
-                    "SELECT now() AS now",
+                    "SELECT now() AS now, pg_current_xact_id() AS tx",
                 ])
                 guard rows[1].isEmpty, rows[2].isEmpty else { throw AccountError.emailAlreadyInUse }
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000)
                 let events = UserAccount.register(id: userId, identity: identity, passwordHash: passwordHash, session: session, now: context.now)
-                return try commit(events, on: .new(userId, now: try rows[3][0].decode("now")), context, in: transaction)
+                let unknown = Unknown(now: try rows[3][0].decode("now"), transactionId: try rows[3][0].decode("tx"))
+                return try commit(events, on: .new(userId, in: unknown), context, in: transaction)
             }
         }
     }
@@ -164,7 +174,7 @@ public struct AccountService: Sendable {
             reads.append(Self.userWithEmail(lockedEmail))
         }
         return try await mappingConstraints {
-            try await execute(user: "\(userId)", reads: reads, context) { account, rows in
+            try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
                 if !rows[0].isEmpty { throw AccountError.credentialAlreadyInUse }
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
                     throw AccountError.emailAlreadyInUse
@@ -200,7 +210,7 @@ public struct AccountService: Sendable {
     public func erase(userId: UUID, reason: String?, context: CommandContext) async throws {
         // The short-lived SMS counts name the user beside a hash of their number: gone with them.
         let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM sms_sends WHERE user_id = \(userId)"]
-        _ = try await execute(user: "\(userId)", writingAfter: afterwards, context) { account, _ in
+        _ = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
             (try account.erase(reason: reason), ())
         }
     }
@@ -213,7 +223,10 @@ public struct AccountService: Sendable {
         let session: PostgresQuery = "FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = \(presentedHash)"
         let (account, outcome): (UserAccount, (sessionId: UUID, isReuse: Bool))
         do {
-            (account, outcome) = try await execute(user: "SELECT s.user_id \(session)", reads: ["SELECT s.id \(session)"], context) { account, rows in
+            (account, outcome) = try await execute(
+                user: "SELECT s.user_id \(session)", known: { [cache] in cache.entry(forHint: AccountStateCache.hint(refreshTokenHash: presentedHash)) },
+                reads: ["SELECT s.id \(session)"], hints: [AccountStateCache.hint(refreshTokenHash: newHash)], context
+            ) { account, rows in
                 guard let sessionId: UUID = try rows[0].first?.decode("id") else { throw AccountError.invalidToken }
                 do {
                     let events = try account.refresh(

@@ -60,6 +60,16 @@ public struct UserAccount: Sendable, Hashable {
         self.version = version
     }
 
+    /// The state after `history`, the events that follow this state's version, which leave the stream at `version`.
+    public func appending(_ history: [(event: AccountEvent, at: Date)], version: Int) -> UserAccount {
+        var account = self
+        for (event, at) in history {
+            account.apply(event, at: at)
+        }
+        account.version = version
+        return account
+    }
+
     /// Whether the user has been registered.
     public var exists: Bool { createdAt != nil && !isErased }
 

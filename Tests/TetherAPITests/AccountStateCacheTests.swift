@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherPostgres
+import TetherTesting
+
+/// The states kept between commands are only a starting point: the log under the user's lock decides.
+@Suite("Users' states kept between commands")
+struct AccountStateCacheTests {
+    private func session() -> NewSession {
+        NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["apple"])
+    }
+
+    private let apple = ExternalIdentity(provider: "apple", uid: "001.cache", email: nil, isEmailVerified: false)
+    private let google = ExternalIdentity(provider: "google", uid: "g-cache", email: nil, isEmailVerified: false)
+
+    /// Two instances on one database, as two servers: each keeps its own states, and neither misses the other's writes.
+    @Test func anotherInstancesWritesAreReadOverAKeptState() async throws {
+        let database = try await TestDatabase.make()
+        let clientA = database.client(maxConnections: 2), clientB = database.client(maxConnections: 2)
+        defer { clientA.shutdown(); clientB.shutdown() }
+        let first = AccountService(database: clientA, emailPolicy: .oneAccountPerEmail)
+        let second = AccountService(database: clientB, emailPolicy: .oneAccountPerEmail)
+        let userId = try await first.signIn(apple, session: session(), context: CommandContext()).userId
+        // The second instance links Google; the first still keeps the state from before.
+        try await second.link(google, to: userId, context: CommandContext())
+        let unlinked = try await first.unlink(provider: "google", from: userId, context: CommandContext())
+        #expect(unlinked.identities.keys.sorted() == ["apple"])
+        let returning = try await first.signIn(apple, session: session(), context: CommandContext())
+        #expect(returning.account?.version == 8, "registered (4), linked (1), unlinked (1): the sign-in read from version 6")
+        #expect(returning.account?.sessions.count == 2)
+    }
+
+    /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
+    @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 2)
+        let owner = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown(); owner.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
+        try await accounts.link(google, to: userId, context: CommandContext())
+        // Behind the service's back: the link's event and read model are gone, as after a restore.
+        try await owner.withTransaction { connection in
+            try await connection.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
+            try await connection.query("DELETE FROM events WHERE stream = \(StreamName.user(userId).rawValue) AND version > 4")
+            try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+        }
+        try await owner.query("DELETE FROM identities WHERE user_id = \(userId) AND provider = 'google'")
+        try await owner.query("UPDATE users SET version = 4 WHERE id = \(userId)")
+        let returning = try await accounts.signIn(apple, session: session(), context: CommandContext())
+        #expect(returning.account?.identities.keys.sorted() == ["apple"], "the lost link is not resurrected from memory")
+        #expect(returning.account?.version == 6, "the sign-in's two events follow the log's four")
+        let versions = try await owner.query("""
+            SELECT version FROM events WHERE stream = \(StreamName.user(userId).rawValue) ORDER BY version
+            """).map { try $0.decode("version", as: Int.self) }
+        #expect(versions == Array(1...6), "appended right after the log's last event, with no gap")
+    }
+}
