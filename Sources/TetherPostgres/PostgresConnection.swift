@@ -17,6 +17,24 @@ public final class PostgresConnection: @unchecked Sendable {
     private(set) var isBroken = false
     /// Where the work now running on `queue` counts its round trips (only touched on `queue`).
     private var meter: PostgresMeter?
+    /// The statements prepared on this connection (only touched on `queue`).
+    private var preparedStatements = PreparedStatements()
+
+    /// Prepared statements by their text and parameter kinds, and how often unprepared texts were seen.
+    private struct PreparedStatements {
+        var values: [String: String] = [:]
+        var names: [String: String] = [:]
+        var seen: [String: Int] = [:]
+        var counter = 0
+
+        /// Forgets the statement `name` (it was not prepared after all).
+        subscript(name: String) -> String? {
+            get { names[name] }
+            set {
+                if newValue == nil, let key = names.removeValue(forKey: name) { values[key] = nil }
+            }
+        }
+    }
 
     private init(connection: OpaquePointer, queue: DispatchQueue, settings: PostgresClient.Configuration) {
         self.connection = connection
@@ -205,12 +223,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     private func executeBlocking(_ query: PostgresQuery) throws -> PostgresRows {
-        guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
-        meter?.count(roundTrips: 1, statements: [query.sql])
-        let result = Self.withParameters(of: query) { count, types, values, lengths, formats in
-            PQexecParams(connection, query.sql, count, types, values, lengths, formats, 0)
-        }
-        return try rows(from: result)
+        try pipelineBlocking([query])[0]
     }
 
     /// Sends `queries` in one pipeline and reads every result after a single sync.
@@ -225,16 +238,27 @@ public final class PostgresConnection: @unchecked Sendable {
             // It only fails with results left unread: the connection is then in no state to reuse.
             if PQexitPipelineMode(connection) != 1 { isBroken = true }
         }
+        // What each result in turn answers: a statement being prepared (its name), or a query.
+        var expected: [String?] = []
+        expected.reserveCapacity(queries.count * 2)
         for query in queries {
-            let sent = Self.withParameters(of: query) { count, types, values, lengths, formats in
-                PQsendQueryParams(connection, query.sql, count, types, values, lengths, formats, 0)
+            let (name, isNew) = preparedName(for: query)
+            let sent = Self.withParameters(of: query) { count, types, values, lengths, formats -> Int32 in
+                guard let name else { return PQsendQueryParams(connection, query.sql, count, types, values, lengths, formats, 0) }
+                if isNew {
+                    guard PQsendPrepare(connection, name, query.sql, count, types) == 1 else { return 0 }
+                    expected.append(name)
+                }
+                return PQsendQueryPrepared(connection, name, count, values, lengths, formats, 0)
             }
             guard sent == 1 else { try failWithoutResult() }
+            expected.append(nil)
         }
         guard PQpipelineSync(connection) == 1 else { try failWithoutResult() }
         var results: [PostgresRows] = []
         results.reserveCapacity(queries.count)
         var firstError: (any Error)?
+        var answered = 0
         // Each statement's result is followed by a NULL; the sync's own result ends the pipeline.
         while true {
             guard let result = PQgetResult(connection) else {
@@ -246,12 +270,19 @@ public final class PostgresConnection: @unchecked Sendable {
                 PQclear(result)
                 break
             }
+            let preparing = answered < expected.count ? expected[answered] : nil
+            answered += 1
+            if let preparing, status != PGRES_COMMAND_OK {
+                // Not prepared after all (refused, or not run after an earlier error): prepare it again next time.
+                preparedStatements[preparing] = nil
+            }
             if status == PGRES_PIPELINE_ABORTED {
                 PQclear(result)
                 continue
             }
             do {
-                results.append(try rows(from: result))
+                let rows = try rows(from: result)
+                if preparing == nil { results.append(rows) }
             } catch {
                 if firstError == nil { firstError = error }
                 if isBroken { throw error }
@@ -259,6 +290,30 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         if let firstError { throw firstError }
         return results
+    }
+
+    /// The most statements a connection keeps prepared; past it, new ones are sent unprepared.
+    static let preparedStatementLimit = 256
+
+    /// The prepared statement to run `query` as, and whether it must be prepared first; nil to send it
+    /// unprepared. A statement is prepared the second time its text (with its parameter types) is
+    /// seen, so text made once (a multi-row insert of some length) never fills the cache.
+    private func preparedName(for query: PostgresQuery) -> (name: String?, isNew: Bool) {
+        let key = query.sql + query.parameters.map { $0.isBinary ? "\u{1}b" : "\u{1}t" }.joined()
+        if let name = preparedStatements.values[key] { return (name, false) }
+        guard preparedStatements.values.count < Self.preparedStatementLimit else { return (nil, false) }
+        let seen = preparedStatements.seen[key, default: 0] + 1
+        guard seen >= 2 else {
+            if preparedStatements.seen.count > 4 * Self.preparedStatementLimit { preparedStatements.seen = [:] }
+            preparedStatements.seen[key] = seen
+            return (nil, false)
+        }
+        preparedStatements.seen[key] = nil
+        preparedStatements.counter += 1
+        let name = "tether_\(preparedStatements.counter)"
+        preparedStatements.values[key] = name
+        preparedStatements.names[name] = key
+        return (name, true)
     }
 
     /// Calls `body` with a query's parameters as libpq takes them (type oids, values, lengths, formats).

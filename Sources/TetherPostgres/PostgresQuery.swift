@@ -22,6 +22,11 @@ public struct PostgresParameter: Sendable, Hashable {
     public static func text(_ value: String) -> PostgresParameter { .init(storage: .text(value)) }
     /// Raw bytes for a `bytea` parameter, sent in binary format.
     public static func bytea(_ value: [UInt8]) -> PostgresParameter { .init(storage: .bytea(value)) }
+
+    /// Whether the parameter is sent in binary (a `bytea`), which fixes its type when a statement is prepared.
+    var isBinary: Bool {
+        if case .bytea = storage { true } else { false }
+    }
 }
 
 /// A SQL statement whose interpolated values become `$n` parameters.

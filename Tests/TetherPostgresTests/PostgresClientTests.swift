@@ -62,6 +62,37 @@ struct PostgresClientTests {
         try await holder.value
     }
 
+    /// A statement seen twice on a connection is prepared there; later uses run it without parsing it again.
+    @Test func aRepeatedStatementIsPreparedOnceAndStaysCorrect() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        try await client.query("CREATE TABLE notes (id int PRIMARY KEY, body text, raw bytea)")
+        try await client.withConnection { connection in
+            for id in 1...4 {
+                try await connection.query("INSERT INTO notes VALUES (\(id), \("note \(id)"), \([UInt8(id), 0]))")
+            }
+            let prepared = try await connection.query("""
+                SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO notes%'
+                """)
+            #expect(try prepared[0].decode("n", as: Int.self) == 1, "one statement prepared for the four inserts")
+            // A failing use leaves it usable (statements outlive the transaction that failed).
+            await #expect(throws: PostgresError.self) {
+                try await connection.query("INSERT INTO notes VALUES (\(1), \("again"), \([UInt8(9)]))")
+            }
+            try await connection.query("INSERT INTO notes VALUES (\(5), \("note 5"), \([UInt8(5), 0]))")
+            // A table replaced under it (as tether replay swaps read models) is planned anew.
+            try await connection.execute(simple: """
+                CREATE TABLE notes_new (id int PRIMARY KEY, body text, raw bytea);
+                INSERT INTO notes_new SELECT * FROM notes; DROP TABLE notes; ALTER TABLE notes_new RENAME TO notes
+                """)
+            try await connection.query("INSERT INTO notes VALUES (\(6), \("note 6"), \([UInt8(6), 0]))")
+        }
+        let rows = try await client.query("SELECT id, body, raw FROM notes ORDER BY id")
+        #expect(try rows.map { try $0.decode("id", as: Int.self) } == [1, 2, 3, 4, 5, 6])
+        #expect(try rows[5].decode("raw", as: [UInt8].self) == [6, 0])
+    }
+
     @Test func injectionAttemptsStayValues() async throws {
         let database = try await TestDatabase.make(migrated: false)
         let client = database.client(asServiceRole: false)
