@@ -88,7 +88,8 @@ private struct CredentialReader {
     func string(_ name: String, trims: Bool = true) throws(ProviderError) -> String {
         guard let value = members[name], value != .null else { throw fail(name, "is required") }
         guard case .string(let text) = value else { throw fail(name, "must be a string") }
-        guard !(trims ? text.trimmingCharacters(in: .whitespacesAndNewlines) : text).isEmpty else { throw fail(name, "must not be empty") }
+        // Blank when every character is white space (it stops at the first that is not: a token's first).
+        guard !(trims ? text.allSatisfy(\.isWhitespace) : text.isEmpty) else { throw fail(name, "must not be empty") }
         guard text.utf8.count <= ProviderCredential.maximumFieldLength else { throw fail(name, "is too long") }
         return text
     }

@@ -18,12 +18,12 @@ final class AccountStateCache: Sendable {
         var lastTransaction: UInt64
     }
 
-    private struct Slot {
+    private struct Slot: Sendable {
         var entry: Entry
         var lastUse: UInt64
     }
 
-    private struct State {
+    private struct State: Sendable {
         var slots: [UUID: Slot] = [:]
         /// Which user a hint (an identity, a refresh token's hash) named when last seen; checked by the read.
         var owners: [String: UUID] = [:]
@@ -32,15 +32,32 @@ final class AccountStateCache: Sendable {
 
     /// The most states kept.
     let capacity: Int
-    private let state = Mutex(State())
+    /// Commands on different users rarely meet on one lock: states are spread over shards by user.
+    private let shards: [Shard]
 
-    init(capacity: Int = 10_000) {
-        self.capacity = max(1, capacity)
+    /// One lock's share of the states.
+    private final class Shard: Sendable {
+        let state = Mutex(State())
+
+        func withLock<T>(_ body: (inout State) -> T) -> T {
+            state.withLock { body(&$0) }
+        }
     }
+
+    init(capacity: Int = 10_000, shards: Int = 16) {
+        self.capacity = max(1, capacity)
+        self.shards = (0..<max(1, shards)).map { _ in Shard() }
+    }
+
+    private func shard(_ key: some Hashable) -> Shard {
+        shards[Int(UInt(bitPattern: key.hashValue) % UInt(shards.count))]
+    }
+
+    private var shardCapacity: Int { max(1, capacity / shards.count) }
 
     /// The state kept for `userId`, if any.
     func entry(for userId: UUID) -> Entry? {
-        state.withLock { state in
+        shard(userId).withLock { state in
             state.clock += 1
             state.slots[userId]?.lastUse = state.clock
             return state.slots[userId]?.entry
@@ -49,36 +66,46 @@ final class AccountStateCache: Sendable {
 
     /// The state kept for the user `hint` last named, if any.
     func entry(forHint hint: String) -> Entry? {
-        let owner = state.withLock { $0.owners[hint] }
+        let owner = shard(hint).withLock { $0.owners[hint] }
         return owner.flatMap(entry(for:))
     }
 
     /// Keeps `entry` (a committed state), unless a later one is kept already; `hints` name its user from now on.
     func store(_ entry: Entry, hints: [String] = []) {
-        state.withLock { state in
+        let id = entry.account.id
+        let capacity = shardCapacity
+        // What it replaces is released after the lock, not under it.
+        let replaced: [UUID: Slot]? = shard(id).withLock { state in
             state.clock += 1
-            let id = entry.account.id
-            if let kept = state.slots[id], kept.entry.account.version > entry.account.version { return }
-            state.slots[id] = Slot(entry: entry, lastUse: state.clock)
-            for hint in hints { state.owners[hint] = id }
-            if state.slots.count > capacity { Self.evict(&state, keeping: capacity * 9 / 10) }
+            if let kept = state.slots[id], kept.entry.account.version > entry.account.version { return nil }
+            let old = state.slots.updateValue(Slot(entry: entry, lastUse: state.clock), forKey: id)
+            if state.slots.count > capacity { return Self.evict(&state, keeping: capacity * 9 / 10) }
+            return old.map { [id: $0] }
+        }
+        _ = replaced
+        for hint in hints {
+            shard(hint).withLock { state in
+                state.owners[hint] = id
+                // Hints of rotated refresh tokens are never asked for again: keep a bounded number of them.
+                if state.owners.count > 4 * capacity { state.owners = [:] }
+            }
         }
     }
 
     /// Forgets the state of `userId` (it did not match the log).
     func forget(_ userId: UUID) {
-        _ = state.withLock { $0.slots.removeValue(forKey: userId) }
+        _ = shard(userId).withLock { $0.slots.removeValue(forKey: userId) }
     }
 
     /// How many states are kept.
-    var count: Int { state.withLock { $0.slots.count } }
+    var count: Int { shards.reduce(0) { total, shard in total + shard.withLock { $0.slots.count } } }
 
-    private static func evict(_ state: inout State, keeping count: Int) {
+    /// Keeps the `count` most recently used states of a shard; answers the others, to be released after the lock.
+    private static func evict(_ state: inout State, keeping count: Int) -> [UUID: Slot] {
         let kept = Set(state.slots.sorted { $0.value.lastUse > $1.value.lastUse }.prefix(count).map(\.key))
+        let evicted = state.slots.filter { !kept.contains($0.key) }
         state.slots = state.slots.filter { kept.contains($0.key) }
-        state.owners = state.owners.filter { kept.contains($0.value) }
-        // Hints of rotated refresh tokens are never asked for again: keep a bounded number of them.
-        if state.owners.count > 4 * count { state.owners = [:] }
+        return evicted
     }
 
     /// The hint of an identity.
