@@ -27,12 +27,13 @@ public enum PersonalDataVault {
         "AdminUserViewed", "AdminUsersSearched", "AdminHistoryViewed", "AdminActionRequested", "AdminKeyCreated", "AdminKeyRevoked",
     ]
 
-    /// What goes into a box, as a JSON object: `personal`, `uid`, `clientIP`, `userAgent`, each only when present.
-    ///
-    /// Payloads are handled as JSON objects (`JSONSerialization`), never decoded into Swift types here:
-    /// this runs for every event appended and read, and a typed decode of arbitrary JSON costs a
-    /// thrown error for every guess at a value's type.
-    private typealias JSONObject = [String: Any]
+    /// What goes into a box.
+    private struct Box: Codable {
+        var personal: JSONValueBox?
+        var uid: String?
+        var clientIP: String?
+        var userAgent: String?
+    }
 
     /// The user's key, made on first use (inside the caller's transaction); nil once the user was erased,
     /// so later events about them (an admin's look at the erased account) are stored without one.
@@ -71,75 +72,112 @@ public enum PersonalDataVault {
 
     /// The payload and metadata as stored: personal parts sealed with `key`.
     static func seal(_ event: NewEvent, metadata: EventMetadata, key: [UInt8]) throws -> (data: Data, metadata: EventMetadata) {
-        guard var payload = object(event.data) else { return (event.data, metadata) }
-        var box: JSONObject = [:]
+        guard var payload = try? JSONDecoder().decode([String: JSONValueBox].self, from: event.data) else {
+            return (event.data, metadata)
+        }
+        var box = Box()
         var stored = metadata
-        box["personal"] = payload.removeValue(forKey: "personal")
-        if identifierTypes.contains(event.type), let uid = payload["uid"] as? String {
-            payload["uid"] = nil
-            box["uid"] = uid
+        box.personal = payload.removeValue(forKey: "personal")
+        if identifierTypes.contains(event.type), case .string(let uid)? = payload.removeValue(forKey: "uid") {
+            box.uid = uid
         }
         if !clearAddressTypes.contains(event.type) {
-            box["clientIP"] = stored.clientIP
-            box["userAgent"] = stored.userAgent
+            box.clientIP = stored.clientIP
+            box.userAgent = stored.userAgent
             stored.clientIP = nil
             stored.userAgent = nil
         }
-        guard !box.isEmpty else { return (event.data, metadata) }
-        let sealed = try AESGCM.seal(try serialize(box), key: key, authenticating: aad(event.id))
-        payload[sealedMember] = Data(sealed.combined).base64EncodedString()
-        return (try serialize(payload), stored)
+        guard box.personal != nil || box.uid != nil || box.clientIP != nil || box.userAgent != nil else {
+            return (event.data, metadata)
+        }
+        let sealed = try AESGCM.seal(try JSONEncoder().encode(box), key: key, authenticating: aad(event.id))
+        payload[sealedMember] = .string(Data(sealed.combined).base64EncodedString())
+        return (try encoder.encode(payload), stored)
     }
 
     /// The payload and metadata of an event about a user whose key was destroyed: stored as erased
     /// from the start, so nothing personal is ever written in clear about an erased person.
     static func strip(_ event: NewEvent, metadata: EventMetadata) throws -> (data: Data, metadata: EventMetadata) {
-        guard var payload = object(event.data) else { return (event.data, metadata) }
+        guard var payload = try? JSONDecoder().decode([String: JSONValueBox].self, from: event.data) else {
+            return (event.data, metadata)
+        }
         var stored = metadata
-        if payload["personal"] != nil { payload["personal"] = JSONObject() }
-        if identifierTypes.contains(event.type), payload["uid"] != nil { payload["uid"] = ExternalIdentity.erasedUID }
+        if payload["personal"] != nil { payload["personal"] = .object([:]) }
+        if identifierTypes.contains(event.type), payload["uid"] != nil { payload["uid"] = .string(ExternalIdentity.erasedUID) }
         if !clearAddressTypes.contains(event.type) {
             stored.clientIP = nil
             stored.userAgent = nil
         }
-        payload[erasedMarker] = true
-        return (try serialize(payload), stored)
+        payload[erasedMarker] = .bool(true)
+        return (try encoder.encode(payload), stored)
     }
 
     /// The event as it was appended, or as erased when `key` is gone.
     static func open(_ event: RecordedEvent, key: [UInt8]?) throws -> RecordedEvent {
-        guard event.data.range(of: Data(sealedMember.utf8)) != nil, var payload = object(event.data),
-              let text = payload.removeValue(forKey: sealedMember) as? String, let combined = Data(base64Encoded: text)
+        guard event.data.range(of: Data(sealedMember.utf8)) != nil,
+              var payload = try? JSONDecoder().decode([String: JSONValueBox].self, from: event.data),
+              case .string(let text)? = payload.removeValue(forKey: sealedMember),
+              let combined = Data(base64Encoded: text)
         else { return event }
         var opened = event
         if let key {
-            let opening = try AESGCM.open(try AESGCM.SealedBox(combined: Array(combined)), key: key, authenticating: aad(event.id))
-            guard let box = object(Data(opening)) else {
-                throw PostgresError.decoding("the sealed personal data of event \(event.id) is not a JSON object")
-            }
-            if let personal = box["personal"] { payload["personal"] = personal }
-            if let uid = box["uid"] as? String { payload["uid"] = uid }
-            opened.metadata.clientIP = box["clientIP"] as? String ?? opened.metadata.clientIP
-            opened.metadata.userAgent = box["userAgent"] as? String ?? opened.metadata.userAgent
+            let box = try JSONDecoder().decode(
+                Box.self, from: Data(try AESGCM.open(try AESGCM.SealedBox(combined: Array(combined)), key: key, authenticating: aad(event.id))))
+            if let personal = box.personal { payload["personal"] = personal }
+            if let uid = box.uid { payload["uid"] = .string(uid) }
+            opened.metadata.clientIP = box.clientIP ?? opened.metadata.clientIP
+            opened.metadata.userAgent = box.userAgent ?? opened.metadata.userAgent
         } else {
-            payload["personal"] = JSONObject()
-            if identifierTypes.contains(event.type) { payload["uid"] = ExternalIdentity.erasedUID }
-            payload[erasedMarker] = true
+            payload["personal"] = .object([:])
+            if identifierTypes.contains(event.type) { payload["uid"] = .string(ExternalIdentity.erasedUID) }
+            payload[erasedMarker] = .bool(true)
         }
-        opened.data = try serialize(payload)
+        opened.data = try encoder.encode(payload)
         return opened
-    }
-
-    /// `data` as a JSON object; nil when it is not one.
-    private static func object(_ data: Data) -> JSONObject? {
-        (try? JSONSerialization.jsonObject(with: data)) as? JSONObject
-    }
-
-    private static func serialize(_ object: JSONObject) throws -> Data {
-        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
     }
 
     private static func aad(_ eventId: UUID) -> [UInt8] {
         Array("tether personal data \(eventId.uuidString.lowercased())".utf8)
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+}
+
+/// Any JSON value, passed through unchanged (TetherPostgres has no JSON value type of its own).
+indirect enum JSONValueBox: Codable, Hashable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case integer(Int64)
+    case string(String)
+    case array([JSONValueBox])
+    case object([String: JSONValueBox])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Int64.self) { self = .integer(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONValueBox].self) { self = .array(value) }
+        else { self = .object(try container.decode([String: JSONValueBox].self)) }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
     }
 }
