@@ -92,7 +92,7 @@ public enum PersonalDataVault {
         }
         let sealed = try AESGCM.seal(try JSONEncoder().encode(box), key: key, authenticating: aad(event.id))
         payload[sealedMember] = .string(Data(sealed.combined).base64EncodedString())
-        return (try encoder.encode(payload), stored)
+        return (JSONValueBox.object(payload).jsonData, stored)
     }
 
     /// The payload and metadata of an event about a user whose key was destroyed: stored as erased
@@ -109,7 +109,7 @@ public enum PersonalDataVault {
             stored.userAgent = nil
         }
         payload[erasedMarker] = .bool(true)
-        return (try encoder.encode(payload), stored)
+        return (JSONValueBox.object(payload).jsonData, stored)
     }
 
     /// The event as it was appended, or as erased when `key` is gone.
@@ -132,19 +132,13 @@ public enum PersonalDataVault {
             if identifierTypes.contains(event.type) { payload["uid"] = .string(ExternalIdentity.erasedUID) }
             payload[erasedMarker] = .bool(true)
         }
-        opened.data = try encoder.encode(payload)
+        opened.data = JSONValueBox.object(payload).jsonData
         return opened
     }
 
     private static func aad(_ eventId: UUID) -> [UInt8] {
         Array("tether personal data \(eventId.uuidString.lowercased())".utf8)
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
 }
 
 /// Any JSON value, passed through unchanged (TetherPostgres has no JSON value type of its own).
@@ -159,13 +153,14 @@ indirect enum JSONValueBox: Codable, Hashable, Sendable {
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        // Every failed guess costs a thrown error: the shapes payloads hold most come first.
         if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([String: JSONValueBox].self) { self = .object(value) }
         else if let value = try? container.decode(Bool.self) { self = .bool(value) }
         else if let value = try? container.decode(Int64.self) { self = .integer(value) }
         else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([JSONValueBox].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: JSONValueBox].self)) }
+        else { self = .array(try container.decode([JSONValueBox].self)) }
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -179,5 +174,64 @@ indirect enum JSONValueBox: Codable, Hashable, Sendable {
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
+    }
+}
+
+extension JSONValueBox {
+    /// The value as compact JSON, object keys sorted, slashes unescaped: what `JSONEncoder` with
+    /// `.sortedKeys` writes, without its generic machinery (this runs for every event sealed or opened).
+    var jsonData: Data {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(512)
+        write(to: &bytes)
+        return Data(bytes)
+    }
+
+    private func write(to bytes: inout [UInt8]) {
+        switch self {
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .bool(let value): bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        case .integer(let value): bytes.append(contentsOf: String(value).utf8)
+        case .number(let value):
+            if let exact = Int64(exactly: value) { bytes.append(contentsOf: String(exact).utf8) }
+            else { bytes.append(contentsOf: "\(value)".utf8) }
+        case .string(let value): Self.write(value, to: &bytes)
+        case .array(let values):
+            bytes.append(UInt8(ascii: "["))
+            for (index, value) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                value.write(to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Self.write(key, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                members[key]!.write(to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
+    private static func write(_ text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
     }
 }
