@@ -15,7 +15,7 @@ struct RoundTripBudgetTests {
     /// Stands in for Apple's servers having accepted a token for `identity` (nothing outside this machine is called).
     private struct AcceptedToken: IdentityVerification {
         let identity: ExternalIdentity
-        func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity { identity }
+        func verify(_ credential: ProviderCredential) async throws -> ExternalIdentity { identity }
     }
 
     private struct Fixture {
@@ -42,7 +42,7 @@ struct RoundTripBudgetTests {
 
     private func signIn(_ commands: AccountCommands) -> SignInCommand {
         SignInCommand(
-            provider: "apple", credential: .object([:]), session: newSession(),
+            credential: .apple(identityToken: "accepted", rawNonce: nil, fullName: nil), session: newSession(),
             context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.7", surface: "v1")))
     }
 

@@ -5,17 +5,14 @@ import TetherHTTP
 
 /// A sign-in with a provider credential, as every surface hands it to the command layer.
 public struct SignInCommand: Sendable {
-    /// `apple`, `facebook`, `google`, `password`, …
-    public var provider: String
-    /// The credential in API.md's shapes for `provider`.
-    public var credential: JSONValue
+    /// The credential, decoded from the surface's wire form.
+    public var credential: ProviderCredential
     /// The session to open, its secret already made in the surface's own format.
     public var session: NewSession
     /// Who sent it, from where, and its command id.
     public var context: CommandContext
 
-    public init(provider: String, credential: JSONValue, session: NewSession, context: CommandContext) {
-        self.provider = provider
+    public init(credential: ProviderCredential, session: NewSession, context: CommandContext) {
         self.credential = credential
         self.session = session
         self.context = context
@@ -23,11 +20,12 @@ public struct SignInCommand: Sendable {
 
     /// The normalized email a password sign-in names, for counting failures per account.
     var claimedPasswordEmail: String? {
-        guard provider == "password", case .object(let fields) = credential, case .string(let email)? = fields["email"] else {
-            return nil
-        }
+        guard case .password(let email, _) = credential else { return nil }
         return ExternalIdentity.normalize(email)
     }
+
+    /// `apple`, `facebook`, `google` or `password`.
+    var provider: String { credential.provider.rawValue }
 }
 
 /// A new password user, as a surface hands it over.
@@ -50,14 +48,12 @@ public struct SignUpCommand: Sendable {
 
 /// A provider credential to link to a signed-in user.
 public struct LinkCommand: Sendable {
-    public var provider: String
-    public var credential: JSONValue
+    public var credential: ProviderCredential
     /// The signed-in user the identity is linked to.
     public var userId: UUID
     public var context: CommandContext
 
-    public init(provider: String, credential: JSONValue, userId: UUID, context: CommandContext) {
-        self.provider = provider
+    public init(credential: ProviderCredential, userId: UUID, context: CommandContext) {
         self.credential = credential
         self.userId = userId
         self.context = context
@@ -112,10 +108,10 @@ public struct AccountCommands: Sendable {
 
     /// Verifies a provider credential and links its identity to the signed-in user; answers the user after it.
     public func link(_ command: LinkCommand) async throws -> UserAccount {
-        guard command.provider != "password" else {
+        if case .password = command.credential {
             throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
         }
-        let identity = try await verify(provider: command.provider, credential: command.credential)
+        let identity = try await verify(command.credential)
         return try await releasingOnServerFailure(identity) {
             try await accounts.link(identity, to: command.userId, context: command.context)
         }
@@ -175,7 +171,7 @@ public struct AccountCommands: Sendable {
         var attempt = attempt
         let identity: ExternalIdentity
         do {
-            identity = try await verify(provider: command.provider, credential: command.credential)
+            identity = try await verify(command.credential)
         } catch {
             try await countFailure(error, of: attempt, checkedLimits: reservation != nil)
             throw error
@@ -204,11 +200,11 @@ public struct AccountCommands: Sendable {
     }
 
     /// Verifies `credential` with the configured identity providers.
-    func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
+    func verify(_ credential: ProviderCredential) async throws -> ExternalIdentity {
         guard let identities else {
             throw ProviderError.unsupportedProvider.with(detail: "No identity provider is configured on this server.")
         }
-        return try await identities.verify(provider: provider, credential: credential)
+        return try await identities.verify(credential)
     }
 
     /// Runs the command `identity` was verified for; when it fails on the server's side (a 5xx, such as

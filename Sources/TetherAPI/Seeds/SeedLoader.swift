@@ -104,7 +104,7 @@ public struct SeedLoader: Sendable {
         let session = NewSession(id: ids.session, refreshTokenHash: RefreshTokens.hash(ids.refreshToken), amr: [method])
         switch step.command {
         case .signIn:
-            let command = SignInCommand(provider: step.provider!, credential: try credential(step), session: session, context: context)
+            let command = SignInCommand(credential: try credential(step), session: session, context: context)
             let userId: UUID = switch try await commands.signIn(command) {
             case .signedIn(let account, _): account.id
             case .secondFactorRequired(let userId, _, _): userId
@@ -123,7 +123,7 @@ public struct SeedLoader: Sendable {
         let userId = story.userId!
         switch step.command {
         case .link:
-            _ = try await commands.link(LinkCommand(provider: step.provider!, credential: try credential(step), userId: userId, context: context))
+            _ = try await commands.link(LinkCommand(credential: try credential(step), userId: userId, context: context))
         case .unlink:
             try await accounts.unlink(provider: step.provider!, from: userId, context: context)
         case .refresh:
@@ -159,12 +159,8 @@ public struct SeedLoader: Sendable {
     }
 
     /// Mints the step's credential with the dev identity provider and verifies it as a request's would be.
-    private func verify(_ step: Seed.Step) async throws -> ExternalIdentity {
-        try await commands.verify(provider: step.provider!, credential: try credential(step))
-    }
-
     /// The credential a client would send for the step, with a token freshly minted by the dev identity provider.
-    private func credential(_ step: Seed.Step) throws -> JSONValue {
+    private func credential(_ step: Seed.Step) throws -> ProviderCredential {
         let provider = step.provider!
         var credential: [String: JSONValue] = [:]
         if let request = step.accessToken {
@@ -186,7 +182,7 @@ public struct SeedLoader: Sendable {
             credential["email"] = step.email.map(JSONValue.string)
             credential["password"] = step.password.map(JSONValue.string)
         }
-        return .object(credential)
+        return try ProviderCredential(provider: provider, credential: .object(credential))
     }
 
     /// The user of the first event `command` appended, if that command is in the log.

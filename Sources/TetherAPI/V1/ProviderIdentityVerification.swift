@@ -11,8 +11,8 @@ public struct ProviderIdentityVerification: IdentityVerification {
         self.providers = providers
     }
 
-    public func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity {
-        let verified = try await providers.verify(ProviderCredential(provider: provider, credential: credential))
+    public func verify(_ credential: ProviderCredential) async throws -> ExternalIdentity {
+        let verified = try await providers.verify(credential)
         var identity = ExternalIdentity(
             provider: verified.provider, uid: verified.uid, email: verified.email,
             // Facebook never vouches for an email, whatever a profile says.

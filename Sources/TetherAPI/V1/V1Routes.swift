@@ -5,10 +5,10 @@ import TetherHTTP
 import TetherPostgres
 import TetherProviders
 
-/// Turns a provider credential (API.md's shapes) into a verified identity.
+/// Turns a decoded provider credential into a verified identity.
 public protocol IdentityVerification: Sendable {
-    /// Verifies `credential` for `provider`; throws a ``ProblemConvertible`` error when it is refused.
-    func verify(provider: String, credential: JSONValue) async throws -> ExternalIdentity
+    /// Verifies `credential`; throws a ``ProviderError`` (or another typed error) when it is refused.
+    func verify(_ credential: ProviderCredential) async throws -> ExternalIdentity
 
     /// Gives back what verifying `identity` spent (its token's nonce) after the command it was for
     /// failed on the server's side, so the client's retry with the same token can succeed.
@@ -124,7 +124,8 @@ public struct V1Routes: Sendable {
         let (session, refreshToken) = newSession(
             amr: [body.provider == "password" ? "pwd" : body.provider], jkt: try await proofKey(of: request))
         let command = SignInCommand(
-            provider: body.provider, credential: body.credential, session: session, context: context(request, nil))
+            credential: try ProviderCredential(provider: body.provider, credential: body.credential), session: session,
+            context: context(request, nil))
         switch try await commands.signIn(command) {
         case .signedIn(let account, let isNewUser):
             return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
@@ -136,7 +137,8 @@ public struct V1Routes: Sendable {
     private func link(_ request: HTTPRequest, _ claims: AccessTokenClaims) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
         let account = try await commands.link(LinkCommand(
-            provider: body.provider, credential: body.credential, userId: claims.userId, context: context(request, claims.userId)))
+            credential: try ProviderCredential(provider: body.provider, credential: body.credential), userId: claims.userId,
+            context: context(request, claims.userId)))
         return try HTTPResponse.json(["user": UserBody(account)])
     }
 
