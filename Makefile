@@ -7,9 +7,12 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev pkg-config
 # Debian packages only `make test` needs: a headless browser for the support page's test.
 TEST_PACKAGES := chromium
+# Debian packages only `make bench` needs: the HTTP load generator and what scripts/bench.sh
+# drives it with (pgbench comes with postgresql).
+BENCH_PACKAGES := wrk python3 curl
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all deps test-deps build run test bench bench-crypto clean
+.PHONY: all deps test-deps bench-deps build run test bench bench-crypto bench-service clean
 
 all: build
 
@@ -38,6 +41,10 @@ deps:
 test-deps: deps
 	$(call install-missing,$(TEST_PACKAGES))
 
+## bench-deps: deps, and what only the benchmarks need
+bench-deps: deps
+	$(call install-missing,$(BENCH_PACKAGES))
+
 ## build: debug build of every target
 build: deps
 	swift build $(SWIFT_BUILD_FLAGS)
@@ -52,12 +59,18 @@ test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
 
-## bench: every benchmark, as ratios against baselines measured in the same run
-bench: bench-crypto
+## bench: every benchmark, as ratios against baselines measured in the same run (BENCHMARKS.md)
+bench: bench-crypto bench-service
 
+## bench-crypto: token signing and verification against `openssl speed`
 bench-crypto: deps
 	swift build -c release --product tether-bench
 	.build/release/tether-bench crypto
+
+## bench-service: a release `tether dev` under 16 wrk clients next to pgbench baselines, one table
+bench-service: bench-deps
+	swift build -c release --product tether
+	scripts/bench.sh
 
 clean:
 	rm -rf .build .tether

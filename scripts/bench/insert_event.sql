@@ -1,0 +1,3 @@
+-- Baseline (a): one ~400-byte jsonb event row per transaction into an events-shaped table.
+INSERT INTO bench.bench_events (stream, version, event_id, type, data, user_id)
+VALUES ('user-' || gen_random_uuid(), 1, gen_random_uuid(), 'SignedIn', '{"outcome":"returning","provider":"apple","sessionId":"C4FE45BE-C793-484C-B38C-9A3F12132D35","amr":["apple"],"clientAddress":"127.0.0.1","userAgent":"TetherBench/1.0 (pgbench baseline)","sealedPersonal":"MXDFc1spzAZsnP9IwPD3f6hue5J2P0Kw4rHyJNR8Fi6r103tsfr5n5zIluVMTcypgRxXYLspfzSRc5/Arxzp4vQ6hgplXKwUh0wabQrFJgMXDFc1spzAZsnP9IwPD3f6hue5J2P0Kw4rHyJNR8Fi6r103tsfr5n5zIluVMTcypgRxXYLspfzSRc5/Arxzp4v"}', gen_random_uuid());

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Prints the table of scripts/bench.sh from its results file (one key=value a line).
+
+    report.py RESULTS_FILE
+
+Every target row says whether it holds. A scenario that had errors (answers other than
+the expected status, socket errors or timeouts, or too few prepared tokens) is flagged
+with "!" and explained under the table. A missed target never changes the exit status.
+"""
+import sys
+
+
+def load(path):
+    values = {}
+    with open(path) as file:
+        for line in file:
+            line = line.strip()
+            if "=" in line:
+                key, value = line.split("=", 1)
+                values[key] = value
+    return values
+
+
+def main(path):
+    v = load(path)
+    num = lambda key: float(v[key])
+    notes = []
+    rows = []
+    held = [0, 0]
+
+    def errors(scenario, label):
+        count = int(num(f"{scenario}.bad") + num(f"{scenario}.socket_errors"))
+        extra = []
+        for name in ("exhausted", "lost", "starved"):
+            if float(v.get(f"{scenario}.{name}", 0)) > 0:
+                extra.append(f"{name} {int(float(v[f'{scenario}.{name}']))}")
+        if count or extra:
+            notes.append(
+                f"! {label}: {count} error(s) (answers by status {v[f'{scenario}.statuses']}; "
+                f"socket errors and timeouts {int(num(f'{scenario}.socket_errors'))})"
+                + (f"; {', '.join(extra)} (exhausted: the prepared tokens ran out; lost: sessions or users"
+                   " dropped after a failed request; starved: none left to send)" if extra else ""))
+        return count, bool(count or extra)
+
+    def target(holds, flagged=False):
+        held[1] += 1
+        held[0] += 1 if holds else 0
+        return ("yes" if holds else "NO") + (" !" if flagged else "")
+
+    a = (num("a_before") + num("a_after")) / 2
+    b = num("b")
+    rows.append(("(a) pgbench: insert one ~400 B event", f"{a:,.0f} tx/s", "",
+                 f"mean: {num('a_before'):,.0f} before, {num('a_after'):,.0f} after", "", ""))
+    rows.append(("(b) pgbench: sign-in writes, 1 statement", f"{b:,.0f} tx/s", "", f"(b)/(a) {b / a:.3f}", "", ""))
+
+    signin = num("signin.rate")
+    count, flagged = errors("signin", "sign-in")
+    rows.append(("sign-in, returning Apple users", f"{signin:,.0f} req/s", str(count),
+                 f"/(a) {signin / a:.3f}", "≥ 0.35", target(signin / a >= 0.35, flagged)))
+    rows.append(("", "", "", f"/(b) {signin / b:.3f}", "≥ 0.8", target(signin / b >= 0.8, flagged)))
+
+    signup = num("signup.rate")
+    count, flagged = errors("signup", "sign-up")
+    rows.append(("sign-up, new Apple users", f"{signup:,.0f} req/s", str(count),
+                 f"/(a) {signup / a:.3f}", "≥ 0.2", target(signup / a >= 0.2, flagged)))
+
+    link = num("link.rate")
+    pairs = min(float(v.get("link.link", 0)), float(v.get("link.unlink", 0))) / num("link.seconds")
+    count, flagged = errors("link", "link + unlink")
+    # Each link and each unlink is one request and counts once; the pairs are half as many.
+    rows.append(("link + unlink, Facebook classic", f"{link:,.0f} req/s ({pairs:,.0f} pairs/s)", str(count),
+                 f"/(a) {link / a:.3f}", "≥ 0.2", target(link / a >= 0.2, flagged)))
+
+    refresh = num("refresh.rate")
+    count, flagged = errors("refresh", "refresh")
+    rows.append(("refresh", f"{refresh:,.0f} req/s", str(count),
+                 f"/(a) {refresh / a:.3f}", "≥ 0.35", target(refresh / a >= 0.35, flagged)))
+
+    paced = num("paced.rate")
+    count, flagged = errors("paced", "sign-in at half rate")
+    if paced < 0.9 * num("paced.target"):
+        flagged = True
+        notes.append(f"! sign-in at half rate: {paced:,.0f} req/s done of {num('paced.target'):,.0f}/s asked")
+    p99 = num("paced.p99_ms")
+    rows.append((f"sign-in at half max: {num('paced.target'):,.0f}/s asked",
+                 f"p50 {num('paced.p50_ms'):.2f} / p95 {num('paced.p95_ms'):.2f} / p99 {p99:.2f} ms", str(count),
+                 f"{paced:,.0f} req/s done", "p99 ≤ 10 ms", target(p99 <= 10, flagged)))
+
+    per_thousand = 1000 / num("signin.ok")
+    tether_cpu = num("cpu.tether") * per_thousand
+    postgres_cpu = num("cpu.postgres") * per_thousand
+    rows.append(("tether CPU per 1,000 sign-ins", f"{tether_cpu:.2f} s", "",
+                 f"{tether_cpu:.2f} ms a sign-in", "≤ 0.3 ms", target(tether_cpu <= 0.3)))
+    rows.append(("PostgreSQL CPU per 1,000 sign-ins", f"{postgres_cpu:.2f} s", "",
+                 f"{postgres_cpu:.2f} ms a sign-in", "", ""))
+
+    rows.append(("tether RSS idle (before any load)", f"{num('rss.idle'):.1f} MB", "", "", "≤ 50 MB",
+                 target(num("rss.idle") <= 50)))
+    rows.append(("tether RSS after the run", f"{num('rss.after'):.1f} MB", "", "", "≤ 150 MB",
+                 target(num("rss.after") <= 150)))
+
+    header = ("figure", "measured", "errors", "ratio / detail", "target", "holds")
+    widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
+    line = lambda row: "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+
+    print(f"Tether service benchmark, {v['date']}, commit {v['commit']}")
+    print(f"{v['cores']} cores ({v['cpu']}), {v['memory']} memory; load average {v['load.before']} before,"
+          f" {v['load.after']} after; release build; all on 127.0.0.1")
+    print(f"load: wrk -t2 -c16 ({v['duration']} s a scenario); baselines: pgbench -n -c16 -j2 -T{v['duration']};"
+          " PostgreSQL 15 with fsync off (tether postgres start --throwaway)")
+    print()
+    print(line(header))
+    print(line(tuple("-" * width for width in widths)))
+    for row in rows:
+        print(line(row))
+    print()
+    print(f"targets held: {held[0]} of {held[1]}")
+    for note in notes:
+        print(note)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
