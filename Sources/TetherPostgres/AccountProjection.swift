@@ -185,6 +185,27 @@ public enum AccountProjection {
         }
     }
 
+    /// The statements that apply a command's `events` of user `userId` (``statements(for:userId:at:)``)
+    /// and record that the user's row reflects stream version `version`: folded into the sign-in's
+    /// own update of the row when there is one (one statement fewer on the hottest path), else one
+    /// statement more. The rows come out as ``apply(_:userId:at:on:)`` and ``recordVersion(_:of:)`` leave them.
+    public static func statements(
+        for events: [AccountEvent], userId: UUID, at: PostgresQuery, recordingVersion version: Int
+    ) throws -> [PostgresQuery] {
+        var statements: [PostgresQuery] = []
+        var recorded = false
+        for event in events {
+            if case .signedIn = event, !recorded {
+                statements.append("UPDATE users SET last_sign_in_at = \(at), version = \(version) WHERE id = \(userId)")
+                recorded = true
+            } else {
+                statements += try self.statements(for: event, userId: userId, at: at)
+            }
+        }
+        if !recorded { statements.append(recordVersion(version, of: userId)) }
+        return statements
+    }
+
     /// Records the stream version the user's row reflects (once per command, not per event).
     public static func recordVersion(_ version: Int, of userId: UUID, on connection: PostgresConnection) async throws {
         try await connection.query(recordVersion(version, of: userId))

@@ -57,4 +57,29 @@ struct AccountStateCacheTests {
             """).map { try $0.decode("version", as: Int.self) }
         #expect(versions == Array(1...6), "appended right after the log's last event, with no gap")
     }
+
+    /// A kept state found by the identity makes the sign-in a returning one, without the email's lock;
+    /// an identity unlinked since is noticed, and the sign-in goes the way a fresh read says.
+    @Test func anIdentityHintIsCheckedAgainstTheLog() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 2)
+        defer { client.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let withEmail = ExternalIdentity(provider: "apple", uid: "001.hint", email: "hint@privaterelay.appleid.com", isEmailVerified: true)
+        _ = try await accounts.signIn(withEmail, session: session(), context: CommandContext())
+        let meter = PostgresMeter()
+        let returning = try await PostgresMeter.$current.withValue(meter) {
+            try await accounts.signIn(withEmail, session: session(), context: CommandContext())
+        }
+        #expect(!returning.isNewUser)
+        #expect(!meter.statements.contains { $0.contains("email_normalized") }, "\(meter.statements)")
+        #expect(meter.roundTrips == 2)
+
+        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
+        try await accounts.link(google, to: userId, context: CommandContext())
+        try await accounts.unlink(provider: "apple", from: userId, context: CommandContext())
+        let again = try await accounts.signIn(apple, session: session(), context: CommandContext())
+        #expect(again.isNewUser, "the identity left its user: signing in with it makes a new one")
+        #expect(again.userId != userId)
+    }
 }

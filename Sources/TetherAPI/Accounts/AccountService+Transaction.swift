@@ -122,10 +122,8 @@ extension AccountService {
         }
         statements.append(try store.appendStatement(
             newEvents, to: .user(id), after: user.account.version, metadata: context.metadata, userKey: key))
-        for event in events {
-            statements += try AccountProjection.statements(for: event, userId: id, at: "now()")
-        }
-        statements.append(AccountProjection.recordVersion(user.account.version + events.count, of: id))
+        statements += try AccountProjection.statements(
+            for: events, userId: id, at: "now()", recordingVersion: user.account.version + events.count)
         return statements
     }
 

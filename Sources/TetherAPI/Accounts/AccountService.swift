@@ -79,9 +79,14 @@ public struct AccountService: Sendable {
     ) async throws -> SignInOutcome {
         try await retrying { attempt in
             try await database.withTransactionJob { transaction in
-                // The email lock comes before the identity lookup: a first sign-in racing this one
-                // may be registering the identity, and only after its commit is the lookup true.
-                let lockedEmail = emailPolicy.exclusiveEmail(of: identity)
+                // A kept state found by the identity says it was linked when last seen: the sign-in is then a
+                // returning one, which needs neither the email's lock nor its owner. If the identity has gone
+                // since, the command is re-decided without the hint. Otherwise the email lock comes before the
+                // identity lookup: a first sign-in racing this one may be registering the identity, and only
+                // after its commit is the lookup true.
+                let hint = AccountStateCache.hint(provider: identity.provider, uid: identity.uid)
+                let kept = attempt == 1 ? cache.entry(forHint: hint) : nil
+                let lockedEmail = kept == nil ? emailPolicy.exclusiveEmail(of: identity) : nil
                 var reads = check?.statements ?? []
                 let checks = reads.count
                 if let lockedEmail {
@@ -90,11 +95,12 @@ public struct AccountService: Sendable {
                 }
                 let owner: PostgresQuery =
                     "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)"
-                let hint = AccountStateCache.hint(provider: identity.provider, uid: identity.uid)
-                let kept = cache.entry(forHint: hint)
                 let rows = try transaction.begin(reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId))
                 try check?.verdict(Array(rows.prefix(checks)))
                 let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept)
+                if loaded == nil, let kept {
+                    throw WrongExpectedVersion(stream: .user(kept.account.id), expected: .any, actual: -1)
+                }
                 // Only an unknown identity with a taken address needs the address's owner: a third round trip.
                 var emailOwner: LoadedUser?
                 if loaded == nil, lockedEmail != nil, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
