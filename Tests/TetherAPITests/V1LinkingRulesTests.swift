@@ -217,3 +217,35 @@ struct V1LinkingRulesTests {
         }
     }
 }
+
+/// Answers show the state a command left, computed in memory; they must be exactly what a read of
+/// the read models shows afterwards.
+@Suite("Answers match the read models")
+struct AnswersMatchReadModelsTests {
+    /// The `user` member of a JSON body, as loose JSON.
+    private func user(_ response: HTTPTestClient.Response) throws -> JSONValue? {
+        try response.decodeJSON([String: JSONValue].self)["user"]
+    }
+
+    @Test func signInLinkAndUnlinkAnswerWhatUsersMeShows() async throws {
+        try await DevService.run { app in
+            let apple = try await app.apple(
+                "apple-answers", email: "answers@privaterelay.appleid.com",
+                extra: ["name": "Ada Lovelace", "givenName": "Ada", "familyName": "Lovelace"])
+            let first = try await app.signIn(apple)
+            #expect(first.status == 201)
+            let token = try first.decodeJSON(SignedIn.self).session.accessToken
+            #expect(try user(first) == user(try await app.me(token)))
+            let returning = try await app.signIn(try await app.apple("apple-answers", email: "answers@privaterelay.appleid.com"))
+            #expect(returning.status == 200)
+            #expect(try user(returning) == user(try await app.me(token)), "lastSignInAt and all, as the row holds them")
+            let linked = try await app.link(try await app.google("google-answers", email: "answers@gmail.com"), to: token)
+            #expect(linked.status == 200)
+            #expect(try user(linked) == user(try await app.me(token)))
+            let unlinked = try await app.client.delete(
+                "/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(token)"])
+            #expect(unlinked.status == 200)
+            #expect(try user(unlinked) == user(try await app.me(token)))
+        }
+    }
+}

@@ -197,28 +197,32 @@ public struct AccountService: Sendable {
     }
 
     /// Ends one session.
-    public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws {
+    @discardableResult
+    public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws -> UserAccount {
         try await change(userId, context) { try $0.signOut(session: sessionId) }
     }
 
     /// Ends every session of the user and voids every earlier token.
-    public func revokeAllSessions(userId: UUID, context: CommandContext) async throws {
+    @discardableResult
+    public func revokeAllSessions(userId: UUID, context: CommandContext) async throws -> UserAccount {
         try await change(userId, context) { try $0.revokeAllSessions(now: context.now) }
     }
 
     /// Disables or enables a user (an admin action).
-    public func setDisabled(_ disabled: Bool, userId: UUID, reason: String?, context: CommandContext) async throws {
+    @discardableResult
+    public func setDisabled(_ disabled: Bool, userId: UUID, reason: String?, context: CommandContext) async throws -> UserAccount {
         try await change(userId, context) { try $0.setDisabled(disabled, reason: reason, now: context.now) }
     }
 
     /// Erases a user (an admin action): their sessions end, a `UserErased` event is appended and their
     /// key is destroyed in the same transaction, so every event about them reads as erased from then on.
-    public func erase(userId: UUID, reason: String?, context: CommandContext) async throws {
+    @discardableResult
+    public func erase(userId: UUID, reason: String?, context: CommandContext) async throws -> UserAccount {
         // The short-lived SMS counts name the user beside a hash of their number: gone with them.
         let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM sms_sends WHERE user_id = \(userId)"]
-        _ = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
+        return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
             (try account.erase(reason: reason), ())
-        }
+        }.account
     }
 
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.

@@ -131,13 +131,14 @@ public struct AdminRoutes: Sendable {
                 throw AdminError.invalidRequest("reason must be at most \(Self.maxReasonLength) characters.")
             }
             let context = CommandContext(commandId: metadata.commandId ?? UUID(), metadata: metadata)
-            switch action {
+            // The answer shows the state the command left (nothing is read back).
+            let account = switch action {
             case .disable: try await accounts.setDisabled(true, userId: id, reason: reason, context: context)
             case .enable: try await accounts.setDisabled(false, userId: id, reason: reason, context: context)
             case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
             case .erase: try await accounts.erase(userId: id, reason: reason, context: context)
             }
-            let user = try await UserBody.load(id, from: directory.database)
+            let user = UserBody(account)
             let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))
             return (try HTTPResponse.json(["user": user]), record)
         }
