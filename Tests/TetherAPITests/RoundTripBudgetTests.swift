@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TetherAPI
 import TetherCore
+import TetherCrypto
 import TetherHTTP
 import TetherPostgres
 import TetherProviders
@@ -124,6 +125,35 @@ struct RoundTripBudgetTests {
         #expect(account.identities["password"] != nil)
         #expect(meter.transactions == 2, "\(meter.statements)")
         #expect(meter.roundTrips == 3, "\(meter.roundTrips) round trips: \(meter.statements)")
+    }
+
+    /// A password sign-in reserves its place in the limits (one transaction of two round trips) before
+    /// the password is checked (one read of the account), and gives it back in the sign-in's own commit.
+    @Test func aPasswordSignInIsTwoTransactionsOfFiveRoundTripsInAll() async throws {
+        let client = try await TestDatabase.make().client(maxConnections: 4)
+        defer { client.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let passwords = try PasswordVerifier(hasher: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
+        let verification = ProviderIdentityVerification(providers: try IdentityProviders(
+            configuration: try ProvidersConfiguration.fromEnvironment([:]), nonceStore: PostgresNonceStore(client: client),
+            passwords: PasswordIdentityVerifier(passwords: passwords, directory: accounts)))
+        let commands = AccountCommands(
+            accounts: accounts, identities: verification, limits: SignInLimits(database: client),
+            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: passwords)
+        let context = CommandContext(metadata: EventMetadata(clientIP: "192.0.2.9", surface: "v1"))
+        _ = try await commands.signUp(SignUpCommand(
+            email: "pw@example.com", password: "correct horse battery staple", displayName: nil, session: newSession(), context: context))
+        let command = SignInCommand(
+            credential: .password(email: "pw@example.com", password: "correct horse battery staple"), session: newSession(), context: context)
+        let (result, meter) = try await metered { try await commands.signIn(command) }
+        guard case .signedIn = result else {
+            Issue.record("expected a session, got \(result)")
+            return
+        }
+        #expect(meter.transactions == 2, "\(meter.statements)")
+        #expect(meter.roundTrips == 5, "\(meter.roundTrips) round trips: \(meter.statements)")
+        let places = try await client.query("SELECT count(*)::int AS n FROM sign_in_attempts WHERE kind = 'attempt'")
+        #expect(try places[0].decode("n", as: Int.self) == 0, "the place was given back with the sign-in")
     }
 
     @Test func theSignInAnswerIsTheStateTheReadModelsHold() async throws {

@@ -35,13 +35,19 @@ public struct SignInOutcome: Sendable {
     public var account: UserAccount?
 }
 
-/// Statements a sign-in runs in its first round trip, and the verdict on their rows (which throws to refuse).
+/// What the sign-in limits add to a sign-in's transaction: statements for its first round trip and
+/// the verdict on their rows (which throws to refuse), and writes to commit with it (giving a
+/// password attempt's place back).
 public struct SignInCheck: Sendable {
     public var statements: [PostgresQuery]
     public var verdict: @Sendable ([PostgresRows]) throws -> Void
+    public var writes: [PostgresQuery]
 
-    public init(statements: [PostgresQuery], verdict: @escaping @Sendable ([PostgresRows]) throws -> Void) {
+    public init(
+        statements: [PostgresQuery] = [], writes: [PostgresQuery] = [], verdict: @escaping @Sendable ([PostgresRows]) throws -> Void = { _ in }
+    ) {
         self.statements = statements
+        self.writes = writes
         self.verdict = verdict
     }
 }
@@ -113,11 +119,12 @@ public struct AccountService: Sendable {
                 case .returning:
                     guard let loaded else { throw AccountError.notFound }
                     if loaded.isCommandRecorded {
+                        try transaction.commit(check?.writes ?? [])
                         return SignInOutcome(userId: loaded.account.id, isNewUser: false, outcome: "returning", account: loaded.account)
                     }
                     let account = try commit(
                         try loaded.account.signIn(with: identity, session: session, now: context.now), on: loaded, context,
-                        hints: [hint], in: transaction)
+                        writingAfter: check?.writes ?? [], hints: [hint], in: transaction)
                     if let challenge = account.mfa.challenges[session.id] {
                         return SignInOutcome(
                             userId: account.id, isNewUser: false, outcome: "mfa_required", challenge: challenge,
@@ -128,7 +135,7 @@ public struct AccountService: Sendable {
                     guard let owner = emailOwner else { throw AccountError.notFound }
                     let account = try commit(
                         try owner.account.takeOver(with: identity, session: session, now: context.now), on: owner, context,
-                        hints: [hint], in: transaction)
+                        writingAfter: check?.writes ?? [], hints: [hint], in: transaction)
                     return SignInOutcome(userId: account.id, isNewUser: false, outcome: "takeover", account: account)
                 case .register:
                     break
@@ -136,7 +143,7 @@ public struct AccountService: Sendable {
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
                 let account = try commit(
                     UserAccount.register(id: userId, identity: identity, session: session, now: context.now),
-                    on: .new(userId, in: unknown), context, hints: [hint], in: transaction)
+                    on: .new(userId, in: unknown), context, writingAfter: check?.writes ?? [], hints: [hint], in: transaction)
                 return SignInOutcome(userId: userId, isNewUser: true, outcome: "new_user", account: account)
             }
         }

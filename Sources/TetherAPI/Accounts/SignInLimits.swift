@@ -86,20 +86,22 @@ public struct SignInLimits: Sendable {
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
         let keys = attempt.keys
         let reservation = Reservation(id: UUID())
-        let refusal: (scope: String, retryAfter: Int)? = try await database.withTransaction { connection in
-            for key in keys.map(\.key).sorted() {
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("sign-in:" + key), 0))")
-            }
-            for key in keys {
-                if let retryAfter = try await exceeded(key: key.key, on: connection) {
+        let window = configuration.windowSeconds
+        // One transaction of two round trips: under the keys' locks, expired places go and the window is
+        // counted; then the places are taken (or not) and it commits.
+        let refusal: (scope: String, retryAfter: Int)? = try await database.withTransactionJob { [self] transaction in
+            var reads: [PostgresQuery] = keys.map(\.key).sorted().map { "SELECT pg_advisory_xact_lock(hashtextextended(\("sign-in:" + $0), 0))" }
+            reads += keys.map { "DELETE FROM sign_in_attempts WHERE scope_key = \($0.key) AND started_at < now() - make_interval(secs => \(window))" }
+            reads += keys.map { count(key: $0.key) }
+            let counted = try transaction.begin(reads).suffix(keys.count)
+            for (key, rows) in zip(keys, counted) {
+                if let retryAfter = try retryAfter(from: rows) {
                     return (key.scope, retryAfter)
                 }
             }
-            for key in keys where attempt.email != nil {
-                try await connection.query("""
-                    INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(reservation.id), \(key.key), 'attempt')
-                    """)
-            }
+            try transaction.commit(attempt.email == nil ? [] : keys.map {
+                "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(reservation.id), \($0.key), 'attempt')"
+            })
             return nil
         }
         if let refusal {
@@ -142,7 +144,12 @@ public struct SignInLimits: Sendable {
 
     /// Gives the place back (after the attempt succeeded, or after its failure was counted).
     public func release(_ reservation: Reservation) async {
-        _ = try? await database.query("DELETE FROM sign_in_attempts WHERE id = \(reservation.id) AND kind = 'attempt'")
+        _ = try? await database.query(Self.releaseStatement(reservation))
+    }
+
+    /// The statement that gives `reservation`'s place back, for a sign-in to commit with its own writes.
+    static func releaseStatement(_ reservation: Reservation) -> PostgresQuery {
+        "DELETE FROM sign_in_attempts WHERE id = \(reservation.id) AND kind = 'attempt'"
     }
 
     /// Counts a failed sign-in against its keys and records it (`reason` is the problem code it was answered with).
@@ -179,15 +186,6 @@ public struct SignInLimits: Sendable {
         var retryAfterSeconds: Int
     }
 
-    /// Seconds until one more attempt is allowed, when counted failures and attempts in flight fill the window.
-    private func exceeded(key: String, on connection: PostgresConnection) async throws -> Int? {
-        let window = configuration.windowSeconds
-        try await connection.query("""
-            DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))
-            """)
-        return try retryAfter(from: try await connection.query(count(key: key)))
-    }
-
     /// Counts what fills the window of `key`: failures and password attempts in flight, each only within the window.
     private func count(key: String) -> PostgresQuery {
         let window = configuration.windowSeconds
@@ -220,10 +218,12 @@ public struct SignInLimits: Sendable {
         var retryAfter: Int
     }
 
-    /// The limits of a provider sign-in, checked inside the sign-in's own transaction and first
-    /// round trip (it reserves nothing: see ``reserve(_:)``); its verdict throws ``Refusal``.
-    /// Password sign-ins have none: they reserve a place before their password is checked.
-    func check(_ attempt: Attempt) -> SignInCheck? {
+    /// The limits' part of a sign-in's transaction. A provider sign-in's limits are checked in its
+    /// first round trip (it reserves nothing: see ``reserve(_:)``), and the verdict throws ``Refusal``.
+    /// A password sign-in reserved its place before its password was checked: the sign-in's commit
+    /// gives it back.
+    func check(_ attempt: Attempt, releasing reservation: Reservation? = nil) -> SignInCheck? {
+        if let reservation { return SignInCheck(writes: [Self.releaseStatement(reservation)]) }
         guard attempt.email == nil else { return nil }
         let keys = attempt.keys
         guard !keys.isEmpty else { return nil }

@@ -156,9 +156,8 @@ public struct AccountCommands: Sendable {
         guard attempt.email != nil else { return try await signIn(command, attempt, reservation: nil) }
         let reservation = try await limits.reserve(attempt)
         do {
-            let result = try await signIn(command, attempt, reservation: reservation)
-            await limits.release(reservation)
-            return result
+            // A sign-in that commits gives the place back in its own transaction.
+            return try await signIn(command, attempt, reservation: reservation)
         } catch {
             await limits.release(reservation)
             throw error
@@ -180,7 +179,8 @@ public struct AccountCommands: Sendable {
         let outcome: SignInOutcome
         do {
             outcome = try await releasingOnServerFailure(identity) {
-                try await accounts.signIn(identity, session: command.session, context: command.context, check: limits.check(attempt))
+                try await accounts.signIn(
+                    identity, session: command.session, context: command.context, check: limits.check(attempt, releasing: reservation))
             }
         } catch let refusal as SignInLimits.Refusal {
             await identities?.release(identity)
