@@ -66,6 +66,10 @@ public enum SignInResult: Sendable {
     case signedIn(account: UserAccount, isNewUser: Bool)
     /// The user has second factors: the sign-in goes on at a challenge, with `pendingCredential`.
     case secondFactorRequired(userId: UUID, pendingCredential: String, factors: [MFAState.Factor])
+    /// Another account holds the credential's email and this credential may not take it over: the
+    /// person signs in with one of `signInMethods` and links this credential then (SEMANTICS §2).
+    /// `/v1` answers 409 `account_exists_with_different_credential`; Firebase answers `needConfirmation`.
+    case needsConfirmation(email: String, signInMethods: [String])
 }
 
 /// The command layer: one entry point per use case, no HTTP in it. Every surface (the `/v1` routes,
@@ -185,6 +189,8 @@ public struct AccountCommands: Sendable {
         } catch let refusal as SignInLimits.Refusal {
             await identities?.release(identity)
             try await limits.refuse(attempt, refusal)
+        } catch let error as AccountError where error.reason == .accountExistsWithDifferentCredential {
+            return .needsConfirmation(email: error.email ?? "", signInMethods: error.signInMethods)
         } catch {
             try await countFailure(error, of: attempt, checkedLimits: true)
             throw error

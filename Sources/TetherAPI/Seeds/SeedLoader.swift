@@ -108,6 +108,9 @@ public struct SeedLoader: Sendable {
             let userId: UUID = switch try await commands.signIn(command) {
             case .signedIn(let account, _): account.id
             case .secondFactorRequired(let userId, _, _): userId
+            case .needsConfirmation(let email, let methods):
+                throw SeedError(seed: ids.seed, step: ids.index, step.summary,
+                                "\(email) belongs to an account that signs in with \(methods.joined(separator: ", ")); link this credential to it")
             }
             if let storyUser = story.userId, storyUser != userId {
                 throw SeedError(seed: ids.seed, step: ids.index, step.summary, "signed in another user than the story's first step made")

@@ -131,6 +131,8 @@ public struct V1Routes: Sendable {
             return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
         case .secondFactorRequired(_, let pendingCredential, let factors):
             throw Self.mfaRequired(pendingCredential: pendingCredential, factors: factors)
+        case .needsConfirmation(let email, let signInMethods):
+            throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: signInMethods)
         }
     }
 
