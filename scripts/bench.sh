@@ -121,6 +121,17 @@ pgbench_tps() {
   step "  $(printf '%.0f' "$tps") tx/s"
 }
 
+# idle_sample NAME: records idle.NAME, the percentage of the machine's CPU time that was idle
+# over one second while the benchmark itself is quiet. Something else busy on the machine
+# (a build, a test suite) shows here, and the report flags it.
+idle_sample() {
+  local before after
+  before=$(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+  sleep 1
+  after=$(awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+  record "idle.$1" "$(echo "$before $after" | awk '{ printf "%.0f", ($3 > $1) ? 100 * ($4 - $2) / ($3 - $1) : 100 }')"
+}
+
 cpu_of() { python3 "$bench/procstat.py" cpu "$tether_pid" "$postmaster_pid"; }
 rss_of() { python3 "$bench/procstat.py" rss "$tether_pid"; }
 
@@ -130,7 +141,7 @@ record cores "$(nproc)"
 record cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 record memory "$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 record duration "$duration"
-record load.before "$(cut -d' ' -f1-3 /proc/loadavg)"
+idle_sample start
 
 # PostgreSQL of its own, as scripts/test.sh makes it, then tether dev against it.
 remove_cluster
@@ -158,8 +169,10 @@ record rss.idle "$rss_idle"
 
 # Baselines on the same server, in a scratch schema beside tether's tables.
 "$pgbin/psql" "$database_url" -qAt -v ON_ERROR_STOP=1 -f "$bench/scratch.sql" >/dev/null
+idle_sample a_before
 step "baseline (a): pgbench, one ~400-byte event insert a transaction"
 pgbench_tps a_before "$bench/insert_event.sql"
+idle_sample b
 step "baseline (b): pgbench, a returning sign-in's writes as one statement"
 pgbench_tps b "$bench/sign_in_writes.sql"
 
@@ -170,6 +183,7 @@ step "warm-up: sign-in, 3 s"
 child wrk -t"$threads" -c"$connections" -d3s --timeout 15s -s "$bench/sign-in.lua" "$url" -- "$work/signin_tokens.txt" "$threads" \
   >"$work/wrk-warm-up.log" 2>&1 || { cat "$work/wrk-warm-up.log" >&2; fail "wrk failed (warm-up)"; }
 
+idle_sample signin
 step "sign-in, returning users, as fast as 16 clients go"
 before=$(cpu_of)
 run_wrk signin sign-in.lua "$work/signin_tokens.txt" "$threads"
@@ -181,6 +195,7 @@ record cpu.postgres "$(python3 -c "print(f'{$postgres_after - $postgres_before:.
 
 half=$(python3 -c "print(max(1, round($(sed -n 's/^signin.rate=//p' "$results") / 2)))")
 record paced.target "$half"
+idle_sample paced
 step "sign-in at half the maximum rate: $half/s"
 run_wrk paced sign-in.lua "$work/signin_tokens.txt" "$threads" "$half"
 
@@ -188,20 +203,23 @@ run_wrk paced sign-in.lua "$work/signin_tokens.txt" "$threads" "$half"
 signups=$(python3 -c "print(min(80000, 1000 + int(2.5 * $half * 2 * $duration)))")
 step "minting $signups tokens of new users"
 child python3 "$bench/setup.py" signup "$url" "$work" "$signups" || fail "set-up failed (sign-up tokens)"
+idle_sample signup
 step "sign-up, new Apple users"
 run_wrk signup sign-up.lua "$work/signup_tokens.txt" "$threads"
 
+idle_sample link
 step "link + unlink, Facebook classic"
 run_wrk link link-unlink.lua "$work/link_users.txt" "$threads"
 
+idle_sample refresh
 step "refresh"
 run_wrk refresh refresh.lua "$work/refresh_tokens.txt" "$threads"
 
+idle_sample a_after
 step "baseline (a) again"
 pgbench_tps a_after "$bench/insert_event.sql"
 rss_after=$(rss_of)
 record rss.after "$rss_after"
-record load.after "$(cut -d' ' -f1-3 /proc/loadavg)"
 
 kill -0 "$tether_pid" 2>/dev/null || { cat "$work/tether.log" >&2; fail "tether dev exited during the run"; }
 if [ -s "$work/tether.log" ]; then

@@ -104,8 +104,10 @@ def main(path):
     line = lambda row: "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
 
     print(f"Tether service benchmark, {v['date']}, commit {v['commit']}")
-    print(f"{v['cores']} cores ({v['cpu']}), {v['memory']} memory; load average {v['load.before']} before,"
-          f" {v['load.after']} after; release build; all on 127.0.0.1")
+    idle = {key[len("idle."):]: float(value) for key, value in v.items() if key.startswith("idle.") and value}
+    quietest = min(idle.values(), default=100.0)
+    print(f"{v['cores']} cores ({v['cpu']}), {v['memory']} memory; machine idle in the second before each step:"
+          f" {quietest:.0f}% at least; release build; all on 127.0.0.1")
     print(f"load: wrk -t2 -c16 ({v['duration']} s a scenario); baselines: pgbench -n -c16 -j2 -T{v['duration']};"
           " PostgreSQL 15 with fsync off (tether postgres start --throwaway)")
     print()
@@ -115,6 +117,9 @@ def main(path):
         print(line(row))
     print()
     print(f"targets held: {held[0]} of {held[1]}")
+    if quietest < 80:
+        busy = ", ".join(f"{name} {value:.0f}%" for name, value in idle.items() if value < 80)
+        notes.append(f"! the machine was busy with something else (idle in the second before: {busy}); the figures are noisy")
     for note in notes:
         print(note)
     return 0
