@@ -18,7 +18,7 @@ let package = Package(
         .target(name: "TetherCore"),
         .target(name: "TetherCrypto", dependencies: ["COpenSSL"]),
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
-        .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto"]),
+        .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "TetherCore"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
