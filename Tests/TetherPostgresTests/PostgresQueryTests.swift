@@ -58,3 +58,41 @@ struct PostgresQueryTests {
         #expect(PostgresTimestamp.parse("2026-11-29 13:29:45+00 trailing") == nil)
     }
 }
+
+@Suite("Writes combined into one statement")
+struct CombiningWritesTests {
+    @Test func writesToDistinctTablesBecomeOneStatementWithTheirParametersInOrder() {
+        let statements: [PostgresQuery] = [
+            "INSERT INTO events (stream, version) VALUES (\("user-a"), \(1)), (\("user-a"), \(2))",
+            "UPDATE users SET last_sign_in_at = now(), version = \(2) WHERE id = \("a")",
+            "INSERT INTO sessions (id) VALUES (\("s"))",
+            "COMMIT",
+        ]
+        let combined = PostgresQuery.combiningWrites(statements)
+        #expect(combined.count == 2)
+        #expect(combined[0].sql == """
+            WITH w0 AS (INSERT INTO events (stream, version) VALUES ($1, $2), ($3, $4)), \
+            w1 AS (UPDATE users SET last_sign_in_at = now(), version = $5 WHERE id = $6) INSERT INTO sessions (id) VALUES ($7)
+            """)
+        #expect(combined[0].parameters == [.text("user-a"), .text("1"), .text("user-a"), .text("2"), .text("2"), .text("a"), .text("s")])
+        #expect(combined[1].sql == "COMMIT")
+    }
+
+    @Test func aSecondWriteToOneTableStartsANewStatement() {
+        // One statement's parts do not see each other's rows: the update must see the insert.
+        let statements: [PostgresQuery] = [
+            "INSERT INTO users (id) VALUES (\("a"))",
+            "INSERT INTO identities (user_id) VALUES (\("a"))",
+            "UPDATE users SET display_name = \("Ada") WHERE id = \("a")",
+            "SELECT 1",
+            "DELETE FROM sms_sends WHERE user_id = \("a")",
+        ]
+        let combined = PostgresQuery.combiningWrites(statements)
+        #expect(combined.map(\.sql) == [
+            "WITH w0 AS (INSERT INTO users (id) VALUES ($1)) INSERT INTO identities (user_id) VALUES ($2)",
+            "UPDATE users SET display_name = $1 WHERE id = $2",
+            "SELECT 1",
+            "DELETE FROM sms_sends WHERE user_id = $1",
+        ])
+    }
+}

@@ -133,7 +133,7 @@ extension AccountService {
         hints: [String] = [], in transaction: TransactionJob
     ) throws -> UserAccount {
         guard !events.isEmpty else { return user.account }
-        try transaction.commit(try writeStatements(user, events, context) + writingAfter)
+        try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + writingAfter))
         let account = user.account.appending(events.map { ($0, user.now) }, version: user.account.version + events.count)
         cache.store(.init(account: account, lastTransaction: user.transactionId), hints: hints)
         return account
