@@ -63,7 +63,6 @@ public final class TetherService: Sendable {
         V1Routes(
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            passwords: passwordVerifier,
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
             sms: sms ?? configuration.smsSender()
         ).register(on: &router)

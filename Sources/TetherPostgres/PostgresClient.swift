@@ -126,7 +126,7 @@ public final class PostgresClient: Sendable {
                     if transaction.state == .open { try transaction.commit([]) }
                     return value
                 } catch {
-                    if transaction.state != .idle, transaction.state != .committed, !job.isBroken {
+                    if transaction.state == .open, !job.isBroken {
                         _ = try? job.query("ROLLBACK")
                     }
                     throw error

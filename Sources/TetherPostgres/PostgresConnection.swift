@@ -20,19 +20,17 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The statements prepared on this connection (only touched on `queue`).
     private var preparedStatements = PreparedStatements()
 
-    /// Prepared statements by their text and parameter kinds, and how often unprepared texts were seen.
+    /// Prepared statements: their names by statement text and parameter kinds (the key), the keys by
+    /// name, and how often texts not prepared yet were seen.
     private struct PreparedStatements {
-        var values: [String: String] = [:]
         var names: [String: String] = [:]
+        var keys: [String: String] = [:]
         var seen: [String: Int] = [:]
         var counter = 0
 
         /// Forgets the statement `name` (it was not prepared after all).
-        subscript(name: String) -> String? {
-            get { names[name] }
-            set {
-                if newValue == nil, let key = names.removeValue(forKey: name) { values[key] = nil }
-            }
+        mutating func forget(_ name: String) {
+            if let key = keys.removeValue(forKey: name) { names[key] = nil }
         }
     }
 
@@ -143,10 +141,6 @@ public final class PostgresConnection: @unchecked Sendable {
     /// It never waits (a zero-timeout poll and libpq's non-blocking input), so the pool calls it on
     /// the acquiring task, on a connection no one else holds, without a hop to the queue.
     func checkHealth() -> Bool {
-        checkHealthBlocking()
-    }
-
-    private func checkHealthBlocking() -> Bool {
         guard !isBroken, PQstatus(connection) == CONNECTION_OK else {
             isBroken = true
             return false
@@ -274,7 +268,7 @@ public final class PostgresConnection: @unchecked Sendable {
             answered += 1
             if let preparing, status != PGRES_COMMAND_OK {
                 // Not prepared after all (refused, or not run after an earlier error): prepare it again next time.
-                preparedStatements[preparing] = nil
+                preparedStatements.forget(preparing)
             }
             if status == PGRES_PIPELINE_ABORTED {
                 PQclear(result)
@@ -300,8 +294,8 @@ public final class PostgresConnection: @unchecked Sendable {
     /// seen, so text made once (a multi-row insert of some length) never fills the cache.
     private func preparedName(for query: PostgresQuery) -> (name: String?, isNew: Bool) {
         let key = query.sql + query.parameters.map { $0.isBinary ? "\u{1}b" : "\u{1}t" }.joined()
-        if let name = preparedStatements.values[key] { return (name, false) }
-        guard preparedStatements.values.count < Self.preparedStatementLimit else { return (nil, false) }
+        if let name = preparedStatements.names[key] { return (name, false) }
+        guard preparedStatements.names.count < Self.preparedStatementLimit else { return (nil, false) }
         let seen = preparedStatements.seen[key, default: 0] + 1
         guard seen >= 2 else {
             if preparedStatements.seen.count > 4 * Self.preparedStatementLimit { preparedStatements.seen = [:] }
@@ -311,8 +305,8 @@ public final class PostgresConnection: @unchecked Sendable {
         preparedStatements.seen[key] = nil
         preparedStatements.counter += 1
         let name = "tether_\(preparedStatements.counter)"
-        preparedStatements.values[key] = name
-        preparedStatements.names[name] = key
+        preparedStatements.names[key] = name
+        preparedStatements.keys[name] = key
         return (name, true)
     }
 

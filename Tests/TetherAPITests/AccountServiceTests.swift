@@ -220,7 +220,7 @@ struct AccountServiceTests {
         try await accounts.link(ExternalIdentity(provider: "facebook", uid: "fb-i"), to: userId, context: context)
         try await accounts.unlink(provider: "facebook", from: userId, context: CommandContext())
         // The same link command again (same id) is recognised: no second IdentityLinked.
-        try? await accounts.link(ExternalIdentity(provider: "facebook", uid: "fb-i"), to: userId, context: context)
+        _ = try? await accounts.link(ExternalIdentity(provider: "facebook", uid: "fb-i"), to: userId, context: context)
         let linked = try await client.query("SELECT count(*) AS n FROM events WHERE type = 'IdentityLinked' AND user_id = \(userId)")
         #expect(try linked[0].decode("n", as: Int.self) == 2)
     }

@@ -97,9 +97,6 @@ final class AccountStateCache: Sendable {
         _ = shard(userId).withLock { $0.slots.removeValue(forKey: userId) }
     }
 
-    /// How many states are kept.
-    var count: Int { shards.reduce(0) { total, shard in total + shard.withLock { $0.slots.count } } }
-
     /// Keeps the `count` most recently used states of a shard; answers the others, to be released after the lock.
     private static func evict(_ state: inout State, keeping count: Int) -> [UUID: Slot] {
         let kept = Set(state.slots.sorted { $0.value.lastUse > $1.value.lastUse }.prefix(count).map(\.key))

@@ -86,12 +86,11 @@ public struct SignInLimits: Sendable {
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
         let keys = attempt.keys
         let reservation = Reservation(id: UUID())
-        let window = configuration.windowSeconds
         // One transaction of two round trips: under the keys' locks, expired places go and the window is
         // counted; then the places are taken (or not) and it commits.
         let refusal: (scope: String, retryAfter: Int)? = try await database.withTransactionJob { [self] transaction in
             var reads: [PostgresQuery] = keys.map(\.key).sorted().map { "SELECT pg_advisory_xact_lock(hashtextextended(\("sign-in:" + $0), 0))" }
-            reads += keys.map { "DELETE FROM sign_in_attempts WHERE scope_key = \($0.key) AND started_at < now() - make_interval(secs => \(window))" }
+            reads += keys.map { expire(key: $0.key) }
             reads += keys.map { count(key: $0.key) }
             let counted = try transaction.begin(reads).suffix(keys.count)
             for (key, rows) in zip(keys, counted) {
@@ -123,7 +122,7 @@ public struct SignInLimits: Sendable {
         let retryAfter: Int? = try await database.withTransactionJob { transaction in
             let rows = try transaction.runAlone([
                 "SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))",
-                "DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(window))",
+                expire(key: key),
                 """
                 INSERT INTO sign_in_attempts (id, scope_key, kind)
                 SELECT \(UUID()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(limit)
@@ -184,6 +183,11 @@ public struct SignInLimits: Sendable {
         /// `client address` or `account`.
         var scope: String
         var retryAfterSeconds: Int
+    }
+
+    /// Deletes the rows of `key` that have left the window (short-lived operational records, not the log).
+    private func expire(key: String) -> PostgresQuery {
+        "DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(configuration.windowSeconds))"
     }
 
     /// Counts what fills the window of `key`: failures and password attempts in flight, each only within the window.

@@ -1,7 +1,6 @@
 import Foundation
 import TetherCore
 import TetherProviders
-import TetherHTTP
 
 /// A sign-in with a provider credential, as every surface hands it to the command layer.
 public struct SignInCommand: Sendable {
@@ -139,6 +138,12 @@ public struct AccountCommands: Sendable {
             return error.rejection != nil ? error.code : nil
         }
         return nil
+    }
+
+    /// The `amr` of a session opened with `provider` (RFC 8176 names a password `pwd`; providers are
+    /// named as themselves), for the surfaces making the session.
+    public static func authenticationMethods(provider: String) -> [String] {
+        [provider == ProviderName.password.rawValue ? "pwd" : provider]
     }
 
     /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.

@@ -33,19 +33,17 @@ public struct SeedLoader: Sendable {
     /// The command layer the `/v1` routes call too: seeds get its limits, verification and second-factor branch.
     public let commands: AccountCommands
     public var accounts: AccountService { commands.accounts }
-    public let passwords: PasswordVerifier
     public let devIdP: DevIdentityProvider
 
     /// A loader running commands through `commands`.
-    public init(commands: AccountCommands, passwords: PasswordVerifier, devIdP: DevIdentityProvider) {
+    public init(commands: AccountCommands, devIdP: DevIdentityProvider) {
         self.commands = commands
-        self.passwords = passwords
         self.devIdP = devIdP
     }
 
-    /// A loader on `service`'s command layer and password hashing.
+    /// A loader on `service`'s command layer.
     public init(service: TetherService, devIdP: DevIdentityProvider) {
-        self.init(commands: service.commands, passwords: service.passwords, devIdP: devIdP)
+        self.init(commands: service.commands, devIdP: devIdP)
     }
 
     /// Reads every seed of `directory`, checks them all, then loads them in file-name order.
@@ -99,9 +97,9 @@ public struct SeedLoader: Sendable {
         let context = CommandContext(
             commandId: ids.command,
             metadata: EventMetadata(correlationId: ids.correlation, actor: .system("seeds"), surface: "cli"))
-        // RFC 8176 names a password "pwd"; providers are named as themselves (as /v1 does).
-        let method = step.command == .signUp || step.provider == "password" ? "pwd" : step.provider ?? "pwd"
-        let session = NewSession(id: ids.session, refreshTokenHash: RefreshTokens.hash(ids.refreshToken), amr: [method])
+        let method = step.command == .signUp ? ProviderName.password.rawValue : step.provider ?? ProviderName.password.rawValue
+        let session = NewSession(
+            id: ids.session, refreshTokenHash: RefreshTokens.hash(ids.refreshToken), amr: AccountCommands.authenticationMethods(provider: method))
         switch step.command {
         case .signIn:
             let command = SignInCommand(credential: try credential(step), session: session, context: context)
@@ -161,7 +159,6 @@ public struct SeedLoader: Sendable {
         }
     }
 
-    /// Mints the step's credential with the dev identity provider and verifies it as a request's would be.
     /// The credential a client would send for the step, with a token freshly minted by the dev identity provider.
     private func credential(_ step: Seed.Step) throws -> ProviderCredential {
         let provider = step.provider!

@@ -25,10 +25,7 @@ public struct V1Routes: Sendable {
     let accounts: AccountService
     let issuer: AccessTokenIssuer
     let verifier: AccessTokenVerifier
-    let passwords: PasswordVerifier
-    let identities: (any IdentityVerification)?
     let dpop: DPoPBinding
-    let limits: SignInLimits
     let idempotency: IdempotentRequests
     let pendingCredentials: MFAPendingCredentials
     /// The command layer every route calls.
@@ -37,17 +34,14 @@ public struct V1Routes: Sendable {
     let sms: (any SMSSender)?
 
     public init(
-        commands: AccountCommands, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier, passwords: PasswordVerifier,
-        dpop: DPoPBinding, sms: (any SMSSender)?
+        commands: AccountCommands, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier, dpop: DPoPBinding,
+        sms: (any SMSSender)?
     ) {
         self.commands = commands
         self.accounts = commands.accounts
         self.issuer = issuer
         self.verifier = verifier
-        self.passwords = passwords
-        self.identities = commands.identities
         self.dpop = dpop
-        self.limits = commands.limits
         self.idempotency = IdempotentRequests(database: commands.accounts.database)
         self.pendingCredentials = commands.pendingCredentials
         self.sms = sms
@@ -107,7 +101,8 @@ public struct V1Routes: Sendable {
 
     private func signUp(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignUpBody.self)
-        let (session, refreshToken) = newSession(amr: ["pwd"], jkt: try await proofKey(of: request))
+        let (session, refreshToken) = newSession(
+            amr: AccountCommands.authenticationMethods(provider: ProviderName.password.rawValue), jkt: try await proofKey(of: request))
         let account = try await commands.signUp(SignUpCommand(
             email: body.email, password: body.password, displayName: body.displayName, session: session, context: context(request, nil)))
         return try await signedIn(account, isNewUser: true, session: session, refreshToken: refreshToken)
@@ -120,12 +115,10 @@ public struct V1Routes: Sendable {
 
     private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        // RFC 8176 names a password "pwd"; providers are named as themselves.
+        let credential = try ProviderCredential(provider: body.provider, credential: body.credential)
         let (session, refreshToken) = newSession(
-            amr: [body.provider == "password" ? "pwd" : body.provider], jkt: try await proofKey(of: request))
-        let command = SignInCommand(
-            credential: try ProviderCredential(provider: body.provider, credential: body.credential), session: session,
-            context: context(request, nil))
+            amr: AccountCommands.authenticationMethods(provider: body.provider), jkt: try await proofKey(of: request))
+        let command = SignInCommand(credential: credential, session: session, context: context(request, nil))
         switch try await commands.signIn(command) {
         case .signedIn(let account, let isNewUser):
             return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
@@ -203,19 +196,14 @@ public struct V1Routes: Sendable {
 
     /// A session to open with `/v1`'s kind of secret (a refresh token), and that token.
     func newSession(amr: [String], jkt: String?) -> (NewSession, String) {
-        let (session, refreshToken) = RefreshTokenFormat().newSession(amr: amr, jkt: jkt)
-        return (session, refreshToken)
+        RefreshTokenFormat().newSession(amr: amr, jkt: jkt)
     }
 
     /// The answer to a sign-in, showing `account` as the command left it (nothing is read back).
     private func signedIn(_ account: UserAccount, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
-        try await signedIn(user: UserBody(account), isNewUser: isNewUser, session: session, refreshToken: refreshToken)
-    }
-
-    private func signedIn(user: UserBody, isNewUser: Bool, session: NewSession, refreshToken: String) async throws -> HTTPResponse {
-        let access = try await issuer.issue(userId: user.id, sessionId: session.id, authTime: Date(), amr: session.amr, jkt: session.jkt)
+        let access = try await issuer.issue(userId: account.id, sessionId: session.id, authTime: Date(), amr: session.amr, jkt: session.jkt)
         let body = SignInResponse(
-            user: user, isNewUser: isNewUser,
+            user: UserBody(account), isNewUser: isNewUser,
             session: SessionBody(
                 id: session.id, accessToken: access.token, isBound: session.jkt != nil, expiresIn: access.expiresIn,
                 refreshToken: refreshToken))

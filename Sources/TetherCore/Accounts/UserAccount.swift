@@ -53,11 +53,7 @@ public struct UserAccount: Sendable, Hashable {
 
     /// Rebuilds the state from the events of the user's stream.
     public init(id: UUID, history: [(event: AccountEvent, at: Date)], version: Int) {
-        self.init(id: id)
-        for (event, at) in history {
-            apply(event, at: at)
-        }
-        self.version = version
+        self = UserAccount(id: id).appending(history, version: version)
     }
 
     /// The state after `history`, the events that follow this state's version, which leave the stream at `version`.
