@@ -59,6 +59,11 @@ public struct TetherConfiguration: Sendable {
     public var emailPolicy: EmailPolicy
     /// `TETHER_PARSE_APP_ID`; nil turns the Parse surface off.
     public var parseAppID: String?
+    /// `TETHER_PARSE_CLIENT_KEY`: when set, `X-Parse-Client-Key` or `X-Parse-REST-API-Key` must match it.
+    public var parseClientKey: String?
+    /// `TETHER_PUBLIC_URL`: the base of links Tether hands out (Parse `Location` headers); nil takes
+    /// the request's own `Host`.
+    public var publicURL: URL?
     /// `TETHER_FIREBASE_PROJECT_ID`; nil turns the Firebase surface off.
     public var firebaseProjectID: String?
     /// `TETHER_SMS_WEBHOOK_URL`.
@@ -92,7 +97,10 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_GOOGLE_CLIENT_IDS", "none (Google disabled)", "comma list"),
         ("TETHER_GOOGLE_JWKS_URL", "https://www.googleapis.com/oauth2/v3/certs", ""),
         ("TETHER_GOOGLE_ISSUER", "https://accounts.google.com", ""),
-        ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id"),
+        ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id; turns on the Parse surface at /parse"),
+        ("TETHER_PARSE_CLIENT_KEY", "none (not checked)", "when set, X-Parse-Client-Key / X-Parse-REST-API-Key must match"),
+        ("TETHER_PUBLIC_URL", "none (the request's Host)", "base URL of links Tether hands out (Parse Location headers)"),
+        ("TETHER_ANONYMOUS_USERS", "on", "off refuses the anonymous provider on every surface"),
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
         ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
         ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
@@ -161,6 +169,16 @@ public struct TetherConfiguration: Sendable {
         }
         trustedProxies = proxies
         parseAppID = value("TETHER_PARSE_APP_ID")
+        parseClientKey = value("TETHER_PARSE_CLIENT_KEY")
+        if let text = value("TETHER_PUBLIC_URL") {
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil,
+                  url.query == nil, url.fragment == nil else {
+                throw Invalid("TETHER_PUBLIC_URL", "expected an http(s) URL without query or fragment, got \"\(text)\"")
+            }
+            publicURL = url
+        } else {
+            publicURL = nil
+        }
         firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
         if let webhook = value("TETHER_SMS_WEBHOOK_URL") {
             guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {

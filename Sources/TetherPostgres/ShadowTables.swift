@@ -96,8 +96,11 @@ struct ShadowTables {
             SELECT DISTINCT pg_describe_object(d.classid, d.objid, d.objsubid) AS dependent
             FROM pg_depend d
             LEFT JOIN pg_constraint c ON d.classid = 'pg_constraint'::regclass AND c.oid = d.objid
+            LEFT JOIN pg_attrdef g ON d.classid = 'pg_attrdef'::regclass AND g.oid = d.objid
             WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = ANY(\(liveNames)::regclass[]) AND d.deptype = 'n'
               AND NOT coalesce(c.conrelid = ANY(\(liveNames)::regclass[]), false)
+              -- A generated column's expression depends on its own table's columns; the copy regenerates it.
+              AND NOT coalesce(g.adrelid = d.refobjid, false)
             ORDER BY 1
             """)
         if let first = blockers.first {

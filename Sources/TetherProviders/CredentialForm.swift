@@ -12,4 +12,6 @@ public enum CredentialForm: String, Sendable, Hashable, Codable, CaseIterable {
     case googleIDToken = "google_id_token"
     /// An email and password.
     case password
+    /// Nothing but an id the client holds (an anonymous user).
+    case anonymous
 }

@@ -43,6 +43,9 @@ public struct IdentityProviders: IdentityVerifier {
             }
         }
         verifiers[.password] = passwords
+        if configuration.allowsAnonymousUsers {
+            verifiers[.anonymous] = AnonymousIdentityVerifier()
+        }
         self.verifiers = verifiers
     }
 

@@ -8,14 +8,21 @@ extension ProviderCredential {
     /// Decodes the credential object of a sign-in or link request for `provider`.
     ///
     /// - Parameters:
-    ///   - provider: `apple`, `facebook`, `google` or `password`.
-    ///   - credential: the credential object of the request body.
+    ///   - provider: `apple`, `facebook`, `google`, `password` or `anonymous`.
+    ///   - credential: the credential object of the request body (for `anonymous`: `{}` or null).
     ///   - pointer: where the credential object sits in the request body, for error pointers.
     /// - Throws: `unsupported_provider` for an unknown provider; `invalid_request`
     ///   naming the member (as an RFC 6901 pointer) that is missing, of the wrong type or empty.
     public init(provider: String, credential: JSONValue, pointer: String = "/credential") throws(ProviderError) {
+        var credential = credential
         guard let name = ProviderName(rawValue: provider) else {
             throw ProviderError.unsupportedProvider.with(provider: provider).with(detail: "unknown provider \(provider)")
+        }
+        if credential == .null {
+            guard name == .anonymous else {
+                throw ProviderError.invalidRequest("The member '\(pointer)' is required.", pointer: pointer)
+            }
+            credential = .object([:])
         }
         guard case .object(let members) = credential else {
             throw ProviderError.invalidRequest("The member '\(pointer)' must be an object.", pointer: pointer)
@@ -36,6 +43,13 @@ extension ProviderCredential {
                 throw ProviderError.invalidRequest("The member '\(pointer)/email' must be an email address.", pointer: pointer + "/email")
             }
             self = .password(email: email, password: try reader.string("password", trims: false))
+        case .anonymous:
+            // Each anonymous sign-in makes a new user: an id chosen by the client would be a bearer
+            // secret anyone could guess, so `/v1` takes none (Parse's surface passes its own).
+            guard members.isEmpty else {
+                throw ProviderError.invalidRequest("An anonymous credential takes no members: send {} or leave it out.", pointer: pointer)
+            }
+            self = .anonymous(id: nil)
         }
     }
 

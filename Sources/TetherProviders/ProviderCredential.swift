@@ -18,6 +18,9 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
     case google(idToken: String, rawNonce: String?)
     /// `{"email", "password"}`.
     case password(email: String, password: String)
+    /// An anonymous user: `id` is the id the client keeps (Parse's `authData.anonymous.id`); nil
+    /// makes a new anonymous user (`/v1`'s `{}`).
+    case anonymous(id: String?)
 
     /// The provider the credential is for.
     public var provider: ProviderName {
@@ -26,6 +29,7 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
         case .facebookAccessToken, .facebookLimitedLogin, .facebookSessionInfo: .facebook
         case .google: .google
         case .password: .password
+        case .anonymous: .anonymous
         }
     }
 
@@ -38,6 +42,7 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
         case .facebookSessionInfo: .facebookSessionInfo
         case .google: .googleIDToken
         case .password: .password
+        case .anonymous: .anonymous
         }
     }
 

@@ -8,4 +8,6 @@ public enum ProviderName: String, Sendable, Hashable, CaseIterable, Codable {
     case google
     /// Email and password kept by Tether itself.
     case password
+    /// An anonymous user: no credential, or (Parse) an id the client made up and keeps.
+    case anonymous
 }

@@ -95,6 +95,9 @@ public struct ProvidersConfiguration: Sendable {
     public var leeway: TimeInterval
     /// How long one key-set fetch may take.
     public var jwksTimeout: TimeInterval
+    /// Whether anonymous users may be made (`TETHER_ANONYMOUS_USERS`, on unless `off`), as Parse's
+    /// `enableAnonymousUsers`: when off, the `anonymous` provider is refused like an unconfigured one.
+    public var allowsAnonymousUsers = true
 
     /// Every provider disabled unless configured, with production endpoints.
     public init(
@@ -129,6 +132,11 @@ public struct ProvidersConfiguration: Sendable {
             graphURL: try reader.url("TETHER_FACEBOOK_GRAPH_URL") ?? facebook.graphURL,
             limitedLoginJWKSURL: try reader.url("TETHER_FACEBOOK_LIMITED_JWKS_URL") ?? facebook.limitedLoginJWKSURL,
             limitedLoginIssuer: try reader.issuer("TETHER_FACEBOOK_LIMITED_ISSUER") ?? facebook.limitedLoginIssuer)
+        switch environment["TETHER_ANONYMOUS_USERS"]?.trimmingCharacters(in: .whitespaces).lowercased() {
+        case nil, "", "on", "true", "1": configuration.allowsAnonymousUsers = true
+        case "off", "false", "0": configuration.allowsAnonymousUsers = false
+        case let value?: throw Invalid("TETHER_ANONYMOUS_USERS", "must be on or off, not \(value)")
+        }
         return configuration
     }
 }

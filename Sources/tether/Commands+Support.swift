@@ -4,7 +4,7 @@ import TetherCore
 import TetherHTTP
 import TetherPostgres
 
-/// `tether history` and `tether admin-keys`: the support tools that work on the database directly.
+/// `tether history`, `tether admin-keys` and `tether sweep`: the support tools that work on the database directly.
 extension Commands {
     static func history(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config", "since"], switchFlags: ["json"])
@@ -68,6 +68,29 @@ extension Commands {
             }
         default:
             throw UsageError("unknown action \"\(action)\" (create, list or revoke)")
+        }
+    }
+
+    static func sweep(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "inactive-for"], switchFlags: ["dry-run"])
+        guard options.positionals == ["anonymous"] else {
+            throw UsageError("tether sweep takes what to sweep: anonymous")
+        }
+        guard let text = options["inactive-for"] else { throw UsageError("tether sweep anonymous needs --inactive-for, like 30d") }
+        guard let span = HistorySince.seconds(inSpan: text), span >= 3600 else {
+            throw UsageError("--inactive-for takes a span of at least an hour (90m, 24h, 30d), not \"\(text)\"")
+        }
+        let configuration = try loadConfiguration(options)
+        try await withDatabase(options, for: "tether sweep") { database in
+            let accounts = AccountService(database: database, emailPolicy: configuration.emailPolicy)
+            let cutoff = Date().addingTimeInterval(-span)
+            if options.has("dry-run") {
+                let count = try await accounts.inactiveAnonymousUsers(since: cutoff, limit: 1_000_000).count
+                print("would erase \(count) anonymous user\(count == 1 ? "" : "s") unused since \(ISO8601Milliseconds.format(cutoff))")
+                return
+            }
+            let erased = try await accounts.sweepAnonymousUsers(inactiveFor: span, metadata: operatorMetadata())
+            print("erased \(erased) anonymous user\(erased == 1 ? "" : "s") unused since \(ISO8601Milliseconds.format(cutoff))")
         }
     }
 

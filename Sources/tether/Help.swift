@@ -18,6 +18,7 @@ enum Help {
           postgres   start or stop a private PostgreSQL cluster (used by make test)
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
+          sweep      erase anonymous users nobody has used for a while
           help       show this text, or `tether help COMMAND`
 
         Every command takes --config FILE: a JSON object with the same keys as the
@@ -159,6 +160,18 @@ enum Help {
         revoke   stops the key with this id at once (revoking a revoked key changes nothing)
         """
 
+    static let sweep = """
+        Usage: tether sweep anonymous --inactive-for SPAN [--dry-run] [--config FILE]
+
+        Erases anonymous users (their only identity is anonymous) that nobody has used
+        for SPAN (at least an hour: 24h, 30d): not signed in, refreshed, or seen with a
+        Parse session token since. Each goes through the normal erasure, as
+        DELETE /v1/admin/users/{id} does: their sessions end, a UserErased event is
+        recorded (actor: you, at the command line) and their personal data key is
+        destroyed. A user who signs in or links a real identity while the sweep runs is
+        left alone. --dry-run only counts them. Reads and writes TETHER_DATABASE_URL.
+        """
+
     static func text(for command: String) -> String? {
         switch command {
         case "serve": serve
@@ -168,6 +181,7 @@ enum Help {
         case "postgres": postgres
         case "history": history
         case "admin-keys": adminKeys
+        case "sweep": sweep
         case "help": overview
         default: nil
         }

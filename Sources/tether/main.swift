@@ -39,6 +39,7 @@ do {
     case "postgres": try await Commands.postgres(rest)
     case "history": try await Commands.history(rest)
     case "admin-keys": try await Commands.adminKeys(rest)
+    case "sweep": try await Commands.sweep(rest)
     case "--version", "version": print("tether 0.1.0")
     default: fail("unknown command \"\(command)\" (see tether --help)", status: 2)
     }

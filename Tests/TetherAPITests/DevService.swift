@@ -158,6 +158,19 @@ struct DevService: Sendable {
         try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")
     }
 
+    /// The code of the last SMS the dev outbox holds for `phoneNumber`.
+    func smsCode(to phoneNumber: String) async throws -> String {
+        struct Outbox: Decodable {
+            struct Message: Decodable { var code: String? }
+            var messages: [Message]
+        }
+        let outbox = try await idp.get("/dev-idp/sms?phoneNumber=\(phoneNumber.replacingOccurrences(of: "+", with: "%2B"))")
+        guard let code = try outbox.decodeJSON(Outbox.self).messages.last?.code else {
+            throw HarnessError("no SMS to \(phoneNumber): \(outbox.bodyText)")
+        }
+        return code
+    }
+
     /// The URL a DPoP proof names for `path` on this service.
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 }

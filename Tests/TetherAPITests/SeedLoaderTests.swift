@@ -183,7 +183,7 @@ struct SeedLoaderTests {
         (#"{"steps": []}"#, "seeds/bad.json: a seed needs at least one step"),
         (#"{"steps": [{"command": "dance"}]}"#, "unknown command \"dance\""),
         (#"{"steps": [{"command": "link", "provider": "apple", "token": {}}]}"#, "step 1 (link apple): the first step must be sign-in or sign-up"),
-        (#"{"steps": [{"command": "sign-in", "provider": "myspace", "token": {}}]}"#, "provider must be apple, facebook, google or password"),
+        (#"{"steps": [{"command": "sign-in", "provider": "myspace", "token": {}}]}"#, "provider must be apple, facebook, google, password or anonymous"),
         (#"{"steps": [{"command": "sign-in", "provider": "facebook", "token": {}, "accessToken": {}}]}"#, "either token (Limited Login) or accessToken"),
         (#"{"steps": [{"command": "sign-up", "email": "a@example.com", "password": "long enough"}, {"command": "sign-out"}, {"command": "refresh"}]}"#,
          "step 3 (refresh): no session is open"),

@@ -74,17 +74,6 @@ struct V1MFATests {
         try await app.client.post("/v1/mfa/verify", headers: headers, json: body)
     }
 
-    private func smsCode(_ app: DevService, to phoneNumber: String) async throws -> String {
-        struct Outbox: Decodable {
-            struct Message: Decodable { var code: String? }
-            var messages: [Message]
-        }
-        let outbox = try await app.idp.get("/dev-idp/sms?phoneNumber=\(phoneNumber.replacingOccurrences(of: "+", with: "%2B"))")
-        guard let code = try outbox.decodeJSON(Outbox.self).messages.last?.code else {
-            throw HarnessError("no SMS to \(phoneNumber): \(outbox.bodyText)")
-        }
-        return code
-    }
 
     // MARK: TOTP
 
@@ -195,7 +184,7 @@ struct V1MFATests {
             let factorId = try enrol.decodeJSON([String: String].self)["factorId"]!
             let confirm = try await app.client.post(
                 "/v1/users/me/mfa/phone/verify", headers: auth,
-                json: ["factorId": factorId, "code": try await smsCode(app, to: "+15555550100")])
+                json: ["factorId": factorId, "code": try await app.smsCode(to: "+15555550100")])
             #expect(confirm.status == 200)
             #expect(try confirm.decodeJSON(Confirmed.self).factor.phoneHint == "+*******0100")
 
@@ -207,7 +196,7 @@ struct V1MFATests {
                 "/v1/mfa/challenge", json: ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId])
             #expect(sent.status == 200)
             let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
-                                             "code": try await smsCode(app, to: "+15555550100")])
+                                             "code": try await app.smsCode(to: "+15555550100")])
             #expect(done.status == 200, "\(done.bodyText)")
             let claims = try JOSEObject(parsing: Base64URL.decode(
                 String(try done.decodeJSON(Completed.self).session.accessToken.split(separator: ".")[1])))
@@ -437,7 +426,7 @@ struct V1MFATests {
             let enrol = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550155"])
             let factorId = try enrol.decodeJSON([String: String].self)["factorId"]!
             #expect(try await app.client.post("/v1/users/me/mfa/phone/verify", headers: auth,
-                                              json: ["factorId": factorId, "code": try await smsCode(app, to: "+15555550155")]).status == 200)
+                                              json: ["factorId": factorId, "code": try await app.smsCode(to: "+15555550155")]).status == 200)
             // Strangers enrol the victim's number until the number's enrolment budget is spent.
             for index in 0..<5 {
                 let stranger = try await app.signedIn(try await app.apple("apple-stranger-\(index)"))
@@ -455,7 +444,7 @@ struct V1MFATests {
                 "/v1/mfa/challenge", headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/challenge"))], json: body)
             #expect(sent.status == 200, "the victim's sign-in codes are not the strangers' to spend: \(sent.bodyText)")
             let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
-                                             "code": try await smsCode(app, to: "+15555550155")],
+                                             "code": try await app.smsCode(to: "+15555550155")],
                                         headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/verify"))])
             #expect(done.status == 200)
             // The code's hash sits sealed in the log, not readable beside the challenge id.

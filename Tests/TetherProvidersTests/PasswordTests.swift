@@ -157,7 +157,7 @@ struct PasswordSignInTests {
     @Test func identityProvidersDispatchPasswordCredentialsOnlyWhenGivenADirectory() async throws {
         let providers = try IdentityProviders(
             configuration: ProvidersConfiguration(), nonceStore: UnreachableNonceStore(), passwords: signIn(CountingHasher()))
-        #expect(providers.enabledProviders == [.password])
+        #expect(providers.enabledProviders == [.password, .anonymous])
         let identity = try await providers.verify(.password(email: "ada@example.com", password: "analytical engine"))
         #expect(identity.uid == "ada@example.com")
     }

@@ -88,10 +88,30 @@ struct ProvidersConfigurationTests {
     func credentialOfAnUnconfiguredProviderIsUnsupported(credential: ProviderCredential) async throws {
         let providers = try IdentityProviders(
             configuration: ProvidersConfiguration(), nonceStore: UnreachableNonceStore())
-        #expect(providers.enabledProviders.isEmpty)
+        // Anonymous users need no configuration: they are on unless TETHER_ANONYMOUS_USERS=off.
+        #expect(providers.enabledProviders == [.anonymous])
         let error = await #expect(throws: ProviderError.unsupportedProvider) { try await providers.verify(credential) }
         #expect(error?.problem.status == 400)
         #expect(error?.provider == credential.provider.rawValue)
+    }
+}
+
+extension ProvidersConfigurationTests {
+    @Test func anonymousUsersAreOnUnlessTurnedOffAndAnOddValueIsRefused() async throws {
+        let on = try IdentityProviders(configuration: ProvidersConfiguration.fromEnvironment([:]), nonceStore: UnreachableNonceStore())
+        let identity = try await on.verify(.anonymous(id: nil))
+        #expect(identity.provider == "anonymous")
+        #expect(identity.uid.count == 36)
+        #expect(try await on.verify(.anonymous(id: nil)).uid != identity.uid, "each anonymous sign-in without an id is a new user")
+        await #expect(throws: ProviderError.self) { try await on.verify(.anonymous(id: "short")) }
+
+        let off = try IdentityProviders(
+            configuration: ProvidersConfiguration.fromEnvironment(["TETHER_ANONYMOUS_USERS": "off"]), nonceStore: UnreachableNonceStore())
+        #expect(off.enabledProviders.isEmpty)
+        await #expect(throws: ProviderError.unsupportedProvider) { try await off.verify(.anonymous(id: nil)) }
+        #expect(throws: ProvidersConfiguration.Invalid.self) {
+            try ProvidersConfiguration.fromEnvironment(["TETHER_ANONYMOUS_USERS": "maybe"])
+        }
     }
 }
 

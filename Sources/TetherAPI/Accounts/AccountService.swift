@@ -175,24 +175,28 @@ public struct AccountService: Sendable {
         }
     }
 
-    /// Links a verified identity to a signed-in user: one transaction of two round trips.
+    /// Links a verified identity to a signed-in user (with its password, for a `password` identity):
+    /// one transaction of two round trips. A password identity's email must be free under either policy.
     @discardableResult
-    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws -> UserAccount {
+    public func link(
+        _ identity: ExternalIdentity, passwordHash: String? = nil, to userId: UUID, context: CommandContext
+    ) async throws -> UserAccount {
         var reads: [PostgresQuery] = [
             "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
         ]
-        let lockedEmail = emailPolicy.exclusiveEmail(of: identity)
+        let lockedEmail = passwordHash != nil ? identity.normalizedEmail : emailPolicy.exclusiveEmail(of: identity)
         if let lockedEmail {
             reads.append(Self.lockEmail(lockedEmail))
             reads.append(Self.userWithEmail(lockedEmail))
         }
         return try await mappingConstraints {
             try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
-                if !rows[0].isEmpty { throw AccountError.credentialAlreadyInUse }
+                // A password identity is its email: another account holding it means the email is taken.
+                if !rows[0].isEmpty { throw passwordHash == nil ? AccountError.credentialAlreadyInUse : AccountError.emailAlreadyInUse }
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
                     throw AccountError.emailAlreadyInUse
                 }
-                return (try account.link(identity), ())
+                return (try account.link(identity, passwordHash: passwordHash), ())
             }.account
         }
     }
@@ -201,6 +205,12 @@ public struct AccountService: Sendable {
     @discardableResult
     public func unlink(provider: String, from userId: UUID, byAdmin: Bool = false, context: CommandContext) async throws -> UserAccount {
         try await change(userId, context) { try $0.unlink(provider: provider, byAdmin: byAdmin) }
+    }
+
+    /// Replaces a user's password: every session ends and `session` opens (``UserAccount/changePassword(passwordHash:session:now:)``).
+    @discardableResult
+    public func changePassword(userId: UUID, passwordHash: String, session: NewSession, context: CommandContext) async throws -> UserAccount {
+        try await change(userId, context) { try $0.changePassword(passwordHash: passwordHash, session: session, now: context.now) }
     }
 
     /// Ends one session.
@@ -223,14 +233,23 @@ public struct AccountService: Sendable {
 
     /// Erases a user (an admin action): their sessions end, a `UserErased` event is appended and their
     /// key is destroyed in the same transaction, so every event about them reads as erased from then on.
+    ///
+    /// - Parameter condition: decided on the user's state inside the command; when it does not hold,
+    ///   nothing is written and ``ConditionNoLongerHolds`` is thrown (a sweep's user who came back meanwhile).
     @discardableResult
-    public func erase(userId: UUID, reason: String?, context: CommandContext) async throws -> UserAccount {
+    public func erase(
+        userId: UUID, reason: String?, context: CommandContext, when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
+    ) async throws -> UserAccount {
         // The short-lived SMS counts name the user beside a hash of their number: gone with them.
         let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM sms_sends WHERE user_id = \(userId)"]
         return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
-            (try account.erase(reason: reason), ())
+            guard condition(account) else { throw ConditionNoLongerHolds() }
+            return (try account.erase(reason: reason), ())
         }.account
     }
+
+    /// A conditional command found its condition false on the user's current state, and wrote nothing.
+    public struct ConditionNoLongerHolds: Error, Sendable {}
 
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
     public func refresh(

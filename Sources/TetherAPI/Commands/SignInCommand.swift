@@ -23,7 +23,7 @@ public struct SignInCommand: Sendable {
         return ExternalIdentity.normalize(email)
     }
 
-    /// `apple`, `facebook`, `google` or `password`.
+    /// `apple`, `facebook`, `google`, `password` or `anonymous`.
     var provider: String { credential.provider.rawValue }
 }
 
@@ -110,14 +110,30 @@ public struct AccountCommands: Sendable {
     }
 
     /// Verifies a provider credential and links its identity to the signed-in user; answers the user after it.
+    ///
+    /// A password credential adds a password to a user who has none (an anonymous user's upgrade, or an
+    /// Apple user's second way in): its email must be free, and its password is hashed here. Linking
+    /// anything upgrades an anonymous user in place (same id, the `anonymous` identity dropped).
     public func link(_ command: LinkCommand) async throws -> UserAccount {
-        if case .password = command.credential {
-            throw AccountError.invalidRequest("Passwords are added with a password change, not by linking.")
+        switch command.credential {
+        case .anonymous:
+            throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
+        case .password(let email, let password):
+            try Self.validate(email: email)
+            let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
+            let identity = ExternalIdentity(
+                provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
+            return try await accounts.link(identity, passwordHash: hash, to: command.userId, context: command.context)
+        default:
+            return try await link(try await verify(command.credential), to: command.userId, context: command.context)
         }
-        let identity = try await verify(command.credential)
-        return try await releasingOnServerFailure(identity) {
-            try await accounts.link(identity, to: command.userId, context: command.context)
-        }
+    }
+
+    /// Replaces the password of a user who has one: the new one is checked against the policy and hashed
+    /// here; every session of the user ends and `session` opens.
+    public func changePassword(userId: UUID, password: String, session: NewSession, context: CommandContext) async throws -> UserAccount {
+        let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
+        return try await accounts.changePassword(userId: userId, passwordHash: hash, session: session, context: context)
     }
 
     /// Whether `error` is the server's failure (the database, a provider that did not answer), not a refusal.
@@ -160,13 +176,46 @@ public struct AccountCommands: Sendable {
     /// can be guessed); a provider token is checked against the client address's recorded failures
     /// inside the sign-in's own transaction. A refused credential is counted and recorded.
     public func signIn(_ command: SignInCommand) async throws -> SignInResult {
+        try await signIn(command, verified: nil)
+    }
+
+    /// Signs in with a credential the surface had verified first, through ``verify(_:context:)`` (Parse
+    /// checks every provider of a request, and who owns them, before it picks the one to sign in with).
+    public func signIn(_ command: SignInCommand, verified identity: ExternalIdentity) async throws -> SignInResult {
+        try await signIn(command, verified: .some(identity))
+    }
+
+    /// Verifies a credential for a sign-in, counting a refused one against the client's limits like
+    /// ``signIn(_:)`` does (past them, the answer is 429).
+    public func verify(_ credential: ProviderCredential, context: CommandContext) async throws -> ExternalIdentity {
+        let attempt = SignInLimits.Attempt(provider: credential.provider.rawValue, email: nil, metadata: context.metadata)
+        do {
+            return try await verify(credential)
+        } catch {
+            try await countFailure(error, of: attempt, checkedLimits: false)
+            throw error
+        }
+    }
+
+    /// Links an identity the surface verified with ``verify(_:context:)`` to the signed-in user.
+    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws -> UserAccount {
+        try await releasingOnServerFailure(identity) {
+            try await accounts.link(identity, to: userId, context: context)
+        }
+    }
+
+    private func signIn(_ command: SignInCommand, verified: ExternalIdentity?) async throws -> SignInResult {
         let attempt = SignInLimits.Attempt(
             provider: command.provider, email: command.claimedPasswordEmail, metadata: command.context.metadata)
-        guard attempt.email != nil else { return try await signIn(command, attempt, reservation: nil) }
+        if case .anonymous = command.credential {
+            // An anonymous sign-in asks for nothing but a new user: those are limited per address like sign-ups.
+            try await limits.reserveSignUp(from: command.context.metadata.clientIP)
+        }
+        guard attempt.email != nil else { return try await signIn(command, attempt, reservation: nil, verified: verified) }
         let reservation = try await limits.reserve(attempt)
         do {
             // A sign-in that commits gives the place back in its own transaction.
-            return try await signIn(command, attempt, reservation: reservation)
+            return try await signIn(command, attempt, reservation: reservation, verified: verified)
         } catch {
             await limits.release(reservation)
             throw error
@@ -174,15 +223,19 @@ public struct AccountCommands: Sendable {
     }
 
     private func signIn(
-        _ command: SignInCommand, _ attempt: SignInLimits.Attempt, reservation: SignInLimits.Reservation?
+        _ command: SignInCommand, _ attempt: SignInLimits.Attempt, reservation: SignInLimits.Reservation?, verified: ExternalIdentity?
     ) async throws -> SignInResult {
         var attempt = attempt
         let identity: ExternalIdentity
-        do {
-            identity = try await verify(command.credential)
-        } catch {
-            try await countFailure(error, of: attempt, checkedLimits: reservation != nil)
-            throw error
+        if let verified {
+            identity = verified
+        } else {
+            do {
+                identity = try await verify(command.credential)
+            } catch {
+                try await countFailure(error, of: attempt, checkedLimits: reservation != nil)
+                throw error
+            }
         }
         attempt.verifiedUID = identity.uid
         let outcome: SignInOutcome

@@ -160,7 +160,7 @@ public struct Seed: Sendable {
             switch step.command {
             case .signIn, .link:
                 guard let provider = step.provider.flatMap(ProviderName.init(rawValue:)) else {
-                    throw fail("provider must be apple, facebook, google or password")
+                    throw fail("provider must be apple, facebook, google, password or anonymous")
                 }
                 try Self.checkCredential(of: step, provider: provider, fail)
                 hasSession = hasSession || step.command == .signIn
@@ -169,7 +169,7 @@ public struct Seed: Sendable {
                 hasSession = true
             case .unlink:
                 guard step.provider.flatMap(ProviderName.init(rawValue:)) != nil else {
-                    throw fail("provider must be apple, facebook, google or password")
+                    throw fail("provider must be apple, facebook, google, password or anonymous")
                 }
             case .refresh, .signOut:
                 guard hasSession else { throw fail("no session is open at this step (sign in first)") }
@@ -193,6 +193,9 @@ public struct Seed: Sendable {
             }
         case .apple, .google:
             guard step.token != nil, step.accessToken == nil else { throw fail("\(provider.rawValue) needs token (the claims to mint)") }
+        case .anonymous:
+            guard step.command == .signIn else { throw fail("an anonymous user is made by sign-in, not linked") }
+            guard step.token == nil, step.accessToken == nil else { throw fail("an anonymous sign-in takes no token") }
         }
         for (member, value) in [("token", step.token), ("accessToken", step.accessToken)] {
             guard let value else { continue }

@@ -36,6 +36,9 @@ struct UserBody: Encodable, Sendable {
     var identities: [Identity]
     var mfa: [FactorBody]
 
+    /// Whether the user's only identity is anonymous (``UserAccount/isAnonymous``).
+    var isAnonymous: Bool { identities.count == 1 && identities[0].provider == ExternalIdentity.anonymousProvider }
+
     static func load(_ id: UUID, from database: PostgresClient) async throws -> UserBody {
         let users = try await database.query("""
             SELECT email, email_verified, display_name, photo_url, disabled, created_at, last_sign_in_at FROM users WHERE id = \(id)
@@ -63,7 +66,7 @@ struct UserBody: Encodable, Sendable {
 
     func encode(to encoder: any Encoder) throws {
         enum Keys: String, CodingKey {
-            case id, email, emailVerified, displayName, photoUrl, disabled, createdAt, lastSignInAt, identities, mfa
+            case id, email, emailVerified, displayName, photoUrl, disabled, isAnonymous, createdAt, lastSignInAt, identities, mfa
         }
         var container = encoder.container(keyedBy: Keys.self)
         try container.encode(id.uuidString.lowercased(), forKey: .id)
@@ -72,6 +75,7 @@ struct UserBody: Encodable, Sendable {
         try container.encode(displayName, forKey: .displayName)
         try container.encode(photoUrl, forKey: .photoUrl)
         try container.encode(disabled, forKey: .disabled)
+        try container.encode(isAnonymous, forKey: .isAnonymous)
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(lastSignInAt, forKey: .lastSignInAt)
         try container.encode(identities, forKey: .identities)

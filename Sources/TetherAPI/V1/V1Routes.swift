@@ -110,12 +110,13 @@ public struct V1Routes: Sendable {
 
     private struct SignInBody: Decodable {
         var provider: String
-        var credential: JSONValue
+        /// Absent only for `anonymous`, which takes none; every other provider's decoding names it as missing.
+        var credential: JSONValue?
     }
 
     private func signIn(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
-        let credential = try ProviderCredential(provider: body.provider, credential: body.credential)
+        let credential = try ProviderCredential(provider: body.provider, credential: body.credential ?? .null)
         let (session, refreshToken) = newSession(
             amr: AccountCommands.authenticationMethods(provider: body.provider), jkt: try await proofKey(of: request))
         let command = SignInCommand(credential: credential, session: session, context: context(request, nil))
@@ -132,7 +133,7 @@ public struct V1Routes: Sendable {
     private func link(_ request: HTTPRequest, _ claims: AccessTokenClaims) async throws -> HTTPResponse {
         let body = try request.decodeJSON(SignInBody.self)
         let account = try await commands.link(LinkCommand(
-            credential: try ProviderCredential(provider: body.provider, credential: body.credential), userId: claims.userId,
+            credential: try ProviderCredential(provider: body.provider, credential: body.credential ?? .null), userId: claims.userId,
             context: context(request, claims.userId)))
         return try HTTPResponse.json(["user": UserBody(account)])
     }

@@ -83,7 +83,8 @@ public enum AccountEvent: Sendable, Hashable {
     public struct IdentityUnlinked: Codable, Sendable, Hashable {
         public var provider: String
         public var uid: String
-        /// `user`, `admin`, or `takeover` (dropped because a trusted provider proved the email).
+        /// `user`, `admin`, `takeover` (dropped because a trusted provider proved the email), or
+        /// `upgraded` (an anonymous identity, dropped when the user linked a real one).
         public var reason: String
     }
 
@@ -114,6 +115,10 @@ public enum AccountEvent: Sendable, Hashable {
         public var jkt: String?
         /// The kind of secret the session holds (schema 2; schema 1 sessions are upcast as `/v1`'s).
         public var secretKind: SessionSecretKind
+        /// The app installation the session is for, when the surface names one (Parse).
+        public var installationId: String?
+        /// When the session's secret stops working, for secrets that do not rotate (Parse).
+        public var expiresAt: Date?
     }
 
     public struct SessionRefreshed: Codable, Sendable, Hashable {
@@ -125,7 +130,8 @@ public enum AccountEvent: Sendable, Hashable {
 
     public struct SessionEnded: Codable, Sendable, Hashable {
         public var sessionId: UUID
-        /// `sign_out`, `revoked`, `reuse_detected`, `takeover`, `disabled`.
+        /// `sign_out`, `revoked`, `reuse_detected`, `takeover`, `disabled`, `erased`, `replaced` (a new
+        /// session of the same app installation), `password_changed`.
         public var reason: String
     }
 

@@ -2,7 +2,7 @@ import Foundation
 
 /// A person as an identity provider (or a password sign-up) describes them, after verification.
 public struct ExternalIdentity: Sendable, Hashable, Codable {
-    /// `apple`, `facebook`, `google` or `password`.
+    /// `apple`, `facebook`, `google`, `password` or `anonymous`.
     public var provider: String
     /// The provider's stable id for the person (for `password`, the normalised email).
     public var uid: String
@@ -11,6 +11,9 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     public var isEmailVerified: Bool
     public var displayName: String?
     public var photoURL: String?
+
+    /// The provider of anonymous users: an identity whose uid is a random id the client holds.
+    public static let anonymousProvider = "anonymous"
 
     /// What an identity event's `uid` reads as once its user was erased (the key that sealed it is gone).
     public static let erasedUID = "(erased)"

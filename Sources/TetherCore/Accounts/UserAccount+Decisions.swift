@@ -9,13 +9,23 @@ public struct NewSession: Sendable, Hashable {
     public var jkt: String?
     /// The kind of secret the surface handed out for the session.
     public var secretKind: SessionSecretKind
+    /// The app installation the session is for (Parse's `X-Parse-Installation-Id`): a new session
+    /// of the installation ends the user's earlier ones of it.
+    public var installationId: String?
+    /// When a secret that does not rotate stops working (Parse session tokens); nil for rotating ones.
+    public var expiresAt: Date?
 
-    public init(id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens) {
+    public init(
+        id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens,
+        installationId: String? = nil, expiresAt: Date? = nil
+    ) {
         self.id = id
         self.refreshTokenHash = refreshTokenHash
         self.amr = amr
         self.jkt = jkt
         self.secretKind = secretKind
+        self.installationId = installationId
+        self.expiresAt = expiresAt
     }
 }
 
@@ -27,6 +37,9 @@ public enum SessionSecretKind: String, Codable, Sendable, Hashable, CaseIterable
     case parseSessionToken = "parse_session_token"
     /// Firebase: RS256 ID tokens, and a refresh token for the Secure Token API.
     case firebaseTokens = "firebase_tokens"
+
+    /// Whether the session's secret is a refresh token that rotates on use (a Parse token is not refreshed).
+    public var rotates: Bool { self != .parseSessionToken }
 }
 
 /// The decisions of the user aggregate: each returns the events a command produces, or throws.
@@ -44,7 +57,7 @@ extension UserAccount {
             events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
         }
         if let session {
-            events += started(session, provider: identity.provider, outcome: "new_user", now: now)
+            events += Self.started(session, provider: identity.provider, outcome: "new_user", now: now)
         }
         return events
     }
@@ -61,7 +74,7 @@ extension UserAccount {
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
                 expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]
         }
-        return Self.started(session, provider: identity.provider, outcome: "returning", now: now)
+        return starting(session, provider: identity.provider, outcome: "returning", now: now)
     }
 
     /// A trusted provider proved the email of an account whose email is unverified: the
@@ -91,21 +104,50 @@ extension UserAccount {
         return events
     }
 
-    /// Links another provider's identity (the caller has checked it belongs to nobody).
-    public func link(_ identity: ExternalIdentity) throws(AccountError) -> [AccountEvent] {
+    /// Links another provider's identity (the caller has checked it belongs to nobody), with the
+    /// password it sets when it is a `password` identity.
+    ///
+    /// Linking upgrades an anonymous user in place: the same id keeps its history, and the
+    /// `anonymous` identity goes in the same command.
+    public func link(_ identity: ExternalIdentity, passwordHash: String? = nil) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
+        guard identity.provider != ExternalIdentity.anonymousProvider else {
+            throw .invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
+        }
         if let linked = identities[identity.provider] {
             throw linked.uid == identity.uid ? .credentialAlreadyInUse : .providerAlreadyLinked
+        }
+        guard (identity.provider == "password") == (passwordHash != nil) else {
+            throw .invalidRequest("A password identity is linked with its password, and only it.")
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         var events: [AccountEvent] = [
             .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),
         ]
+        if let passwordHash {
+            events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        }
         if identity.isEmailVerified, !isEmailVerified, let email, identity.normalizedEmail == ExternalIdentity.normalize(email) {
             events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: email))))
         }
+        if let anonymous = identities[ExternalIdentity.anonymousProvider] {
+            events.append(.identityUnlinked(.init(provider: anonymous.provider, uid: anonymous.uid, reason: "upgraded")))
+        }
         return events
+    }
+
+    /// Replaces the password of a user who has one: every session ends (whoever knew the old password
+    /// is signed out), and `session` opens for the caller (Parse's rule for a password change).
+    public func changePassword(passwordHash: String, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        guard identities["password"] != nil else { throw .noSuchProvider("password") }
+        var events: [AccountEvent] = [.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash)))]
+        for active in activeSessions {
+            events.append(.sessionEnded(.init(sessionId: active.id, reason: "password_changed")))
+        }
+        return events + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }
 
     /// Removes a provider; the last way to sign in may only be removed by an admin.
@@ -120,7 +162,7 @@ extension UserAccount {
     public func refresh(
         session id: UUID, presentedHash: String, newHash: String, presentedJKT: String?
     ) throws(AccountError) -> [AccountEvent] {
-        guard let session = sessions[id], session.isActive, !isDisabled else { throw .invalidToken }
+        guard let session = sessions[id], session.isActive, !isDisabled, session.secretKind.rotates else { throw .invalidToken }
         if let bound = session.jkt, bound != presentedJKT {
             throw .invalidDPoPProof
         }
@@ -174,12 +216,26 @@ extension UserAccount {
         return events
     }
 
+    /// The events that open `session` on this account: a session for an app installation replaces
+    /// the user's earlier sessions of that installation (Parse's rule), which end first.
+    func starting(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
+        var events: [AccountEvent] = []
+        if let installation = session.installationId {
+            for active in activeSessions where active.installationId == installation {
+                events.append(.sessionEnded(.init(sessionId: active.id, reason: "replaced")))
+            }
+        }
+        return events + Self.started(session, provider: provider, outcome: outcome, now: now)
+    }
+
+    /// The events that open `session`, on an account with no session it could replace.
     static func started(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
         [
             .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),
             .sessionStarted(.init(
                 sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: now,
-                amr: session.amr, jkt: session.jkt, secretKind: session.secretKind)),
+                amr: session.amr, jkt: session.jkt, secretKind: session.secretKind,
+                installationId: session.installationId, expiresAt: session.expiresAt)),
         ]
     }
 }

@@ -304,7 +304,7 @@ extension UserAccount {
         events.append(.mfaChallengeEnded(.init(challengeId: challengeId, reason: "completed")))
         var completed = session
         completed.amr = challenge.amr + [method.amr, "mfa"]
-        events += Self.started(completed, provider: challenge.firstFactor, outcome: "mfa", now: now)
+        events += starting(completed, provider: challenge.firstFactor, outcome: "mfa", now: now)
         return MFAOutcome(events: events, failure: nil)
     }
 

@@ -23,6 +23,10 @@ public struct UserAccount: Sendable, Hashable {
         public var jkt: String?
         public var startedAt: Date
         public var isActive: Bool
+        public var secretKind: SessionSecretKind
+        public var installationId: String?
+        /// When a secret that does not rotate stops working.
+        public var expiresAt: Date?
     }
 
     public let id: UUID
@@ -37,6 +41,9 @@ public struct UserAccount: Sendable, Hashable {
     public private(set) var isErased = false
     public private(set) var createdAt: Date?
     public private(set) var lastSignInAt: Date?
+    /// When the user's own data (profile, identities, password, status, factors) last changed;
+    /// sessions and sign-ins do not count (Parse's `updatedAt`).
+    public private(set) var updatedAt: Date?
     /// Tokens issued before this instant are void.
     public private(set) var validSince: Date?
     /// Linked identities by provider (`password` included).
@@ -72,8 +79,20 @@ public struct UserAccount: Sendable, Hashable {
     /// The providers the user can sign in with, sorted.
     public var signInMethods: [String] { identities.keys.sorted() }
 
+    /// Whether the user's only identity is an anonymous one (they have not signed up for real yet).
+    public var isAnonymous: Bool {
+        identities.count == 1 && identities[ExternalIdentity.anonymousProvider] != nil
+    }
+
     /// The state after `event` (evolve).
     public mutating func apply(_ event: AccountEvent, at date: Date) {
+        switch event {
+        case .userRegistered, .identityLinked, .identityUnlinked, .emailVerified, .passwordSet, .userDisabled, .userEnabled,
+             .userErased, .mfaFactorConfirmed, .mfaFactorRemoved:
+            updatedAt = date
+        default:
+            break
+        }
         switch event {
         case .userRegistered(let payload):
             createdAt = date
@@ -105,7 +124,8 @@ public struct UserAccount: Sendable, Hashable {
         case .sessionStarted(let payload):
             sessions[payload.sessionId] = Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, generation: 0,
-                authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true)
+                authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true,
+                secretKind: payload.secretKind, installationId: payload.installationId, expiresAt: payload.expiresAt)
         case .sessionRefreshed(let payload):
             sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash
             sessions[payload.sessionId]?.generation = payload.generation
