@@ -60,15 +60,23 @@ public final class TetherService: Sendable {
         commands = AccountCommands(
             accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials,
             passwords: passwordVerifier)
+        let smsSender = sms ?? configuration.smsSender()
         V1Routes(
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            sms: sms ?? configuration.smsSender()
+            sms: smsSender
         ).register(on: &router)
+        let adminKeys = AdminKeyStore(database: database)
+        if let appID = configuration.parseAppID {
+            ParseRoutes(
+                appID: appID, clientKey: configuration.parseClientKey, publicURL: configuration.publicURL, commands: commands,
+                adminKeys: adminKeys, sms: smsSender
+            ).register(on: &router)
+        }
         metrics = MetricsRegistry()
         AdminRoutes(
-            keys: AdminKeyStore(database: database), directory: AdminUserDirectory(database: database),
+            keys: adminKeys, directory: AdminUserDirectory(database: database),
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
             accounts: accounts
         ).register(on: &router)
@@ -80,6 +88,9 @@ public final class TetherService: Sendable {
         var serverConfiguration = HTTPServer.Configuration(
             host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink)
         serverConfiguration.trustedProxies = configuration.trustedProxies
+        if configuration.parseAppID != nil {
+            serverConfiguration.problemRenderers = [ParseRoutes.problemRenderer]
+        }
         server = HTTPServer(configuration: serverConfiguration, router: RequestMetrics(registry: metrics).instrument(router))
     }
 

@@ -24,6 +24,19 @@ extension HTTPServer {
         /// it saw and only those appended by trusted hops can be believed. From anyone else the
         /// header is ignored, so a client cannot choose its own address for the abuse limits.
         public var trustedProxies: Set<String> = []
+        /// How the server's own problems (413, 404, a handler's uncaught error) are written for paths
+        /// under a prefix whose clients expect another error shape than problem details (`/parse`).
+        public var problemRenderers: [ProblemRenderer] = []
+
+        /// The answer to `problem` for a request to `target`: the first renderer whose prefix the path
+        /// has, or problem details.
+        func response(for problem: Problem, target: String) -> HTTPResponse {
+            let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+            for renderer in problemRenderers where path == renderer.pathPrefix || path.hasPrefix(renderer.pathPrefix + "/") {
+                return renderer.render(problem)
+            }
+            return problem.response()
+        }
 
         /// Creates a configuration; every default suits a local development server.
         public init(
@@ -45,6 +58,18 @@ extension HTTPServer {
             self.shutdownGracePeriod = shutdownGracePeriod
             self.log = log
         }
+    }
+}
+
+/// Writes problems in the error shape of the clients of one path prefix.
+public struct ProblemRenderer: Sendable {
+    /// Paths equal to this or below it (`/parse` covers `/parse/users`).
+    public var pathPrefix: String
+    public var render: @Sendable (Problem) -> HTTPResponse
+
+    public init(pathPrefix: String, render: @escaping @Sendable (Problem) -> HTTPResponse) {
+        self.pathPrefix = pathPrefix
+        self.render = render
     }
 }
 

@@ -47,7 +47,7 @@ extension HTTPServer {
             do {
                 return try await router.respond(to: request)
             } catch {
-                return problem(for: error, from: request).response()
+                return configuration.response(for: problem(for: error, from: request), target: request.path)
             }
         }
 

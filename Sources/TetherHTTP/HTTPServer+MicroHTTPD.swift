@@ -130,7 +130,9 @@ extension HTTPServer.Core {
             if let declared = state.headers["Content-Length"].flatMap(Int.init), declared > configuration.maxBodyBytes {
                 // Answering before the body is the one early answer allowed: the body will not be read,
                 // so the connection cannot be reused and says so.
-                return queue(Problem.payloadTooLarge(limit: configuration.maxBodyBytes).response(), for: state, on: connection, closing: true)
+                return queue(
+                    configuration.response(for: .payloadTooLarge(limit: configuration.maxBodyBytes), target: state.target), for: state,
+                    on: connection, closing: true)
             }
             state.phase = .receivingBody
             return .YES
@@ -141,7 +143,9 @@ extension HTTPServer.Core {
                 return .YES
             }
             if state.isBodyTooLarge {
-                return queue(Problem.payloadTooLarge(limit: configuration.maxBodyBytes).response(), for: state, on: connection)
+                return queue(
+                    configuration.response(for: .payloadTooLarge(limit: configuration.maxBodyBytes), target: state.target), for: state,
+                    on: connection)
             }
             dispatch(state, on: connection)
             return .YES

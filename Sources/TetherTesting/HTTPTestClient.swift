@@ -195,9 +195,11 @@ public final class HTTPTestClient: Sendable {
         return try await send(method, target, fields: fields, body: Array(try JSONEncoder().encode(json)))
     }
 
+    /// Sends one request with header fields built at run time (a list, not literal pairs).
+    ///
     /// Adds `Content-Length` when there is a body (or the method usually has one), then exchanges.
-    private func send(
-        _ method: String, _ target: String, fields: [(key: String, value: String)], body: [UInt8]
+    public func send(
+        _ method: String, _ target: String, fields: [(key: String, value: String)], body: [UInt8] = []
     ) async throws -> Response {
         var fields = fields
         if !fields.contains(named: "Content-Length") && !fields.contains(named: "Transfer-Encoding")

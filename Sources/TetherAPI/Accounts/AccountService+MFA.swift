@@ -26,9 +26,19 @@ public struct ConfirmedFactor: Sendable {
 /// error is answered, so the attempt counts even though the request fails.
 extension AccountService {
     /// Starts a TOTP enrolment; the first valid code confirms it.
-    public func enrolTOTP(userId: UUID, authTime: Date, displayName: String?, context: CommandContext) async throws -> TOTPEnrolment {
+    ///
+    /// - Parameter secret: the shared secret (base32) when the client chose it (Parse's `authData.mfa.secret`,
+    ///   at least 160 bits); nil makes a new one here.
+    public func enrolTOTP(
+        userId: UUID, authTime: Date, displayName: String?, secret chosen: String? = nil, context: CommandContext
+    ) async throws -> TOTPEnrolment {
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
-        let secret = Base32.encode(TOTP.generateSecret())
+        if let chosen {
+            guard let bytes = try? Base32.decode(chosen), bytes.count >= 20 else {
+                throw AccountError.invalidRequest("A TOTP secret is base32 of at least 20 bytes (32 characters).")
+            }
+        }
+        let secret = chosen ?? Base32.encode(TOTP.generateSecret())
         let account = try await change(userId, context) {
             try $0.enrolTOTP(factorId: factorId, secret: secret, displayName: displayName, authTime: authTime, now: context.now)
         }

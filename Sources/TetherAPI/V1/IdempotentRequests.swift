@@ -50,10 +50,56 @@ struct IdempotentRequests: Sendable {
             if let problem = Self.keptProblem(for: error) {
                 try await store(problem.response(), for: derived)
             } else {
-                _ = try? await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
+                try? await forget(derived)
             }
             throw error
         }
+    }
+
+    /// Runs `handler` once per `key` for a surface whose answers are already responses (Parse's
+    /// `X-Parse-Request-Id`): answers below 500 (but 429) are kept and replayed; a retry while the
+    /// first is still running waits for its answer, since the Parse SDKs report a 409 as a failure
+    /// of a write that may have succeeded; a different request reusing the key gets `conflict`.
+    func respondOnce(
+        to request: HTTPRequest, key: String, principal: UUID?, conflict: () -> HTTPResponse,
+        _ handler: () async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        let derived = Derived(request: request, principal: principal, key: key)
+        for _ in 0..<Self.waitsForRunningRequest {
+            switch try await reserve(derived) {
+            case nil:
+                let response: HTTPResponse
+                do {
+                    response = try await handler()
+                } catch {
+                    try? await forget(derived)
+                    throw error
+                }
+                if response.status < 500, response.status != 429 {
+                    try await store(response, for: derived)
+                } else {
+                    try? await forget(derived)
+                }
+                return response
+            case .success(let stored):
+                return stored
+            case .failure(let problem) where problem.code == "idempotency_key_reused":
+                return conflict()
+            case .failure(let problem) where problem.code == "idempotency_key_in_use":
+                try await Task.sleep(for: .milliseconds(50))
+            case .failure(let problem):
+                throw problem
+            }
+        }
+        throw Problem.serviceUnavailable(detail: "A request with this id is still being answered; retry shortly.")
+    }
+
+    /// How many times (50 ms apart) a retry waits for the first request of its key: 20 s, the most a request may run.
+    static let waitsForRunningRequest = 400
+
+    /// Drops the claim of a request whose answer is not kept, so its retry runs again.
+    private func forget(_ derived: Derived) async throws {
+        _ = try await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
     }
 
     /// The values derived from one request: where its answer is kept, how it is matched and sealed.

@@ -1,0 +1,100 @@
+import Foundation
+import TetherCore
+import TetherProviders
+
+/// The `authData` member of a Parse request: per provider, an object of strings, or `null` to unlink.
+///
+/// The Parse SDKs decode authData as `[String: [String: String]?]`, so anything else (numbers, nested
+/// objects) is refused before a provider is asked. `mfa` is not a provider: it carries second-factor
+/// enrolments and codes, and is read apart.
+struct ParseAuthData: Sendable {
+    /// A provider's entry: its fields, or nil when the request unlinks it.
+    struct Entry: Sendable {
+        var provider: String
+        var fields: [String: String]?
+    }
+
+    var entries: [Entry]
+    /// `authData.mfa`, when present and not null.
+    var mfa: [String: String]?
+
+    init(_ value: JSONValue) throws(ParseError) {
+        guard case .object(let members) = value else { throw ParseError.unsupported }
+        var entries: [Entry] = []
+        var mfa: [String: String]?
+        for (provider, member) in members.sorted(by: { $0.key < $1.key }) {
+            let fields: [String: String]?
+            switch member {
+            case .null:
+                fields = nil
+            case .object(let inner):
+                var strings: [String: String] = [:]
+                for (name, field) in inner {
+                    guard case .string(let text) = field else {
+                        throw ParseError(ParseError.invalidJSON, "authData.\(provider).\(name) must be a string.")
+                    }
+                    guard text.utf8.count <= ProviderCredential.maximumFieldLength else {
+                        throw ParseError(ParseError.invalidJSON, "authData.\(provider).\(name) is too long.")
+                    }
+                    strings[name] = text
+                }
+                fields = strings
+            default:
+                throw ParseError(ParseError.invalidJSON, "authData.\(provider) must be an object of strings, or null.")
+            }
+            if provider == "mfa" {
+                mfa = fields
+            } else {
+                entries.append(Entry(provider: provider, fields: fields))
+            }
+        }
+        self.entries = entries
+        self.mfa = mfa
+    }
+
+    /// The entries that name an identity (`id` present), as the credential each stands for.
+    var identities: [ClaimedIdentity] {
+        get throws(ParseError) {
+            var claimed: [ClaimedIdentity] = []
+            for entry in entries {
+                guard let fields = entry.fields, let id = fields["id"], !id.isEmpty else { continue }
+                claimed.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try Self.credential(entry.provider, fields)))
+            }
+            return claimed
+        }
+    }
+
+    /// The credential of one provider's fields, in Parse's names: Apple `{id, token}`, Facebook
+    /// `{id, access_token}` (classic) or `{id, token}` (Limited Login), Google `{id, id_token}`,
+    /// anonymous `{id}`. An optional `nonce` is the raw nonce of a token that carries one.
+    static func credential(_ provider: String, _ fields: [String: String]) throws(ParseError) -> ProviderCredential {
+        let nonce = fields["nonce"].flatMap { $0.isEmpty ? nil : $0 }
+        func required(_ name: String) throws(ParseError) -> String {
+            guard let value = fields[name], !value.allSatisfy(\.isWhitespace) else {
+                throw ParseError.refusedCredential(provider: provider)
+            }
+            return value
+        }
+        switch ProviderName(rawValue: provider) {
+        case .apple?:
+            return .apple(identityToken: try required("token"), rawNonce: nonce, fullName: nil)
+        case .facebook?:
+            if fields["access_token"] != nil { return .facebookAccessToken(try required("access_token")) }
+            return .facebookLimitedLogin(authenticationToken: try required("token"), rawNonce: nonce)
+        case .google?:
+            // Parse's Google adapter also takes a bare access token; Tether verifies the signed ID token only.
+            return .google(idToken: try required("id_token"), rawNonce: nonce)
+        case .anonymous?:
+            return .anonymous(id: try required("id"))
+        case .password?, nil:
+            throw ParseError.unsupported
+        }
+    }
+}
+
+/// An identity a request claims: `authData.<provider>.id` and the credential that must prove it.
+struct ClaimedIdentity: Sendable {
+    var provider: String
+    var id: String
+    var credential: ProviderCredential
+}

@@ -1,0 +1,397 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherProviders
+
+/// The handlers of `/parse/users`, `/parse/login`, `/parse/logout` and `/parse/sessions/me`.
+extension ParseRoutes {
+    // MARK: POST /parse/users
+
+    /// Sign-up or log-in with `authData`, or a username/password sign-up.
+    func signUpOrLogIn(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let body = try Self.object(request)
+        if let value = body["authData"] {
+            return try await logIn(with: try ParseAuthData(value), request, caller)
+        }
+        guard let username = try Self.string("username", in: body) else {
+            throw ParseError(ParseError.usernameMissing, "bad or missing username")
+        }
+        guard let password = try Self.string("password", in: body) else {
+            throw ParseError(ParseError.passwordMissing, "password is required.")
+        }
+        let email = try Self.string("email", in: body) ?? username
+        guard Self.isEmail(email) else { throw Self.usernameIsNotAnEmail }
+        let context = context(request, caller)
+        let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
+        let account: UserAccount
+        do {
+            account = try await commands.signUp(SignUpCommand(email: email, password: password, displayName: nil, session: session, context: context))
+        } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+            throw email == username ? ParseError(202, "Account already exists for this username.") : ParseError.emailInUse
+        }
+        return created(account, token: token, request)
+    }
+
+    /// Tether's password accounts are keyed by email address; a Parse username that is not one cannot log in.
+    static let usernameIsNotAnEmail = ParseError(
+        ParseError.invalidEmailAddress, "Tether's password accounts are keyed by email: use an email address as username, or send email.")
+
+    static func isEmail(_ text: String) -> Bool {
+        (try? AccountCommands.validate(email: text)) != nil
+    }
+
+    /// 201 with `Location` and `{objectId, createdAt, username, sessionToken}`: a new user.
+    private func created(_ account: UserAccount, token: String, _ request: HTTPRequest) -> HTTPResponse {
+        var body = ParseUser.publicFields(account)
+        body["updatedAt"] = nil
+        body["sessionToken"] = .string(token)
+        return ParseJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)])
+    }
+
+    /// Log-in (or sign-up) with the identities of `authData`.
+    ///
+    /// Every identity named is verified first, always, and must be the token's subject; only then is it
+    /// looked up, so a request learns nothing about identities it cannot prove. Two owners, or an owner
+    /// other than the signed-in caller, is 208. The identity of the owner (or, for a new user, the first
+    /// that is not anonymous) signs in; the request's other identities are linked to the user after.
+    private func logIn(with authData: ParseAuthData, _ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let claims = try authData.identities
+        guard !claims.isEmpty else { throw ParseError.unsupported }
+        var verified: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
+        for claim in claims {
+            verified.append((claim, try await verify(claim, request, caller)))
+        }
+        let owners = try await owners(of: verified.map(\.identity))
+        func owner(_ identity: ExternalIdentity) -> UUID? { owners[identity.provider + ":" + identity.uid] }
+        let users = Set(owners.values)
+        guard users.count <= 1 else { throw ParseError.authAlreadyUsed }
+        if let session = caller.session, let user = users.first, user != session.userId { throw ParseError.authAlreadyUsed }
+        let anonymous = ExternalIdentity.anonymousProvider
+        let primary = verified.first { owner($0.identity) != nil }
+            ?? verified.first { $0.claim.provider != anonymous } ?? verified[0]
+        let context = context(request, caller)
+        let (session, token) = newSession(primary.claim.provider, request, now: context.now)
+        let result: SignInResult
+        do {
+            result = try await commands.signIn(
+                SignInCommand(credential: primary.claim.credential, session: session, context: context), verified: primary.identity)
+        } catch {
+            throw ParseError(converting: error, provider: primary.claim.provider)
+        }
+        var account: UserAccount
+        var isNewUser = false
+        switch result {
+        case .signedIn(let signedIn, let isNew):
+            (account, isNewUser) = (signedIn, isNew)
+        case .secondFactorRequired(let userId, let pendingCredential, _):
+            account = try await completeSecondFactor(
+                userId: userId, pendingCredential: pendingCredential, mfa: authData.mfa, session: session, request, caller)
+        case .needsConfirmation:
+            throw ParseError.emailInUse
+        }
+        // Implicit linking: the request's other identities that nobody holds yet join the user. An
+        // anonymous one does not (a real identity replaces it).
+        for other in verified where other.claim.provider != primary.claim.provider && owner(other.identity) == nil {
+            guard other.claim.provider != anonymous, account.identities[other.claim.provider] == nil else { continue }
+            do {
+                account = try await commands.link(other.identity, to: account.id, context: self.context(request, caller))
+            } catch {
+                throw ParseError(converting: error, provider: other.claim.provider)
+            }
+        }
+        if isNewUser { return created(account, token: token, request) }
+        return ParseJSON.response(
+            .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)])
+    }
+
+    /// Verifies one claimed identity; its `id` must be the subject the provider vouches for.
+    private func verify(_ claim: ClaimedIdentity, _ request: HTTPRequest, _ caller: Caller) async throws -> ExternalIdentity {
+        let identity: ExternalIdentity
+        do {
+            identity = try await commands.verify(claim.credential, context: context(request, caller))
+        } catch {
+            throw ParseError(converting: error, provider: claim.provider)
+        }
+        guard identity.uid == claim.id else { throw ParseError.subjectMismatch(provider: claim.provider) }
+        return identity
+    }
+
+    // MARK: Second factors
+
+    /// Finishes a log-in whose user has second factors, with `authData.mfa.token`: a TOTP code, a
+    /// recovery code, the SMS code of an earlier `"request"`, or `"request"` itself (which texts a code
+    /// and answers 141 "Please enter the token").
+    func completeSecondFactor(
+        userId: UUID, pendingCredential: String, mfa: [String: String]?, session: NewSession, _ request: HTTPRequest, _ caller: Caller
+    ) async throws -> UserAccount {
+        guard let token = mfa?["token"], !token.isEmpty else { throw ParseError.missingMFA }
+        let pending = try await commands.pendingCredentials.read(pendingCredential)
+        let account = try await accounts.read(userId)
+        let now = Date()
+        if token == "request" {
+            guard let phone = account.mfa.confirmedFactors.first(where: { $0.type == .phone }) else {
+                throw ParseError(ParseError.scriptFailed, "This user has no phone to text a token to.")
+            }
+            _ = try await accounts.sendChallengeCode(
+                userId: userId, challengeId: pending.challengeId, factorId: phone.id, presentedJKT: nil, sms: sms,
+                context: context(request, caller))
+            throw ParseError.enterMFAToken
+        }
+        // A code texted by an earlier "request" completes that earlier log-in's challenge, still open.
+        let texted = account.mfa.challenges.values
+            .filter { !$0.isEnded && $0.codeHash != nil && ($0.codeExpiresAt ?? .distantPast) > now && $0.expiresAt > now }
+            .max { $0.expiresAt < $1.expiresAt }
+        let totp = account.mfa.confirmedFactors.first { $0.type == .totp }
+        let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
+        let context = context(request, caller)
+        if isCode, let texted, let factorId = texted.codeFactorId {
+            _ = try await accounts.verifyChallenge(
+                userId: userId, challengeId: texted.id, factorId: factorId, code: token, recoveryCode: nil, session: session, context: context)
+        } else if isCode, let totp {
+            _ = try await accounts.verifyChallenge(
+                userId: userId, challengeId: pending.challengeId, factorId: totp.id, code: token, recoveryCode: nil, session: session,
+                context: context)
+        } else {
+            _ = try await accounts.verifyChallenge(
+                userId: userId, challengeId: pending.challengeId, factorId: nil, code: nil, recoveryCode: token, session: session,
+                context: context)
+        }
+        return try await accounts.read(userId)
+    }
+
+    /// Enrols a second factor from `authData.mfa` of a `PUT`: TOTP `{secret, token}` (answered with the
+    /// recovery codes, once), or SMS `{mobile}` (texts a code) then `{mobile, token}` (confirms it).
+    private func enrol(_ mfa: [String: String], userId: UUID, session: ParseSession, _ request: HTTPRequest, _ caller: Caller) async throws -> JSONValue? {
+        let codes: [String]?
+        if let secret = mfa["secret"] {
+            guard let token = mfa["token"], !token.isEmpty else { throw ParseError.enterMFAToken }
+            let enrolment = try await accounts.enrolTOTP(
+                userId: userId, authTime: session.authTime, displayName: nil, secret: secret, context: context(request, caller))
+            codes = try await accounts.confirmFactor(
+                userId: userId, factorId: enrolment.factorId, type: .totp, code: token, context: context(request, caller)).recoveryCodes
+        } else if let mobile = mfa["mobile"] {
+            if let token = mfa["token"], !token.isEmpty {
+                let account = try await accounts.read(userId)
+                guard let factor = account.mfa.factors.values.first(where: { $0.type == .phone && !$0.isConfirmed && $0.phoneNumber == mobile })
+                else { throw ParseError.invalidMFAToken }
+                codes = try await accounts.confirmFactor(
+                    userId: userId, factorId: factor.id, type: .phone, code: token, context: context(request, caller)).recoveryCodes
+            } else {
+                guard let sms else { throw ParseError(ParseError.scriptFailed, "This server sends no SMS: enrol a TOTP factor instead.") }
+                _ = try await accounts.enrolPhone(
+                    userId: userId, authTime: session.authTime, phoneNumber: mobile, displayName: nil, sms: sms, context: context(request, caller))
+                return nil
+            }
+        } else {
+            throw ParseError(ParseError.validationError, "authData.mfa takes secret and token (TOTP), or mobile and then token (SMS).")
+        }
+        guard let codes else { return nil }
+        return .object(["mfa": .object(["recovery": .string(codes.joined(separator: ","))])])
+    }
+
+    // MARK: PUT /parse/users/:id
+
+    /// Links, unlinks, upgrades an anonymous user, changes the password or enrols a second factor.
+    ///
+    /// The full merged authData arrives (the SDKs echo every linked provider): an entry whose id is the
+    /// one linked is left alone; new ones are verified, then linked (which drops an `anonymous`
+    /// identity: the upgrade); `null` unlinks. Links go before unlinks, so `"anonymous": null` beside a
+    /// new provider, as Parse-Swift sends it, upgrades rather than failing on the last method.
+    func update(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let objectId = request.pathParameters["id"] ?? ""
+        let userId: UUID
+        if let session = caller.session {
+            guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError.objectMissing }
+            userId = session.userId
+        } else if caller.master != nil, let found = try await user(objectId: objectId) {
+            userId = found
+        } else if caller.master != nil {
+            throw ParseError.objectMissing
+        } else {
+            throw ParseError(ParseError.sessionMissing, "Cannot modify user \(objectId).")
+        }
+        let body = try Self.object(request)
+        let authData = try body["authData"].map { value throws(ParseError) in try ParseAuthData(value) }
+        var account = try await accounts.read(userId)
+        guard account.exists else { throw ParseError.objectMissing }
+
+        // Verify every new identity before anything is written.
+        var toLink: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
+        for entry in authData?.entries ?? [] {
+            guard let fields = entry.fields else { continue }
+            guard let id = fields["id"], !id.isEmpty else { throw ParseError.refusedCredential(provider: entry.provider) }
+            if let linked = account.identities[entry.provider], linked.uid == id { continue }
+            guard caller.session != nil else {
+                throw ParseError(ParseError.operationForbidden, "The master key unlinks identities; linking needs the user's own session.")
+            }
+            if account.identities[entry.provider] != nil {
+                throw ParseError(ParseError.accountAlreadyLinked, "Another \(entry.provider) identity is linked to this user: unlink it first.")
+            }
+            guard entry.provider != ExternalIdentity.anonymousProvider else {
+                throw ParseError(ParseError.operationForbidden, "An anonymous identity cannot be linked to a user.")
+            }
+            let claim = ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields))
+            toLink.append((claim, try await verify(claim, request, caller)))
+        }
+        let owners = try await owners(of: toLink.map(\.identity))
+        guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
+        for link in toLink {
+            do {
+                account = try await commands.link(link.identity, to: userId, context: context(request, caller))
+            } catch {
+                throw ParseError(converting: error, provider: link.claim.provider)
+            }
+        }
+
+        var newToken: String?
+        if let password = try Self.string("password", in: body) {
+            if account.identities[ProviderName.password.rawValue] == nil {
+                // Username and password on a user without one: the sign-up of an anonymous user, same objectId.
+                guard caller.session != nil else {
+                    throw ParseError(ParseError.operationForbidden, "A password is added with the user's own session.")
+                }
+                let email = try Self.string("email", in: body) ?? Self.string("username", in: body)
+                guard let email, Self.isEmail(email) else { throw Self.usernameIsNotAnEmail }
+                do {
+                    account = try await commands.link(LinkCommand(
+                        credential: .password(email: email, password: password), userId: userId, context: context(request, caller)))
+                } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                    throw ParseError(202, "Account already exists for this username.")
+                }
+            } else {
+                guard caller.session != nil else {
+                    throw ParseError(ParseError.operationForbidden, "A password is changed with the user's own session.")
+                }
+                // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
+                let context = context(request, caller)
+                let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
+                account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
+                newToken = token
+            }
+        } else {
+            if let username = try Self.string("username", in: body), username != ParseUser.username(of: account) {
+                throw ParseError(ParseError.operationForbidden, "Tether does not change usernames.")
+            }
+            if let email = try Self.string("email", in: body), ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
+                throw ParseError(ParseError.operationForbidden, "Tether's Parse surface does not change email addresses yet.")
+            }
+        }
+
+        for entry in authData?.entries ?? [] where entry.fields == nil && account.identities[entry.provider] != nil {
+            let byAdmin = caller.session == nil
+            account = try await accounts.unlink(provider: entry.provider, from: userId, byAdmin: byAdmin, context: context(request, caller))
+            if byAdmin, let master = caller.master {
+                try await adminKeys.record(
+                    .actionRequested(.init(userId: userId, action: "unlink-\(entry.provider)", reason: "parse master key", status: 200)),
+                    keyId: master.id, metadata: context(request, caller).metadata)
+            }
+        }
+
+        var answer: [String: JSONValue] = [:]
+        if let mfa = authData?.mfa, let session = caller.session, let response = try await enrol(mfa, userId: userId, session: session, request, caller) {
+            answer["authDataResponse"] = response
+            account = try await accounts.read(userId)
+        } else if authData?.mfa != nil, caller.session == nil {
+            throw ParseError(ParseError.operationForbidden, "Second factors are enrolled with the user's own session.")
+        }
+        answer["updatedAt"] = .string(ParseUser.date(account.updatedAt ?? account.createdAt ?? Date()))
+        if let newToken { answer["sessionToken"] = .string(newToken) }
+        return ParseJSON.response(.object(answer))
+    }
+
+    // MARK: Reads
+
+    /// `GET /parse/users/me`: the caller with their `sessionToken`.
+    func me(_ caller: Caller) async throws -> HTTPResponse {
+        guard let session = caller.session else { throw ParseError.invalidSession }
+        let account = try await accounts.read(session.userId)
+        guard account.exists else { throw ParseError.invalidSession }
+        return ParseJSON.response(.object(ParseUser.full(account, sessionToken: session.token)))
+    }
+
+    /// `GET /parse/users/:id`: the caller themself (or anyone, to the master key) in full; others' public fields only.
+    func fetch(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let objectId = request.pathParameters["id"] ?? ""
+        guard let userId = try await user(objectId: objectId) else { throw ParseError.objectMissing }
+        let account = try await accounts.read(userId)
+        guard account.exists else { throw ParseError.objectMissing }
+        if let master = caller.master {
+            try await adminKeys.record(.userViewed(.init(userId: userId, status: 200)), keyId: master.id, metadata: context(request, caller).metadata)
+            return ParseJSON.response(.object(ParseUser.full(account)))
+        }
+        if caller.session?.userId == userId {
+            return ParseJSON.response(.object(ParseUser.full(account)))
+        }
+        return ParseJSON.response(.object(ParseUser.publicFields(account)))
+    }
+
+    /// `GET /parse/sessions/me`: the caller's `_Session`.
+    func sessionMe(_ caller: Caller) async throws -> HTTPResponse {
+        guard let session = caller.session else { throw ParseError(ParseError.invalidSessionToken, "Session token required.") }
+        let account = try await accounts.read(session.userId)
+        let provider = session.amr.first.map { $0 == "pwd" ? ProviderName.password.rawValue : $0 } ?? ProviderName.password.rawValue
+        // A password sign-up's session starts in the transaction that made the user, at the same instant.
+        let action = provider == ProviderName.password.rawValue && account.createdAt == session.startedAt ? "signup" : "login"
+        var body: [String: JSONValue] = [
+            "objectId": .string(ParseUser.sessionObjectId(of: session.id)),
+            "sessionToken": .string(session.token),
+            "user": .object(["__type": "Pointer", "className": "_User", "objectId": .string(ParseUser.objectId(of: session.userId))]),
+            "createdWith": .object(["action": .string(action), "authProvider": .string(provider)]),
+            "restricted": .bool(false),
+            "createdAt": .string(ParseUser.date(session.startedAt)),
+            "updatedAt": .string(ParseUser.date(session.startedAt)),
+        ]
+        if let expiresAt = session.expiresAt { body["expiresAt"] = ParseUser.typedDate(expiresAt) }
+        if let installationId = session.installationId { body["installationId"] = .string(installationId) }
+        return ParseJSON.response(.object(body))
+    }
+
+    // MARK: Log-in and log-out
+
+    /// `POST /parse/login` (or `GET` with the query): username (or email) and password, and
+    /// `authData.mfa.token` for a user with second factors.
+    func logIn(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let body = try Self.object(request)
+        let query = request.query
+        guard let identifier = try Self.string("username", in: body, query: query) ?? Self.string("email", in: body, query: query) else {
+            throw ParseError(ParseError.usernameMissing, "username/email is required.")
+        }
+        guard let password = try Self.string("password", in: body, query: query) else {
+            throw ParseError(ParseError.passwordMissing, "password is required.")
+        }
+        guard Self.isEmail(identifier) else { throw ParseError.invalidLogin }
+        let mfa = try body["authData"].map { value throws(ParseError) in try ParseAuthData(value) }?.mfa
+        let context = context(request, caller)
+        let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
+        let result: SignInResult
+        do {
+            result = try await commands.signIn(SignInCommand(
+                credential: .password(email: identifier, password: password), session: session, context: context))
+        } catch {
+            throw ParseError(converting: error, provider: ProviderName.password.rawValue)
+        }
+        let account: UserAccount
+        switch result {
+        case .signedIn(let signedIn, _):
+            account = signedIn
+        case .secondFactorRequired(let userId, let pendingCredential, _):
+            account = try await completeSecondFactor(
+                userId: userId, pendingCredential: pendingCredential, mfa: mfa, session: session, request, caller)
+        case .needsConfirmation:
+            throw ParseError.invalidLogin
+        }
+        return ParseJSON.response(.object(ParseUser.full(account, sessionToken: token)))
+    }
+
+    /// `POST /parse/logout`: ends the session of the token, and answers `{}` whatever the token.
+    func logOut(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        if let session = caller.session {
+            do {
+                try await accounts.signOut(userId: session.userId, sessionId: session.id, context: context(request, caller))
+            } catch let error as AccountError where error.reason == .invalidToken {
+                // Ended meanwhile: the answer is the same.
+            }
+        }
+        return ParseJSON.response(.object([:]))
+    }
+}

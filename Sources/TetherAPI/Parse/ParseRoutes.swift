@@ -1,0 +1,208 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherPostgres
+import TetherProviders
+
+/// The Parse-compatible surface under `/parse`: what the Parse SDKs (Parse-Swift above all) send for
+/// users, log-in, linking and sessions, answered as Parse Server answers it (SEMANTICS §1, WIRE-FACTS §5).
+///
+/// Every route decodes the wire form, calls the command layer and encodes the result; errors are
+/// Parse's `{"code","error"}` (``ParseError``), never a 5xx for a client's mistake. A retried
+/// `X-Parse-Request-Id` gets the first answer back and writes nothing.
+public struct ParseRoutes: Sendable {
+    let appID: String
+    let clientKey: String?
+    let publicURL: URL?
+    let commands: AccountCommands
+    let accounts: AccountService
+    let sessions: ParseSessions
+    let idempotency: IdempotentRequests
+    let adminKeys: AdminKeyStore
+    let sms: (any SMSSender)?
+    static let surface = "parse"
+
+    public init(
+        appID: String, clientKey: String?, publicURL: URL?, commands: AccountCommands, adminKeys: AdminKeyStore, sms: (any SMSSender)?
+    ) {
+        self.appID = appID
+        self.clientKey = clientKey
+        self.publicURL = publicURL
+        self.commands = commands
+        self.accounts = commands.accounts
+        self.sessions = ParseSessions(database: commands.accounts.database)
+        self.idempotency = IdempotentRequests(database: commands.accounts.database)
+        self.adminKeys = adminKeys
+        self.sms = sms
+    }
+
+    /// Writes the HTTP layer's own problems (413, unknown routes) under `/parse` as Parse errors.
+    public static let problemRenderer = ProblemRenderer(pathPrefix: "/parse") { ParseError(converting: $0).response }
+
+    public func register(on router: inout Router) {
+        router.post("/parse/users") { request in
+            try await answer(request, writes: true) { caller in try await signUpOrLogIn(request, caller) }
+        }
+        router.put("/parse/users/{id}") { request in
+            try await answer(request, writes: true) { caller in try await update(request, caller) }
+        }
+        router.get("/parse/users/me") { request in
+            try await answer(request) { caller in try await me(caller) }
+        }
+        router.get("/parse/users/{id}") { request in
+            try await answer(request) { caller in try await fetch(request, caller) }
+        }
+        router.post("/parse/login") { request in
+            try await answer(request, writes: true) { caller in try await logIn(request, caller) }
+        }
+        router.get("/parse/login") { request in
+            try await answer(request) { caller in try await logIn(request, caller) }
+        }
+        router.post("/parse/logout") { request in
+            try await answer(request, writes: true, invalidSession: nil) { caller in try await logOut(request, caller) }
+        }
+        router.get("/parse/sessions/me") { request in
+            try await answer(request, invalidSession: ParseError(ParseError.invalidSessionToken, "Session token not found.")) { caller in
+                try await sessionMe(caller)
+            }
+        }
+    }
+
+    // MARK: The request around every route
+
+    /// Who a request comes from: the user of its session token, or an admin key as the master key.
+    struct Caller: Sendable {
+        var session: ParseSession?
+        var master: AdminKey?
+    }
+
+    /// Checks the application id and keys, finds the caller, runs `body` once per `X-Parse-Request-Id`
+    /// (for writes) and answers whatever it throws as a Parse error.
+    ///
+    /// - Parameter invalidSession: the error for a session token that names no live session; nil lets
+    ///   the route run without a caller (log-out answers `{}` whatever the token).
+    private func answer(
+        _ request: HTTPRequest, writes: Bool = false, invalidSession: ParseError? = .invalidSession,
+        _ body: @escaping (Caller) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        do {
+            let caller = try await authorize(request, invalidSession: invalidSession)
+            let run: () async throws -> HTTPResponse = {
+                do {
+                    return try await body(caller)
+                } catch {
+                    return ParseError(converting: error).response
+                }
+            }
+            guard writes, let key = request.headers["x-parse-request-id"] else { return try await run() }
+            guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw ParseError(ParseError.otherCause, "X-Parse-Request-Id must be 1 to 255 visible ASCII characters.")
+            }
+            return try await idempotency.respondOnce(
+                to: request, key: key, principal: caller.session?.id ?? caller.master?.id,
+                conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response }, run)
+        } catch is Unauthorized {
+            return ParseError.unauthorized
+        } catch {
+            return ParseError(converting: error).response
+        }
+    }
+
+    /// A wrong application id, client key or master key: Parse's 403, which has no `code`.
+    private struct Unauthorized: Error {}
+
+    /// The caller, once the application id (and client key, when one is set) match.
+    private func authorize(_ request: HTTPRequest, invalidSession: ParseError?) async throws -> Caller {
+        guard Self.matches(request.headers["x-parse-application-id"], appID) else { throw Unauthorized() }
+        var caller = Caller()
+        if let masterKey = request.headers["x-parse-master-key"] {
+            guard let key = try await adminKeys.authenticate(masterKey), key.role == .admin else { throw Unauthorized() }
+            caller.master = key
+        } else if let clientKey {
+            let presented = request.headers["x-parse-client-key"] ?? request.headers["x-parse-rest-api-key"]
+            guard Self.matches(presented, clientKey) else { throw Unauthorized() }
+        }
+        if let token = request.headers["x-parse-session-token"], !token.isEmpty {
+            caller.session = try await sessions.session(token)
+            if caller.session == nil, let invalidSession { throw invalidSession }
+        }
+        return caller
+    }
+
+    /// Compares a presented key with the configured one in constant time.
+    private static func matches(_ presented: String?, _ expected: String) -> Bool {
+        guard let presented else { return false }
+        let given = DigestAlgorithm.sha256.hash(Array(presented.utf8))
+        let wanted = DigestAlgorithm.sha256.hash(Array(expected.utf8))
+        return ConstantTime.isEqual(given, wanted)
+    }
+
+    // MARK: Pieces
+
+    /// A new command's context: each command a request runs gets its own id (its events' ids derive from it).
+    func context(_ request: HTTPRequest, _ caller: Caller) -> CommandContext {
+        let actor: EventActor =
+            if let master = caller.master { .admin(keyId: master.id) }
+            else if let session = caller.session { .user(session.userId) }
+            else { .anonymous }
+        return CommandContext(metadata: EventMetadata(
+            actor: actor, clientIP: request.remoteAddress, userAgent: request.headers["user-agent"], surface: Self.surface))
+    }
+
+    /// The request body as a JSON object (an empty body reads as `{}`).
+    static func object(_ request: HTTPRequest) throws(ParseError) -> [String: JSONValue] {
+        guard !request.body.isEmpty else { return [:] }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)) else {
+            throw ParseError(ParseError.invalidJSON, "Invalid JSON")
+        }
+        guard case .object(let members) = value else { throw ParseError(ParseError.invalidJSON, "The body must be a JSON object.") }
+        return members
+    }
+
+    /// A string member of `body` (or of the query, for log-in by query), refusing other types.
+    static func string(_ name: String, in body: [String: JSONValue], query: [String: String] = [:]) throws(ParseError) -> String? {
+        switch body[name] {
+        case .string(let text)?: return text.isEmpty ? nil : text
+        case nil, .null?: return query[name].flatMap { $0.isEmpty ? nil : $0 }
+        default: throw ParseError(ParseError.invalidJSON, "\(name) must be a string.")
+        }
+    }
+
+    /// `Location` of a user: `TETHER_PUBLIC_URL` (or the request's own host) and `/parse/users/<objectId>`.
+    func location(of userId: UUID, for request: HTTPRequest) -> String {
+        var base = publicURL?.absoluteString ?? "http://\(request.headers["host"] ?? "localhost")"
+        while base.hasSuffix("/") { base.removeLast() }
+        return "\(base)/parse/users/\(ParseUser.objectId(of: userId))"
+    }
+
+    /// The user a Parse `objectId` names, if they exist and were not erased.
+    func user(objectId: String) async throws -> UUID? {
+        guard objectId.count == 10, objectId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return nil }
+        let rows = try await accounts.database.query(
+            "SELECT id FROM users WHERE parse_object_id = \(objectId) AND erased_at IS NULL")
+        return try rows.first?.decode("id")
+    }
+
+    /// Who owns each of `identities` (provider, uid → user), in one statement.
+    func owners(of identities: [ExternalIdentity]) async throws -> [String: UUID] {
+        guard !identities.isEmpty else { return [:] }
+        let rows = try await accounts.database.query("""
+            SELECT i.provider, i.provider_uid, i.user_id FROM identities i
+            JOIN unnest(\(PostgresArray(identities.map(\.provider)))::text[], \(PostgresArray(identities.map(\.uid)))::text[])
+                AS wanted (provider, uid) ON i.provider = wanted.provider AND i.provider_uid = wanted.uid
+            """)
+        var owners: [String: UUID] = [:]
+        for row in rows {
+            owners[try row.decode("provider", as: String.self) + ":" + (try row.decode("provider_uid", as: String.self))] =
+                try row.decode("user_id")
+        }
+        return owners
+    }
+
+    /// A new Parse session for `provider`, from the request's installation.
+    func newSession(_ provider: String, _ request: HTTPRequest, now: Date) -> (session: NewSession, token: String) {
+        let installation = request.headers["x-parse-installation-id"].flatMap { $0.isEmpty || $0.utf8.count > 255 ? nil : $0 }
+        return ParseSessions.format.newSession(provider: provider, installationId: installation, now: now)
+    }
+}

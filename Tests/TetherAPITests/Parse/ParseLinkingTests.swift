@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import TetherCore
+import TetherTesting
+
+/// SEMANTICS §1 on the Parse surface, provider by provider, over real HTTP with dev identity provider tokens.
+@Suite("Parse surface: linking rules")
+struct ParseLinkingTests {
+    /// A Facebook Limited Login token for `sub`.
+    private func limitedToken(_ parse: ParseApp, _ sub: String) async throws -> String {
+        let response = try await parse.app.idp.post("/dev-idp/facebook/limited-token", json: ["sub": sub])
+        guard let token = try response.decodeJSON([String: String].self)["authenticationToken"] else {
+            throw HarnessError("no Limited Login token: \(response.bodyText)")
+        }
+        return token
+    }
+
+    @Test func theRequestsOtherIdentitiesAreLinkedImplicitlyAndEveryProviderLogsIn() async throws {
+        try await ParseApp.run { parse in
+            let created = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-many", "token": try await parse.appleToken("apple-many")]),
+                "google": ParseApp.strings(["id": "google-many", "id_token": try await parse.googleToken("google-many")]),
+            ])]))
+            #expect(created.status == 201, "\(created.text)")
+            let objectId = try #require(created.string("objectId"))
+            // An owned identity with a new one: the owner logs in and gains the new one.
+            let more = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "google": ParseApp.strings(["id": "google-many", "id_token": try await parse.googleToken("google-many")]),
+                "facebook": ParseApp.strings(["id": "fb-limited", "token": try await limitedToken(parse, "fb-limited")]),
+            ])]))
+            #expect(more.status == 200, "\(more.text)")
+            #expect(more.string("objectId") == objectId)
+            #expect(more.authData == ["apple": ["id": "apple-many"], "google": ["id": "google-many"], "facebook": ["id": "fb-limited"]])
+            // Each provider alone now logs in to the same user: Limited Login, classic Facebook is another identity.
+            let viaLimited = try await parse.logIn("facebook", ["id": "fb-limited", "token": try await limitedToken(parse, "fb-limited")])
+            #expect(viaLimited.status == 200)
+            #expect(viaLimited.string("objectId") == objectId)
+            let classic = try await parse.logIn("facebook", ["id": "fb-classic", "access_token": try await parse.facebookToken("fb-classic")])
+            #expect(classic.status == 201)
+            #expect(try await parse.app.eventCount("UserRegistered") == 2)
+        }
+    }
+
+    @Test func identitiesOfTwoUsersInOneRequestAre208AndNothingIsWritten() async throws {
+        try await ParseApp.run { parse in
+            _ = try await parse.logIn("apple", ["id": "apple-one", "token": try await parse.appleToken("apple-one")])
+            _ = try await parse.logIn("google", ["id": "google-two", "id_token": try await parse.googleToken("google-two")])
+            let before = try await parse.accountEvents()
+            let both = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-one", "token": try await parse.appleToken("apple-one")]),
+                "google": ParseApp.strings(["id": "google-two", "id_token": try await parse.googleToken("google-two")]),
+            ])]))
+            #expect(both.status == 400)
+            #expect(both.text == #"{"code":208,"error":"this auth is already used"}"#)
+            // Signed in as one user, presenting the other's identity.
+            let session = try #require(try await parse.anonymousLogIn().string("sessionToken"))
+            let beforeOther = try await parse.accountEvents()
+            let theirs = try await parse.logIn("apple", ["id": "apple-one", "token": try await parse.appleToken("apple-one")], .init(session: session))
+            #expect(theirs.code == 208)
+            #expect(try await parse.accountEvents() == beforeOther)
+            #expect(beforeOther > before)
+        }
+    }
+
+    @Test func anEmailAnotherAccountHoldsIs203UnderOneAccountPerEmailAndAllowedOtherwise() async throws {
+        try await ParseApp.run { parse in
+            _ = try await parse.send("POST", "/users", json: .object(["username": "dana@example.com", "password": "dana's password"]))
+            // Facebook never vouches for an email: no takeover, the address is taken.
+            let facebook = try await parse.logIn("facebook", ["id": "fb-dana", "access_token": try await parse.facebookToken("fb-dana", email: "dana@example.com")])
+            #expect(facebook.status == 400)
+            #expect(facebook.text == #"{"code":203,"error":"Account already exists for this email address."}"#)
+        }
+        try await ParseApp.run(settings: ["TETHER_EMAIL_POLICY": "allow-duplicate-emails"]) { parse in
+            _ = try await parse.send("POST", "/users", json: .object(["username": "dana@example.com", "password": "dana's password"]))
+            let facebook = try await parse.logIn("facebook", ["id": "fb-dana", "access_token": try await parse.facebookToken("fb-dana", email: "dana@example.com")])
+            #expect(facebook.status == 201)
+        }
+    }
+
+    @Test func nullUnlinksAnUnchangedEntryIsANoOpAndAChangedIdIsRefused() async throws {
+        try await ParseApp.run { parse in
+            let user = try await parse.logIn("apple", ["id": "apple-u", "token": try await parse.appleToken("apple-u")])
+            let objectId = try #require(user.string("objectId"))
+            let session = try #require(user.string("sessionToken"))
+            let linked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-u"]),
+                "facebook": ParseApp.strings(["id": "fb-u", "access_token": try await parse.facebookToken("fb-u")]),
+            ])]))
+            #expect(linked.status == 200)
+            let events = try await parse.accountEvents()
+            // Echoing what is linked changes nothing (no provider is asked: the stale token is never checked).
+            let echo = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-u", "token": "stale"]), "facebook": ParseApp.strings(["id": "fb-u", "access_token": "stale"]),
+            ])]))
+            #expect(echo.status == 200)
+            #expect(try await parse.accountEvents() == events)
+            let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-other", "token": try await parse.appleToken("apple-other")]),
+            ])]))
+            #expect(changed.code == 208)
+            let unlinked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-u"]), "facebook": .null,
+            ])]))
+            #expect(unlinked.status == 200)
+            let me = try await parse.send("GET", "/users/me", .init(session: session))
+            #expect(me.authData == ["apple": ["id": "apple-u"]])
+            #expect(!me.text.contains("facebook"))
+            // The last method stays.
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": .null,
+            ])])).code == 119)
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import TetherCore
+import TetherCrypto
+import TetherTesting
+
+/// Parse's `mfa` adapter on the wire: enrolment through `PUT` with `authData.mfa`, log-in with `authData.mfa.token`.
+@Suite("Parse surface: second factors")
+struct ParseMFATests {
+    private func appleUser(_ parse: ParseApp, _ sub: String) async throws -> (objectId: String, token: String) {
+        let answer = try await parse.logIn("apple", ["id": sub, "token": try await parse.appleToken(sub)])
+        return (try #require(answer.string("objectId")), try #require(answer.string("sessionToken")))
+    }
+
+    private func appleLogIn(_ parse: ParseApp, _ sub: String, mfa: [String: String]?) async throws -> ParseAnswer {
+        var authData: [String: JSONValue] = ["apple": ParseApp.strings(["id": sub, "token": try await parse.appleToken(sub)])]
+        if let mfa { authData["mfa"] = ParseApp.strings(mfa) }
+        return try await parse.send("POST", "/users", json: .object(["authData": .object(authData)]))
+    }
+
+    @Test func totpEnrolmentAnswersRecoveryCodesOnceAndLogInNeedsTheToken() async throws {
+        try await ParseApp.run { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-totp")
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            let wrong = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": "000000" == totp.code(at: Date()) ? "111111" : "000000"])]),
+            ]))
+            #expect(wrong.text == #"{"code":141,"error":"Invalid MFA token"}"#)
+            let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ]))
+            #expect(enrolled.status == 200, "\(enrolled.text)")
+            guard case .object(let response)? = enrolled.body["authDataResponse"], case .object(let mfa)? = response["mfa"],
+                  case .string(let recovery)? = mfa["recovery"] else {
+                Issue.record("no recovery codes: \(enrolled.text)"); return
+            }
+            let codes = recovery.split(separator: ",").map(String.init)
+            #expect(codes.count == 10)
+            let me = try await parse.send("GET", "/users/me", .init(session: session))
+            #expect(me.authData["mfa"] == ["status": "enabled"])
+            #expect(!me.text.contains(secret))
+
+            let missing = try await appleLogIn(parse, "apple-totp", mfa: nil)
+            #expect(missing.status == 400)
+            #expect(missing.text == #"{"code":-1,"error":"Missing additional authData mfa"}"#)
+            let bad = try await appleLogIn(parse, "apple-totp", mfa: ["token": "12345x"])
+            #expect(bad.text == #"{"code":141,"error":"Invalid MFA token"}"#)
+            let next = totp.code(at: Date().addingTimeInterval(30))
+            let good = try await appleLogIn(parse, "apple-totp", mfa: ["token": next])
+            #expect(good.status == 200, "\(good.text)")
+            #expect(ParseWire.isSessionToken(good.string("sessionToken")))
+            let session2 = try #require(good.string("sessionToken"))
+            let amr = try await parse.app.admin.query("""
+                SELECT amr FROM sessions WHERE secret_kind = 'parse_session_token' ORDER BY started_at DESC LIMIT 1
+                """)[0].decode("amr", as: String.self)
+            #expect(amr.contains("mfa"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: session2)).status == 200)
+            // A recovery code works once.
+            #expect(try await appleLogIn(parse, "apple-totp", mfa: ["token": codes[0]]).status == 200)
+            #expect(try await appleLogIn(parse, "apple-totp", mfa: ["token": codes[0]]).code == 141)
+        }
+    }
+
+    @Test func smsEnrolmentAndTheRequestedTokenOfALogIn() async throws {
+        try await ParseApp.run { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-sms")
+            let phone = "+15555550142"
+            let started = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["mobile": phone])]),
+            ]))
+            #expect(started.status == 200, "\(started.text)")
+            #expect(started.body["authDataResponse"] == nil)
+            let confirmed = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["mobile": phone, "token": try await parse.app.smsCode(to: phone)])]),
+            ]))
+            #expect(confirmed.status == 200, "\(confirmed.text)")
+            #expect(confirmed.body["authDataResponse"] != nil)
+
+            let requested = try await appleLogIn(parse, "apple-sms", mfa: ["token": "request"])
+            #expect(requested.text == #"{"code":141,"error":"Please enter the token"}"#)
+            let code = try await parse.app.smsCode(to: phone)
+            let loggedIn = try await appleLogIn(parse, "apple-sms", mfa: ["token": code])
+            #expect(loggedIn.status == 200, "\(loggedIn.text)")
+            #expect(loggedIn.string("objectId") == objectId)
+            // The texted code was for one log-in only.
+            #expect(try await appleLogIn(parse, "apple-sms", mfa: ["token": code]).code == 141)
+        }
+    }
+}

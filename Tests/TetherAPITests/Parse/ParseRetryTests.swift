@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import TetherCore
+import TetherTesting
+
+/// `X-Parse-Request-Id`: the Parse SDKs retry 5xx and timeouts with the same id; a retry gets the first answer and writes nothing.
+@Suite("Parse surface: retried X-Parse-Request-Id")
+struct ParseRetryTests {
+    @Test func parallelRetriesOfASignUpGetTheFirstAnswerAndMakeOneUser() async throws {
+        try await ParseApp.run { parse in
+            let token = try await parse.appleToken("apple-retry")
+            let body: JSONValue = .object(["authData": .object(["apple": ParseApp.strings(["id": "apple-retry", "token": token])])])
+            let requestId = UUID().uuidString.lowercased()
+            let answers = try await withThrowingTaskGroup(of: ParseAnswer.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await parse.app.withNewClient { client in
+                            try await parse.send("POST", "/users", .init(requestId: requestId), json: body, on: client)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.map(\.status) == Array(repeating: 201, count: 6), "\(answers.map(\.text))")
+            #expect(Set(answers.map(\.text)).count == 1, "every retry gets the first answer's bytes")
+            #expect(answers.filter { $0.header("Idempotent-Replayed") == "true" }.count == 5)
+            #expect(try await parse.app.eventCount("UserRegistered") == 1)
+            #expect(try await parse.app.eventCount("SessionStarted") == 1)
+            #expect(try await parse.send("GET", "/users/me", .init(session: answers[0].string("sessionToken"))).status == 200)
+
+            // The same id with another body is Parse's duplicate request; a new id is a new request.
+            let other: JSONValue = .object(["authData": .object(["anonymous": ParseApp.strings(["id": UUID().uuidString.lowercased()])])])
+            let duplicate = try await parse.send("POST", "/users", .init(requestId: requestId), json: other)
+            #expect(duplicate.status == 400)
+            #expect(duplicate.text == #"{"code":159,"error":"Duplicate request"}"#)
+            #expect(try await parse.send("POST", "/users", .init(requestId: UUID().uuidString), json: other).status == 201)
+            #expect(try await parse.app.eventCount("UserRegistered") == 2)
+        }
+    }
+
+    @Test func aRetriedLinkOrRefusalGetsTheFirstAnswerAndWritesNothing() async throws {
+        try await ParseApp.run { parse in
+            let anonymous = try await parse.anonymousLogIn()
+            let objectId = try #require(anonymous.string("objectId"))
+            let session = try #require(anonymous.string("sessionToken"))
+            let link: JSONValue = .object(["authData": .object([
+                "anonymous": .null, "google": ParseApp.strings(["id": "google-retry", "id_token": try await parse.googleToken("google-retry")]),
+            ])])
+            let requestId = UUID().uuidString.lowercased()
+            let first = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: requestId), json: link)
+            #expect(first.status == 200, "\(first.text)")
+            let events = try await parse.app.totalEvents()
+            let retry = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: requestId), json: link)
+            #expect(retry.text == first.text)
+            #expect(try await parse.app.totalEvents() == events)
+            // A refusal is kept too: the retry does not run again.
+            let bad: JSONValue = .object(["authData": .object(["apple": ParseApp.strings(["id": "x", "token": "not-a-jwt"])])])
+            let refusalId = UUID().uuidString
+            let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: refusalId), json: bad)
+            #expect(refused.code == 101)
+            let failures = try await parse.app.eventCount("SignInFailed")
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: refusalId), json: bad).text == refused.text)
+            #expect(try await parse.app.eventCount("SignInFailed") == failures)
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherTesting
+
+/// Parse sessions, password users and the reads of the Parse surface.
+@Suite("Parse surface: sessions, passwords and reads")
+struct ParseSessionTests {
+    @Test func sessionsMeDescribesTheSessionAndAnInstallationKeepsOneSession() async throws {
+        try await ParseApp.run { parse in
+            let id = UUID().uuidString.lowercased()
+            let first = try await parse.anonymousLogIn(id: id, .init(installation: "install-a"))
+            let firstToken = try #require(first.string("sessionToken"))
+            let required = try await parse.send("GET", "/sessions/me")
+            #expect(required.text == #"{"code":209,"error":"Session token required."}"#)
+            let unknown = try await parse.send("GET", "/sessions/me", .init(session: "r:" + String(repeating: "0", count: 32)))
+            #expect(unknown.text == #"{"code":209,"error":"Session token not found."}"#)
+
+            let session = try await parse.send("GET", "/sessions/me", .init(session: firstToken))
+            #expect(session.status == 200)
+            #expect(session.string("sessionToken") == firstToken)
+            #expect(session.string("installationId") == "install-a")
+            #expect(session.body["createdWith"] == .object(["action": "login", "authProvider": "anonymous"]))
+            #expect(session.body["user"] == .object(["__type": "Pointer", "className": "_User", "objectId": .string(first.string("objectId")!)]))
+            #expect(ParseWire.isObjectId(session.string("objectId")))
+            guard case .object(let expiresAt)? = session.body["expiresAt"], case .string(let iso)? = expiresAt["iso"] else {
+                Issue.record("no expiresAt: \(session.text)"); return
+            }
+            #expect(expiresAt["__type"] == "Date" && ParseWire.isDate(iso))
+            let year = try #require(ISO8601Milliseconds.parse(iso)).timeIntervalSinceNow
+            #expect(abs(year - 365 * 86400) < 120)
+
+            // The same anonymous id logs in again from the same installation: the earlier session ends.
+            let again = try await parse.anonymousLogIn(id: id, .init(installation: "install-a"))
+            #expect(again.status == 200)
+            #expect(again.string("objectId") == first.string("objectId"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: firstToken)).code == 209)
+            let secondToken = try #require(again.string("sessionToken"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: secondToken)).status == 200)
+            // Another installation keeps its own.
+            let other = try await parse.anonymousLogIn(id: id, .init(installation: "install-b"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: secondToken)).status == 200)
+            #expect(try await parse.send("GET", "/users/me", .init(session: other.string("sessionToken"))).status == 200)
+            let reasons = try await parse.app.admin.query("SELECT data->>'reason' AS reason FROM events WHERE type = 'SessionEnded'")
+            #expect(try reasons.map { try $0.decode("reason", as: String.self) } == ["replaced"])
+        }
+    }
+
+    @Test func passwordSignUpLogInAndThePasswordErrors() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "ada@example.com", "password": "analytical engine"]))
+            #expect(signUp.status == 201, "\(signUp.text)")
+            #expect(signUp.string("username") == "ada@example.com")
+            let session = try await parse.send("GET", "/sessions/me", .init(session: signUp.string("sessionToken")))
+            #expect(session.body["createdWith"] == .object(["action": "signup", "authProvider": "password"]))
+
+            let login = try await parse.send("POST", "/login", json: .object(["username": "ada@example.com", "password": "analytical engine"]))
+            #expect(login.status == 200)
+            #expect(login.string("objectId") == signUp.string("objectId"))
+            #expect(login.string("email") == "ada@example.com")
+            #expect(login.body["emailVerified"] == .bool(false))
+            #expect(login.body["authData"] == nil)
+            #expect(ParseWire.isSessionToken(login.string("sessionToken")))
+            let byQuery = try await parse.send("GET", "/login?username=ada%40example.com&password=analytical%20engine")
+            #expect(byQuery.status == 200)
+
+            let wrong = try await parse.send("POST", "/login", json: .object(["username": "ada@example.com", "password": "difference engine"]))
+            #expect(wrong.status == 404)
+            #expect(wrong.text == #"{"code":101,"error":"Invalid username/password."}"#)
+            let nobody = try await parse.send("POST", "/login", json: .object(["username": "nobody@example.com", "password": "difference engine"]))
+            #expect(nobody.text == wrong.text)
+            let notAnEmail = try await parse.send("POST", "/login", json: .object(["username": "ada", "password": "difference engine"]))
+            #expect(notAnEmail.text == wrong.text)
+            #expect(try await parse.send("POST", "/login", json: .object(["password": "x"])).text
+                    == #"{"code":200,"error":"username/email is required."}"#)
+            #expect(try await parse.send("POST", "/login", json: .object(["username": "ada@example.com"])).text
+                    == #"{"code":201,"error":"password is required."}"#)
+            let taken = try await parse.send("POST", "/users", json: .object(["username": "ada@example.com", "password": "another engine"]))
+            #expect(taken.code == 202)
+            let plainUsername = try await parse.send("POST", "/users", json: .object(["username": "ada", "password": "analytical engine"]))
+            #expect(plainUsername.code == 125)
+            #expect(try await parse.app.eventCount("UserRegistered") == 1)
+        }
+    }
+
+    @Test func aPasswordChangeEndsEverySessionAndAnswersANewToken() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "bob@example.com", "password": "first password"]))
+            let objectId = try #require(signUp.string("objectId"))
+            let first = try #require(signUp.string("sessionToken"))
+            let second = try #require(try await parse.send("POST", "/login", json: .object([
+                "username": "bob@example.com", "password": "first password",
+            ])).string("sessionToken"))
+            let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: first), json: .object(["password": "second password"]))
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(Set(changed.body.keys) == ["updatedAt", "sessionToken"])
+            let next = try #require(changed.string("sessionToken"))
+            for old in [first, second] {
+                #expect(try await parse.send("GET", "/users/me", .init(session: old)).code == 209)
+            }
+            #expect(try await parse.send("GET", "/users/me", .init(session: next)).status == 200)
+            #expect(try await parse.send("POST", "/login", json: .object(["username": "bob@example.com", "password": "first password"])).code == 101)
+            #expect(try await parse.send("POST", "/login", json: .object(["username": "bob@example.com", "password": "second password"])).status == 200)
+        }
+    }
+
+    @Test func anAnonymousUserSignsUpWithAUsernameAndPasswordKeepingItsObjectId() async throws {
+        try await ParseApp.run { parse in
+            let anonymous = try await parse.anonymousLogIn()
+            let objectId = try #require(anonymous.string("objectId"))
+            let token = try #require(anonymous.string("sessionToken"))
+            // Parse-Swift's `User.signup(username:password:)` with a current anonymous user.
+            let upgraded = try await parse.send("PUT", "/users/\(objectId)", .init(session: token), json: .object([
+                "username": "cleo@example.com", "password": "a long password", "authData": .object(["anonymous": .null]),
+            ]))
+            #expect(upgraded.status == 200, "\(upgraded.text)")
+            #expect(Set(upgraded.body.keys) == ["updatedAt"])
+            let login = try await parse.send("POST", "/login", json: .object(["username": "cleo@example.com", "password": "a long password"]))
+            #expect(login.string("objectId") == objectId)
+            #expect(login.body["authData"] == nil)
+            #expect(login.string("username") == "cleo@example.com")
+            // The upgrade's session is still the user's.
+            #expect(try await parse.send("GET", "/users/me", .init(session: token)).status == 200)
+        }
+    }
+
+    @Test func anotherUsersObjectShowsPublicFieldsOnlyAndTheMasterKeySeesAll() async throws {
+        try await ParseApp.run { parse in
+            let (_, adminKey) = try await AdminKeyStore(database: parse.app.admin).create(
+                role: .admin, name: "parse master", metadata: EventMetadata(surface: "cli"))
+            let (_, supportKey) = try await AdminKeyStore(database: parse.app.admin).create(
+                role: .support, name: "support", metadata: EventMetadata(surface: "cli"))
+            let alice = try await parse.logIn("apple", ["id": "apple-alice", "token": try await parse.appleToken("apple-alice", email: "alice@icloud.com")])
+            let bob = try await parse.anonymousLogIn()
+            let aliceId = try #require(alice.string("objectId"))
+
+            let seenByBob = try await parse.send("GET", "/users/\(aliceId)", .init(session: bob.string("sessionToken")))
+            #expect(seenByBob.status == 200)
+            #expect(Set(seenByBob.body.keys) == ["objectId", "username", "createdAt", "updatedAt"])
+            let seenByNobody = try await parse.send("GET", "/users/\(aliceId)")
+            #expect(Set(seenByNobody.body.keys) == ["objectId", "username", "createdAt", "updatedAt"])
+            let master = try await parse.send("GET", "/users/\(aliceId)", .init(master: adminKey))
+            #expect(master.authData == ["apple": ["id": "apple-alice"]])
+            #expect(master.string("email") == "alice@icloud.com")
+            #expect(try await parse.app.eventCount("AdminUserViewed") == 1)
+            #expect(try await parse.send("GET", "/users/\(aliceId)", .init(master: supportKey)).text == #"{"error":"unauthorized"}"#)
+            #expect(try await parse.send("GET", "/users/\(aliceId)", .init(master: "tadm_wrong")).status == 403)
+            #expect(try await parse.send("GET", "/users/abcdefghij").text == #"{"code":101,"error":"Object not found."}"#)
+
+            // The master key unlinks as an admin: even the last method, and the action is recorded.
+            let unlinked = try await parse.send("PUT", "/users/\(aliceId)", .init(master: adminKey), json: .object(["authData": .object(["apple": .null])]))
+            #expect(unlinked.status == 200, "\(unlinked.text)")
+            #expect(try await parse.send("GET", "/users/\(aliceId)", .init(master: adminKey)).authData.isEmpty)
+            #expect(try await parse.app.eventCount("AdminActionRequested") == 1)
+        }
+    }
+
+    @Test func revokingOnV1OrByAnAdminEndsParseSessionsAndTheSamePersonIsOneUser() async throws {
+        try await ParseApp.run { parse in
+            let parseLogIn = try await parse.logIn("apple", ["id": "apple-both", "token": try await parse.appleToken("apple-both")])
+            let parseToken = try #require(parseLogIn.string("sessionToken"))
+            let v1 = try await parse.app.signedIn(try await parse.app.apple("apple-both"))
+            #expect(v1.isNewUser == false)
+            #expect(ParseUserIDs.objectId(ofV1Id: v1.user.id) == parseLogIn.string("objectId"))
+            let revoked = try await parse.app.client.post(
+                "/v1/users/me/sessions/revoke", headers: ["Authorization": "Bearer \(v1.session.accessToken)"], json: [String: String]())
+            #expect(revoked.status == 204)
+            #expect(try await parse.send("GET", "/users/me", .init(session: parseToken)).code == 209)
+
+            // And the other way: a Parse session is not a /v1 refresh token.
+            let again = try await parse.logIn("apple", ["id": "apple-both", "token": try await parse.appleToken("apple-both")])
+            let refresh = try await parse.app.refresh(try #require(again.string("sessionToken")))
+            #expect(refresh.status == 401)
+            #expect(try await parse.send("GET", "/users/me", .init(session: again.string("sessionToken"))).status == 200)
+
+            // An admin's revoke ends them too.
+            let (_, adminKey) = try await AdminKeyStore(database: parse.app.admin).create(
+                role: .admin, name: "ops", metadata: EventMetadata(surface: "cli"))
+            let adminRevoke = try await parse.app.client.post(
+                "/v1/admin/users/\(v1.user.id)/revoke-sessions", headers: ["Authorization": "Bearer \(adminKey)"], json: [String: String]())
+            #expect(adminRevoke.status == 200, "\(adminRevoke.bodyText)")
+            #expect(try await parse.send("GET", "/users/me", .init(session: again.string("sessionToken"))).code == 209)
+        }
+    }
+}
