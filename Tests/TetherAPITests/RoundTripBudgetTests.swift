@@ -113,6 +113,32 @@ struct RoundTripBudgetTests {
         }
     }
 
+    /// An anonymous sign-in takes a sign-up place first (one transaction of one round trip), then is an
+    /// ordinary new user's sign-in; linking a real identity to it later is a link like any other, whose
+    /// dropping of the anonymous identity adds no statement.
+    @Test func anAnonymousSignInIsTwoTransactionsOfThreeRoundTripsAndItsUpgradeALink() async throws {
+        let anonymous = ExternalIdentity(provider: "anonymous", uid: UUID().uuidString.lowercased())
+        let fixture = try await fixture(accepting: anonymous)
+        defer { fixture.client.shutdown() }
+        let command = SignInCommand(
+            credential: .anonymous(id: nil), session: newSession(),
+            context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.9", surface: "parse")))
+        let (result, signIn) = try await metered { try await fixture.commands.signIn(command) }
+        guard case .signedIn(let account, true) = result else {
+            Issue.record("expected a new user, got \(result)")
+            return
+        }
+        #expect(account.isAnonymous)
+        #expect(signIn.transactions == 2, "\(signIn.statements)")
+        #expect(signIn.roundTrips == 3, "\(signIn.roundTrips) round trips: \(signIn.statements)")
+        let (upgraded, link) = try await metered {
+            try await fixture.accounts.link(Self.apple, to: account.id, context: CommandContext())
+        }
+        #expect(upgraded.signInMethods == ["apple"])
+        #expect(link.transactions == 1, "\(link.statements)")
+        #expect(link.roundTrips == 2, "\(link.roundTrips) round trips: \(link.statements)")
+    }
+
     /// The sign-up limit takes its place in a transaction of its own, before the password is hashed;
     /// the sign-up itself is one more transaction of two round trips.
     @Test func aSignUpIsTwoTransactionsOfThreeRoundTripsInAll() async throws {

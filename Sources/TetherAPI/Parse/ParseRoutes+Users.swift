@@ -61,7 +61,8 @@ extension ParseRoutes {
         for claim in claims {
             verified.append((claim, try await verify(claim, request, caller)))
         }
-        let owners = try await owners(of: verified.map(\.identity))
+        // One identity and no caller: the sign-in itself finds its owner, with no statement more.
+        let owners = verified.count == 1 && caller.session == nil ? [:] : try await owners(of: verified.map(\.identity))
         func owner(_ identity: ExternalIdentity) -> UUID? { owners[identity.provider + ":" + identity.uid] }
         let users = Set(owners.values)
         guard users.count <= 1 else { throw ParseError.authAlreadyUsed }

@@ -91,7 +91,7 @@ public struct ParseRoutes: Sendable {
             let run: () async throws -> HTTPResponse = {
                 do {
                     return try await body(caller)
-                } catch {
+                } catch let error where !Self.isUnexpected(error) {
                     return ParseError(converting: error).response
                 }
             }
@@ -104,9 +104,15 @@ public struct ParseRoutes: Sendable {
                 conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response }, run)
         } catch is Unauthorized {
             return ParseError.unauthorized
-        } catch {
+        } catch let error where !Self.isUnexpected(error) {
             return ParseError(converting: error).response
         }
+    }
+
+    /// An error no layer knows (a bug, a driver failure): it goes on to the HTTP server, which logs it
+    /// and answers 500, written as Parse's `{"code":1,…}` by ``problemRenderer``.
+    private static func isUnexpected(_ error: any Error) -> Bool {
+        !(error is ParseError) && Problem(converting: error) == nil
     }
 
     /// A wrong application id, client key or master key: Parse's 403, which has no `code`.
