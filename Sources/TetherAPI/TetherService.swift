@@ -71,7 +71,7 @@ public final class TetherService: Sendable {
         if let appID = configuration.parseAppID {
             ParseRoutes(
                 appID: appID, clientKey: configuration.parseClientKey, publicURL: configuration.publicURL, commands: commands,
-                adminKeys: adminKeys, sms: smsSender
+                adminKeys: adminKeys, sms: smsSender, appleIssuer: providers.apple.issuer
             ).register(on: &router)
         }
         metrics = MetricsRegistry()

@@ -39,7 +39,9 @@ extension ProviderCredential {
             self = .google(idToken: try reader.string("idToken"), rawNonce: try reader.optionalString("rawNonce"))
         case .password:
             let email = try reader.string("email").trimmingCharacters(in: .whitespaces)
-            guard email.contains("@"), email.count <= 320 else {
+            // Control characters (NUL above all, which PostgreSQL refuses in text) are no address.
+            guard email.contains("@"), email.count <= 320,
+                  !email.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw ProviderError.invalidRequest("The member '\(pointer)/email' must be an email address.", pointer: pointer + "/email")
             }
             self = .password(email: email, password: try reader.string("password", trims: false))

@@ -26,19 +26,9 @@ public struct ConfirmedFactor: Sendable {
 /// error is answered, so the attempt counts even though the request fails.
 extension AccountService {
     /// Starts a TOTP enrolment; the first valid code confirms it.
-    ///
-    /// - Parameter secret: the shared secret (base32) when the client chose it (Parse's `authData.mfa.secret`,
-    ///   at least 160 bits); nil makes a new one here.
-    public func enrolTOTP(
-        userId: UUID, authTime: Date, displayName: String?, secret chosen: String? = nil, context: CommandContext
-    ) async throws -> TOTPEnrolment {
+    public func enrolTOTP(userId: UUID, authTime: Date, displayName: String?, context: CommandContext) async throws -> TOTPEnrolment {
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
-        if let chosen {
-            guard let bytes = try? Base32.decode(chosen), bytes.count >= 20 else {
-                throw AccountError.invalidRequest("A TOTP secret is base32 of at least 20 bytes (32 characters).")
-            }
-        }
-        let secret = chosen ?? Base32.encode(TOTP.generateSecret())
+        let secret = Base32.encode(TOTP.generateSecret())
         let account = try await change(userId, context) {
             try $0.enrolTOTP(factorId: factorId, secret: secret, displayName: displayName, authTime: authTime, now: context.now)
         }
@@ -71,6 +61,33 @@ extension AccountService {
                           countsForTheNumber: true, context: context)
         try await change(userId, context, decide: decide)
         return factorId
+    }
+
+    /// Enrols and confirms a TOTP factor whose secret the client chose, with its first code, in one
+    /// command (Parse's `{"mfa": {"secret", "token"}}`): a wrong code writes nothing.
+    public func enrolConfirmedTOTP(
+        userId: UUID, authTime: Date, secret: String, code: String, context: CommandContext
+    ) async throws -> ConfirmedFactor {
+        guard let bytes = try? Base32.decode(secret), bytes.count >= 20 else {
+            throw AccountError.invalidRequest("A TOTP secret is base32 of at least 20 bytes (32 characters).")
+        }
+        let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
+        let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
+        let account = try await committingOutcome(userId, context) { account in
+            let enrolment = try account.enrolTOTP(factorId: factorId, secret: secret, displayName: nil, authTime: authTime, now: context.now)
+            let enrolled = account.appending(enrolment.map { ($0, context.now) }, version: account.version)
+            guard let factor = enrolled.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
+            let outcome = try enrolled.confirmFactor(
+                factorId, type: .totp, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
+                recoveryCodeHashes: recoveryCodes.map(Self.recoveryCodeHash), now: context.now)
+            // A wrong first code leaves no half-enrolled factor behind.
+            var combined = outcome
+            combined.events = outcome.failure == nil ? enrolment + outcome.events : []
+            return combined
+        }
+        guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
+        let issued = account.mfa.recoveryCodes[Self.recoveryCodeHash(recoveryCodes[0])] != nil
+        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
     }
 
     /// Confirms an enrolment with its first code.

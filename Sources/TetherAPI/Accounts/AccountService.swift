@@ -179,7 +179,7 @@ public struct AccountService: Sendable {
     /// one transaction of two round trips. A password identity's email must be free under either policy.
     @discardableResult
     public func link(
-        _ identity: ExternalIdentity, passwordHash: String? = nil, to userId: UUID, context: CommandContext
+        _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, to userId: UUID, context: CommandContext
     ) async throws -> UserAccount {
         var reads: [PostgresQuery] = [
             "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
@@ -196,7 +196,7 @@ public struct AccountService: Sendable {
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
                     throw AccountError.emailAlreadyInUse
                 }
-                return (try account.link(identity, passwordHash: passwordHash), ())
+                return (try account.link(identity, passwordHash: passwordHash, replacing: replacing), ())
             }.account
         }
     }

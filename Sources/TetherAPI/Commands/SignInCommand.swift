@@ -165,7 +165,8 @@ public struct AccountCommands: Sendable {
     /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
     static func validate(email: String) throws(AccountError) {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
-        guard trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
+        guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
+              trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
               trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
         else { throw .invalidRequest("email is not an email address") }
     }
@@ -197,11 +198,20 @@ public struct AccountCommands: Sendable {
         }
     }
 
-    /// Links an identity the surface verified with ``verify(_:context:)`` to the signed-in user.
-    public func link(_ identity: ExternalIdentity, to userId: UUID, context: CommandContext) async throws -> UserAccount {
+    /// Links an identity the surface verified with ``verify(_:context:)`` to the signed-in user; with
+    /// `replacing`, another identity of its provider already linked gives way to it in the same command.
+    public func link(
+        _ identity: ExternalIdentity, replacing: Bool = false, to userId: UUID, context: CommandContext
+    ) async throws -> UserAccount {
         try await releasingOnServerFailure(identity) {
-            try await accounts.link(identity, to: userId, context: context)
+            try await accounts.link(identity, replacing: replacing, to: userId, context: context)
         }
+    }
+
+    /// Checks a new password against the policy without hashing it, so a surface can refuse a request
+    /// before any of its commands writes.
+    public func checkPassword(_ password: String) throws(ProviderError) {
+        try passwords.policy.validate(password)
     }
 
     private func signIn(_ command: SignInCommand, verified: ExternalIdentity?) async throws -> SignInResult {

@@ -43,7 +43,8 @@ struct ParseAuthData: Sendable {
                 throw ParseError(ParseError.invalidJSON, "authData.\(provider) must be an object of strings, or null.")
             }
             if provider == "mfa" {
-                mfa = fields
+                // The SDKs echo what reads show, `{"status": "enabled"}`: that changes nothing.
+                mfa = fields.flatMap { Set($0.keys) == ["status"] ? nil : $0 }
             } else {
                 entries.append(Entry(provider: provider, fields: fields))
             }

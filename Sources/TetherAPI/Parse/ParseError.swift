@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherJOSE
 import TetherProviders
 
 /// An error in Parse Server's wire form: `{"code": <int>, "error": "<message>"}`, answered 404 for
@@ -143,6 +144,23 @@ struct ParseError: Error, Sendable, Hashable {
         case "google": ParseError(objectNotFound, "Google auth is invalid for this user.")
         case "password", "": invalidLogin
         default: ParseError(objectNotFound, "\(provider) auth is invalid for this user.")
+        }
+    }
+
+    /// Parse Server's Apple adapter's 101s (WIRE-FACTS §5): the token's own `kid` and `iss` are read from
+    /// its (refused, so unverified) header and payload only to word the message.
+    static func appleRefusal(_ rejection: CredentialRejection, token: String, expectedIssuer: String) -> ParseError {
+        let jws = try? CompactJWS(parsing: token)
+        switch rejection {
+        case .expired:
+            return ParseError(objectNotFound, "jwt expired")
+        case .issuer:
+            let issuer = jws.flatMap { try? JOSEObject(parsing: $0.payload) }?["iss"]?.stringValue ?? "undefined"
+            return ParseError(objectNotFound, "id token not issued by correct OpenID provider - expected: \(expectedIssuer) | from: \(issuer)")
+        case .unknownKey:
+            return ParseError(objectNotFound, "Unable to find matching key for Key ID: \(jws?.header.keyID ?? "undefined")")
+        default:
+            return refusedCredential(provider: "apple")
         }
     }
 

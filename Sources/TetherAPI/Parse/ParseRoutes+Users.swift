@@ -1,6 +1,9 @@
 import Foundation
 import TetherCore
+import TetherCrypto
 import TetherHTTP
+import TetherJOSE
+import TetherPostgres
 import TetherProviders
 
 /// The handlers of `/parse/users`, `/parse/login`, `/parse/logout` and `/parse/sessions/me`.
@@ -19,8 +22,7 @@ extension ParseRoutes {
         guard let password = try Self.string("password", in: body) else {
             throw ParseError(ParseError.passwordMissing, "password is required.")
         }
-        let email = try Self.string("email", in: body) ?? username
-        guard Self.isEmail(email) else { throw Self.usernameIsNotAnEmail }
+        let email = try Self.loginEmail(username: username, email: Self.string("email", in: body))
         let context = context(request, caller)
         let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
         let account: UserAccount
@@ -34,15 +36,23 @@ extension ParseRoutes {
 
     /// Tether's password accounts are keyed by email address; a Parse username that is not one cannot log in.
     static let usernameIsNotAnEmail = ParseError(
-        ParseError.invalidEmailAddress, "Tether's password accounts are keyed by email: use an email address as username, or send email.")
+        ParseError.invalidEmailAddress, "Tether's password accounts are keyed by email: the username must be the email address.")
 
     static func isEmail(_ text: String) -> Bool {
         (try? AccountCommands.validate(email: text)) != nil
     }
 
+    /// The email a password user logs in with: the username, which must be an email address, and the
+    /// same as `email` when both are sent (a username that is not the email could never log in).
+    static func loginEmail(username: String?, email: String?) throws(ParseError) -> String {
+        guard let identifier = username ?? email, isEmail(identifier) else { throw usernameIsNotAnEmail }
+        if let email, ExternalIdentity.normalize(email) != ExternalIdentity.normalize(identifier) { throw usernameIsNotAnEmail }
+        return identifier
+    }
+
     /// 201 with `Location` and `{objectId, createdAt, username, sessionToken}`: a new user.
     private func created(_ account: UserAccount, token: String, _ request: HTTPRequest) -> HTTPResponse {
-        var body = ParseUser.publicFields(account)
+        var body = ParseUser.fields(account)
         body["updatedAt"] = nil
         body["sessionToken"] = .string(token)
         return ParseJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)])
@@ -70,6 +80,12 @@ extension ParseRoutes {
         let anonymous = ExternalIdentity.anonymousProvider
         let primary = verified.first { owner($0.identity) != nil }
             ?? verified.first { $0.claim.provider != anonymous } ?? verified[0]
+        // The other identities are linked after the sign-in: what could refuse them is checked before it, so a
+        // refused request leaves no new user or session behind.
+        let extras = verified.filter { other in
+            other.claim.provider != primary.claim.provider && owner(other.identity) == nil && other.claim.provider != anonymous
+        }
+        try await checkEmailsAreFree(of: extras.map(\.identity), besides: primary.identity, owner: owner(primary.identity))
         let context = context(request, caller)
         let (session, token) = newSession(primary.claim.provider, request, now: context.now)
         let result: SignInResult
@@ -92,8 +108,8 @@ extension ParseRoutes {
         }
         // Implicit linking: the request's other identities that nobody holds yet join the user. An
         // anonymous one does not (a real identity replaces it).
-        for other in verified where other.claim.provider != primary.claim.provider && owner(other.identity) == nil {
-            guard other.claim.provider != anonymous, account.identities[other.claim.provider] == nil else { continue }
+        for other in extras {
+            guard account.identities[other.claim.provider] == nil else { continue }
             do {
                 account = try await commands.link(other.identity, to: account.id, context: self.context(request, caller))
             } catch {
@@ -105,11 +121,24 @@ extension ParseRoutes {
             .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)])
     }
 
+    /// Under one account per email, 203 when an account other than `owner` holds the email of one of
+    /// `identities` (the sign-in's own identity, `primary`, takes its email along).
+    private func checkEmailsAreFree(of identities: [ExternalIdentity], besides primary: ExternalIdentity, owner: UUID?) async throws {
+        let emails = identities.compactMap { accounts.emailPolicy.exclusiveEmail(of: $0) }.filter { $0 != primary.normalizedEmail }
+        guard !emails.isEmpty else { return }
+        let holders = try await accounts.database.query(
+            "SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(emails))::text[])").map { try $0.decode("id", as: UUID.self) }
+        if holders.contains(where: { $0 != owner }) { throw ParseError.emailInUse }
+    }
+
     /// Verifies one claimed identity; its `id` must be the subject the provider vouches for.
     private func verify(_ claim: ClaimedIdentity, _ request: HTTPRequest, _ caller: Caller) async throws -> ExternalIdentity {
         let identity: ExternalIdentity
         do {
             identity = try await commands.verify(claim.credential, context: context(request, caller))
+        } catch let error as ProviderError where claim.provider == ProviderName.apple.rawValue && error.rejection != nil {
+            guard case .apple(let token, _, _) = claim.credential, let rejection = error.rejection else { throw ParseError(converting: error) }
+            throw ParseError.appleRefusal(rejection, token: token, expectedIssuer: appleIssuer)
         } catch {
             throw ParseError(converting: error, provider: claim.provider)
         }
@@ -144,8 +173,10 @@ extension ParseRoutes {
             .max { $0.expiresAt < $1.expiresAt }
         let totp = account.mfa.confirmedFactors.first { $0.type == .totp }
         let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
+        // A code the TOTP factor accepts goes to it, even while a texted code is outstanding.
+        let matchesTOTP = isCode && totp.map { Self.totpAccepts(token, $0, now: now) } == true
         let context = context(request, caller)
-        if isCode, let texted, let factorId = texted.codeFactorId {
+        if isCode, !matchesTOTP, let texted, let factorId = texted.codeFactorId {
             _ = try await accounts.verifyChallenge(
                 userId: userId, challengeId: texted.id, factorId: factorId, code: token, recoveryCode: nil, session: session, context: context)
         } else if isCode, let totp {
@@ -160,34 +191,62 @@ extension ParseRoutes {
         return try await accounts.read(userId)
     }
 
-    /// Enrols a second factor from `authData.mfa` of a `PUT`: TOTP `{secret, token}` (answered with the
-    /// recovery codes, once), or SMS `{mobile}` (texts a code) then `{mobile, token}` (confirms it).
-    private func enrol(_ mfa: [String: String], userId: UUID, session: ParseSession, _ request: HTTPRequest, _ caller: Caller) async throws -> JSONValue? {
-        let codes: [String]?
-        if let secret = mfa["secret"] {
-            guard let token = mfa["token"], !token.isEmpty else { throw ParseError.enterMFAToken }
-            let enrolment = try await accounts.enrolTOTP(
-                userId: userId, authTime: session.authTime, displayName: nil, secret: secret, context: context(request, caller))
-            codes = try await accounts.confirmFactor(
-                userId: userId, factorId: enrolment.factorId, type: .totp, code: token, context: context(request, caller)).recoveryCodes
-        } else if let mobile = mfa["mobile"] {
-            if let token = mfa["token"], !token.isEmpty {
-                let account = try await accounts.read(userId)
-                guard let factor = account.mfa.factors.values.first(where: { $0.type == .phone && !$0.isConfirmed && $0.phoneNumber == mobile })
-                else { throw ParseError.invalidMFAToken }
-                codes = try await accounts.confirmFactor(
-                    userId: userId, factorId: factor.id, type: .phone, code: token, context: context(request, caller)).recoveryCodes
+    /// Whether `factor` (TOTP) accepts `code` now, without recording anything.
+    private static func totpAccepts(_ code: String, _ factor: MFAState.Factor, now: Date) -> Bool {
+        guard let secret = factor.totpSecret, let bytes = try? Base32.decode(secret), let totp = try? TOTP(secret: bytes) else { return false }
+        return totp.matchingStep(for: code, at: now, after: factor.lastUsedStep.map { UInt64($0) }) != nil
+    }
+
+    /// What `authData.mfa` of a `PUT` asks for, checked before anything is written.
+    enum Enrolment: Sendable {
+        /// TOTP with the client's secret and its first code: enrolled and confirmed in one command.
+        case totp(secret: String, code: String)
+        /// SMS: text a code to the number.
+        case sendCode(phoneNumber: String)
+        /// SMS: the texted code confirms the pending factor of the number.
+        case confirmPhone(phoneNumber: String, code: String)
+
+        init(_ mfa: [String: String]) throws(ParseError) {
+            if let secret = mfa["secret"] {
+                guard let code = mfa["token"], !code.isEmpty else { throw ParseError.enterMFAToken }
+                guard let bytes = try? Base32.decode(secret), bytes.count >= 20 else {
+                    throw ParseError(ParseError.validationError, "authData.mfa.secret is base32 of at least 20 bytes (32 characters).")
+                }
+                self = .totp(secret: secret, code: code)
+            } else if let mobile = mfa["mobile"] {
+                guard PhoneNumber.isE164(mobile) else {
+                    throw ParseError(ParseError.validationError, "authData.mfa.mobile must be in E.164 form, like +15555550100.")
+                }
+                if let code = mfa["token"], !code.isEmpty { self = .confirmPhone(phoneNumber: mobile, code: code) }
+                else { self = .sendCode(phoneNumber: mobile) }
             } else {
-                guard let sms else { throw ParseError(ParseError.scriptFailed, "This server sends no SMS: enrol a TOTP factor instead.") }
-                _ = try await accounts.enrolPhone(
-                    userId: userId, authTime: session.authTime, phoneNumber: mobile, displayName: nil, sms: sms, context: context(request, caller))
-                return nil
+                throw ParseError(ParseError.validationError, "authData.mfa takes secret and token (TOTP), or mobile and then token (SMS).")
             }
-        } else {
-            throw ParseError(ParseError.validationError, "authData.mfa takes secret and token (TOTP), or mobile and then token (SMS).")
+        }
+    }
+
+    /// Runs an enrolment: TOTP answers the recovery codes once (with the first factor), as Parse's mfa
+    /// adapter does, in `authDataResponse.mfa.recovery`.
+    private func enrol(_ enrolment: Enrolment, userId: UUID, session: ParseSession, _ request: HTTPRequest, _ caller: Caller) async throws -> JSONValue? {
+        let codes: [String]?
+        switch enrolment {
+        case .totp(let secret, let code):
+            codes = try await accounts.enrolConfirmedTOTP(
+                userId: userId, authTime: session.authTime, secret: secret, code: code, context: context(request, caller)).recoveryCodes
+        case .confirmPhone(let mobile, let code):
+            let account = try await accounts.read(userId)
+            guard let factor = account.mfa.factors.values.first(where: { $0.type == .phone && !$0.isConfirmed && $0.phoneNumber == mobile })
+            else { throw ParseError.invalidMFAToken }
+            codes = try await accounts.confirmFactor(
+                userId: userId, factorId: factor.id, type: .phone, code: code, context: context(request, caller)).recoveryCodes
+        case .sendCode(let mobile):
+            guard let sms else { throw ParseError(ParseError.scriptFailed, "This server sends no SMS: enrol a TOTP factor instead.") }
+            _ = try await accounts.enrolPhone(
+                userId: userId, authTime: session.authTime, phoneNumber: mobile, displayName: nil, sms: sms, context: context(request, caller))
+            return nil
         }
         guard let codes else { return nil }
-        return .object(["mfa": .object(["recovery": .string(codes.joined(separator: ","))])])
+        return .object(["mfa": .object(["recovery": .string(codes.joined(separator: ", "))])])
     }
 
     // MARK: PUT /parse/users/:id
@@ -195,105 +254,110 @@ extension ParseRoutes {
     /// Links, unlinks, upgrades an anonymous user, changes the password or enrols a second factor.
     ///
     /// The full merged authData arrives (the SDKs echo every linked provider): an entry whose id is the
-    /// one linked is left alone; new ones are verified, then linked (which drops an `anonymous`
-    /// identity: the upgrade); `null` unlinks. Links go before unlinks, so `"anonymous": null` beside a
-    /// new provider, as Parse-Swift sends it, upgrades rather than failing on the last method.
+    /// one linked is left alone; new and changed ones are verified, then linked (a changed one replaces
+    /// the old identity, and any link drops an `anonymous` one: the upgrade); `null` unlinks. Every
+    /// field is checked, every new identity verified and its owner looked up before the first write;
+    /// then links go before unlinks, so `"anonymous": null` beside a new provider, as Parse-Swift sends
+    /// it, upgrades rather than failing on the last method.
     func update(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let objectId = request.pathParameters["id"] ?? ""
+        let isMaster = caller.session == nil
         let userId: UUID
         if let session = caller.session {
             guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError.objectMissing }
             userId = session.userId
-        } else if caller.master != nil, let found = try await user(objectId: objectId) {
-            userId = found
         } else if caller.master != nil {
-            throw ParseError.objectMissing
+            guard let found = try await user(objectId: objectId) else { throw ParseError.objectMissing }
+            userId = found
         } else {
             throw ParseError(ParseError.sessionMissing, "Cannot modify user \(objectId).")
         }
         let body = try Self.object(request)
         let authData = try body["authData"].map { value throws(ParseError) in try ParseAuthData(value) }
+        let password = try Self.string("password", in: body)
+        let username = try Self.string("username", in: body)
+        let email = try Self.string("email", in: body)
         var account = try await accounts.read(userId)
         guard account.exists else { throw ParseError.objectMissing }
+        let forbidden = { (what: String) in ParseError(ParseError.operationForbidden, what) }
 
-        // Verify every new identity before anything is written.
-        var toLink: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
+        // 1. Check everything.
+        var newPasswordEmail: String?
+        if let password {
+            guard !isMaster else { throw forbidden("A password is set with the user's own session.") }
+            do { try commands.checkPassword(password) } catch { throw ParseError(converting: error) }
+            if account.identities[ProviderName.password.rawValue] == nil {
+                newPasswordEmail = try Self.loginEmail(username: username, email: email)
+            }
+        }
+        if newPasswordEmail == nil {
+            if let username, username != ParseUser.username(of: account) { throw forbidden("Tether does not change usernames.") }
+            if let email, ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
+                throw forbidden("Tether's Parse surface does not change email addresses yet.")
+            }
+        }
+        let enrolment = try authData?.mfa.map { fields throws(ParseError) in try Enrolment(fields) }
+        if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
+        var claims: [ClaimedIdentity] = []
         for entry in authData?.entries ?? [] {
             guard let fields = entry.fields else { continue }
             guard let id = fields["id"], !id.isEmpty else { throw ParseError.refusedCredential(provider: entry.provider) }
             if let linked = account.identities[entry.provider], linked.uid == id { continue }
-            guard caller.session != nil else {
-                throw ParseError(ParseError.operationForbidden, "The master key unlinks identities; linking needs the user's own session.")
-            }
-            if account.identities[entry.provider] != nil {
-                throw ParseError(ParseError.accountAlreadyLinked, "Another \(entry.provider) identity is linked to this user: unlink it first.")
-            }
-            guard entry.provider != ExternalIdentity.anonymousProvider else {
-                throw ParseError(ParseError.operationForbidden, "An anonymous identity cannot be linked to a user.")
-            }
-            let claim = ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields))
+            guard !isMaster else { throw forbidden("The master key unlinks identities; linking needs the user's own session.") }
+            guard entry.provider != ExternalIdentity.anonymousProvider else { throw forbidden("An anonymous identity cannot be linked to a user.") }
+            claims.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields)))
+        }
+        let unlinks = (authData?.entries ?? []).filter { $0.fields == nil }.map(\.provider)
+        // What the user could still sign in with afterwards: a user may not remove their last way in (an admin may).
+        var remaining = Set(account.identities.keys).union(claims.map(\.provider))
+        if newPasswordEmail != nil { remaining.insert(ProviderName.password.rawValue) }
+        if !claims.isEmpty || newPasswordEmail != nil { remaining.remove(ExternalIdentity.anonymousProvider) }
+        remaining.subtract(unlinks)
+        if remaining.isEmpty, !isMaster, !unlinks.isEmpty { throw ParseError(converting: AccountError.lastSignInMethod) }
+        var toLink: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
+        for claim in claims {
             toLink.append((claim, try await verify(claim, request, caller)))
         }
         let owners = try await owners(of: toLink.map(\.identity))
         guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
+
+        // 2. Apply: each step a command of its own, in an order in which none can fail on another's account.
         for link in toLink {
             do {
-                account = try await commands.link(link.identity, to: userId, context: context(request, caller))
+                account = try await commands.link(link.identity, replacing: true, to: userId, context: context(request, caller))
             } catch {
                 throw ParseError(converting: error, provider: link.claim.provider)
             }
         }
-
         var newToken: String?
-        if let password = try Self.string("password", in: body) {
-            if account.identities[ProviderName.password.rawValue] == nil {
-                // Username and password on a user without one: the sign-up of an anonymous user, same objectId.
-                guard caller.session != nil else {
-                    throw ParseError(ParseError.operationForbidden, "A password is added with the user's own session.")
-                }
-                let email = try Self.string("email", in: body) ?? Self.string("username", in: body)
-                guard let email, Self.isEmail(email) else { throw Self.usernameIsNotAnEmail }
-                do {
-                    account = try await commands.link(LinkCommand(
-                        credential: .password(email: email, password: password), userId: userId, context: context(request, caller)))
-                } catch let error as AccountError where error.reason == .emailAlreadyInUse {
-                    throw ParseError(202, "Account already exists for this username.")
-                }
-            } else {
-                guard caller.session != nil else {
-                    throw ParseError(ParseError.operationForbidden, "A password is changed with the user's own session.")
-                }
-                // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
-                let context = context(request, caller)
-                let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
-                account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
-                newToken = token
+        if let password, let newPasswordEmail {
+            do {
+                account = try await commands.link(LinkCommand(
+                    credential: .password(email: newPasswordEmail, password: password), userId: userId, context: context(request, caller)))
+            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                throw ParseError(202, "Account already exists for this username.")
             }
-        } else {
-            if let username = try Self.string("username", in: body), username != ParseUser.username(of: account) {
-                throw ParseError(ParseError.operationForbidden, "Tether does not change usernames.")
-            }
-            if let email = try Self.string("email", in: body), ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
-                throw ParseError(ParseError.operationForbidden, "Tether's Parse surface does not change email addresses yet.")
-            }
+        } else if let password {
+            // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
+            let context = context(request, caller)
+            let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
+            account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
+            newToken = token
         }
-
-        for entry in authData?.entries ?? [] where entry.fields == nil && account.identities[entry.provider] != nil {
-            let byAdmin = caller.session == nil
-            account = try await accounts.unlink(provider: entry.provider, from: userId, byAdmin: byAdmin, context: context(request, caller))
-            if byAdmin, let master = caller.master {
+        for provider in unlinks where account.identities[provider] != nil {
+            account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isMaster, context: context(request, caller))
+            if isMaster, let master = caller.master {
                 try await adminKeys.record(
-                    .actionRequested(.init(userId: userId, action: "unlink-\(entry.provider)", reason: "parse master key", status: 200)),
+                    .actionRequested(.init(userId: userId, action: "unlink-\(provider)", reason: "parse master key", status: 200)),
                     keyId: master.id, metadata: context(request, caller).metadata)
             }
         }
-
         var answer: [String: JSONValue] = [:]
-        if let mfa = authData?.mfa, let session = caller.session, let response = try await enrol(mfa, userId: userId, session: session, request, caller) {
-            answer["authDataResponse"] = response
+        if let enrolment, let session = caller.session {
+            if let response = try await enrol(enrolment, userId: userId, session: session, request, caller) {
+                answer["authDataResponse"] = response
+            }
             account = try await accounts.read(userId)
-        } else if authData?.mfa != nil, caller.session == nil {
-            throw ParseError(ParseError.operationForbidden, "Second factors are enrolled with the user's own session.")
         }
         answer["updatedAt"] = .string(ParseUser.date(account.updatedAt ?? account.createdAt ?? Date()))
         if let newToken { answer["sessionToken"] = .string(newToken) }

@@ -21,11 +21,15 @@ public struct ParseRoutes: Sendable {
     let idempotency: IdempotentRequests
     let adminKeys: AdminKeyStore
     let sms: (any SMSSender)?
+    /// Apple's issuer as configured (`TETHER_APPLE_ISSUER`), for the wording of Apple's refusals.
+    let appleIssuer: String
     static let surface = "parse"
 
     public init(
-        appID: String, clientKey: String?, publicURL: URL?, commands: AccountCommands, adminKeys: AdminKeyStore, sms: (any SMSSender)?
+        appID: String, clientKey: String?, publicURL: URL?, commands: AccountCommands, adminKeys: AdminKeyStore, sms: (any SMSSender)?,
+        appleIssuer: String = ProvidersConfiguration.TokenIssuer.apple.issuer
     ) {
+        self.appleIssuer = appleIssuer
         self.appID = appID
         self.clientKey = clientKey
         self.publicURL = publicURL
@@ -75,6 +79,8 @@ public struct ParseRoutes: Sendable {
     struct Caller: Sendable {
         var session: ParseSession?
         var master: AdminKey?
+        /// A session token that names no live session.
+        var unknownToken: String?
     }
 
     /// Checks the application id and keys, finds the caller, runs `body` once per `X-Parse-Request-Id`
@@ -87,7 +93,16 @@ public struct ParseRoutes: Sendable {
         _ body: @escaping (Caller) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         do {
-            let caller = try await authorize(request, invalidSession: invalidSession)
+            let caller = try await authorize(request)
+            let key = writes ? request.headers["x-parse-request-id"] : nil
+            if caller.session == nil, let token = caller.unknownToken {
+                // A retry of the request that ended this session (a password change) gets that request's answer.
+                if let key, let ended = try await sessions.anySessionId(token),
+                   let stored = try await idempotency.storedAnswer(to: request, key: key, principal: ended) {
+                    return stored
+                }
+                if let invalidSession { throw invalidSession }
+            }
             let run: () async throws -> HTTPResponse = {
                 do {
                     return try await body(caller)
@@ -95,7 +110,7 @@ public struct ParseRoutes: Sendable {
                     return ParseError(converting: error).response
                 }
             }
-            guard writes, let key = request.headers["x-parse-request-id"] else { return try await run() }
+            guard let key else { return try await run() }
             guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
                 throw ParseError(ParseError.otherCause, "X-Parse-Request-Id must be 1 to 255 visible ASCII characters.")
             }
@@ -119,7 +134,7 @@ public struct ParseRoutes: Sendable {
     private struct Unauthorized: Error {}
 
     /// The caller, once the application id (and client key, when one is set) match.
-    private func authorize(_ request: HTTPRequest, invalidSession: ParseError?) async throws -> Caller {
+    private func authorize(_ request: HTTPRequest) async throws -> Caller {
         guard Self.matches(request.headers["x-parse-application-id"], appID) else { throw Unauthorized() }
         var caller = Caller()
         if let masterKey = request.headers["x-parse-master-key"] {
@@ -131,7 +146,7 @@ public struct ParseRoutes: Sendable {
         }
         if let token = request.headers["x-parse-session-token"], !token.isEmpty {
             caller.session = try await sessions.session(token)
-            if caller.session == nil, let invalidSession { throw invalidSession }
+            if caller.session == nil { caller.unknownToken = token }
         }
         return caller
     }

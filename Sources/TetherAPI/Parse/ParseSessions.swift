@@ -58,7 +58,7 @@ struct ParseSessions: Sendable {
             FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
             LEFT JOIN session_activity a ON a.session_id = s.id
             WHERE r.token_hash = \(Self.format.hash(token)) AND s.secret_kind = \(SessionSecretKind.parseSessionToken.rawValue)
-              AND s.ended_at IS NULL AND NOT u.disabled AND (s.expires_at IS NULL OR s.expires_at > now())
+              AND s.ended_at IS NULL AND NOT u.disabled AND u.erased_at IS NULL AND (s.expires_at IS NULL OR s.expires_at > now())
             """)
         guard let row = rows.first else { return nil }
         let session = ParseSession(
@@ -73,5 +73,16 @@ struct ParseSessions: Sendable {
                 """)
         }
         return session
+    }
+
+    /// The session `token` named, live or not: a retry of the request that ended it (a password change)
+    /// still gets that request's kept answer.
+    func anySessionId(_ token: String) async throws -> UUID? {
+        guard ParseSessionTokenFormat.isWellFormed(token) else { return nil }
+        let rows = try await database.query("""
+            SELECT s.id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+            WHERE r.token_hash = \(Self.format.hash(token)) AND s.secret_kind = \(SessionSecretKind.parseSessionToken.rawValue)
+            """)
+        return try rows.first?.decode("id")
     }
 }

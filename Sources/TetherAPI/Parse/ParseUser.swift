@@ -34,7 +34,7 @@ enum ParseUser {
     /// The user as their own session (or the master key) reads them: no secret, no `null`, `authData`
     /// only when it has entries, its values strings (`mfa` as `{"status":"enabled"}`).
     static func full(_ account: UserAccount, sessionToken: String? = nil) -> [String: JSONValue] {
-        var body = publicFields(account)
+        var body = fields(account)
         if let email = account.email {
             body["email"] = .string(email)
             body["emailVerified"] = .bool(account.isEmailVerified)
@@ -51,15 +51,22 @@ enum ParseUser {
         return body
     }
 
-    /// What anyone may read of another user: never `authData`, never the email.
+    /// What anyone may read of another user: never `authData`, never the email, so a password user's
+    /// username (their email) is left out too.
     static func publicFields(_ account: UserAccount) -> [String: JSONValue] {
+        fields(account, username: account.identities[ProviderName.password.rawValue] == nil)
+    }
+
+    /// `objectId`, `createdAt`, `updatedAt`, and `username` unless told otherwise.
+    static func fields(_ account: UserAccount, username includesUsername: Bool = true) -> [String: JSONValue] {
         let createdAt = account.createdAt ?? Date(timeIntervalSince1970: 0)
-        return [
+        var fields: [String: JSONValue] = [
             "objectId": .string(objectId(of: account.id)),
-            "username": .string(username(of: account)),
             "createdAt": .string(date(createdAt)),
             "updatedAt": .string(date(account.updatedAt ?? createdAt)),
         ]
+        if includesUsername { fields["username"] = .string(username(of: account)) }
+        return fields
     }
 
     private static func bytes(of id: UUID) -> [UInt8] {

@@ -110,7 +110,9 @@ struct IdempotentRequests: Sendable {
 
         init(request: HTTPRequest, principal: UUID?, key: String) {
             let caller = principal?.uuidString.lowercased() ?? "-"
-            let parts = [request.method, request.path, caller, key]
+            // The target, query included: a request whose credentials ride in the query (Parse's
+            // log-in by query) must never be answered with another request's answer.
+            let parts = [request.method, request.target, caller, key]
             let body = Self.canonical(request.body)
             scope = Self.hash("scope", parts, body: []).hexString
             requestHash = Self.hash("match", parts, body: body).hexString
@@ -152,35 +154,51 @@ struct IdempotentRequests: Sendable {
                 RETURNING scope
                 """)
             if !claimed.isEmpty { return nil }
-            let rows = try await database.query("""
-                SELECT request_hash, status, content_type, headers, body FROM idempotent_responses WHERE scope = \(derived.scope)
-                """)
-            guard let row = rows.first else { continue } // removed by a failed first attempt: claim again
-            let requestHash: String = try row.decode("request_hash")
-            guard ConstantTime.isEqual(Array(requestHash.utf8), Array(derived.requestHash.utf8)) else {
-                return .failure(Problem(
-                    status: 422, code: "idempotency_key_reused", title: "Idempotency-Key reused",
-                    detail: "This Idempotency-Key was used for a different request; use a new key for a new request."))
-            }
-            guard let status: Int = try row.decode("status"), let sealed: [UInt8] = try row.decode("body") else {
-                var problem = Problem(
-                    status: 409, code: "idempotency_key_in_use", title: "Request in progress",
-                    detail: "A request with this Idempotency-Key is still being answered; retry shortly.")
-                problem.headers["Retry-After"] = "1"
-                return .failure(problem)
-            }
-            let body = try AESGCM.open(try AESGCM.SealedBox(combined: sealed), key: derived.sealingKey,
-                                       authenticating: Array(derived.scope.utf8))
-            var headers: HTTPHeaders = [Self.replayHeader: "true"]
-            if let contentType: String = try row.decode("content_type") { headers["Content-Type"] = contentType }
-            if let kept = try row.decode("headers", as: PostgresJSON?.self) {
-                for pair in try kept.decode([[String]].self) where pair.count == 2 {
-                    headers.add(name: pair[0], value: pair[1])
-                }
-            }
-            return .success(HTTPResponse(status: status, headers: headers, body: body))
+            guard let stored = try await stored(derived) else { continue } // removed by a failed first attempt: claim again
+            return stored
         }
         throw Problem.serviceUnavailable(detail: "The Idempotency-Key could not be claimed; retry shortly.")
+    }
+
+    /// What the table holds for `derived`: the answer, a problem (another request's key, or one still
+    /// running), or nil when nothing is kept.
+    private func stored(_ derived: Derived) async throws -> Result<HTTPResponse, Problem>? {
+        let rows = try await database.query("""
+            SELECT request_hash, status, content_type, headers, body FROM idempotent_responses WHERE scope = \(derived.scope)
+            """)
+        guard let row = rows.first else { return nil }
+        let requestHash: String = try row.decode("request_hash")
+        guard ConstantTime.isEqual(Array(requestHash.utf8), Array(derived.requestHash.utf8)) else {
+            return .failure(Problem(
+                status: 422, code: "idempotency_key_reused", title: "Idempotency-Key reused",
+                detail: "This Idempotency-Key was used for a different request; use a new key for a new request."))
+        }
+        guard let status: Int = try row.decode("status"), let sealed: [UInt8] = try row.decode("body") else {
+            var problem = Problem(
+                status: 409, code: "idempotency_key_in_use", title: "Request in progress",
+                detail: "A request with this Idempotency-Key is still being answered; retry shortly.")
+            problem.headers["Retry-After"] = "1"
+            return .failure(problem)
+        }
+        let body = try AESGCM.open(try AESGCM.SealedBox(combined: sealed), key: derived.sealingKey,
+                                   authenticating: Array(derived.scope.utf8))
+        var headers: HTTPHeaders = [Self.replayHeader: "true"]
+        if let contentType: String = try row.decode("content_type") { headers["Content-Type"] = contentType }
+        if let kept = try row.decode("headers", as: PostgresJSON?.self) {
+            for pair in try kept.decode([[String]].self) where pair.count == 2 {
+                headers.add(name: pair[0], value: pair[1])
+            }
+        }
+        return .success(HTTPResponse(status: status, headers: headers, body: body))
+    }
+
+    /// The kept answer of an earlier request with `key`, without claiming anything: for a retry whose
+    /// caller no longer holds a live session because the first request ended it (a Parse password change).
+    func storedAnswer(to request: HTTPRequest, key: String, principal: UUID?) async throws -> HTTPResponse? {
+        if case .success(let response)? = try await stored(Derived(request: request, principal: principal, key: key)) {
+            return response
+        }
+        return nil
     }
 
     private func store(_ response: HTTPResponse, for derived: Derived) async throws {

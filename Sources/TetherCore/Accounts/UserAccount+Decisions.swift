@@ -109,20 +109,29 @@ extension UserAccount {
     ///
     /// Linking upgrades an anonymous user in place: the same id keeps its history, and the
     /// `anonymous` identity goes in the same command.
-    public func link(_ identity: ExternalIdentity, passwordHash: String? = nil) throws(AccountError) -> [AccountEvent] {
+    ///
+    /// - Parameter replacing: whether another identity of the provider, already linked, gives way to this
+    ///   one in the same command (Parse saves a changed `authData` entry); otherwise it is refused.
+    public func link(
+        _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false
+    ) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
         guard identity.provider != ExternalIdentity.anonymousProvider else {
             throw .invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         }
+        var replaced: [AccountEvent] = []
         if let linked = identities[identity.provider] {
-            throw linked.uid == identity.uid ? .credentialAlreadyInUse : .providerAlreadyLinked
+            guard replacing, linked.uid != identity.uid, identity.provider != "password" else {
+                throw linked.uid == identity.uid ? .credentialAlreadyInUse : .providerAlreadyLinked
+            }
+            replaced = [.identityUnlinked(.init(provider: linked.provider, uid: linked.uid, reason: "replaced"))]
         }
         guard (identity.provider == "password") == (passwordHash != nil) else {
             throw .invalidRequest("A password identity is linked with its password, and only it.")
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
-        var events: [AccountEvent] = [
+        var events: [AccountEvent] = replaced + [
             .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),
         ]
         if let passwordHash {

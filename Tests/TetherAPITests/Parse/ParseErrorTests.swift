@@ -80,10 +80,23 @@ struct ParseErrorTests {
 
     @Test func oversizedBodiesAndUnknownRoutesGetParseShapedErrors() async throws {
         try await ParseApp.run { parse in
-            let huge = Array("{\"authData\":{\"anonymous\":{\"id\":\"\(String(repeating: "a", count: 1 << 20))\"}}}".utf8)
-            let tooLarge = try await parse.send("POST", "/users", body: huge, on: nil)
-            #expect(tooLarge.status == 413)
-            #expect(tooLarge.text == #"{"code":-1,"error":"request entity too large"}"#)
+            // Declared too large: answered before the body is sent (the connection then closes).
+            try await parse.app.withNewClient { client in
+                try await client.sendRaw(Array("""
+                    POST /parse/users HTTP/1.1\r\nHost: test\r\nX-Parse-Application-Id: \(ParseApp.appID)\r\n\
+                    Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n
+                    """.utf8))
+                let declared = ParseAnswer(try await client.readResponse(method: "POST"))
+                #expect(declared.status == 413)
+                #expect(declared.text == #"{"code":-1,"error":"request entity too large"}"#)
+            }
+            // Chunked, with no length: read to the end, then refused the same way.
+            let chunk = [UInt8](repeating: 0x61, count: 400_000)
+            let chunked = ParseAnswer(try await parse.app.client.sendChunked(
+                "POST", "/parse/users", headers: ["X-Parse-Application-Id": ParseApp.appID, "Content-Type": "application/json"],
+                chunks: [Array(#"{"authData":{"anonymous":{"id":""#.utf8), chunk, chunk, chunk]))
+            #expect(chunked.status == 413)
+            #expect(chunked.text == #"{"code":-1,"error":"request entity too large"}"#)
             let unknown = try await parse.send("GET", "/classes/GameScore")
             #expect(unknown.status == 404)
             #expect(unknown.code == -1)

@@ -77,7 +77,7 @@ struct ParseLinkingTests {
         }
     }
 
-    @Test func nullUnlinksAnUnchangedEntryIsANoOpAndAChangedIdIsRefused() async throws {
+    @Test func nullUnlinksAnUnchangedEntryIsANoOpAndAChangedIdReplacesTheIdentity() async throws {
         try await ParseApp.run { parse in
             let user = try await parse.logIn("apple", ["id": "apple-u", "token": try await parse.appleToken("apple-u")])
             let objectId = try #require(user.string("objectId"))
@@ -94,16 +94,28 @@ struct ParseLinkingTests {
             ])]))
             #expect(echo.status == 200)
             #expect(try await parse.accountEvents() == events)
+            // A changed id is verified, then replaces the linked identity (Parse saves the new entry).
+            let forged = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-other", "token": "not-a-jwt"]),
+            ])]))
+            #expect(forged.code == 101)
             let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
                 "apple": ParseApp.strings(["id": "apple-other", "token": try await parse.appleToken("apple-other")]),
             ])]))
-            #expect(changed.code == 208)
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData["apple"] == ["id": "apple-other"])
+            #expect(try await parse.logIn("apple", ["id": "apple-u", "token": try await parse.appleToken("apple-u")]).status == 201,
+                    "the replaced identity belongs to nobody now")
+            let back = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-u", "token": try await parse.appleToken("apple-u")]),
+            ])]))
+            #expect(back.code == 208, "it is another user's now")
             let unlinked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([
-                "apple": ParseApp.strings(["id": "apple-u"]), "facebook": .null,
+                "apple": ParseApp.strings(["id": "apple-other"]), "facebook": .null,
             ])]))
             #expect(unlinked.status == 200)
             let me = try await parse.send("GET", "/users/me", .init(session: session))
-            #expect(me.authData == ["apple": ["id": "apple-u"]])
+            #expect(me.authData == ["apple": ["id": "apple-other"]])
             #expect(!me.text.contains("facebook"))
             // The last method stays.
             #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": .object([

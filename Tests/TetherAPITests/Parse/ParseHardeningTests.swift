@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherJOSE
+import TetherTesting
+
+/// The cases a review of the Parse surface found: each would have leaked, half-written or answered wrongly.
+@Suite("Parse surface: hardening")
+struct ParseHardeningTests {
+    @Test func aLogInByQueryIsNeverAnsweredWithAnotherRequestsAnswer() async throws {
+        try await ParseApp.run { parse in
+            _ = try await parse.send("POST", "/users", json: .object(["username": "eve@example.com", "password": "eve's password"]))
+            let requestId = UUID().uuidString
+            let right = try await parse.send("POST", "/login?username=eve%40example.com&password=eve%27s%20password", .init(requestId: requestId))
+            #expect(right.status == 200)
+            let wrong = try await parse.send("POST", "/login?username=eve%40example.com&password=guess", .init(requestId: requestId))
+            #expect(wrong.status == 404, "a different query is a different request, whatever its id")
+            #expect(wrong.body["sessionToken"] == nil)
+        }
+    }
+
+    @Test func aPasswordUsersPublicReadHidesTheirEmailEvenAsUsername() async throws {
+        try await ParseApp.run { parse in
+            let frank = try await parse.send("POST", "/users", json: .object(["username": "frank@example.com", "password": "frank's password"]))
+            let objectId = try #require(frank.string("objectId"))
+            let seen = try await parse.send("GET", "/users/\(objectId)")
+            #expect(seen.status == 200)
+            #expect(!seen.text.contains("frank@example.com"))
+            #expect(Set(seen.body.keys) == ["objectId", "createdAt", "updatedAt"])
+            // The owner still reads it.
+            #expect(try await parse.send("GET", "/users/\(objectId)", .init(session: frank.string("sessionToken"))).string("username")
+                    == "frank@example.com")
+        }
+    }
+
+    @Test func theEchoedMFAStatusIsANoOpAndARetriedPasswordChangeGetsItsFirstAnswer() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "gus@example.com", "password": "gus's password"]))
+            let objectId = try #require(signUp.string("objectId"))
+            let token = try #require(signUp.string("sessionToken"))
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: token), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ])).status == 200)
+            let events = try await parse.accountEvents()
+            let echo = try await parse.send("PUT", "/users/\(objectId)", .init(session: token), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["status": "enabled"])]),
+            ]))
+            #expect(echo.status == 200, "\(echo.text)")
+            #expect(try await parse.accountEvents() == events)
+
+            let requestId = UUID().uuidString
+            let change: JSONValue = .object(["password": "gus's new password"])
+            let first = try await parse.send("PUT", "/users/\(objectId)", .init(session: token, requestId: requestId), json: change)
+            #expect(first.status == 200)
+            let newToken = try #require(first.string("sessionToken"))
+            // The SDK retries a lost answer with the old token, which the change ended.
+            let retry = try await parse.send("PUT", "/users/\(objectId)", .init(session: token, requestId: requestId), json: change)
+            #expect(retry.status == 200)
+            #expect(retry.string("sessionToken") == newToken)
+            #expect(try await parse.send("GET", "/users/me", .init(session: newToken)).status == 200)
+            // Without the id the old token is dead.
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: token), json: change).code == 209)
+        }
+    }
+
+    @Test func applesRefusalsAreWordedAsParseServerWordsThem() async throws {
+        try await ParseApp.run { parse in
+            let now = Date().timeIntervalSince1970
+            func token(_ extra: [String: JSONValue]) async throws -> String {
+                guard case .object(let members) = try await parse.app.apple("apple-words", extra: extra).credential,
+                      case .string(let token)? = members["identityToken"] else { throw HarnessError("no token") }
+                return token
+            }
+            let expired = try await parse.logIn("apple", ["id": "apple-words", "token": try await token(["iat": .double(now - 7200), "exp": .double(now - 3600)])])
+            #expect(expired.text == #"{"code":101,"error":"jwt expired"}"#)
+            let issuer = try await parse.logIn("apple", ["id": "apple-words", "token": try await token(["iss": "https://evil.example"])])
+            #expect(issuer.text == #"{"code":101,"error":"id token not issued by correct OpenID provider - expected: https://appleid.apple.com | from: https://evil.example"}"#)
+            let good = try await token([:])
+            let parts = good.split(separator: ".")
+            let header = Base64URL.encode(Array(#"{"alg":"RS256","kid":"no-such-key"}"#.utf8))
+            let unknown = try await parse.logIn("apple", ["id": "apple-words", "token": "\(header).\(parts[1]).\(parts[2])"])
+            #expect(unknown.text == #"{"code":101,"error":"Unable to find matching key for Key ID: no-such-key"}"#)
+        }
+    }
+
+    @Test func aRefusedPutOrImplicitLinkWritesNothing() async throws {
+        try await ParseApp.run { parse in
+            let user = try await parse.anonymousLogIn()
+            let objectId = try #require(user.string("objectId"))
+            let session = try #require(user.string("sessionToken"))
+            let before = try await parse.accountEvents()
+            // A new Facebook identity with a password too short: nothing is linked.
+            let weak = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "username": "hal@example.com", "password": "short",
+                "authData": .object(["facebook": ParseApp.strings(["id": "fb-hal", "access_token": try await parse.facebookToken("fb-hal")])]),
+            ]))
+            #expect(weak.code == 142, "\(weak.text)")
+            let badType = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "username": .int(5),
+                "authData": .object(["facebook": ParseApp.strings(["id": "fb-hal", "access_token": try await parse.facebookToken("fb-hal")])]),
+            ]))
+            #expect(badType.code == 107)
+            let otherEmail = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "username": "hal@example.com", "email": "someone-else@example.com", "password": "a long enough password",
+            ]))
+            #expect(otherEmail.code == 125)
+            #expect(try await parse.accountEvents() == before)
+
+            // An implicit link whose email another account holds: 203 before any user is made.
+            _ = try await parse.send("POST", "/users", json: .object(["username": "ivy@example.com", "password": "ivy's password"]))
+            let users = try await parse.app.eventCount("UserRegistered")
+            let both = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-ivy", "token": try await parse.appleToken("apple-ivy")]),
+                "facebook": ParseApp.strings(["id": "fb-ivy", "access_token": try await parse.facebookToken("fb-ivy", email: "ivy@example.com")]),
+            ])]))
+            #expect(both.text == #"{"code":203,"error":"Account already exists for this email address."}"#)
+            #expect(try await parse.app.eventCount("UserRegistered") == users)
+        }
+    }
+
+    @Test func controlCharactersInAnEmailAreAClientMistakeNotAServerFault() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "nul\u{0}@example.com", "password": "a long password"]))
+            #expect(signUp.code == 125)
+            let login = try await parse.send("POST", "/login", json: .object(["username": "nul\u{0}@example.com", "password": "a long password"]))
+            #expect(login.code == 101)
+            let v1 = try await parse.app.signIn(parse.app.password("nul\u{0}@example.com", "a long password"))
+            #expect(v1.status == 400)
+        }
+    }
+}
