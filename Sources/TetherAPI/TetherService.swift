@@ -29,13 +29,16 @@ public final class TetherService: Sendable {
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     ///
+    /// `development` is `tether dev`'s: it alone lets `Authorization: Bearer owner` act as an admin on the
+    /// Firebase surface, as firebase-admin sends it to an emulator.
+    ///
     /// SMS codes go to `sms` when given (the dev outbox), otherwise to the configured webhook, if any.
     /// `metricsCollectors` add metrics measured at scrape time to `GET /metrics`
     /// (replay's gauges go there).
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
-        sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = []
+        sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -74,6 +77,13 @@ public final class TetherService: Sendable {
                 adminKeys: adminKeys, sms: smsSender, appleIssuer: providers.apple.issuer
             ).register(on: &router)
         }
+        if let projectID = configuration.firebaseProjectID {
+            let firebaseKeys = SigningKeyStore(
+                client: database, configuration: .init(maximumTokenLifetime: FirebaseIDTokens.lifetime), algorithm: .rs256)
+            FirebaseRoutes(
+                projectID: projectID, commands: commands, adminKeys: adminKeys, keys: firebaseKeys, acceptsOwner: development
+            ).register(on: &router)
+        }
         metrics = MetricsRegistry()
         AdminRoutes(
             keys: adminKeys, directory: AdminUserDirectory(database: database),
@@ -89,7 +99,10 @@ public final class TetherService: Sendable {
             host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink)
         serverConfiguration.trustedProxies = configuration.trustedProxies
         if configuration.parseAppID != nil {
-            serverConfiguration.problemRenderers = [ParseRoutes.problemRenderer]
+            serverConfiguration.problemRenderers.append(ParseRoutes.problemRenderer)
+        }
+        if configuration.firebaseProjectID != nil {
+            serverConfiguration.problemRenderers += FirebaseRoutes.problemRenderers
         }
         server = HTTPServer(configuration: serverConfiguration, router: RequestMetrics(registry: metrics).instrument(router))
     }

@@ -96,6 +96,11 @@ public struct HTTPRequest: Sendable {
         return (path.isEmpty ? "/" : path, rest[rest.index(after: mark)...])
     }
 
+    /// The fields of an `application/x-www-form-urlencoded` text (a query, or a form body), in order.
+    public static func formFields(_ text: some StringProtocol) -> [(name: String, value: String)] {
+        parseQuery(Substring(text))
+    }
+
     private static func parseQuery(_ query: Substring) -> [(name: String, value: String)] {
         query.split(separator: "&").map { pair in
             let equals = pair.firstIndex(of: "=")

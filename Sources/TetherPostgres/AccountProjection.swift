@@ -107,6 +107,20 @@ public enum AccountProjection {
                 UPDATE sessions SET ended_at = \(at), end_reason = 'revoked'
                 WHERE user_id = \(userId) AND ended_at IS NULL
                 """)
+        case .profileUpdated(let payload):
+            let clearsName = payload.cleared.contains("displayName")
+            let clearsPhoto = payload.cleared.contains("photoURL")
+            sql.append("""
+                UPDATE users SET
+                    display_name = CASE WHEN \(clearsName) THEN NULL ELSE coalesce(\(payload.personal.displayName), display_name) END,
+                    photo_url = CASE WHEN \(clearsPhoto) THEN NULL ELSE coalesce(\(payload.personal.photoURL), photo_url) END,
+                    email_verified = CASE WHEN \(payload.emailVerified)::boolean IS NULL THEN email_verified
+                                          ELSE \(payload.emailVerified)::boolean AND email IS NOT NULL END
+                WHERE id = \(userId)
+                """)
+        case .customClaimsSet(let payload):
+            let claims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
+            sql.append("UPDATE users SET custom_claims = \(claims) WHERE id = \(userId)")
         case .userDisabled:
             sql.append("UPDATE users SET disabled = true WHERE id = \(userId)")
         case .userEnabled:
@@ -118,7 +132,7 @@ public enum AccountProjection {
             }
             sql.append("""
                 UPDATE users SET email = NULL, email_normalized = NULL, email_verified = false, display_name = NULL,
-                    photo_url = NULL, disabled = true, erased_at = \(at)
+                    photo_url = NULL, custom_claims = NULL, disabled = true, erased_at = \(at)
                 WHERE id = \(userId)
                 """)
         default:

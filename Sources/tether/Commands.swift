@@ -54,7 +54,8 @@ enum Commands {
             var devRoutes = Router()
             devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
             let service = try TetherService(
-                configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes, sms: devIdP.smsOutbox)
+                configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes, sms: devIdP.smsOutbox,
+                development: true)
             logger.info("dev identity provider", [("url", base.absoluteString)])
             // Seeds go in once the server answers: their tokens are verified against the
             // dev identity provider's key sets and Graph API, over HTTP like any other.

@@ -35,8 +35,9 @@ struct RunningService: Sendable {
     let idp: DevIdPServer?
 
     /// Starts a service over `databaseURL` with `values`; with `devIdP`, its providers trust a dev identity
-    /// provider on a server of its own, as `tether dev` wires them. Password hashing is a cheap scrypt:
-    /// the suites test the flows, not the work factor.
+    /// provider on a server of its own, as `tether dev` wires them (and, like `tether dev`, in development
+    /// mode, unless `values` holds `TETHER_TEST_PRODUCTION`). Password hashing is a cheap scrypt: the
+    /// suites test the flows, not the work factor.
     static func start(
         databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil,
         metricsCollectors: [any MetricsCollector] = []
@@ -50,7 +51,8 @@ struct RunningService: Sendable {
                 configuration: try TetherConfiguration(values: configuration), databaseURL: databaseURL,
                 logger: Logger(sink: .discarding),
                 passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
-                sms: sms ?? idp?.devIdP.smsOutbox, metricsCollectors: metricsCollectors)
+                sms: sms ?? idp?.devIdP.smsOutbox, metricsCollectors: metricsCollectors,
+                development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil)
             try service.start()
             return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)
         } catch {

@@ -253,7 +253,8 @@ public struct AccountService: Sendable {
 
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
     public func refresh(
-        presentedHash: String, newHash: String, presentedJKT: String?, context: CommandContext
+        presentedHash: String, newHash: String, presentedJKT: String?, kind: SessionSecretKind = .accessAndRefreshTokens,
+        context: CommandContext
     ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount) {
         // One transaction of two round trips: the token's session and user are looked up in the first.
         let session: PostgresQuery = "FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = \(presentedHash)"
@@ -266,7 +267,7 @@ public struct AccountService: Sendable {
                 guard let sessionId: UUID = try rows[0].first?.decode("id") else { throw AccountError.invalidToken }
                 do {
                     let events = try account.refresh(
-                        session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT)
+                        session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT, kind: kind)
                     return (events, (sessionId, false))
                 } catch let error as AccountError where error == .refreshTokenReused {
                     // A used token came back: someone holds a copy. The whole session ends (recorded), then it is refused.

@@ -132,8 +132,7 @@ public struct AccountCommands: Sendable {
     /// Replaces the password of a user who has one: the new one is checked against the policy and hashed
     /// here; every session of the user ends and `session` opens.
     public func changePassword(userId: UUID, password: String, session: NewSession, context: CommandContext) async throws -> UserAccount {
-        let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
-        return try await accounts.changePassword(userId: userId, passwordHash: hash, session: session, context: context)
+        try await accounts.changePassword(userId: userId, passwordHash: try await hashPassword(password), session: session, context: context)
     }
 
     /// Whether `error` is the server's failure (the database, a provider that did not answer), not a refusal.
@@ -206,6 +205,21 @@ public struct AccountCommands: Sendable {
         try await releasingOnServerFailure(identity) {
             try await accounts.link(identity, replacing: replacing, to: userId, context: context)
         }
+    }
+
+    /// The stored form of a new password (checked against the policy, then hashed off the cooperative pool).
+    public func hashPassword(_ password: String) async throws -> String {
+        try await BlockingWork.run { [passwords] in try passwords.hash(password) }
+    }
+
+    /// An admin sets a user's password: added on the user's email when they have none; every earlier token ends.
+    public func setPassword(userId: UUID, password: String, context: CommandContext) async throws -> UserAccount {
+        try await accounts.setPassword(userId: userId, passwordHash: try await hashPassword(password), context: context)
+    }
+
+    /// Whether `text` is an email address as sign-ups require it.
+    public static func isEmail(_ text: String) -> Bool {
+        (try? validate(email: text)) != nil
     }
 
     /// Checks a new password against the policy without hashing it, so a surface can refuse a request

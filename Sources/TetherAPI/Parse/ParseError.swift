@@ -56,7 +56,7 @@ struct ParseError: Error, Sendable, Hashable {
     var httpStatus: Int { status ?? (code == Self.objectNotFound ? 404 : code == Self.internalServer ? 500 : 400) }
 
     var response: HTTPResponse {
-        var response = ParseJSON.response(.object(["code": .int(code), "error": .string(message)]), status: httpStatus)
+        var response = SurfaceJSON.response(.object(["code": .int(code), "error": .string(message)]), status: httpStatus)
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             response.headers[name] = value
         }
@@ -64,7 +64,7 @@ struct ParseError: Error, Sendable, Hashable {
     }
 
     /// Parse Server's answer to a wrong or missing application id or key: 403, and no `code`.
-    static var unauthorized: HTTPResponse { ParseJSON.response(.object(["error": "unauthorized"]), status: 403) }
+    static var unauthorized: HTTPResponse { SurfaceJSON.response(.object(["error": "unauthorized"]), status: 403) }
 
     /// The Parse form of an error of the command layer, the providers or the HTTP layer.
     ///
@@ -170,8 +170,8 @@ struct ParseError: Error, Sendable, Hashable {
     }
 }
 
-/// JSON answers of the Parse surface.
-enum ParseJSON {
+/// JSON answers of the compatible surfaces (Parse, Firebase): always an object, members sorted.
+enum SurfaceJSON {
     /// `value` as `application/json; charset=utf-8`, members sorted.
     static func response(_ value: JSONValue, status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
         let encoder = JSONEncoder()

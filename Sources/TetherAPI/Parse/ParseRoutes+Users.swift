@@ -38,9 +38,7 @@ extension ParseRoutes {
     static let usernameIsNotAnEmail = ParseError(
         ParseError.invalidEmailAddress, "Tether's password accounts are keyed by email: the username must be the email address.")
 
-    static func isEmail(_ text: String) -> Bool {
-        (try? AccountCommands.validate(email: text)) != nil
-    }
+    static func isEmail(_ text: String) -> Bool { AccountCommands.isEmail(text) }
 
     /// The email a password user logs in with: the username, which must be an email address, and the
     /// same as `email` when both are sent (a username that is not the email could never log in).
@@ -55,7 +53,7 @@ extension ParseRoutes {
         var body = ParseUser.fields(account)
         body["updatedAt"] = nil
         body["sessionToken"] = .string(token)
-        return ParseJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)])
+        return SurfaceJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)])
     }
 
     /// Log-in (or sign-up) with the identities of `authData`.
@@ -117,7 +115,7 @@ extension ParseRoutes {
             }
         }
         if isNewUser { return created(account, token: token, request) }
-        return ParseJSON.response(
+        return SurfaceJSON.response(
             .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)])
     }
 
@@ -361,7 +359,7 @@ extension ParseRoutes {
         }
         answer["updatedAt"] = .string(ParseUser.date(account.updatedAt ?? account.createdAt ?? Date()))
         if let newToken { answer["sessionToken"] = .string(newToken) }
-        return ParseJSON.response(.object(answer))
+        return SurfaceJSON.response(.object(answer))
     }
 
     // MARK: Reads
@@ -371,7 +369,7 @@ extension ParseRoutes {
         guard let session = caller.session else { throw ParseError.invalidSession }
         let account = try await accounts.read(session.userId)
         guard account.exists else { throw ParseError.invalidSession }
-        return ParseJSON.response(.object(ParseUser.full(account, sessionToken: session.token)))
+        return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: session.token)))
     }
 
     /// `GET /parse/users/:id`: the caller themself (or anyone, to the master key) in full; others' public fields only.
@@ -382,12 +380,12 @@ extension ParseRoutes {
         guard account.exists else { throw ParseError.objectMissing }
         if let master = caller.master {
             try await adminKeys.record(.userViewed(.init(userId: userId, status: 200)), keyId: master.id, metadata: context(request, caller).metadata)
-            return ParseJSON.response(.object(ParseUser.full(account)))
+            return SurfaceJSON.response(.object(ParseUser.full(account)))
         }
         if caller.session?.userId == userId {
-            return ParseJSON.response(.object(ParseUser.full(account)))
+            return SurfaceJSON.response(.object(ParseUser.full(account)))
         }
-        return ParseJSON.response(.object(ParseUser.publicFields(account)))
+        return SurfaceJSON.response(.object(ParseUser.publicFields(account)))
     }
 
     /// `GET /parse/sessions/me`: the caller's `_Session`.
@@ -408,7 +406,7 @@ extension ParseRoutes {
         ]
         if let expiresAt = session.expiresAt { body["expiresAt"] = ParseUser.typedDate(expiresAt) }
         if let installationId = session.installationId { body["installationId"] = .string(installationId) }
-        return ParseJSON.response(.object(body))
+        return SurfaceJSON.response(.object(body))
     }
 
     // MARK: Log-in and log-out
@@ -445,7 +443,7 @@ extension ParseRoutes {
         case .needsConfirmation:
             throw ParseError.invalidLogin
         }
-        return ParseJSON.response(.object(ParseUser.full(account, sessionToken: token)))
+        return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: token)))
     }
 
     /// `POST /parse/logout`: ends the session of the token, and answers `{}` whatever the token.
@@ -457,6 +455,6 @@ extension ParseRoutes {
                 // Ended meanwhile: the answer is the same.
             }
         }
-        return ParseJSON.response(.object([:]))
+        return SurfaceJSON.response(.object([:]))
     }
 }

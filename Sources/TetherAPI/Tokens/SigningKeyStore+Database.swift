@@ -4,8 +4,11 @@ import TetherJOSE
 import TetherPostgres
 
 extension SigningKeyStore {
-    /// The advisory lock that serialises key creation and rotation across processes ("tethkeys").
-    static let rotationLockID: Int64 = 0x7465_7468_6B65_7973
+    /// The advisory lock that serialises key creation and rotation of one algorithm across processes
+    /// ("tethkeys", and "tethkeyr" for RS256).
+    static func rotationLockID(_ algorithm: JWSAlgorithm) -> Int64 {
+        algorithm == .es256 ? 0x7465_7468_6B65_7973 : 0x7465_7468_6B65_7972
+    }
 
     /// The keys not yet retired at `now`, after making or pre-publishing a key if the rules call for it.
     ///
@@ -13,29 +16,31 @@ extension SigningKeyStore {
     /// nothing). Only when a key is due does it take the lock and decide again on
     /// rows read under it, so a process that waited behind another's rotation
     /// finds the work done instead of repeating it.
-    static func loadRing(client: PostgresClient, configuration: Configuration, now: Date) async throws -> SigningKeyRing {
+    static func loadRing(
+        client: PostgresClient, configuration: Configuration, algorithm: JWSAlgorithm, now: Date
+    ) async throws -> SigningKeyRing {
         let ring = try await client.withConnection { connection in
             try await eraseRetiredPrivateKeys(connection, now: now)
-            return try await fetchRing(connection, now: now)
+            return try await fetchRing(connection, algorithm: algorithm, now: now)
         }
         guard ring.rotationStep(at: now, configuration: configuration) != .none else { return ring }
         return try await client.withTransaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(rotationLockID)::bigint)")
-            let locked = try await fetchRing(connection, now: now)
+            try await connection.query("SELECT pg_advisory_xact_lock(\(rotationLockID(algorithm))::bigint)")
+            let locked = try await fetchRing(connection, algorithm: algorithm, now: now)
             switch locked.rotationStep(at: now, configuration: configuration) {
             case .none:
                 return locked
             case .activateNow:
-                try await insertNewKey(connection, activatedAt: now, now: now)
+                try await insertNewKey(connection, algorithm: algorithm, activatedAt: now, now: now)
             case .prepublish(let activation):
-                try await insertNewKey(connection, activatedAt: activation, now: now)
+                try await insertNewKey(connection, algorithm: algorithm, activatedAt: activation, now: now)
                 let retirement = activation.addingTimeInterval(configuration.retention)
                 try await connection.query("""
                     UPDATE signing_keys SET retired_at = \(retirement)
-                    WHERE retired_at IS NULL AND activated_at < \(activation)
+                    WHERE retired_at IS NULL AND activated_at < \(activation) AND algorithm = \(algorithm.rawValue)
                     """)
             }
-            return try await fetchRing(connection, now: now)
+            return try await fetchRing(connection, algorithm: algorithm, now: now)
         }
     }
 
@@ -47,37 +52,37 @@ extension SigningKeyStore {
             """)
     }
 
-    private static func fetchRing(_ connection: PostgresConnection, now: Date) async throws -> SigningKeyRing {
+    private static func fetchRing(_ connection: PostgresConnection, algorithm: JWSAlgorithm, now: Date) async throws -> SigningKeyRing {
         let rows = try await connection.query("""
             SELECT kid, private_key_pem, created_at, activated_at, retired_at FROM signing_keys
-            WHERE retired_at IS NULL OR retired_at > \(now)
+            WHERE (retired_at IS NULL OR retired_at > \(now)) AND algorithm = \(algorithm.rawValue)
             """)
         return SigningKeyRing(keys: try rows.map { row in
-            try signingKey(keyID: row.decode("kid"), pem: row.decode("private_key_pem"), createdAt: row.decode("created_at"),
-                           activatedAt: row.decode("activated_at"), retiredAt: row.decode("retired_at"))
+            try signingKey(keyID: row.decode("kid"), pem: row.decode("private_key_pem"), algorithm: algorithm,
+                           createdAt: row.decode("created_at"), activatedAt: row.decode("activated_at"), retiredAt: row.decode("retired_at"))
         })
     }
 
-    private static func insertNewKey(_ connection: PostgresConnection, activatedAt: Date, now: Date) async throws {
-        let privateKey = try PrivateKey.generate(.ecP256)
+    private static func insertNewKey(_ connection: PostgresConnection, algorithm: JWSAlgorithm, activatedAt: Date, now: Date) async throws {
+        let privateKey = try PrivateKey.generate(algorithm == .rs256 ? .rsa : .ecP256, rsaBitCount: 2048)
         let keyID = try JWK(material: .privateKey(privateKey)).thumbprint()
         let pem = try privateKey.pemEncoded()
-        let key = try signingKey(keyID: keyID, pem: pem, createdAt: now, activatedAt: activatedAt, retiredAt: nil)
+        let key = try signingKey(keyID: keyID, pem: pem, algorithm: algorithm, createdAt: now, activatedAt: activatedAt, retiredAt: nil)
         let publicJWK = PostgresJSON(data: Data(try key.publicJWK.jsonObject().jsonBytes))
-        // A random P-256 key colliding with a stored thumbprint is not a case to handle; the lock already prevents doubles.
+        // A random key colliding with a stored thumbprint is not a case to handle; the lock already prevents doubles.
         try await connection.query("""
             INSERT INTO signing_keys (kid, algorithm, private_key_pem, public_jwk, created_at, activated_at)
-            VALUES (\(keyID), 'ES256', \(pem), \(publicJWK)::jsonb, \(now), \(activatedAt))
+            VALUES (\(keyID), \(algorithm.rawValue), \(pem), \(publicJWK)::jsonb, \(now), \(activatedAt))
             """)
     }
 
     /// Rebuilds a key from its row, refusing a PEM that is not the key its `kid` names.
-    private static func signingKey(keyID: String, pem: String?, createdAt: Date, activatedAt: Date,
+    private static func signingKey(keyID: String, pem: String?, algorithm: JWSAlgorithm, createdAt: Date, activatedAt: Date,
                                    retiredAt: Date?) throws -> SigningKey {
         guard let pem else { throw SigningKeyError.corruptKey.with(detail: "\(keyID) has no private key but is not retired") }
         let jwk: JWK
         do {
-            jwk = try JWK(material: .privateKey(PrivateKey(pem: pem)), keyID: keyID, algorithm: .es256, use: "sig")
+            jwk = try JWK(material: .privateKey(PrivateKey(pem: pem)), keyID: keyID, algorithm: algorithm, use: "sig")
         } catch {
             throw SigningKeyError.corruptKey.with(detail: "\(keyID): \(error)")
         }

@@ -2,7 +2,8 @@ import Foundation
 import TetherJOSE
 import TetherPostgres
 
-/// Tether's rotating ES256 access-token keys, kept in `signing_keys` and cached in memory.
+/// Tether's rotating signing keys (ES256 for access tokens, RS256 for Firebase ID tokens), kept in
+/// `signing_keys` and cached in memory.
 ///
 /// - The first call anywhere makes a key; processes racing to do so serialise
 ///   on a transaction-scoped advisory lock, so exactly one key results.
@@ -55,6 +56,9 @@ public actor SigningKeyStore {
 
     /// The periods in force.
     public nonisolated let configuration: Configuration
+    /// What the keys sign with: ES256 for Tether's access tokens, RS256 for Firebase ID tokens. Each
+    /// algorithm is its own ring in `signing_keys`, rotated on its own.
+    public nonisolated let algorithm: JWSAlgorithm
     private let client: PostgresClient
     private let clock: any WallClock
     private var ring: SigningKeyRing?
@@ -62,12 +66,14 @@ public actor SigningKeyStore {
     private var nextReloadAllowed = Date.distantPast
     private var inFlight: Task<SigningKeyRing, any Error>?
 
-    /// A store over `client`'s `signing_keys`, reading the time from `clock`.
+    /// A store over `client`'s `signing_keys` of `algorithm` (ES256 or RS256), reading the time from `clock`.
     public init(client: PostgresClient, configuration: Configuration = Configuration(),
-                clock: any WallClock = SystemWallClock()) {
+                clock: any WallClock = SystemWallClock(), algorithm: JWSAlgorithm = .es256) {
+        precondition(algorithm == .es256 || algorithm == .rs256, "signing keys are ES256 or RS256")
         self.client = client
         self.configuration = configuration
         self.clock = clock
+        self.algorithm = algorithm
     }
 
     /// The key to sign with now, making or rotating keys in the database when due.
@@ -126,8 +132,8 @@ public actor SigningKeyStore {
         if let inFlight {
             task = inFlight
         } else {
-            task = Task { [client, configuration] in
-                try await Self.loadRing(client: client, configuration: configuration, now: now)
+            task = Task { [client, configuration, algorithm] in
+                try await Self.loadRing(client: client, configuration: configuration, algorithm: algorithm, now: now)
             }
             inFlight = task
         }

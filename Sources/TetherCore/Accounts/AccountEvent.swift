@@ -14,10 +14,12 @@ public struct PersonalData: Codable, Sendable, Hashable {
     public var totpSecret: String?
     /// The hash of a one-time code sent by SMS; only on `MFACodeSent`.
     public var codeHash: String?
+    /// Developer claims (a JSON object's text), only on `CustomClaimsSet`: they may say anything about the person.
+    public var customClaims: String?
 
     public init(
         email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil,
-        phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil
+        phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil, customClaims: String? = nil
     ) {
         self.email = email
         self.displayName = displayName
@@ -26,6 +28,7 @@ public struct PersonalData: Codable, Sendable, Hashable {
         self.phoneNumber = phoneNumber
         self.totpSecret = totpSecret
         self.codeHash = codeHash
+        self.customClaims = customClaims
     }
 }
 
@@ -66,6 +69,10 @@ public enum AccountEvent: Sendable, Hashable {
     case mfaRecoveryCodeUsed(MFARecoveryCodeUsed)
     /// A challenge can no longer be completed (completed, too many wrong codes).
     case mfaChallengeEnded(MFAChallengeEnded)
+    /// An admin (or the user) changed the profile: names and pictures set or cleared, the email's verification set.
+    case profileUpdated(ProfileUpdated)
+    /// The developer claims that go into the user's Firebase ID tokens were replaced.
+    case customClaimsSet(CustomClaimsSet)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -143,6 +150,26 @@ public enum AccountEvent: Sendable, Hashable {
         public var reason: String?
     }
 
+    public struct ProfileUpdated: Codable, Sendable, Hashable {
+        /// The display name and photo URL set (absent: unchanged).
+        public var personal: PersonalData
+        /// What was removed: `displayName`, `photoURL`.
+        public var cleared: [String]
+        /// The email's verification, when it was set either way.
+        public var emailVerified: Bool?
+
+        public init(personal: PersonalData, cleared: [String] = [], emailVerified: Bool? = nil) {
+            self.personal = personal
+            self.cleared = cleared
+            self.emailVerified = emailVerified
+        }
+    }
+
+    public struct CustomClaimsSet: Codable, Sendable, Hashable {
+        /// `personal.customClaims`: the claims' JSON object; `{}` clears them.
+        public var personal: PersonalData
+    }
+
     /// The stored event type name.
     public var type: String {
         switch self {
@@ -170,6 +197,8 @@ public enum AccountEvent: Sendable, Hashable {
         case .mfaCodeRejected: "MFACodeRejected"
         case .mfaRecoveryCodeUsed: "MFARecoveryCodeUsed"
         case .mfaChallengeEnded: "MFAChallengeEnded"
+        case .profileUpdated: "ProfileUpdated"
+        case .customClaimsSet: "CustomClaimsSet"
         }
     }
 }
@@ -244,6 +273,8 @@ public enum AccountEventCodec {
         case .mfaCodeRejected(let payload): data = try encoder.encode(payload)
         case .mfaRecoveryCodeUsed(let payload): data = try encoder.encode(payload)
         case .mfaChallengeEnded(let payload): data = try encoder.encode(payload)
+        case .profileUpdated(let payload): data = try encoder.encode(payload)
+        case .customClaimsSet(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
@@ -278,6 +309,8 @@ public enum AccountEventCodec {
         case "MFACodeRejected": return .mfaCodeRejected(try decoder.decode(AccountEvent.MFACodeRejected.self, from: data))
         case "MFARecoveryCodeUsed": return .mfaRecoveryCodeUsed(try decoder.decode(AccountEvent.MFARecoveryCodeUsed.self, from: data))
         case "MFAChallengeEnded": return .mfaChallengeEnded(try decoder.decode(AccountEvent.MFAChallengeEnded.self, from: data))
+        case "ProfileUpdated": return .profileUpdated(try decoder.decode(AccountEvent.ProfileUpdated.self, from: data))
+        case "CustomClaimsSet": return .customClaimsSet(try decoder.decode(AccountEvent.CustomClaimsSet.self, from: data))
         default: return nil
         }
     }

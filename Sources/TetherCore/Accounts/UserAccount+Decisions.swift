@@ -168,10 +168,16 @@ extension UserAccount {
     }
 
     /// Rotates a session's refresh token; presenting an old one ends the session (reuse detection).
+    ///
+    /// - Parameter kind: the kind of secret the surface refreshes: a session holding another kind (a Parse
+    ///   token, or another surface's refresh token) is refused, so no surface refreshes another's session.
     public func refresh(
-        session id: UUID, presentedHash: String, newHash: String, presentedJKT: String?
+        session id: UUID, presentedHash: String, newHash: String, presentedJKT: String?,
+        kind: SessionSecretKind = .accessAndRefreshTokens
     ) throws(AccountError) -> [AccountEvent] {
-        guard let session = sessions[id], session.isActive, !isDisabled, session.secretKind.rotates else { throw .invalidToken }
+        guard let session = sessions[id], session.isActive, !isDisabled, session.secretKind == kind, kind.rotates else {
+            throw .invalidToken
+        }
         if let bound = session.jkt, bound != presentedJKT {
             throw .invalidDPoPProof
         }

@@ -52,6 +52,8 @@ public struct UserAccount: Sendable, Hashable {
     public private(set) var sessions: [UUID: Session] = [:]
     /// Second factors, recovery codes and open challenges.
     public private(set) var mfa = MFAState()
+    /// Developer claims for Firebase ID tokens (a JSON object's text); nil when none are set.
+    public private(set) var customClaims: String?
 
     /// An account that does not exist yet.
     public init(id: UUID) {
@@ -88,7 +90,7 @@ public struct UserAccount: Sendable, Hashable {
     public mutating func apply(_ event: AccountEvent, at date: Date) {
         switch event {
         case .userRegistered, .identityLinked, .identityUnlinked, .emailVerified, .passwordSet, .userDisabled, .userEnabled,
-             .userErased, .mfaFactorConfirmed, .mfaFactorRemoved:
+             .userErased, .mfaFactorConfirmed, .mfaFactorRemoved, .profileUpdated, .customClaimsSet:
             updatedAt = date
         default:
             break
@@ -149,6 +151,15 @@ public struct UserAccount: Sendable, Hashable {
             passwordHash = nil
             for id in sessions.keys { sessions[id]?.isActive = false }
             mfa = MFAState()
+            customClaims = nil
+        case .profileUpdated(let payload):
+            if let name = payload.personal.displayName { displayName = name }
+            if let photo = payload.personal.photoURL { photoURL = photo }
+            if payload.cleared.contains("displayName") { displayName = nil }
+            if payload.cleared.contains("photoURL") { photoURL = nil }
+            if let verified = payload.emailVerified { isEmailVerified = verified && email != nil }
+        case .customClaimsSet(let payload):
+            customClaims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
         case .mfaFactorEnrolled, .mfaFactorConfirmed, .mfaFactorRemoved, .mfaRecoveryCodesIssued, .mfaChallengeIssued,
              .mfaCodeSent, .mfaCodeDeliveryFailed, .mfaCodeAccepted, .mfaCodeRejected, .mfaRecoveryCodeUsed, .mfaChallengeEnded:
             mfa.apply(event, at: date)

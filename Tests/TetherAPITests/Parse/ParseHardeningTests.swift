@@ -71,9 +71,7 @@ struct ParseHardeningTests {
         try await ParseApp.run { parse in
             let now = Date().timeIntervalSince1970
             func token(_ extra: [String: JSONValue]) async throws -> String {
-                guard case .object(let members) = try await parse.app.apple("apple-words", extra: extra).credential,
-                      case .string(let token)? = members["identityToken"] else { throw HarnessError("no token") }
-                return token
+                try parse.app.token("identityToken", of: try await parse.app.apple("apple-words", extra: extra))
             }
             let expired = try await parse.logIn("apple", ["id": "apple-words", "token": try await token(["iat": .double(now - 7200), "exp": .double(now - 3600)])])
             #expect(expired.text == #"{"code":101,"error":"jwt expired"}"#)

@@ -72,51 +72,28 @@ struct ParseApp: Sendable {
 
     /// An Apple identity token minted by the dev identity provider for `sub`.
     func appleToken(_ sub: String, email: String? = nil) async throws -> String {
-        try Self.member("identityToken", of: try await app.apple(sub, email: email))
+        try app.token("identityToken", of: try await app.apple(sub, email: email))
     }
 
     /// A classic Facebook access token for `userId`.
     func facebookToken(_ userId: String, email: String? = nil) async throws -> String {
-        try Self.member("accessToken", of: try await app.facebook(userId, email: email))
+        try app.token("accessToken", of: try await app.facebook(userId, email: email))
     }
 
     /// A Google ID token for `sub`.
     func googleToken(_ sub: String, email: String? = nil) async throws -> String {
-        try Self.member("idToken", of: try await app.google(sub, email: email))
+        try app.token("idToken", of: try await app.google(sub, email: email))
     }
 
     static func strings(_ fields: [String: String]) -> JSONValue {
         .object(fields.mapValues(JSONValue.string))
     }
-
-    private static func member(_ name: String, of credential: Credential) throws -> String {
-        guard case .object(let members) = credential.credential, case .string(let token)? = members[name] else {
-            throw HarnessError("the credential has no \(name)")
-        }
-        return token
-    }
 }
 
-/// A response of the Parse surface, with its body read as a JSON object.
-struct ParseAnswer: Sendable {
-    let response: HTTPTestClient.Response
-    init(_ response: HTTPTestClient.Response) { self.response = response }
+/// A response of the Parse surface.
+typealias ParseAnswer = SurfaceAnswer
 
-    var status: Int { response.status }
-    var text: String { response.bodyText }
-
-    /// The body's members (empty when the body is not a JSON object).
-    var body: [String: JSONValue] {
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(response.body)), case .object(let members) = value else {
-            return [:]
-        }
-        return members
-    }
-
-    func string(_ name: String) -> String? {
-        if case .string(let text)? = body[name] { text } else { nil }
-    }
-
+extension SurfaceAnswer {
     /// `code` of a Parse error body.
     var code: Int? {
         if case .int(let code)? = body["code"] { code } else { nil }
@@ -130,8 +107,6 @@ struct ParseAnswer: Sendable {
             return inner.compactMapValues { if case .string(let text) = $0 { text } else { nil } }
         }
     }
-
-    func header(_ name: String) -> String? { response.headers.values(for: name).first }
 }
 
 /// The shapes Parse clients parse (WIRE-FACTS §5).

@@ -1,0 +1,65 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// The admin API's user management (Firebase's `accounts`, `accounts:update`): users made without a
+/// sign-in, profiles, developer claims and passwords set by an admin.
+extension AccountService {
+    /// Makes a user as an admin describes them: one transaction of two round trips. Its email must be free
+    /// when the user gets a password or the policy is one account per email; a custom uid must be free.
+    public func createUser(_ profile: NewUserProfile, context: CommandContext) async throws -> UserAccount {
+        let normalized = profile.email.map(ExternalIdentity.normalize)
+        let exclusive = profile.passwordHash != nil || emailPolicy == .oneAccountPerEmail
+        return try await retrying { attempt in
+            try await database.withTransactionJob { transaction in
+                var reads: [PostgresQuery] = ["SELECT now() AS now, pg_current_xact_id() AS tx"]
+                if let uid = profile.customUID {
+                    reads.append("SELECT user_id FROM identities WHERE provider = \(UserAccount.customProvider) AND provider_uid = \(uid)")
+                }
+                if let normalized, exclusive {
+                    reads.append(Self.lockEmail(normalized))
+                    reads.append(Self.userWithEmail(normalized))
+                }
+                let rows = try transaction.begin(reads)
+                if profile.customUID != nil, !rows[1].isEmpty { throw AccountError.credentialAlreadyInUse }
+                if normalized != nil, exclusive, !(rows.last?.isEmpty ?? true) { throw AccountError.emailAlreadyInUse }
+                let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
+                let unknown = Unknown(now: try rows[0][0].decode("now"), transactionId: try rows[0][0].decode("tx"))
+                return try commit(try UserAccount.create(id: userId, profile: profile), on: .new(userId, in: unknown), context, in: transaction)
+            }
+        }
+    }
+
+    /// Sets or clears the display name and photo URL, and the email's verification.
+    @discardableResult
+    public func updateProfile(
+        userId: UUID, displayName: String?, photoURL: String?, clearing cleared: Set<String>, emailVerified: Bool?, context: CommandContext
+    ) async throws -> UserAccount {
+        try await change(userId, context) {
+            try $0.updateProfile(displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified)
+        }
+    }
+
+    /// Replaces the developer claims (a JSON object's text; `{}` clears them).
+    @discardableResult
+    public func setCustomClaims(userId: UUID, json: String, context: CommandContext) async throws -> UserAccount {
+        try await change(userId, context) { try $0.setCustomClaims(json) }
+    }
+
+    /// An admin sets a user's password (hashed by the caller); every earlier token stops working.
+    @discardableResult
+    public func setPassword(userId: UUID, passwordHash: String, context: CommandContext) async throws -> UserAccount {
+        do {
+            return try await change(userId, context) { try $0.setPassword(passwordHash, now: context.now) }
+        } catch let error as PostgresError where error.isUniqueViolation {
+            throw AccountError.emailAlreadyInUse // another account signs in with this email and a password
+        }
+    }
+
+    /// Ends every session of the user and voids every token issued before `validSince` (Firebase's
+    /// `validSince`, in whole seconds).
+    @discardableResult
+    public func revokeSessions(userId: UUID, validSince: Date, context: CommandContext) async throws -> UserAccount {
+        try await change(userId, context) { try $0.revokeAllSessions(now: validSince) }
+    }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+
+/// User management of the Firebase surface: the end-user form (`idToken`) and the admin form
+/// (`projects/{pid}/…`, `localId`) of `accounts:lookup`, `:update` and `:delete`, and the admin-only
+/// `accounts` (create), `:batchDelete` and `:batchGet` that firebase-admin calls.
+extension FirebaseRoutes {
+    /// The user a request is about: the `idToken`'s for a client; the `localId`'s for an admin (or, when an
+    /// admin sends an `idToken`, its user).
+    private func subject(_ request: FirebaseRequest) async throws -> UserAccount {
+        if request.admin != nil, request.body.members["idToken"] == nil {
+            guard let localId = try request.body.string("localId"), !localId.isEmpty else { throw FirebaseError("MISSING_LOCAL_ID") }
+            guard let userId = try await user(localId: localId) else { throw FirebaseError.userNotFound }
+            let account = try await accounts.read(userId)
+            guard account.exists else { throw FirebaseError.userNotFound }
+            return account
+        }
+        return try await authenticate(idToken: try request.body.string("idToken")).account
+    }
+
+    /// `accounts:lookup`: by `idToken`, or (admin) by `localId`, `email`, `phoneNumber` and
+    /// `federatedUserId` lists. With no match the answer has no `users` key, as firebase-admin expects.
+    func lookup(_ request: FirebaseRequest) async throws -> JSONValue {
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#GetAccountInfoResponse"]
+        guard request.admin != nil, request.body.members["idToken"] == nil else {
+            answer["users"] = .array([FirebaseUserRecord.json(try await subject(request))])
+            return .object(answer)
+        }
+        let body = request.body
+        var ids: [UUID] = []
+        for localId in try body.strings("localId") {
+            if let id = try await user(localId: localId) { ids.append(id) }
+        }
+        let emails = try body.strings("email").map(ExternalIdentity.normalize)
+        if !emails.isEmpty {
+            ids += try await accounts.database.query("""
+                SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(emails))::text[]) AND erased_at IS NULL ORDER BY created_at
+                """).map { try $0.decode("id", as: UUID.self) }
+        }
+        for federated in try body.objects("federatedUserId") {
+            guard case .string(let providerId)? = federated["providerId"], case .string(let rawId)? = federated["rawId"],
+                  let provider = FirebaseProviders.tetherName(providerId) else {
+                throw FirebaseError("INVALID_ARGUMENT", "federatedUserId entries need a known providerId and a rawId.")
+            }
+            let uid = provider == "password" ? ExternalIdentity.normalize(rawId) : rawId
+            ids += try await accounts.database.query("""
+                SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)
+                """).map { try $0.decode("user_id", as: UUID.self) }
+        }
+        // Phone numbers are second factors in Tether, never a way to find a user: no match.
+        var seen: Set<UUID> = []
+        var users: [JSONValue] = []
+        for id in ids where seen.insert(id).inserted {
+            let account = try await accounts.read(id)
+            if account.exists { users.append(FirebaseUserRecord.json(account)) }
+        }
+        if !users.isEmpty { answer["users"] = .array(users) }
+        return .object(answer)
+    }
+
+    /// `accounts:update`. A client changes its own profile, password and providers; an admin also
+    /// disables, verifies the email, sets developer claims, revokes (`validSince`) and sets passwords.
+    /// Every field is checked before the first write.
+    func update(_ request: FirebaseRequest) async throws -> JSONValue {
+        let body = request.body
+        let isAdmin = request.admin != nil
+        var account = try await subject(request)
+        let userId = account.id
+        let displayName = try body.string("displayName")
+        let photoURL = try body.string("photoUrl")
+        let password = try body.string("password")
+        var cleared: Set<String> = []
+        for attribute in try body.strings("deleteAttribute") {
+            switch attribute {
+            case "DISPLAY_NAME": cleared.insert("displayName")
+            case "PHOTO_URL": cleared.insert("photoURL")
+            default: throw FirebaseError("INVALID_ARGUMENT", "deleteAttribute takes DISPLAY_NAME and PHOTO_URL.")
+            }
+        }
+        var unlinks: [String] = []
+        for providerId in try body.strings("deleteProvider") where providerId != "phone" {
+            guard let provider = FirebaseProviders.tetherName(providerId) else { throw FirebaseError("INVALID_PROVIDER_ID", providerId) }
+            unlinks.append(provider)
+        }
+        if let email = try body.string("email"), ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
+            throw FirebaseError("OPERATION_NOT_ALLOWED", "Tether's Firebase surface does not change email addresses yet.")
+        }
+        let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince"].filter { body.members[$0] != nil }
+        if !isAdmin, !adminOnly.isEmpty { throw FirebaseError.insufficientPermission }
+        let disable = try body.bool("disableUser")
+        let emailVerified = try body.bool("emailVerified")
+        let claims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
+        let validSince = try body.integer("validSince")
+        if let password { do { try commands.checkPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) } }
+
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
+        if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
+            account = try await accounts.updateProfile(
+                userId: userId, displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified,
+                context: context(request, user: userId))
+        }
+        for provider in unlinks where account.identities[provider] != nil {
+            account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isAdmin, context: context(request, user: userId))
+        }
+        if let claims {
+            account = try await accounts.setCustomClaims(userId: userId, json: claims, context: context(request, user: userId))
+        }
+        if let disable {
+            account = try await accounts.setDisabled(disable, userId: userId, reason: "firebase accounts:update", context: context(request, user: userId))
+        }
+        if let validSince {
+            account = try await accounts.revokeSessions(
+                userId: userId, validSince: Date(timeIntervalSince1970: TimeInterval(validSince)), context: context(request, user: userId))
+        }
+        if let password {
+            if isAdmin {
+                account = try await commands.setPassword(userId: userId, password: password, context: context(request, user: userId))
+            } else {
+                // The client's own change: every session ends and the answer carries the new one's tokens.
+                let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+                if account.identities[ProviderName.password.rawValue] == nil {
+                    throw FirebaseError("OPERATION_NOT_ALLOWED", "Add a password with accounts:signUp and the idToken.")
+                }
+                account = try await commands.changePassword(userId: userId, password: password, session: session, context: context(request, user: userId))
+                answer.merge(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 }
+            }
+        }
+        answer["localId"] = .string(Self.localId(of: account))
+        if let email = account.email { answer["email"] = .string(email) }
+        answer["emailVerified"] = .bool(account.isEmailVerified)
+        if let name = account.displayName { answer["displayName"] = .string(name) }
+        if let photo = account.photoURL { answer["photoUrl"] = .string(photo) }
+        answer["providerUserInfo"] = .array(FirebaseUserRecord.providerUserInfo(account))
+        if account.identities["password"] != nil { answer["passwordHash"] = .string(FirebaseUserRecord.redactedHash) }
+        return .object(answer)
+    }
+
+    /// Developer claims as firebase-admin sends them: a JSON object of at most 1000 characters without
+    /// reserved names (`CLAIMS_TOO_LARGE`, `INVALID_CLAIMS`, `FORBIDDEN_CLAIM : <name>`).
+    static func checkedClaims(_ text: String) throws(FirebaseError) -> String {
+        guard text.count <= 1000 else { throw FirebaseError("CLAIMS_TOO_LARGE") }
+        guard let object = try? JOSEObject(parsing: Array(text.utf8)) else { throw FirebaseError("INVALID_CLAIMS") }
+        if let reserved = object.members.map(\.name).first(where: FirebaseIDTokens.reservedClaims.contains) {
+            throw FirebaseError("FORBIDDEN_CLAIM", reserved)
+        }
+        return text
+    }
+
+    /// `accounts:delete`: erasure, crypto-shredding included; answers a non-empty `kind`, which firebase-admin requires.
+    func delete(_ request: FirebaseRequest) async throws -> JSONValue {
+        let account = try await subject(request)
+        try await accounts.erase(userId: account.id, reason: "firebase accounts:delete", context: context(request, user: account.id))
+        return .object(["kind": "identitytoolkit#DeleteAccountResponse"])
+    }
+
+    /// `POST projects/{pid}/accounts` (firebase-admin's `create_user`): no tokens; `localId` is the
+    /// developer's uid when given. A taken uid is `DUPLICATE_LOCAL_ID`, a taken email `EMAIL_EXISTS`.
+    func create(_ request: FirebaseRequest) async throws -> JSONValue {
+        let body = request.body
+        let localId = try body.string("localId")
+        if let localId {
+            guard (1...128).contains(localId.utf8.count) else { throw FirebaseError("INVALID_ARGUMENT", "localId is 1 to 128 characters.") }
+            if try await user(localId: localId) != nil { throw FirebaseError("DUPLICATE_LOCAL_ID") }
+        }
+        let email = try body.string("email")
+        if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
+        if try body.string("phoneNumber") != nil {
+            throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
+        }
+        let passwordHash: String?
+        if let password = try body.string("password") {
+            guard email != nil else { throw FirebaseError("MISSING_EMAIL", "A password needs an email.") }
+            do { passwordHash = try await commands.hashPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) }
+        } else {
+            passwordHash = nil
+        }
+        let profile = NewUserProfile(
+            email: email, isEmailVerified: try body.bool("emailVerified") ?? false, displayName: try body.string("displayName"),
+            photoURL: try body.string("photoUrl"), customUID: localId, passwordHash: passwordHash,
+            isDisabled: try body.bool("disabled") ?? false)
+        let account: UserAccount
+        do {
+            account = try await accounts.createUser(profile, context: context(request))
+        } catch let error as AccountError where error.reason == .credentialAlreadyInUse {
+            throw FirebaseError("DUPLICATE_LOCAL_ID")
+        }
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#SignupNewUserResponse", "localId": .string(Self.localId(of: account))]
+        if let email = account.email { answer["email"] = .string(email) }
+        if let name = account.displayName { answer["displayName"] = .string(name) }
+        return .object(answer)
+    }
+
+    /// `accounts:batchDelete` (`localIds`, 1 to 1000, and `force`): unknown ids are skipped; without
+    /// `force`, an enabled user is an entry of `errors` and stays.
+    func batchDelete(_ request: FirebaseRequest) async throws -> JSONValue {
+        let localIds = try request.body.strings("localIds")
+        guard (1...1000).contains(localIds.count) else { throw FirebaseError("LOCAL_ID_LIST_EXCEEDS_LIMIT") }
+        let force = try request.body.bool("force") ?? false
+        var errors: [JSONValue] = []
+        for (index, localId) in localIds.enumerated() {
+            guard let userId = try await user(localId: localId) else { continue }
+            let account = try await accounts.read(userId)
+            guard account.exists else { continue }
+            guard force || account.isDisabled else {
+                errors.append(.object([
+                    "index": .int(index), "localId": .string(localId), "message": "NOT_DISABLED : Disable the account before batch deletion.",
+                ]))
+                continue
+            }
+            try await accounts.erase(userId: userId, reason: "firebase accounts:batchDelete", context: context(request, user: userId))
+        }
+        return .object(errors.isEmpty ? [:] : ["errors": .array(errors)])
+    }
+
+    /// `GET accounts:batchGet?maxResults=&nextPageToken=`: users in a stable order, a page at a time; a
+    /// full page carries the token of the next.
+    func batchGet(_ request: FirebaseRequest) async throws -> JSONValue {
+        let query = request.http.query
+        let limit = Int(query["maxResults"] ?? "20") ?? 0
+        guard (1...1000).contains(limit) else { throw FirebaseError("INVALID_ARGUMENT", "maxResults is 1 to 1000.") }
+        let after = query["nextPageToken"].flatMap { $0.isEmpty ? nil : $0 }
+        if let after, UUID(uuidString: after) == nil { throw FirebaseError("INVALID_PAGE_SELECTION") }
+        let rows = try await accounts.database.query("""
+            SELECT id FROM users WHERE erased_at IS NULL AND (\(after)::uuid IS NULL OR id > \(after)::uuid) ORDER BY id LIMIT \(limit)
+            """)
+        let ids = try rows.map { try $0.decode("id", as: UUID.self) }
+        var users: [JSONValue] = []
+        for id in ids {
+            users.append(FirebaseUserRecord.json(try await accounts.read(id)))
+        }
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users)]
+        if ids.count == limit, let last = ids.last { answer["nextPageToken"] = .string(last.uuidString.lowercased()) }
+        return .object(answer)
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherProviders
+
+/// Sign-up, sign-in and token refresh of the Firebase surface (`accounts:signUp`, `:signInWithPassword`,
+/// `:signInWithIdp`, and the Secure Token API), with the v3 names of the iOS SDK beside them.
+extension FirebaseRoutes {
+    /// `accounts:signUp`: anonymous with neither email nor password; email and password; or, with an
+    /// `idToken`, email and password added to that (anonymous) user, which keeps its `localId`.
+    func signUp(_ request: FirebaseRequest) async throws -> JSONValue {
+        let body = request.body
+        let email = try body.string("email")
+        let password = try body.string("password")
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#SignupNewUserResponse"]
+        if email == nil, password == nil, body.members["idToken"] == nil {
+            let (session, refreshToken) = newSession(provider: ExternalIdentity.anonymousProvider)
+            let result = try await commands.signIn(SignInCommand(credential: .anonymous(id: nil), session: session, context: context(request)))
+            guard case .signedIn(let account, _) = result else { throw FirebaseError("INTERNAL_ERROR", status: 500) }
+            return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "anonymous")) { $1 })
+        }
+        guard let email, !email.isEmpty else { throw FirebaseError(email == nil ? "MISSING_EMAIL" : "INVALID_EMAIL") }
+        guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
+        guard let password, !password.isEmpty else { throw FirebaseError("MISSING_PASSWORD") }
+        do { try commands.checkPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) }
+        let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+        let account: UserAccount
+        if let idToken = try body.string("idToken") {
+            let caller = try await authenticate(idToken: idToken)
+            do {
+                _ = try await commands.link(LinkCommand(
+                    credential: .password(email: email, password: password), userId: caller.account.id,
+                    context: context(request, user: caller.account.id)))
+            } catch let error as AccountError where error.reason == .providerAlreadyLinked {
+                throw FirebaseError("PROVIDER_ALREADY_LINKED")
+            }
+            let result = try await commands.signIn(SignInCommand(
+                credential: .password(email: email, password: password), session: session, context: context(request, user: caller.account.id)))
+            guard case .signedIn(let signedIn, _) = result else { throw FirebaseError("UNSUPPORTED_FIRST_FACTOR") }
+            account = signedIn
+        } else {
+            do {
+                account = try await commands.signUp(SignUpCommand(
+                    email: email, password: password, displayName: try body.string("displayName"), session: session, context: context(request)))
+            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                throw FirebaseError.emailExists
+            }
+        }
+        answer["email"] = .string(email)
+        return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 })
+    }
+
+    static let weakPassword = "Password should be at least 8 characters"
+
+    /// `accounts:signInWithPassword`.
+    func signInWithPassword(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard let email = try request.body.string("email"), !email.isEmpty else { throw FirebaseError("INVALID_EMAIL") }
+        guard let password = try request.body.string("password"), !password.isEmpty else { throw FirebaseError("MISSING_PASSWORD") }
+        guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
+        let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+        let result: SignInResult
+        do {
+            result = try await commands.signIn(SignInCommand(
+                credential: .password(email: email, password: password), session: session, context: context(request)))
+        } catch {
+            throw FirebaseError(converting: error, password: true)
+        }
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#VerifyPasswordResponse", "email": .string(email), "registered": true]
+        switch result {
+        case .signedIn(let account, _):
+            if let name = account.displayName { answer["displayName"] = .string(name) }
+            return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 })
+        case .secondFactorRequired(let userId, let pending, let factors):
+            return try await secondFactorRequired(answer, userId: userId, pending: pending, factors: factors)
+        case .needsConfirmation:
+            throw FirebaseError.invalidLoginCredentials
+        }
+    }
+
+    /// A first factor that needs a second: no tokens, `mfaPendingCredential` and `mfaInfo`.
+    private func secondFactorRequired(
+        _ answer: [String: JSONValue], userId: UUID, pending: String, factors: [MFAState.Factor]
+    ) async throws -> JSONValue {
+        var answer = answer
+        answer["mfaPendingCredential"] = .string(pending)
+        answer["mfaInfo"] = .array(factors.map(FirebaseUserRecord.mfaInfo))
+        answer["localId"] = .string(Self.localId(of: try await accounts.read(userId)))
+        return .object(answer)
+    }
+
+    /// `accounts:signInWithIdp`: `postBody` names the provider and its token (and the raw nonce); with an
+    /// `idToken`, the identity is linked to that user. An identity linked elsewhere, or an email another
+    /// account holds, is `FEDERATED_USER_ID_ALREADY_LINKED` / `EMAIL_EXISTS`: 400, or 200 with `errorMessage`
+    /// when `returnIdpCredential` asks for it. An account holding the email that this identity may not
+    /// take over answers `needConfirmation` with no tokens.
+    func signInWithIdp(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard let postBody = try request.body.string("postBody"), !postBody.isEmpty else {
+            throw FirebaseError("INVALID_IDP_RESPONSE", "postBody is required.")
+        }
+        let (providerId, credential, idpToken) = try Self.idpCredential(postBody)
+        let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
+        let context = context(request)
+        let identity: ExternalIdentity
+        do {
+            identity = try await commands.verify(credential, context: context)
+        } catch {
+            throw FirebaseError(converting: error)
+        }
+        var answer: [String: JSONValue] = [
+            "kind": "identitytoolkit#VerifyAssertionResponse", "providerId": .string(providerId), "federatedId": .string(identity.uid),
+            "rawUserInfo": .string(Self.rawUserInfo(identity)),
+        ]
+        if let idpToken { answer["oauthIdToken"] = .string(idpToken) }
+        if let email = identity.email {
+            answer["email"] = .string(email)
+            answer["emailVerified"] = .bool(identity.isEmailVerified)
+        }
+        if let name = identity.displayName { answer["displayName"] = .string(name) }
+        if let photo = identity.photoURL { answer["photoUrl"] = .string(photo) }
+        let (session, refreshToken) = newSession(provider: identity.provider)
+        let signIn = SignInCommand(credential: credential, session: session, context: context)
+        if let idToken = try request.body.string("idToken") {
+            let caller = try await authenticate(idToken: idToken)
+            do {
+                _ = try await commands.link(identity, to: caller.account.id, context: self.context(request, user: caller.account.id))
+            } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
+                answer["errorMessage"] = .string(FirebaseError(converting: error).code)
+                return .object(answer)
+            } catch {
+                throw FirebaseError(converting: error)
+            }
+        }
+        let result: SignInResult
+        do {
+            result = try await commands.signIn(signIn, verified: identity)
+        } catch {
+            throw FirebaseError(converting: error)
+        }
+        switch result {
+        case .signedIn(let account, let isNewUser):
+            if isNewUser { answer["isNewUser"] = true }
+            return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
+        case .secondFactorRequired(let userId, let pending, let factors):
+            return try await secondFactorRequired(answer, userId: userId, pending: pending, factors: factors)
+        case .needsConfirmation(let email, let methods):
+            answer["needConfirmation"] = true
+            answer["email"] = .string(email)
+            answer["verifiedProvider"] = .array(methods.compactMap(FirebaseProviders.firebaseName).map(JSONValue.string))
+            let owner = try await accounts.database.query("""
+                SELECT id FROM users WHERE email_normalized = \(ExternalIdentity.normalize(email)) ORDER BY created_at LIMIT 1
+                """)
+            if let ownerId: UUID = try owner.first?.decode("id") {
+                answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
+            }
+            return .object(answer)
+        }
+    }
+
+    /// The provider, its credential and the IdP's token from a `postBody` (`providerId=…&id_token=…&nonce=…`,
+    /// or `access_token` for classic Facebook; Apple's name in `user`).
+    static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, String?) {
+        var fields: [String: String] = [:]
+        for (name, value) in HTTPRequest.formFields(postBody) where fields[name] == nil {
+            fields[name] = value
+        }
+        let nonce = fields["nonce"].flatMap { $0.isEmpty ? nil : $0 }
+        let idToken = fields["id_token"].flatMap { $0.isEmpty ? nil : $0 }
+        let accessToken = fields["access_token"].flatMap { $0.isEmpty ? nil : $0 }
+        for token in [idToken, accessToken, nonce].compactMap({ $0 }) where token.utf8.count > ProviderCredential.maximumFieldLength {
+            throw FirebaseError("INVALID_IDP_RESPONSE", "A token in postBody is too long.")
+        }
+        guard let providerId = fields["providerId"], !providerId.isEmpty else {
+            throw FirebaseError("INVALID_PROVIDER_ID", "postBody names no providerId.")
+        }
+        switch providerId {
+        case "apple.com":
+            guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "apple.com needs an id_token.") }
+            return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"])), idToken)
+        case "facebook.com":
+            if let idToken { return (providerId, .facebookLimitedLogin(authenticationToken: idToken, rawNonce: nonce), idToken) }
+            guard let accessToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "facebook.com needs an id_token or access_token.") }
+            return (providerId, .facebookAccessToken(accessToken), nil)
+        case "google.com":
+            guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "google.com needs an id_token: a bare access token is not verified.") }
+            return (providerId, .google(idToken: idToken, rawNonce: nonce), idToken)
+        default:
+            throw FirebaseError("INVALID_PROVIDER_ID", "Tether verifies apple.com, facebook.com and google.com.")
+        }
+    }
+
+    /// Apple's `user={"name":{"firstName","lastName"}}`, which the app receives on the first sign-in only.
+    private static func appleName(_ text: String?) -> PersonName? {
+        guard let text, let value = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)),
+              case .object(let user) = value, case .object(let name)? = user["name"] else { return nil }
+        func part(_ key: String) -> String? { if case .string(let text)? = name[key], !text.isEmpty { text } else { nil } }
+        let person = PersonName(givenName: part("firstName"), familyName: part("lastName"))
+        return person.formatted == nil ? nil : person
+    }
+
+    /// `rawUserInfo`: the verified profile as a JSON string (clients parse it when they want it).
+    private static func rawUserInfo(_ identity: ExternalIdentity) -> String {
+        var info: [String: JSONValue] = ["sub": .string(identity.uid), "id": .string(identity.uid)]
+        if let email = identity.email { info["email"] = .string(email); info["email_verified"] = .bool(identity.isEmailVerified) }
+        if let name = identity.displayName { info["name"] = .string(name) }
+        if let photo = identity.photoURL { info["picture"] = .string(photo) }
+        let bytes = SurfaceJSON.response(.object(info)).body
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `POST /securetoken.googleapis.com/v1/token`: a refresh token for a new ID token and a new refresh
+    /// token (rotated; the old one then ends the session if it comes back). A revoked, ended or reused
+    /// one is `TOKEN_EXPIRED`, which makes the SDKs sign out. Keys answered in snake_case.
+    func refresh(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard let grantType = try request.body.string("grantType") else { throw FirebaseError("MISSING_GRANT_TYPE") }
+        guard grantType == "refresh_token" else { throw FirebaseError("INVALID_GRANT_TYPE") }
+        guard let presented = try request.body.string("refreshToken"), !presented.isEmpty else { throw FirebaseError("MISSING_REFRESH_TOKEN") }
+        guard FirebaseTokenFormat.format.isWellFormed(presented) else { throw FirebaseError("INVALID_REFRESH_TOKEN") }
+        let format = FirebaseTokenFormat()
+        let next = format.newSecret()
+        let rotated: (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount)
+        do {
+            rotated = try await accounts.refresh(
+                presentedHash: format.hash(presented), newHash: format.hash(next), presentedJKT: nil, kind: .firebaseTokens,
+                context: context(request))
+        } catch let error as AccountError where error.reason == .invalidToken || error.reason == .refreshTokenReused {
+            throw FirebaseError.tokenExpired
+        }
+        let idToken = try await idTokens.issue(
+            rotated.account, localId: Self.localId(of: rotated.account), sessionId: rotated.sessionId, authTime: rotated.authTime,
+            signInProvider: Self.signInProvider(amr: rotated.amr), secondFactor: Self.secondFactor(amr: rotated.amr))
+        return .object([
+            "access_token": .string(idToken), "id_token": .string(idToken), "expires_in": "3600", "token_type": "Bearer",
+            "refresh_token": .string(next), "user_id": .string(Self.localId(of: rotated.account)), "project_id": .string(projectID),
+        ])
+    }
+
+    /// `firebase.sign_in_provider` of a session opened with `amr`.
+    static func signInProvider(amr: [String]) -> String {
+        switch amr.first {
+        case "pwd"?: "password"
+        case let provider?: FirebaseProviders.firebaseName(provider) ?? provider
+        case nil: "custom"
+        }
+    }
+
+    /// `firebase.sign_in_second_factor` of a session that passed one.
+    static func secondFactor(amr: [String]) -> String? {
+        guard amr.contains("mfa") else { return nil }
+        return amr.contains("sms") ? "phone" : "totp"
+    }
+}

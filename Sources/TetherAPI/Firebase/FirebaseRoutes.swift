@@ -1,0 +1,295 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+
+/// The Firebase-compatible surface: the Identity Toolkit and Secure Token REST routes in the Auth
+/// Emulator's layout (SEMANTICS §2, WIRE-FACTS §1c, §2, §4, §6), so firebase-admin with
+/// `FIREBASE_AUTH_EMULATOR_HOST` and the client SDKs' emulator mode work against Tether, which keeps the
+/// production rules the emulator skips: IdP tokens and nonces are verified, ID tokens are signed
+/// (RS256, `/.well-known/firebase-jwks.json`), and revocation stops refresh tokens.
+///
+/// Every route decodes the wire form, calls the command layer and encodes the answer; errors are the
+/// Identity Toolkit's envelope (``FirebaseError``), never a 5xx for a client's mistake.
+public struct FirebaseRoutes: Sendable {
+    let projectID: String
+    let commands: AccountCommands
+    let accounts: AccountService
+    let idTokens: FirebaseIDTokens
+    let adminKeys: AdminKeyStore
+    /// Under `tether dev`, `Authorization: Bearer owner` is an admin, as the emulator has it.
+    let acceptsOwner: Bool
+    static let surface = "firebase"
+    static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
+    static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
+
+    public init(projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, keys: SigningKeyStore, acceptsOwner: Bool) {
+        self.projectID = projectID
+        self.commands = commands
+        self.accounts = commands.accounts
+        self.idTokens = FirebaseIDTokens(projectID: projectID, keys: keys)
+        self.adminKeys = adminKeys
+        self.acceptsOwner = acceptsOwner
+    }
+
+    /// Writes the HTTP layer's own problems (413, unknown routes) in the Identity Toolkit's form.
+    public static let problemRenderers = ["/identitytoolkit.googleapis.com", "/securetoken.googleapis.com", "/www.googleapis.com"].map {
+        ProblemRenderer(pathPrefix: $0) { FirebaseError(converting: $0).response }
+    }
+
+    public func register(on router: inout Router) {
+        let v1 = Self.identityToolkit
+        let v3 = Self.relyingParty
+        let client: [(String, [String], @Sendable (FirebaseRequest) async throws -> JSONValue)] = [
+            ("accounts:signUp", ["signupNewUser"], signUp),
+            ("accounts:signInWithPassword", ["verifyPassword"], signInWithPassword),
+            ("accounts:signInWithIdp", ["verifyAssertion"], signInWithIdp),
+            ("accounts:lookup", ["getAccountInfo"], lookup),
+            ("accounts:update", ["setAccountInfo"], update),
+            ("accounts:delete", ["deleteAccount"], delete),
+        ]
+        for (method, aliases, handler) in client {
+            router.post("\(v1)/\(method)") { request in try await answer(request, admin: false, handler) }
+            for alias in aliases {
+                router.post("\(v3)/\(alias)") { request in try await answer(request, admin: false, handler) }
+            }
+        }
+        let admin: [(String, String, @Sendable (FirebaseRequest) async throws -> JSONValue)] = [
+            ("POST", "accounts", create),
+            ("POST", "accounts:lookup", lookup),
+            ("POST", "accounts:update", update),
+            ("POST", "accounts:delete", delete),
+            ("POST", "accounts:batchDelete", batchDelete),
+            ("GET", "accounts:batchGet", batchGet),
+        ]
+        for (method, path, handler) in admin {
+            router.add(method, "\(v1)/projects/{projectId}/\(path)") { request in try await answer(request, admin: true, handler) }
+        }
+        router.post("/securetoken.googleapis.com/v1/token") { request in try await answer(request, admin: false, refresh) }
+        registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
+    }
+
+    // MARK: The request around every route
+
+    /// Runs `handler` on the decoded request and answers its result, or its error in Firebase's form.
+    ///
+    /// - Parameter admin: whether the route is an admin form (`projects/{pid}/…`), which needs an admin
+    ///   credential; client routes take one too (firebase-admin's calls), which lifts them to the admin form.
+    private func answer(
+        _ request: HTTPRequest, admin requiresAdmin: Bool, _ handler: (FirebaseRequest) async throws -> JSONValue
+    ) async throws -> HTTPResponse {
+        do {
+            if let project = request.pathParameters["projectId"], project != projectID {
+                throw FirebaseError("PROJECT_NOT_FOUND", "This server serves the Firebase project \(projectID).", status: 404)
+            }
+            let admin = try await authorizeAdmin(request)
+            if requiresAdmin, admin == nil { throw FirebaseError.unauthenticated }
+            let body = try FirebaseBody(request)
+            return SurfaceJSON.response(try await handler(FirebaseRequest(http: request, body: body, admin: admin)))
+        } catch let error where error is FirebaseError || Problem(converting: error) != nil {
+            return FirebaseError(converting: error).response
+        }
+        // A failure no layer knows goes on to the server, which logs it and answers 500 in this surface's form
+        // (``problemRenderers``); firebase-admin retries it.
+    }
+
+    /// The admin credential of the request: `Bearer owner` under `tether dev`, or an admin key with role
+    /// `admin`; nil when it carries none; 401 for any other `Authorization`.
+    private func authorizeAdmin(_ request: HTTPRequest) async throws -> FirebaseAdmin? {
+        guard let header = request.headers["authorization"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else { return nil }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw FirebaseError.unauthenticated }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        if token.lowercased() == "owner" {
+            guard acceptsOwner else { throw FirebaseError.unauthenticated }
+            return .owner
+        }
+        guard let key = try await adminKeys.authenticate(token) else { throw FirebaseError.unauthenticated }
+        guard key.role == .admin else { throw FirebaseError.insufficientPermission }
+        return .key(key)
+    }
+
+    // MARK: Pieces
+
+    /// A new command's context; each command a request runs gets its own id.
+    func context(_ request: FirebaseRequest, user: UUID? = nil) -> CommandContext {
+        let actor: EventActor =
+            switch request.admin {
+            case .owner?: .operator("firebase-admin (dev owner)")
+            case .key(let key)?: .admin(keyId: key.id)
+            case nil: user.map(EventActor.user) ?? .anonymous
+            }
+        return CommandContext(metadata: EventMetadata(
+            actor: actor, clientIP: request.http.remoteAddress, userAgent: request.http.headers["user-agent"], surface: Self.surface))
+    }
+
+    /// A user's Firebase `localId`: the uid a developer chose for them, or Tether's id.
+    static func localId(of account: UserAccount) -> String {
+        account.identities[UserAccount.customProvider]?.uid ?? account.id.uuidString.lowercased()
+    }
+
+    /// The user a `localId` names (a developer's uid, or Tether's id of a user without one); nil for none.
+    func user(localId: String) async throws -> UUID? {
+        guard !localId.isEmpty, localId.utf8.count <= 128 else { return nil }
+        let uuid = UUID(uuidString: localId)
+        let rows = try await accounts.database.query("""
+            SELECT i.user_id AS id FROM identities i JOIN users u ON u.id = i.user_id
+            WHERE i.provider = \(UserAccount.customProvider) AND i.provider_uid = \(localId) AND u.erased_at IS NULL
+            UNION ALL
+            SELECT u.id FROM users u WHERE u.id = \(uuid) AND u.erased_at IS NULL
+              AND NOT EXISTS (SELECT 1 FROM identities c WHERE c.user_id = u.id AND c.provider = \(UserAccount.customProvider))
+            LIMIT 1
+            """)
+        return try rows.first?.decode("id")
+    }
+
+    /// The live user of an ID token: its signature, project and expiry, then its session (ended by a
+    /// revocation, a sign-out or a disable: `TOKEN_EXPIRED`, or `USER_DISABLED`).
+    func authenticate(idToken: String?) async throws -> (account: UserAccount, claims: FirebaseIDTokenClaims) {
+        guard let idToken, !idToken.isEmpty else { throw FirebaseError("MISSING_ID_TOKEN") }
+        let claims = try await idTokens.verify(idToken)
+        let rows = try await accounts.database.query("""
+            SELECT s.user_id, u.disabled, u.erased_at IS NOT NULL AS erased,
+                   s.ended_at IS NULL AND (u.valid_since IS NULL
+                       OR u.valid_since <= \(ISO8601Milliseconds.format(claims.issuedAt.addingTimeInterval(0.999)))::timestamptz) AS live
+            FROM sessions s JOIN users u ON u.id = s.user_id
+            WHERE s.id = \(claims.sessionId) AND s.secret_kind = \(SessionSecretKind.firebaseTokens.rawValue)
+            """)
+        guard let row = rows.first else { throw FirebaseError.invalidIDToken }
+        if try row.decode("erased", as: Bool.self) { throw FirebaseError.userNotFound }
+        if try row.decode("disabled", as: Bool.self) { throw FirebaseError.userDisabled }
+        guard try row.decode("live", as: Bool.self) else { throw FirebaseError.tokenExpired }
+        let account = try await accounts.read(try row.decode("user_id"))
+        guard account.exists, Self.localId(of: account) == claims.localId else { throw FirebaseError.userNotFound }
+        return (account, claims)
+    }
+
+    /// The answer members of a new session: a fresh ID token beside the session's refresh token.
+    func tokens(
+        _ account: UserAccount, session: NewSession, refreshToken: String, signInProvider: String, secondFactor: String? = nil
+    ) async throws -> [String: JSONValue] {
+        let idToken = try await idTokens.issue(
+            account, localId: Self.localId(of: account), sessionId: session.id, authTime: Date(), signInProvider: signInProvider,
+            secondFactor: secondFactor)
+        return ["idToken": .string(idToken), "refreshToken": .string(refreshToken), "expiresIn": "3600", "localId": .string(Self.localId(of: account))]
+    }
+
+    /// A session to open on this surface, and its refresh token.
+    func newSession(provider: String) -> (NewSession, String) {
+        FirebaseTokenFormat().newSession(amr: AccountCommands.authenticationMethods(provider: provider), jkt: nil)
+    }
+}
+
+/// An admin caller of the Firebase surface.
+enum FirebaseAdmin: Sendable {
+    /// `Bearer owner`, which firebase-admin sends to an emulator: accepted only under `tether dev`.
+    case owner
+    /// An admin key of role `admin`.
+    case key(AdminKey)
+}
+
+/// One decoded request of the Firebase surface.
+struct FirebaseRequest: Sendable {
+    let http: HTTPRequest
+    let body: FirebaseBody
+    /// The admin caller; nil for a client.
+    let admin: FirebaseAdmin?
+}
+
+/// A request body of the Identity Toolkit: a JSON object (or a form, for the Secure Token API) whose keys
+/// may be camelCase or snake_case; read by camelCase name, refusing members of the wrong type.
+struct FirebaseBody: Sendable {
+    let members: [String: JSONValue]
+
+    init(_ request: HTTPRequest) throws(FirebaseError) {
+        var members: [String: JSONValue] = [:]
+        let contentType = request.headers["content-type"]?.lowercased() ?? ""
+        if contentType.hasPrefix("application/x-www-form-urlencoded") {
+            for (name, value) in HTTPRequest.formFields(String(decoding: request.body, as: UTF8.self)) where members[name] == nil {
+                members[name] = .string(value)
+            }
+        } else if !request.body.isEmpty {
+            guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(request.body)), case .object(let object) = value else {
+                throw FirebaseError("INVALID_ARGUMENT", "The request body must be a JSON object.")
+            }
+            members = object
+        }
+        var camel: [String: JSONValue] = [:]
+        for (name, value) in members {
+            camel[Self.camelCase(name)] = value
+        }
+        self.members = camel
+    }
+
+    init(members: [String: JSONValue]) {
+        self.members = members
+    }
+
+    static func camelCase(_ name: String) -> String {
+        guard name.contains("_") else { return name }
+        let parts = name.split(separator: "_", omittingEmptySubsequences: true)
+        guard let first = parts.first else { return name }
+        return String(first) + parts.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+    }
+
+    func string(_ name: String) throws(FirebaseError) -> String? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .string(let text)?:
+            guard text.utf8.count <= 16 * 1024 else { throw FirebaseError("INVALID_ARGUMENT", "\(name) is too long.") }
+            guard !text.unicodeScalars.contains(where: { $0 == "\u{0}" }) else { throw FirebaseError("INVALID_ARGUMENT", "\(name) holds a NUL.") }
+            return text
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be a string.")
+        }
+    }
+
+    func bool(_ name: String) throws(FirebaseError) -> Bool? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .bool(let value)?: return value
+        case .string("true")?: return true
+        case .string("false")?: return false
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be a boolean.")
+        }
+    }
+
+    /// An integer, or a string of one (firebase-admin sends `validSince` as an integer, the emulator's
+    /// clients as a string).
+    func integer(_ name: String) throws(FirebaseError) -> Int? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .int(let value)?: return value
+        case .string(let text)?:
+            guard let value = Int(text) else { throw FirebaseError("INVALID_ARGUMENT", "\(name) must be an integer.") }
+            return value
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be an integer.")
+        }
+    }
+
+    func strings(_ name: String) throws(FirebaseError) -> [String] {
+        switch members[name] {
+        case nil, .null?: return []
+        case .string(let text)?: return [text]
+        case .array(let values)?:
+            return try values.map { value throws(FirebaseError) in
+                guard case .string(let text) = value else { throw FirebaseError("INVALID_ARGUMENT", "\(name) must hold strings.") }
+                return text
+            }
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be a list of strings.")
+        }
+    }
+
+    func objects(_ name: String) throws(FirebaseError) -> [[String: JSONValue]] {
+        switch members[name] {
+        case nil, .null?: return []
+        case .array(let values)?:
+            return try values.map { value throws(FirebaseError) in
+                guard case .object(let object) = value else { throw FirebaseError("INVALID_ARGUMENT", "\(name) must hold objects.") }
+                return object
+            }
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be a list of objects.")
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+
+/// What an admin (Firebase's admin API) says a new user is.
+public struct NewUserProfile: Sendable, Hashable {
+    public var email: String?
+    public var isEmailVerified: Bool
+    public var displayName: String?
+    public var photoURL: String?
+    /// A uid of the developer's choosing (Firebase `localId`), kept as a `custom` identity.
+    public var customUID: String?
+    /// The password's hash, for a user with an email.
+    public var passwordHash: String?
+    public var isDisabled: Bool
+
+    public init(
+        email: String? = nil, isEmailVerified: Bool = false, displayName: String? = nil, photoURL: String? = nil,
+        customUID: String? = nil, passwordHash: String? = nil, isDisabled: Bool = false
+    ) {
+        self.email = email
+        self.isEmailVerified = isEmailVerified
+        self.displayName = displayName
+        self.photoURL = photoURL
+        self.customUID = customUID
+        self.passwordHash = passwordHash
+        self.isDisabled = isDisabled
+    }
+}
+
+/// Profile decisions of admins and users: the Firebase surface's `accounts` (create) and `accounts:update`.
+extension UserAccount {
+    /// The provider of a uid a developer chose (Firebase custom auth): custom tokens for it sign the user in.
+    public static let customProvider = "custom"
+
+    /// A user made by an admin, who may have no way to sign in yet (Firebase allows that).
+    public static func create(id: UUID, profile: NewUserProfile) throws(AccountError) -> [AccountEvent] {
+        let personal = PersonalData(email: profile.email, displayName: profile.displayName, photoURL: profile.photoURL)
+        var events: [AccountEvent] = [
+            .userRegistered(.init(userId: id, emailVerified: profile.isEmailVerified && profile.email != nil, personal: personal)),
+        ]
+        if let uid = profile.customUID {
+            events.append(.identityLinked(.init(provider: customProvider, uid: uid, emailVerified: false, personal: PersonalData())))
+        }
+        if let passwordHash = profile.passwordHash {
+            guard let email = profile.email else { throw .invalidRequest("A password needs an email to sign in with.") }
+            events.append(.identityLinked(.init(
+                provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: profile.isEmailVerified,
+                personal: PersonalData(email: email))))
+            events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        }
+        if profile.isDisabled {
+            events.append(.userDisabled(.init(reason: "created disabled")))
+        }
+        return events
+    }
+
+    /// Sets or clears the display name and photo URL, and sets the email's verification; nothing when nothing changes.
+    public func updateProfile(
+        displayName: String?, photoURL: String?, clearing cleared: Set<String>, emailVerified: Bool?
+    ) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        if emailVerified == true, email == nil { throw .invalidRequest("The user has no email to mark verified.") }
+        let changesName = cleared.contains("displayName") ? self.displayName != nil : displayName.map { $0 != self.displayName } ?? false
+        let changesPhoto = cleared.contains("photoURL") ? self.photoURL != nil : photoURL.map { $0 != self.photoURL } ?? false
+        let changesVerification = emailVerified.map { $0 != isEmailVerified } ?? false
+        guard changesName || changesPhoto || changesVerification else { return [] }
+        return [.profileUpdated(.init(
+            personal: PersonalData(displayName: cleared.contains("displayName") ? nil : displayName,
+                                   photoURL: cleared.contains("photoURL") ? nil : photoURL),
+            cleared: cleared.sorted(), emailVerified: changesVerification ? emailVerified : nil))]
+    }
+
+    /// Replaces the developer claims (`{}` clears them).
+    public func setCustomClaims(_ json: String) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard (customClaims ?? "{}") != json else { return [] }
+        return [.customClaimsSet(.init(personal: PersonalData(customClaims: json)))]
+    }
+
+    /// An admin sets the password: added as a `password` identity on the user's email when there is none,
+    /// replaced otherwise; either way every earlier token stops working (Firebase bumps `validSince`).
+    public func setPassword(_ passwordHash: String, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        var events: [AccountEvent] = []
+        if identities["password"] == nil {
+            guard let email else { throw .invalidRequest("A password needs an email to sign in with: set the email first.") }
+            events.append(.identityLinked(.init(
+                provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: isEmailVerified, personal: PersonalData(email: email))))
+        }
+        events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        return events + (try revokeAllSessions(now: now))
+    }
+}

@@ -1,0 +1,250 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherJOSE
+import TetherTesting
+
+/// The Identity Toolkit and Secure Token routes on the wire, with dev identity provider tokens.
+@Suite("Firebase surface on the wire")
+struct FirebaseWireTests {
+    @Test func anAnonymousSignUpThenAppleLinkKeepsTheLocalIdAndTokensSayWhatFirebaseSays() async throws {
+        try await FirebaseApp.run { firebase in
+            let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
+            #expect(anonymous.status == 200, "\(anonymous.text)")
+            #expect(anonymous.string("kind") == "identitytoolkit#SignupNewUserResponse")
+            #expect(anonymous.string("expiresIn") == "3600")
+            let localId = try #require(anonymous.string("localId"))
+            let idToken = try #require(anonymous.string("idToken"))
+            #expect(anonymous.string("refreshToken")?.hasPrefix("ftr_") == true)
+            let claims = anonymous.idTokenClaims
+            #expect(claims["provider_id"] == "anonymous")
+            #expect(claims["iss"] == .string("https://securetoken.google.com/\(FirebaseApp.projectID)"))
+            #expect(claims["aud"] == .string(FirebaseApp.projectID))
+            #expect(claims["sub"] == .string(localId) && claims["user_id"] == .string(localId))
+            guard case .object(let fb)? = claims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(fb["sign_in_provider"] == "anonymous")
+            #expect(fb["identities"] == .object([:]))
+            let header = try CompactJWS(parsing: idToken).header
+            #expect(header.algorithm == .rs256)
+
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(idToken)]))
+            #expect(lookup.users.count == 1)
+            #expect(lookup.users.first?["localId"] == .string(localId))
+            #expect(lookup.users.first?["providerUserInfo"] == .array([]))
+
+            // verifyAssertion linking Apple to it (the iOS SDK's v3 name), with the raw nonce in postBody.
+            let apple = try await firebase.appleToken("apple-fb", email: "fb@privaterelay.appleid.com", nonce: "raw-nonce-1")
+            let linked = FirebaseAnswer(try await firebase.app.client.post(
+                "/www.googleapis.com/identitytoolkit/v3/relyingparty/verifyAssertion?key=k",
+                json: JSONValue.object([
+                    "postBody": .string("providerId=apple.com&id_token=\(apple)&nonce=raw-nonce-1"), "requestUri": "http://localhost",
+                    "returnSecureToken": true, "returnIdpCredential": true, "autoCreate": true, "idToken": .string(idToken),
+                ])))
+            #expect(linked.status == 200, "\(linked.text)")
+            #expect(linked.string("localId") == localId)
+            #expect(linked.string("providerId") == "apple.com")
+            #expect(linked.string("idToken") != nil && linked.string("refreshToken") != nil)
+            #expect(linked.body["isNewUser"] == nil)
+            #expect(linked.body["needConfirmation"] == nil && linked.body["errorMessage"] == nil)
+            guard case .string(let rawUserInfo)? = linked.body["rawUserInfo"] else { Issue.record("rawUserInfo is not a string"); return }
+            #expect(rawUserInfo.contains("apple-fb"))
+            let after = try await firebase.call("accounts:lookup", .object(["idToken": .string(linked.string("idToken")!)]))
+            guard case .array(let providers)? = after.users.first?["providerUserInfo"] else { Issue.record("no providers"); return }
+            #expect(providers == [.object([
+                "providerId": "apple.com", "rawId": "apple-fb", "federatedId": "apple-fb", "email": "fb@privaterelay.appleid.com",
+            ])])
+            // The nonce was spent: the same token again is refused as the nonce rule says.
+            let replay = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)&nonce=raw-nonce-1")
+            #expect(replay.status == 400)
+            #expect(replay.errorMessage?.hasPrefix("MISSING_OR_INVALID_NONCE") == true)
+        }
+    }
+
+    @Test func signInWithIdpMakesOneUserAndAnIdentityLinkedElsewhereIsRefusedInBothShapes() async throws {
+        try await FirebaseApp.run { firebase in
+            let first = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))")
+            #expect(first.status == 200, "\(first.text)")
+            #expect(first.body["isNewUser"] == .bool(true))
+            let again = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))")
+            #expect(again.body["isNewUser"] == nil)
+            #expect(again.string("localId") == first.string("localId"))
+
+            let other = try await firebase.call("accounts:signUp", .object([:]))
+            let otherToken = try #require(other.string("idToken"))
+            let before = try await firebase.app.totalEvents()
+            let soft = try await firebase.signInWithIdp(
+                "providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))", idToken: otherToken, returnIdpCredential: true)
+            #expect(soft.status == 200)
+            #expect(soft.string("errorMessage") == "FEDERATED_USER_ID_ALREADY_LINKED")
+            #expect(soft.body["idToken"] == nil && soft.body["localId"] == nil)
+            let hard = try await firebase.signInWithIdp(
+                "providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))", idToken: otherToken, returnIdpCredential: false)
+            #expect(hard.status == 400)
+            #expect(hard.text == #"{"error":{"code":400,"errors":[{"domain":"global","message":"FEDERATED_USER_ID_ALREADY_LINKED","reason":"invalid"}],"message":"FEDERATED_USER_ID_ALREADY_LINKED"}}"#)
+            #expect(try await firebase.app.totalEvents() == before)
+
+            let unknown = try await firebase.signInWithIdp("providerId=github.com&access_token=x")
+            #expect(unknown.errorMessage?.hasPrefix("INVALID_PROVIDER_ID") == true)
+            let malformed = try await firebase.call("accounts:signInWithIdp", .object(["postBody": .int(5), "requestUri": "http://localhost"]))
+            #expect(malformed.status == 400)
+            #expect(malformed.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
+        }
+    }
+
+    @Test func aFacebookEmailOfAPasswordAccountNeedsConfirmationWithNoTokens() async throws {
+        try await FirebaseApp.run { firebase in
+            let owner = try await firebase.call("accounts:signUp", .object(["email": "ann@example.com", "password": "ann's password"]))
+            #expect(owner.status == 200, "\(owner.text)")
+            let answer = try await firebase.signInWithIdp(
+                "providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-ann", email: "ann@example.com"))")
+            #expect(answer.status == 200)
+            #expect(answer.body["needConfirmation"] == .bool(true))
+            #expect(answer.body["verifiedProvider"] == .array(["password"]))
+            #expect(answer.string("localId") == owner.string("localId"))
+            #expect(answer.body["idToken"] == nil && answer.body["refreshToken"] == nil)
+        }
+    }
+
+    @Test func passwordSignInAndItsErrors() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "bea@example.com", "password": "bea's password"]))
+            #expect(signUp.status == 200)
+            #expect(try await firebase.call("accounts:signUp", .object(["email": "bea@example.com", "password": "another password"])).errorMessage == "EMAIL_EXISTS")
+            #expect(try await firebase.call("accounts:signUp", .object(["email": "", "password": ""])).errorMessage == "INVALID_EMAIL")
+            #expect(try await firebase.call("accounts:signUp", .object(["email": "c@example.com", "password": "short"])).errorMessage?.hasPrefix("WEAK_PASSWORD : ") == true)
+            let signIn = try await firebase.call("accounts:signInWithPassword", .object(["email": "bea@example.com", "password": "bea's password", "returnSecureToken": true]))
+            #expect(signIn.status == 200)
+            #expect(signIn.body["registered"] == .bool(true))
+            #expect(signIn.string("localId") == signUp.string("localId"))
+            guard case .object(let fb)? = signIn.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(fb["sign_in_provider"] == "password")
+            #expect(fb["identities"] == .object(["email": .array(["bea@example.com"]), "password": .array(["bea@example.com"])]))
+            let wrong = try await firebase.call("accounts:signInWithPassword", .object(["email": "bea@example.com", "password": "wrong password"]))
+            #expect(wrong.status == 400)
+            #expect(wrong.errorMessage == "INVALID_LOGIN_CREDENTIALS")
+            #expect(try await firebase.call("accounts:signInWithPassword", .object(["email": "nobody@example.com", "password": "wrong password"])).errorMessage
+                    == "INVALID_LOGIN_CREDENTIALS")
+        }
+    }
+
+    @Test func refreshRotatesAndRevocationAnywhereEndsIt() async throws {
+        try await FirebaseApp.run { firebase in
+            let apple = try await firebase.appleToken("apple-refresh")
+            let signIn = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)")
+            let refreshToken = try #require(signIn.string("refreshToken"))
+            let refreshed = try await firebase.refresh(refreshToken)
+            #expect(refreshed.status == 200, "\(refreshed.text)")
+            #expect(refreshed.string("expires_in") == "3600" && refreshed.string("token_type") == "Bearer")
+            #expect(refreshed.string("user_id") == signIn.string("localId"))
+            let next = try #require(refreshed.string("refresh_token"))
+            #expect(next != refreshToken)
+            #expect(refreshed.string("access_token") == refreshed.string("id_token"))
+            // The form the JS SDK and curl send works too.
+            let form = FirebaseAnswer(try await firebase.app.client.send(
+                "POST", "/securetoken.googleapis.com/v1/token", fields: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: Array("grant_type=refresh_token&refresh_token=\(next)".utf8)))
+            #expect(form.status == 200, "\(form.text)")
+            let latest = try #require(form.string("refresh_token"))
+            #expect(try await firebase.refresh("ftr_nonsense").errorMessage == "INVALID_REFRESH_TOKEN")
+            #expect(try await firebase.refresh("rt_" + String(repeating: "a", count: 43)).errorMessage == "INVALID_REFRESH_TOKEN")
+
+            // Revoke-all on /v1 (the same person signs in there) ends this session too.
+            let v1 = try await firebase.app.signedIn(try await firebase.app.apple("apple-refresh"))
+            #expect(try await firebase.app.client.post(
+                "/v1/users/me/sessions/revoke", headers: ["Authorization": "Bearer \(v1.session.accessToken)"], json: [String: String]()).status == 204)
+            let revoked = try await firebase.refresh(latest)
+            #expect(revoked.status == 400)
+            #expect(revoked.errorMessage == "TOKEN_EXPIRED")
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(form.string("id_token")!)]))
+            #expect(lookup.errorMessage == "TOKEN_EXPIRED")
+        }
+    }
+
+    @Test func adminCallsNeedAnAdminAndOwnerOnlyUnderDev() async throws {
+        try await FirebaseApp.run { firebase in
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: nil).status == 401)
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: "someone").status == 401)
+            let none = try await firebase.admin("accounts:lookup", .object(["localId": ["nobody"]]))
+            #expect(none.status == 200)
+            #expect(none.body["users"] == nil, "no match: no users key")
+            let wrongProject = FirebaseAnswer(try await firebase.app.client.send(
+                "POST", "\(FirebaseApp.v1)/projects/other/accounts:lookup", fields: [("Authorization", "Bearer owner")], body: Array("{}".utf8)))
+            #expect(wrongProject.status == 404)
+        }
+        try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]])).status == 401)
+            let (_, key) = try await AdminKeyStore(database: firebase.app.admin).create(role: .admin, name: "fb", metadata: EventMetadata(surface: "cli"))
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: key).status == 200)
+            let (_, support) = try await AdminKeyStore(database: firebase.app.admin).create(role: .support, name: "s", metadata: EventMetadata(surface: "cli"))
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: support).status == 403)
+        }
+    }
+
+    @Test func adminUserManagementCreateLookupUpdateListAndDelete() async throws {
+        try await FirebaseApp.run { firebase in
+            let created = try await firebase.admin("accounts", .object([
+                "localId": "custom-uid-1", "email": "dan@example.com", "password": "dan's password", "displayName": "Dan",
+                "emailVerified": true,
+            ]))
+            #expect(created.status == 200, "\(created.text)")
+            #expect(created.string("localId") == "custom-uid-1")
+            #expect(try await firebase.admin("accounts", .object(["localId": "custom-uid-1"])).errorMessage == "DUPLICATE_LOCAL_ID")
+            #expect(try await firebase.admin("accounts", .object(["email": "dan@example.com"])).errorMessage == "EMAIL_EXISTS")
+            let bare = try await firebase.admin("accounts", .object([:]))
+            #expect(bare.status == 200)
+
+            let byId = try await firebase.admin("accounts:lookup", .object(["localId": ["custom-uid-1"]]))
+            let dan = try #require(byId.users.first)
+            #expect(dan["email"] == "dan@example.com" && dan["displayName"] == "Dan" && dan["emailVerified"] == .bool(true))
+            guard case .string(let createdAt)? = dan["createdAt"] else { Issue.record("createdAt"); return }
+            #expect(Int64(createdAt) != nil)
+            #expect(dan["passwordHash"] == .string("UkVEQUNURUQ="))
+            #expect(try await firebase.admin("accounts:lookup", .object(["email": ["DAN@example.com"]])).users.count == 1)
+            #expect(try await firebase.admin("accounts:lookup", .object([
+                "federatedUserId": .array([.object(["providerId": "password", "rawId": "dan@example.com"])]),
+            ])).users.first?["localId"] == "custom-uid-1")
+
+            // Claims, disable, name; then the password signs in and the claims ride in the ID token.
+            #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "customAttributes": #"{"admin":true}"#])).status == 200)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "customAttributes": #"{"sub":"x"}"#])).errorMessage
+                    == "FORBIDDEN_CLAIM : sub")
+            #expect(try await firebase.admin("accounts:update", .object([
+                "localId": "custom-uid-1", "customAttributes": .string("{\"a\":\"\(String(repeating: "x", count: 1000))\"}"),
+            ])).errorMessage == "CLAIMS_TOO_LARGE")
+            #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "deleteAttribute": ["DISPLAY_NAME"]])).status == 200)
+            let signIn = try await firebase.call("accounts:signInWithPassword", .object(["email": "dan@example.com", "password": "dan's password"]))
+            #expect(signIn.idTokenClaims["admin"] == .bool(true))
+            #expect(signIn.idTokenClaims["name"] == nil)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "disableUser": true])).status == 200)
+            #expect(try await firebase.call("accounts:lookup", .object(["idToken": .string(signIn.string("idToken")!)])).errorMessage == "USER_DISABLED")
+            #expect(try await firebase.refresh(signIn.string("refreshToken")!).errorMessage == "TOKEN_EXPIRED")
+
+            // A client may not use admin fields.
+            let anonymous = try await firebase.call("accounts:signUp", .object([:]))
+            #expect(try await firebase.call("accounts:update", .object(["idToken": .string(anonymous.string("idToken")!), "disableUser": true])).status == 403)
+
+            // batchGet pages through every user; batchDelete needs force for enabled users.
+            var seen: [String] = []
+            var token: String?
+            repeat {
+                let path = "\(FirebaseApp.v1)/projects/\(FirebaseApp.projectID)/accounts:batchGet?maxResults=2" + (token.map { "&nextPageToken=\($0)" } ?? "")
+                let page = FirebaseAnswer(try await firebase.app.client.get(path, headers: ["Authorization": "Bearer owner"]))
+                #expect(page.status == 200, "\(page.text)")
+                seen += page.users.compactMap { if case .string(let id)? = $0["localId"] { id } else { nil } }
+                token = page.string("nextPageToken")
+            } while token != nil
+            #expect(seen.count == 3)
+            #expect(Set(seen).count == 3)
+            let bareId = try #require(bare.string("localId"))
+            let refused = try await firebase.admin("accounts:batchDelete", .object(["localIds": .array([.string(bareId), "nobody"])]))
+            #expect(refused.text.contains("NOT_DISABLED"))
+            #expect(try await firebase.admin("accounts:batchDelete", .object(["localIds": .array([.string(bareId)]), "force": true])).text == "{}")
+            let deleted = try await firebase.admin("accounts:delete", .object(["localId": "custom-uid-1"]))
+            #expect(deleted.string("kind") == "identitytoolkit#DeleteAccountResponse")
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["custom-uid-1"]])).body["users"] == nil)
+            #expect(try await firebase.admin("accounts:delete", .object(["localId": "custom-uid-1"])).errorMessage == "USER_NOT_FOUND")
+            #expect(try await firebase.app.eventCount("UserErased") == 2)
+        }
+    }
+}
