@@ -5,8 +5,10 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 
 # Debian packages the build, the tests and `tether dev` need.
 PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev pkg-config
-# Debian packages only `make test` needs: a headless browser for the support page's test.
-TEST_PACKAGES := chromium
+# Debian packages only `make test` needs: a headless browser for the support page's test, and a
+# Python to run the real firebase-admin SDK (from PyPI, pinned in Tests/firebase-admin) in.
+TEST_PACKAGES := chromium python3 python3-venv
+FIREBASE_ADMIN_VENV := .tether/firebase-admin-venv
 # Debian packages only `make bench` needs: the HTTP load generator and what scripts/bench.sh
 # drives it with (pgbench comes with postgresql).
 BENCH_PACKAGES := wrk python3 curl
@@ -40,6 +42,14 @@ deps:
 ## test-deps: deps, and what only the tests need
 test-deps: deps
 	$(call install-missing,$(TEST_PACKAGES))
+	@$(MAKE) --no-print-directory $(FIREBASE_ADMIN_VENV)/.installed
+
+# firebase-admin in a virtualenv of its own, made again when the pinned requirements change.
+$(FIREBASE_ADMIN_VENV)/.installed: Tests/firebase-admin/requirements.txt
+	rm -rf $(FIREBASE_ADMIN_VENV)
+	python3 -m venv $(FIREBASE_ADMIN_VENV)
+	$(FIREBASE_ADMIN_VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/firebase-admin/requirements.txt
+	touch $@
 
 ## bench-deps: deps, and what only the benchmarks need
 bench-deps: deps

@@ -17,6 +17,10 @@ cleanup() {
 trap cleanup EXIT
 
 export TETHER_TEST_DATABASE_URL="$url"
+# The real firebase-admin SDK's suite runs when `make test` has installed it (Tests/firebase-admin).
+if [ -x .tether/firebase-admin-venv/bin/python ]; then
+  export TETHER_TEST_FIREBASE_ADMIN_PYTHON="$PWD/.tether/firebase-admin-venv/bin/python"
+fi
 echo "Test PostgreSQL: $url"
 if [ "$#" -gt 0 ]; then
   swift test --skip-build "$@"

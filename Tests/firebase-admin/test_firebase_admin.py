@@ -1,0 +1,136 @@
+"""The real firebase-admin (Python) against Tether's Firebase surface in emulator mode.
+
+Run by Tests/TetherAPITests/Firebase/FirebaseAdminSDKTests.swift, which starts a Tether service
+(development mode, a fresh database) and sets:
+  FIREBASE_AUTH_EMULATOR_HOST  host:port of that service
+  TETHER_FIREBASE_PROJECT_ID   the project it serves
+Every call goes through the SDK's own request building and response parsing.
+"""
+import json
+import os
+import time
+import unittest
+import urllib.request
+
+import firebase_admin
+from firebase_admin import auth
+
+HOST = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+PROJECT = os.environ["TETHER_FIREBASE_PROJECT_ID"]
+APP = firebase_admin.initialize_app(options={"projectId": PROJECT})
+
+
+def client_call(method, body):
+    """A client SDK's call (no admin credential), as the JS and iOS SDKs make it in emulator mode."""
+    request = urllib.request.Request(
+        f"http://{HOST}/identitytoolkit.googleapis.com/v1/accounts:{method}?key=fake-api-key",
+        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+class UserManagement(unittest.TestCase):
+    def test_create_get_update_and_delete(self):
+        user = auth.create_user(uid="fa-user-1", email="ada@example.com", password="ada's password",
+                                display_name="Ada", photo_url="https://example.com/ada.png", email_verified=True)
+        self.assertEqual(user.uid, "fa-user-1")
+        self.assertEqual(user.email, "ada@example.com")
+        self.assertEqual(user.display_name, "Ada")
+        self.assertTrue(user.email_verified)
+        self.assertFalse(user.disabled)
+        self.assertEqual([p.provider_id for p in user.provider_data], ["password"])
+        self.assertGreater(user.user_metadata.creation_timestamp, 0)
+
+        self.assertEqual(auth.get_user_by_email("ada@example.com").uid, "fa-user-1")
+        with self.assertRaises(auth.EmailAlreadyExistsError):
+            auth.create_user(email="ada@example.com")
+        with self.assertRaises(auth.UidAlreadyExistsError):
+            auth.create_user(uid="fa-user-1")
+
+        updated = auth.update_user("fa-user-1", display_name="Ada L.", disabled=True, email_verified=False)
+        self.assertEqual(updated.display_name, "Ada L.")
+        self.assertTrue(updated.disabled)
+        self.assertFalse(updated.email_verified)
+        cleared = auth.update_user("fa-user-1", display_name=auth.DELETE_ATTRIBUTE, photo_url=auth.DELETE_ATTRIBUTE,
+                                   disabled=False)
+        self.assertIsNone(cleared.display_name)
+        self.assertIsNone(cleared.photo_url)
+        self.assertFalse(cleared.disabled)
+
+        auth.set_custom_user_claims("fa-user-1", {"admin": True, "level": 3})
+        self.assertEqual(auth.get_user("fa-user-1").custom_claims, {"admin": True, "level": 3})
+        auth.set_custom_user_claims("fa-user-1", None)
+        self.assertIsNone(auth.get_user("fa-user-1").custom_claims)
+        with self.assertRaises(ValueError):
+            auth.set_custom_user_claims("fa-user-1", {"sub": "not allowed"})
+
+        auth.delete_user("fa-user-1")
+        with self.assertRaises(auth.UserNotFoundError):
+            auth.get_user("fa-user-1")
+        with self.assertRaises(auth.UserNotFoundError):
+            auth.delete_user("fa-user-1")
+
+    def test_providers_to_delete_unlinks(self):
+        signed_in = client_call("signUp", {"email": "bob@example.com", "password": "bob's password",
+                                           "returnSecureToken": True})
+        uid = signed_in["localId"]
+        user = auth.get_user(uid)
+        self.assertEqual([p.provider_id for p in user.provider_data], ["password"])
+        after = auth.update_user(uid, providers_to_delete=["password"])
+        self.assertEqual(after.provider_data, [])
+
+    def test_get_users_with_each_identifier_and_list_users_to_the_end(self):
+        made = [auth.create_user(uid=f"list-{n}", email=f"list{n}@example.com") for n in range(5)]
+        found = auth.get_users([
+            auth.UidIdentifier("list-0"), auth.EmailIdentifier("list1@example.com"),
+            auth.ProviderIdentifier("password", "nobody@example.com"), auth.PhoneIdentifier("+15555550100"),
+            auth.UidIdentifier("nobody"),
+        ])
+        self.assertEqual(sorted(u.uid for u in found.users), ["list-0", "list-1"])
+        self.assertEqual(len(found.not_found), 3)
+
+        seen = []
+        page = auth.list_users(max_results=2)
+        while page:
+            seen += [u.uid for u in page.users]
+            page = page.get_next_page()
+        for user in made:
+            self.assertIn(user.uid, seen)
+        self.assertEqual(len(seen), len(set(seen)))
+        result = auth.delete_users([u.uid for u in made] + ["nobody"])
+        self.assertEqual(result.success_count, 6)
+        self.assertEqual(result.failure_count, 0)
+        with self.assertRaises(auth.UserNotFoundError):
+            auth.get_user("list-3")
+
+
+class Tokens(unittest.TestCase):
+    def test_revoke_refresh_tokens_then_verify_id_token_checks_revocation(self):
+        signed_in = client_call("signUp", {"email": "cy@example.com", "password": "cy's password",
+                                           "returnSecureToken": True})
+        claims = auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+        self.assertEqual(claims["uid"], signed_in["localId"])
+        self.assertEqual(claims["firebase"]["sign_in_provider"], "password")
+        time.sleep(1.1)  # validSince is whole seconds: revoke in a later second than the token's iat
+        auth.revoke_refresh_tokens(signed_in["localId"])
+        self.assertGreater(auth.get_user(signed_in["localId"]).tokens_valid_after_timestamp, 0)
+        with self.assertRaises(auth.RevokedIdTokenError):
+            auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+        # Tether keeps the production rule the emulator skips: the refresh token is dead too.
+        request = urllib.request.Request(
+            f"http://{HOST}/securetoken.googleapis.com/v1/token?key=k",
+            data=json.dumps({"grant_type": "refresh_token", "refresh_token": signed_in["refreshToken"]}).encode(),
+            headers={"Content-Type": "application/json"}, method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        self.assertEqual(json.loads(refused.exception.read())["error"]["message"], "TOKEN_EXPIRED")
+
+    def test_a_disabled_users_token_is_refused(self):
+        signed_in = client_call("signUp", {})
+        auth.update_user(signed_in["localId"], disabled=True)
+        with self.assertRaises(auth.UserDisabledError):
+            auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
