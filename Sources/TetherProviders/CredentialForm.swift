@@ -14,4 +14,6 @@ public enum CredentialForm: String, Sendable, Hashable, Codable, CaseIterable {
     case password
     /// Nothing but an id the client holds (an anonymous user).
     case anonymous
+    /// A Firebase custom token signed by a service account (verified by the Firebase surface).
+    case customToken = "custom_token"
 }

@@ -52,6 +52,9 @@ extension ProviderCredential {
                 throw ProviderError.invalidRequest("An anonymous credential takes no members: send {} or leave it out.", pointer: pointer)
             }
             self = .anonymous(id: nil)
+        case .custom:
+            throw ProviderError.unsupportedProvider.with(provider: provider)
+                .with(detail: "custom tokens are signed in at the Firebase surface's accounts:signInWithCustomToken")
         }
     }
 

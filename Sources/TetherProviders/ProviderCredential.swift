@@ -21,6 +21,8 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
     /// An anonymous user: `id` is the id the client keeps (Parse's `authData.anonymous.id`); nil
     /// makes a new anonymous user (`/v1`'s `{}`).
     case anonymous(id: String?)
+    /// A Firebase custom token (`accounts:signInWithCustomToken`), verified by that surface itself.
+    case customToken(String)
 
     /// The provider the credential is for.
     public var provider: ProviderName {
@@ -30,6 +32,7 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
         case .google: .google
         case .password: .password
         case .anonymous: .anonymous
+        case .customToken: .custom
         }
     }
 
@@ -43,6 +46,7 @@ public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
         case .google: .googleIDToken
         case .password: .password
         case .anonymous: .anonymous
+        case .customToken: .customToken
         }
     }
 

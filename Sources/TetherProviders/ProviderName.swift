@@ -10,4 +10,7 @@ public enum ProviderName: String, Sendable, Hashable, CaseIterable, Codable {
     case password
     /// An anonymous user: no credential, or (Parse) an id the client made up and keeps.
     case anonymous
+    /// A uid a developer's backend vouches for with a Firebase custom token; only the Firebase surface
+    /// verifies those (no identity provider takes them).
+    case custom
 }

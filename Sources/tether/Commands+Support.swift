@@ -71,6 +71,25 @@ extension Commands {
         }
     }
 
+    static func firebase(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [])
+        guard options.positionals == ["service-account", "create"] else {
+            throw UsageError("tether firebase takes: service-account create")
+        }
+        let configuration = try loadConfiguration(options)
+        guard let projectID = configuration.firebaseProjectID else {
+            throw CommandFailure("TETHER_FIREBASE_PROJECT_ID is not set: a service account belongs to the Firebase project Tether serves")
+        }
+        try await withDatabase(options, for: "tether firebase") { database in
+            let (email, json) = try await FirebaseServiceAccounts(database: database).create(projectID: projectID)
+            FileHandle.standardError.write(Data("""
+                created service account \(email); its private key is in the JSON below, shown this once (only the public key is kept)
+
+                """.utf8))
+            print(json)
+        }
+    }
+
     static func sweep(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config", "inactive-for"], switchFlags: ["dry-run"])
         guard options.positionals == ["anonymous"] else {

@@ -19,6 +19,7 @@ enum Help {
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
           sweep      erase anonymous users nobody has used for a while
+          firebase   service-account create: a key firebase-admin signs custom tokens with
           help       show this text, or `tether help COMMAND`
 
         Every command takes --config FILE: a JSON object with the same keys as the
@@ -172,6 +173,20 @@ enum Help {
         left alone. --dry-run only counts them. Reads and writes TETHER_DATABASE_URL.
         """
 
+    static let firebase = """
+        Usage: tether firebase service-account create [--config FILE]
+
+        Makes a service account of the Firebase project Tether serves
+        (TETHER_FIREBASE_PROJECT_ID) and prints, on standard output, the JSON that
+        firebase-admin's credentials.Certificate loads: type, project_id,
+        private_key_id, private_key, client_email. The private key is shown this once;
+        Tether keeps only the public key, and accepts custom tokens it signs (RS256,
+        kid = private_key_id, iss = sub = client_email, at most an hour) at
+        accounts:signInWithCustomToken. Save it with
+        `tether firebase service-account create > service-account.json`.
+        Reads and writes TETHER_DATABASE_URL.
+        """
+
     static func text(for command: String) -> String? {
         switch command {
         case "serve": serve
@@ -182,6 +197,7 @@ enum Help {
         case "history": history
         case "admin-keys": adminKeys
         case "sweep": sweep
+        case "firebase": firebase
         case "help": overview
         default: nil
         }

@@ -40,6 +40,7 @@ do {
     case "history": try await Commands.history(rest)
     case "admin-keys": try await Commands.adminKeys(rest)
     case "sweep": try await Commands.sweep(rest)
+    case "firebase": try await Commands.firebase(rest)
     case "--version", "version": print("tether 0.1.0")
     default: fail("unknown command \"\(command)\" (see tether --help)", status: 2)
     }

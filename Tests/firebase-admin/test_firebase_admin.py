@@ -105,6 +105,20 @@ class UserManagement(unittest.TestCase):
 
 
 class Tokens(unittest.TestCase):
+    def test_create_custom_token_signs_the_uid_in_with_its_claims(self):
+        token = auth.create_custom_token("custom-fa-1", {"premium": True, "tier": "gold"})
+        signed_in = client_call("signInWithCustomToken", {"token": token.decode(), "returnSecureToken": True})
+        self.assertTrue(signed_in["isNewUser"])
+        claims = auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+        self.assertEqual(claims["uid"], "custom-fa-1")
+        self.assertTrue(claims["premium"])
+        self.assertEqual(claims["firebase"]["sign_in_provider"], "custom")
+        self.assertEqual(auth.get_user("custom-fa-1").uid, "custom-fa-1")
+        again = client_call("signInWithCustomToken", {"token": auth.create_custom_token("custom-fa-1").decode()})
+        self.assertFalse(again["isNewUser"])
+        with self.assertRaises(ValueError):
+            auth.create_custom_token("custom-fa-1", {"iss": "reserved"})
+
     def test_revoke_refresh_tokens_then_verify_id_token_checks_revocation(self):
         signed_in = client_call("signUp", {"email": "cy@example.com", "password": "cy's password",
                                            "returnSecureToken": True})

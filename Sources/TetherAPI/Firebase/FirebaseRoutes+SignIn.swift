@@ -227,7 +227,8 @@ extension FirebaseRoutes {
         }
         let idToken = try await idTokens.issue(
             rotated.account, localId: Self.localId(of: rotated.account), sessionId: rotated.sessionId, authTime: rotated.authTime,
-            signInProvider: Self.signInProvider(amr: rotated.amr), secondFactor: Self.secondFactor(amr: rotated.amr))
+            signInProvider: Self.signInProvider(amr: rotated.amr), secondFactor: Self.secondFactor(amr: rotated.amr),
+            developerClaims: rotated.account.sessions[rotated.sessionId]?.developerClaims)
         return .object([
             "access_token": .string(idToken), "id_token": .string(idToken), "expires_in": "3600", "token_type": "Bearer",
             "refresh_token": .string(next), "user_id": .string(Self.localId(of: rotated.account)), "project_id": .string(projectID),

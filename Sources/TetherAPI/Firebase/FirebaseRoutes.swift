@@ -20,7 +20,9 @@ public struct FirebaseRoutes: Sendable {
     let accounts: AccountService
     let idTokens: FirebaseIDTokens
     let adminKeys: AdminKeyStore
-    /// Under `tether dev`, `Authorization: Bearer owner` is an admin, as the emulator has it.
+    let serviceAccounts: FirebaseServiceAccounts
+    /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
+    /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
     static let surface = "firebase"
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
@@ -32,6 +34,7 @@ public struct FirebaseRoutes: Sendable {
         self.accounts = commands.accounts
         self.idTokens = FirebaseIDTokens(projectID: projectID, keys: keys)
         self.adminKeys = adminKeys
+        self.serviceAccounts = FirebaseServiceAccounts(database: commands.accounts.database)
         self.acceptsOwner = acceptsOwner
     }
 
@@ -50,6 +53,7 @@ public struct FirebaseRoutes: Sendable {
             ("accounts:lookup", ["getAccountInfo"], lookup),
             ("accounts:update", ["setAccountInfo"], update),
             ("accounts:delete", ["deleteAccount"], delete),
+            ("accounts:signInWithCustomToken", ["verifyCustomToken"], signInWithCustomToken),
         ]
         for (method, aliases, handler) in client {
             router.post("\(v1)/\(method)") { request in try await answer(request, admin: false, handler) }
@@ -172,7 +176,7 @@ public struct FirebaseRoutes: Sendable {
     ) async throws -> [String: JSONValue] {
         let idToken = try await idTokens.issue(
             account, localId: Self.localId(of: account), sessionId: session.id, authTime: Date(), signInProvider: signInProvider,
-            secondFactor: secondFactor)
+            secondFactor: secondFactor, developerClaims: session.developerClaims)
         return ["idToken": .string(idToken), "refreshToken": .string(refreshToken), "expiresIn": "3600", "localId": .string(Self.localId(of: account))]
     }
 

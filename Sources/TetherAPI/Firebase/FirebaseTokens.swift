@@ -43,14 +43,17 @@ struct FirebaseIDTokens: Sendable {
     var issuer: String { "https://securetoken.google.com/\(projectID)" }
 
     /// A token for `account`'s session `sessionId`.
+    ///
+    /// - Parameter developerClaims: the session's own claims (a custom token's), laid over the user's.
     func issue(
         _ account: UserAccount, localId: String, sessionId: UUID, authTime: Date, signInProvider: String, secondFactor: String?,
-        now: Date = Date()
+        developerClaims: String? = nil, now: Date = Date()
     ) async throws -> String {
         let key = try await keys.currentSigningKey()
         let issuedAt = now.timeIntervalSince1970.rounded(.down)
         var claims: JOSEObject = [:]
-        if let custom = account.customClaims, let object = try? JOSEObject(parsing: Array(custom.utf8)) {
+        for custom in [account.customClaims, developerClaims].compactMap({ $0 }) {
+            guard let object = try? JOSEObject(parsing: Array(custom.utf8)) else { continue }
             for (name, value) in object.members where !Self.reservedClaims.contains(name) {
                 claims[name] = value
             }

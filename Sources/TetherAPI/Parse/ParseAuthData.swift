@@ -87,7 +87,7 @@ struct ParseAuthData: Sendable {
             return .google(idToken: try required("id_token"), rawNonce: nonce)
         case .anonymous?:
             return .anonymous(id: try required("id"))
-        case .password?, nil:
+        case .password?, .custom?, nil:
             throw ParseError.unsupported
         }
     }

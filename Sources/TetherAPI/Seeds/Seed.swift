@@ -193,6 +193,8 @@ public struct Seed: Sendable {
             }
         case .apple, .google:
             guard step.token != nil, step.accessToken == nil else { throw fail("\(provider.rawValue) needs token (the claims to mint)") }
+        case .custom:
+            throw fail("custom tokens are not seeded")
         case .anonymous:
             guard step.command == .signIn else { throw fail("an anonymous user is made by sign-in, not linked") }
             guard step.token == nil, step.accessToken == nil else { throw fail("an anonymous sign-in takes no token") }

@@ -126,6 +126,8 @@ public enum AccountEvent: Sendable, Hashable {
         public var installationId: String?
         /// When the session's secret stops working, for secrets that do not rotate (Parse).
         public var expiresAt: Date?
+        /// The session's developer claims (`personal.customClaims`), sealed like personal data.
+        public var personal: PersonalData?
     }
 
     public struct SessionRefreshed: Codable, Sendable, Hashable {

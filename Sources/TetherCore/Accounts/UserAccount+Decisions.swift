@@ -14,6 +14,8 @@ public struct NewSession: Sendable, Hashable {
     public var installationId: String?
     /// When a secret that does not rotate stops working (Parse session tokens); nil for rotating ones.
     public var expiresAt: Date?
+    /// Developer claims for the session's tokens (a Firebase custom token's `claims`, a JSON object's text).
+    public var developerClaims: String?
 
     public init(
         id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens,
@@ -250,7 +252,8 @@ extension UserAccount {
             .sessionStarted(.init(
                 sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: now,
                 amr: session.amr, jkt: session.jkt, secretKind: session.secretKind,
-                installationId: session.installationId, expiresAt: session.expiresAt)),
+                installationId: session.installationId, expiresAt: session.expiresAt,
+                personal: session.developerClaims.map { PersonalData(customClaims: $0) })),
         ]
     }
 }

@@ -27,6 +27,8 @@ public struct UserAccount: Sendable, Hashable {
         public var installationId: String?
         /// When a secret that does not rotate stops working.
         public var expiresAt: Date?
+        /// Developer claims the session's tokens carry (a Firebase custom token's).
+        public var developerClaims: String?
     }
 
     public let id: UUID
@@ -127,7 +129,8 @@ public struct UserAccount: Sendable, Hashable {
             sessions[payload.sessionId] = Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, generation: 0,
                 authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true,
-                secretKind: payload.secretKind, installationId: payload.installationId, expiresAt: payload.expiresAt)
+                secretKind: payload.secretKind, installationId: payload.installationId, expiresAt: payload.expiresAt,
+                developerClaims: payload.personal?.customClaims)
         case .sessionRefreshed(let payload):
             sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash
             sessions[payload.sessionId]?.generation = payload.generation
