@@ -23,6 +23,8 @@ public final class TetherService: Sendable {
     public let passwords: PasswordVerifier
     /// The command layer every surface calls (the `/v1` routes and the seeds).
     public let commands: AccountCommands
+    /// What signs Firebase ID tokens, when the Firebase surface is on.
+    public let firebaseIDTokens: FirebaseIDTokens?
     /// Counters and histograms served at `GET /metrics`.
     public let metrics: MetricsRegistry
     let logger: Logger
@@ -80,9 +82,13 @@ public final class TetherService: Sendable {
         if let projectID = configuration.firebaseProjectID {
             let firebaseKeys = SigningKeyStore(
                 client: database, configuration: .init(maximumTokenLifetime: FirebaseIDTokens.lifetime), algorithm: .rs256)
+            let idTokens = FirebaseIDTokens(projectID: projectID, keys: firebaseKeys)
+            firebaseIDTokens = idTokens
             FirebaseRoutes(
-                projectID: projectID, commands: commands, adminKeys: adminKeys, keys: firebaseKeys, acceptsOwner: development
+                projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, acceptsOwner: development
             ).register(on: &router)
+        } else {
+            firebaseIDTokens = nil
         }
         metrics = MetricsRegistry()
         AdminRoutes(

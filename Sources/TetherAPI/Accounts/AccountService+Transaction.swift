@@ -174,7 +174,7 @@ extension AccountService {
     }
 
     /// The user as their stream says now, read in one round trip (a transaction of its own, under their lock).
-    func read(_ userId: UUID) async throws -> UserAccount {
+    public func read(_ userId: UUID) async throws -> UserAccount {
         try await database.withTransactionJob { transaction in
             let kept = cache.entry(for: userId)
             let rows = try transaction.runAlone(Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID()))

@@ -28,11 +28,11 @@ public struct FirebaseRoutes: Sendable {
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
 
-    public init(projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, keys: SigningKeyStore, acceptsOwner: Bool) {
+    public init(projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, acceptsOwner: Bool) {
         self.projectID = projectID
         self.commands = commands
         self.accounts = commands.accounts
-        self.idTokens = FirebaseIDTokens(projectID: projectID, keys: keys)
+        self.idTokens = idTokens
         self.adminKeys = adminKeys
         self.serviceAccounts = FirebaseServiceAccounts(database: commands.accounts.database)
         self.acceptsOwner = acceptsOwner

@@ -30,10 +30,15 @@ struct FirebaseIDTokenClaims: Sendable {
 /// (`sign_in_second_factor` after a second factor), `provider_id: "anonymous"` for anonymous users, and the
 /// user's developer claims at the top level. `firebase.tether_session` names the session, so a token
 /// stops working when its session ends, whatever its `exp` says.
-struct FirebaseIDTokens: Sendable {
-    let projectID: String
-    let keys: SigningKeyStore
-    static let lifetime: TimeInterval = 3600
+public struct FirebaseIDTokens: Sendable {
+    public let projectID: String
+    public let keys: SigningKeyStore
+    public static let lifetime: TimeInterval = 3600
+
+    public init(projectID: String, keys: SigningKeyStore) {
+        self.projectID = projectID
+        self.keys = keys
+    }
     /// Claim names developers may not set (firebase-admin's list, and the emulator's).
     static let reservedClaims: Set<String> = [
         "acr", "amr", "at_hash", "aud", "auth_time", "azp", "cnf", "c_hash", "exp", "firebase", "iat", "iss", "jti", "nbf", "nonce",
@@ -45,7 +50,7 @@ struct FirebaseIDTokens: Sendable {
     /// A token for `account`'s session `sessionId`.
     ///
     /// - Parameter developerClaims: the session's own claims (a custom token's), laid over the user's.
-    func issue(
+    public func issue(
         _ account: UserAccount, localId: String, sessionId: UUID, authTime: Date, signInProvider: String, secondFactor: String?,
         developerClaims: String? = nil, now: Date = Date()
     ) async throws -> String {
