@@ -85,7 +85,8 @@ public final class TetherService: Sendable {
             let idTokens = FirebaseIDTokens(projectID: projectID, keys: firebaseKeys)
             firebaseIDTokens = idTokens
             FirebaseRoutes(
-                projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, acceptsOwner: development
+                projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
+                acceptsOwner: development
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil

@@ -21,6 +21,8 @@ public struct FirebaseRoutes: Sendable {
     let idTokens: FirebaseIDTokens
     let adminKeys: AdminKeyStore
     let serviceAccounts: FirebaseServiceAccounts
+    /// Sends the SMS codes of phone factors; nil when none is configured.
+    let sms: (any SMSSender)?
     /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
     /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
@@ -28,7 +30,11 @@ public struct FirebaseRoutes: Sendable {
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
 
-    public init(projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, acceptsOwner: Bool) {
+    public init(
+        projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, sms: (any SMSSender)?,
+        acceptsOwner: Bool
+    ) {
+        self.sms = sms
         self.projectID = projectID
         self.commands = commands
         self.accounts = commands.accounts
@@ -73,6 +79,7 @@ public struct FirebaseRoutes: Sendable {
             router.add(method, "\(v1)/projects/{projectId}/\(path)") { request in try await answer(request, admin: true, handler) }
         }
         router.post("/securetoken.googleapis.com/v1/token") { request in try await answer(request, admin: false, refresh) }
+        registerMFA(on: &router)
         registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
     }
 
@@ -82,7 +89,7 @@ public struct FirebaseRoutes: Sendable {
     ///
     /// - Parameter admin: whether the route is an admin form (`projects/{pid}/…`), which needs an admin
     ///   credential; client routes take one too (firebase-admin's calls), which lifts them to the admin form.
-    private func answer(
+    func answer(
         _ request: HTTPRequest, admin requiresAdmin: Bool, _ handler: (FirebaseRequest) async throws -> JSONValue
     ) async throws -> HTTPResponse {
         do {

@@ -161,6 +161,14 @@ extension UserAccount {
         return events + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }
 
+    /// Opens `session` for a user who proved a live session a moment ago (a Firebase second-factor
+    /// enrolment or withdrawal answers new tokens: the SDKs replace the user's with them).
+    public func reissue(_ session: NewSession, provider: String, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        return starting(session, provider: provider, outcome: "reissued", now: now)
+    }
+
     /// Removes a provider; the last way to sign in may only be removed by an admin.
     public func unlink(provider: String, byAdmin: Bool) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }

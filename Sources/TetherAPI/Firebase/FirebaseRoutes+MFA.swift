@@ -1,0 +1,135 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+
+/// The v2 second-factor routes (`/identitytoolkit.googleapis.com/v2/accounts/mfaEnrollment:*` and
+/// `mfaSignIn:*`) for phone and TOTP factors, over the same factors as `/v1/users/me/mfa` (SEMANTICS §2,
+/// WIRE-FACTS §6e).
+extension FirebaseRoutes {
+    static let identityPlatform = "/identitytoolkit.googleapis.com/v2"
+
+    func registerMFA(on router: inout Router) {
+        let routes: [(String, @Sendable (FirebaseRequest) async throws -> JSONValue)] = [
+            ("accounts/mfaEnrollment:start", startEnrollment),
+            ("accounts/mfaEnrollment:finalize", finalizeEnrollment),
+            ("accounts/mfaEnrollment:withdraw", withdrawEnrollment),
+            ("accounts/mfaSignIn:start", startSignIn),
+            ("accounts/mfaSignIn:finalize", finalizeSignIn),
+        ]
+        for (path, handler) in routes {
+            router.post("\(Self.identityPlatform)/\(path)") { request in try await answer(request, admin: false, handler) }
+        }
+    }
+
+    /// A nested object of the body (`phoneEnrollmentInfo`, `totpVerificationInfo`, …), if present.
+    private func nested(_ body: FirebaseBody, _ name: String) throws(FirebaseError) -> FirebaseBody? {
+        switch body.members[name] {
+        case nil, .null?: return nil
+        case .object(let members)?: return FirebaseBody(members: members)
+        default: throw FirebaseError("INVALID_ARGUMENT", "\(name) must be an object.")
+        }
+    }
+
+    private func factorId(_ text: String?) throws(FirebaseError) -> UUID {
+        guard let text, let id = UUID(uuidString: text) else { throw FirebaseError("MFA_ENROLLMENT_NOT_FOUND") }
+        return id
+    }
+
+    /// `mfaEnrollment:start`: a phone factor texts its code (`phoneSessionInfo.sessionInfo` names it); a TOTP
+    /// factor answers its secret (`totpSessionInfo`). Needs a sign-in of the last 5 minutes.
+    func startEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
+        let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        let context = context(request, user: account.id)
+        if let phone = try nested(request.body, "phoneEnrollmentInfo") {
+            guard let number = try phone.string("phoneNumber"), !number.isEmpty else { throw FirebaseError("INVALID_PHONE_NUMBER") }
+            guard let sms = sms else { throw FirebaseError("OPERATION_NOT_ALLOWED", "This server sends no SMS.") }
+            let factorId = try await accounts.enrolPhone(
+                userId: account.id, authTime: claims.authTime, phoneNumber: number, displayName: nil, sms: sms, context: context)
+            return .object(["phoneSessionInfo": .object(["sessionInfo": .string(factorId.uuidString.lowercased())])])
+        }
+        guard try nested(request.body, "totpEnrollmentInfo") != nil else {
+            throw FirebaseError("INVALID_ARGUMENT", "Send phoneEnrollmentInfo or totpEnrollmentInfo.")
+        }
+        let enrolment = try await accounts.enrolTOTP(userId: account.id, authTime: claims.authTime, displayName: nil, context: context)
+        return .object(["totpSessionInfo": .object([
+            "sharedSecretKey": .string(enrolment.secret), "verificationCodeLength": 6, "hashingAlgorithm": "SHA1", "periodSec": 30,
+            "sessionInfo": .string(enrolment.factorId.uuidString.lowercased()),
+            "finalizeEnrollmentTime": .string(ISO8601Milliseconds.format(Date().addingTimeInterval(600))),
+        ])])
+    }
+
+    /// `mfaEnrollment:finalize`: the first code confirms the factor; the answer is new tokens, which the SDKs
+    /// put in place of the user's.
+    func finalizeEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
+        let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        let (type, info) = try nested(request.body, "phoneVerificationInfo").map { (MFAFactorType.phone, $0) }
+            ?? nested(request.body, "totpVerificationInfo").map { (MFAFactorType.totp, $0) }
+            ?? { throw FirebaseError("INVALID_ARGUMENT", "Send phoneVerificationInfo or totpVerificationInfo.") }()
+        let factorId = try factorId(try info.string("sessionInfo"))
+        guard let code = try info.string(type == .phone ? "code" : "verificationCode"), !code.isEmpty else {
+            throw FirebaseError("MISSING_CODE")
+        }
+        _ = try await accounts.confirmFactor(userId: account.id, factorId: factorId, type: type, code: code, context: context(request, user: account.id))
+        return try await reissued(account.id, claims: claims, request)
+    }
+
+    /// `mfaEnrollment:withdraw`: removes a factor (needs a recent sign-in); new tokens again.
+    func withdrawEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
+        let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        let factorId = try factorId(try request.body.string("mfaEnrollmentId"))
+        try await accounts.removeFactor(userId: account.id, factorId: factorId, authTime: claims.authTime, context: context(request, user: account.id))
+        return try await reissued(account.id, claims: claims, request)
+    }
+
+    /// New tokens for the user of `claims`, who just proved a live session: a new session of the same sign-in method.
+    private func reissued(_ userId: UUID, claims: FirebaseIDTokenClaims, _ request: FirebaseRequest) async throws -> JSONValue {
+        let provider = FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
+        let (session, refreshToken) = newSession(provider: provider)
+        let account = try await accounts.reissue(userId: userId, session: session, provider: provider, context: context(request, user: userId))
+        return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: claims.signInProvider))
+    }
+
+    /// `mfaSignIn:start` (phone only): texts the code of the pending sign-in.
+    func startSignIn(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard let credential = try request.body.string("mfaPendingCredential"), !credential.isEmpty else {
+            throw FirebaseError("MISSING_MFA_PENDING_CREDENTIAL")
+        }
+        let pending = try await commands.pendingCredentials.read(credential)
+        let factorId = try factorId(try request.body.string("mfaEnrollmentId"))
+        _ = try await accounts.sendChallengeCode(
+            userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, presentedJKT: nil, sms: sms,
+            context: context(request, user: pending.userId))
+        return .object(["phoneResponseInfo": .object(["sessionInfo": .string(factorId.uuidString.lowercased())])])
+    }
+
+    /// `mfaSignIn:finalize`: the phone code (`phoneVerificationInfo`) or a TOTP code (`mfaEnrollmentId` and
+    /// `totpVerificationInfo`) completes the sign-in; the answer is its tokens.
+    func finalizeSignIn(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard let credential = try request.body.string("mfaPendingCredential"), !credential.isEmpty else {
+            throw FirebaseError("MISSING_MFA_PENDING_CREDENTIAL")
+        }
+        let pending = try await commands.pendingCredentials.read(credential)
+        let factorId: UUID
+        let code: String?
+        if let phone = try nested(request.body, "phoneVerificationInfo") {
+            factorId = try self.factorId(try phone.string("sessionInfo"))
+            code = try phone.string("code")
+        } else if let totp = try nested(request.body, "totpVerificationInfo") {
+            factorId = try self.factorId(try request.body.string("mfaEnrollmentId"))
+            code = try totp.string("verificationCode")
+        } else {
+            throw FirebaseError("INVALID_ARGUMENT", "Send phoneVerificationInfo, or mfaEnrollmentId and totpVerificationInfo.")
+        }
+        guard let code, !code.isEmpty else { throw FirebaseError("MISSING_CODE") }
+        let (session, refreshToken) = newSession(provider: "mfa")
+        let started = try await accounts.verifyChallenge(
+            userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, code: code, recoveryCode: nil, session: session,
+            context: context(request, user: pending.userId))
+        var completed = session
+        completed.amr = started.amr
+        let account = try await accounts.read(pending.userId)
+        return .object(try await tokens(
+            account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr),
+            secondFactor: Self.secondFactor(amr: started.amr)))
+    }
+}

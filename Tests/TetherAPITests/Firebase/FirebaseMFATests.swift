@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import TetherCore
+import TetherCrypto
+import TetherTesting
+
+/// The v2 second-factor routes as the Firebase SDKs call them (WIRE-FACTS §6e).
+@Suite("Firebase surface: v2 second factors")
+struct FirebaseMFATests {
+    private func v2(_ firebase: FirebaseApp, _ method: String, _ body: JSONValue) async throws -> FirebaseAnswer {
+        FirebaseAnswer(try await firebase.app.client.post("/identitytoolkit.googleapis.com/v2/accounts/\(method)?key=k", json: body))
+    }
+
+    @Test func totpEnrolmentThenASignInFinishedWithTheCode() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "tia@example.com", "password": "tia's password"]))
+            let idToken = try #require(signUp.string("idToken"))
+            let start = try await v2(firebase, "mfaEnrollment:start", .object(["idToken": .string(idToken), "totpEnrollmentInfo": .object([:])]))
+            #expect(start.status == 200, "\(start.text)")
+            guard case .object(let info)? = start.body["totpSessionInfo"], case .string(let secret)? = info["sharedSecretKey"],
+                  case .string(let sessionInfo)? = info["sessionInfo"] else { Issue.record("\(start.text)"); return }
+            #expect(info["verificationCodeLength"] == .int(6) && info["periodSec"] == .int(30))
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            let wrong = try await v2(firebase, "mfaEnrollment:finalize", .object([
+                "idToken": .string(idToken), "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": "000000" == totp.code(at: Date()) ? "111111" : "000000"]),
+            ]))
+            #expect(wrong.errorMessage?.hasPrefix("INVALID_CODE") == true, "\(wrong.text)")
+            let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
+                "idToken": .string(idToken), "displayName": "Authenticator",
+                "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": .string(totp.code(at: Date()))]),
+            ]))
+            #expect(finalized.status == 200, "\(finalized.text)")
+            #expect(finalized.string("idToken") != nil && finalized.string("refreshToken") != nil)
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(finalized.string("idToken")!)]))
+            guard case .array(let mfaInfo)? = lookup.users.first?["mfaInfo"], case .object(let factor)? = mfaInfo.first else {
+                Issue.record("\(lookup.text)"); return
+            }
+            #expect(factor["totpInfo"] == .object([:]))
+            guard case .string(let enrollmentId)? = factor["mfaEnrollmentId"] else { Issue.record("no enrollment id"); return }
+
+            let first = try await firebase.call("accounts:signInWithPassword", .object(["email": "tia@example.com", "password": "tia's password"]))
+            #expect(first.status == 200)
+            #expect(first.body["idToken"] == nil)
+            let pending = try #require(first.string("mfaPendingCredential"))
+            #expect(try await v2(firebase, "mfaSignIn:finalize", .object(["totpVerificationInfo": .object(["verificationCode": "123456"])])).errorMessage
+                    == "MISSING_MFA_PENDING_CREDENTIAL")
+            #expect(try await v2(firebase, "mfaSignIn:finalize", .object([
+                "mfaPendingCredential": "forged", "mfaEnrollmentId": .string(enrollmentId), "totpVerificationInfo": .object(["verificationCode": "123456"]),
+            ])).errorMessage?.hasPrefix("INVALID_MFA_PENDING_CREDENTIAL") == true)
+            let done = try await v2(firebase, "mfaSignIn:finalize", .object([
+                "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(enrollmentId),
+                "totpVerificationInfo": .object(["verificationCode": .string(totp.code(at: Date().addingTimeInterval(30)))]),
+            ]))
+            #expect(done.status == 200, "\(done.text)")
+            guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(fb["sign_in_second_factor"] == "totp")
+            #expect(fb["sign_in_provider"] == "password")
+            #expect(try await firebase.refresh(done.string("refreshToken")!).status == 200)
+        }
+    }
+
+    @Test func phoneEnrolmentThenAnIdPSignInFinishedWithTheTextedCodeAndWithdrawal() async throws {
+        try await FirebaseApp.run { firebase in
+            let signIn = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
+            let idToken = try #require(signIn.string("idToken"))
+            let phone = "+15555550177"
+            let start = try await v2(firebase, "mfaEnrollment:start", .object([
+                "idToken": .string(idToken), "phoneEnrollmentInfo": .object(["phoneNumber": .string(phone)]),
+            ]))
+            guard case .object(let info)? = start.body["phoneSessionInfo"], case .string(let sessionInfo)? = info["sessionInfo"] else {
+                Issue.record("\(start.text)"); return
+            }
+            let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
+                "idToken": .string(idToken),
+                "phoneVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "code": .string(try await firebase.app.smsCode(to: phone))]),
+            ]))
+            #expect(finalized.status == 200, "\(finalized.text)")
+
+            let again = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
+            let pending = try #require(again.string("mfaPendingCredential"))
+            guard case .array(let hints)? = again.body["mfaInfo"], case .object(let hint)? = hints.first,
+                  case .string(let enrollmentId)? = hint["mfaEnrollmentId"] else { Issue.record("\(again.text)"); return }
+            #expect(hint["phoneInfo"] == .string("+*******0177"))
+            let sent = try await v2(firebase, "mfaSignIn:start", .object([
+                "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(enrollmentId),
+                "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
+            ]))
+            guard case .object(let response)? = sent.body["phoneResponseInfo"], case .string(let challenge)? = response["sessionInfo"] else {
+                Issue.record("\(sent.text)"); return
+            }
+            let done = try await v2(firebase, "mfaSignIn:finalize", .object([
+                "mfaPendingCredential": .string(pending),
+                "phoneVerificationInfo": .object(["sessionInfo": .string(challenge), "code": .string(try await firebase.app.smsCode(to: phone))]),
+            ]))
+            #expect(done.status == 200, "\(done.text)")
+            guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(fb["sign_in_second_factor"] == "phone")
+
+            let withdrawn = try await v2(firebase, "mfaEnrollment:withdraw", .object([
+                "idToken": .string(try #require(done.string("idToken"))), "mfaEnrollmentId": .string(enrollmentId),
+            ]))
+            #expect(withdrawn.status == 200, "\(withdrawn.text)")
+            #expect(withdrawn.string("idToken") != nil && withdrawn.string("refreshToken") != nil)
+            let plain = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
+            #expect(plain.string("idToken") != nil, "no second factor any more: \(plain.text)")
+        }
+    }
+}
