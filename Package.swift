@@ -14,9 +14,10 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CLibCrypt", pkgConfig: "libcrypt", providers: [.apt(["libcrypt-dev"])]),
 
         .target(name: "TetherCore"),
-        .target(name: "TetherCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "TetherCrypto", dependencies: ["COpenSSL", "CLibCrypt"]),
         .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "TetherCore"]),

@@ -46,6 +46,13 @@ enum OpenSSL {
         }
         return mac
     }()
+    nonisolated(unsafe) static let aes256CTR: OpaquePointer = {
+        guard let cipher = EVP_CIPHER_fetch(nil, "AES-256-CTR", nil) else {
+            fatalError("OpenSSL default provider has no AES-256-CTR: \(failure(.operationFailed, "EVP_CIPHER_fetch"))")
+        }
+        return cipher
+    }()
+
     nonisolated(unsafe) static let aes256GCM: OpaquePointer = {
         guard let cipher = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) else {
             fatalError("OpenSSL default provider has no AES-256-GCM: \(failure(.operationFailed, "EVP_CIPHER_fetch"))")

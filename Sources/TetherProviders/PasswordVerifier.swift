@@ -35,7 +35,11 @@ public struct PasswordVerifier: Sendable {
     /// - Throws: `invalid_credential` (`password`) when it does not match;
     ///   ``CryptoError`` when `storedHash` is not a hash the hasher reads (a storage fault, not the user's).
     public func verify(_ password: String, storedHash: String) throws {
-        guard try hasher.verify(Self.bytes(password), against: storedHash) else { throw Self.mismatch }
+        // A hash imported from another system is checked as that system hashed: the password's own UTF-8.
+        let matches = ImportedPasswordHash.isImported(storedHash)
+            ? try ImportedPasswordHash.verify(Array(password.utf8), against: storedHash)
+            : try hasher.verify(Self.bytes(password), against: storedHash)
+        guard matches else { throw Self.mismatch }
     }
 
     /// Does the work of ``verify(_:storedHash:)`` for an email without an account, then fails the same way.
@@ -47,7 +51,7 @@ public struct PasswordVerifier: Sendable {
 
     /// Whether `storedHash` should be replaced by a fresh ``hash(_:)`` after a successful sign-in.
     public func needsRehash(_ storedHash: String) -> Bool {
-        hasher.needsRehash(storedHash)
+        ImportedPasswordHash.isImported(storedHash) || hasher.needsRehash(storedHash)
     }
 
     private static let mismatch = ProviderError.invalidCredential(.password)

@@ -6,10 +6,12 @@ Run by Tests/TetherAPITests/Firebase/FirebaseAdminSDKTests.swift, which starts a
   TETHER_FIREBASE_PROJECT_ID   the project it serves
 Every call goes through the SDK's own request building and response parsing.
 """
+import base64
 import json
 import os
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import firebase_admin
@@ -102,6 +104,44 @@ class UserManagement(unittest.TestCase):
         self.assertEqual(result.failure_count, 0)
         with self.assertRaises(auth.UserNotFoundError):
             auth.get_user("list-3")
+
+
+class Imports(unittest.TestCase):
+    # The example of Firebase's own scrypt utility (firebase/scrypt): project parameters, a user's salt and hash.
+    SIGNER_KEY = "jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA=="
+    SALT = "42xEC+ixf3L2lw=="
+    HASH = "lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ=="
+
+    def test_import_users_with_scrypt_and_bcrypt_hashes_then_sign_in(self):
+        scrypt = auth.UserImportHash.scrypt(key=base64.b64decode(self.SIGNER_KEY), rounds=8, memory_cost=14,
+                                            salt_separator=base64.b64decode("Bw=="))
+        result = auth.import_users([
+            auth.ImportUserRecord(uid="imported-scrypt", email="imp1@example.com", display_name="Imp One",
+                                  password_hash=base64.b64decode(self.HASH), password_salt=base64.b64decode(self.SALT),
+                                  provider_data=[auth.UserProvider(uid="g-imp-1", provider_id="google.com")]),
+        ], hash_alg=scrypt)
+        self.assertEqual((result.success_count, result.failure_count), (1, 0), [e.reason for e in result.errors])
+        signed_in = client_call("signInWithPassword", {"email": "imp1@example.com", "password": "user1password"})
+        self.assertEqual(signed_in["localId"], "imported-scrypt")
+        imported = auth.get_user("imported-scrypt")
+        self.assertEqual(sorted(p.provider_id for p in imported.provider_data), ["google.com", "password"])
+
+        # From the crypt_blowfish test vectors (Solar Designer).
+        bcrypt = auth.import_users([
+            auth.ImportUserRecord(uid="imported-bcrypt", email="imp2@example.com",
+                                  password_hash=b"$2a$05$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW"),
+            auth.ImportUserRecord(uid="imported-scrypt", email="imp3@example.com"),
+        ], hash_alg=auth.UserImportHash.bcrypt())
+        self.assertEqual((bcrypt.success_count, bcrypt.failure_count), (1, 1))
+        self.assertEqual(bcrypt.errors[0].index, 1)
+        self.assertEqual(client_call("signInWithPassword", {"email": "imp2@example.com", "password": "U*U"})["localId"],
+                         "imported-bcrypt")
+        request = urllib.request.Request(
+            f"http://{HOST}/identitytoolkit.googleapis.com/v1/accounts:signInWithPassword?key=k",
+            data=json.dumps({"email": "imp2@example.com", "password": "U*V"}).encode(),
+            headers={"Content-Type": "application/json"}, method="POST")
+        with self.assertRaises(urllib.error.HTTPError):
+            urllib.request.urlopen(request)
 
 
 class Tokens(unittest.TestCase):

@@ -16,12 +16,19 @@ extension AccountService {
                 if let uid = profile.customUID {
                     reads.append("SELECT user_id FROM identities WHERE provider = \(UserAccount.customProvider) AND provider_uid = \(uid)")
                 }
+                let identities = reads.count
+                for identity in profile.identities {
+                    reads.append("SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)")
+                }
                 if let normalized, exclusive {
                     reads.append(Self.lockEmail(normalized))
                     reads.append(Self.userWithEmail(normalized))
                 }
                 let rows = try transaction.begin(reads)
                 if profile.customUID != nil, !rows[1].isEmpty { throw AccountError.credentialAlreadyInUse }
+                if rows[identities..<(identities + profile.identities.count)].contains(where: { !$0.isEmpty }) {
+                    throw AccountError.credentialAlreadyInUse
+                }
                 if normalized != nil, exclusive, !(rows.last?.isEmpty ?? true) { throw AccountError.emailAlreadyInUse }
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
                 let unknown = Unknown(now: try rows[0][0].decode("now"), transactionId: try rows[0][0].decode("tx"))

@@ -73,6 +73,7 @@ public struct FirebaseRoutes: Sendable {
             ("POST", "accounts:update", update),
             ("POST", "accounts:delete", delete),
             ("POST", "accounts:batchDelete", batchDelete),
+            ("POST", "accounts:batchCreate", batchCreate),
             ("GET", "accounts:batchGet", batchGet),
         ]
         for (method, path, handler) in admin {

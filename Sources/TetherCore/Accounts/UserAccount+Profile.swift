@@ -11,6 +11,10 @@ public struct NewUserProfile: Sendable, Hashable {
     /// The password's hash, for a user with an email.
     public var passwordHash: String?
     public var isDisabled: Bool
+    /// Provider identities the user arrives with (an import's `providerUserInfo`).
+    public var identities: [ExternalIdentity] = []
+    /// Developer claims (a JSON object's text).
+    public var customClaims: String?
 
     public init(
         email: String? = nil, isEmailVerified: Bool = false, displayName: String? = nil, photoURL: String? = nil,
@@ -46,6 +50,14 @@ extension UserAccount {
                 provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: profile.isEmailVerified,
                 personal: PersonalData(email: email))))
             events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        }
+        for identity in profile.identities {
+            events.append(.identityLinked(.init(
+                provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified,
+                personal: PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL))))
+        }
+        if let claims = profile.customClaims, claims != "{}" {
+            events.append(.customClaimsSet(.init(personal: PersonalData(customClaims: claims))))
         }
         if profile.isDisabled {
             events.append(.userDisabled(.init(reason: "created disabled")))
