@@ -118,6 +118,12 @@ public enum AccountProjection {
                                           ELSE \(payload.emailVerified)::boolean AND email IS NOT NULL END
                 WHERE id = \(userId)
                 """)
+        case .emailChanged(let payload):
+            sql.append("""
+                UPDATE users SET email = \(payload.personal.email), email_normalized = \(payload.personal.email.map(ExternalIdentity.normalize)),
+                    email_verified = \(payload.emailVerified && payload.personal.email != nil)
+                WHERE id = \(userId)
+                """)
         case .customClaimsSet(let payload):
             let claims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
             sql.append("UPDATE users SET custom_claims = \(claims) WHERE id = \(userId)")

@@ -59,6 +59,15 @@ class UserManagement(unittest.TestCase):
         self.assertIsNone(cleared.photo_url)
         self.assertFalse(cleared.disabled)
 
+        moved = auth.update_user("fa-user-1", email="ada.l@example.com")
+        self.assertEqual(moved.email, "ada.l@example.com")
+        self.assertEqual(client_call("signInWithPassword", {"email": "ada.l@example.com", "password": "ada's password"})["localId"],
+                         "fa-user-1")
+        auth.create_user(uid="fa-user-2", email="grace@example.com")
+        with self.assertRaises(auth.EmailAlreadyExistsError):
+            auth.update_user("fa-user-1", email="grace@example.com")
+        auth.delete_user("fa-user-2")
+
         auth.set_custom_user_claims("fa-user-1", {"admin": True, "level": 3})
         self.assertEqual(auth.get_user("fa-user-1").custom_claims, {"admin": True, "level": 3})
         auth.set_custom_user_claims("fa-user-1", None)

@@ -86,8 +86,12 @@ extension FirebaseRoutes {
             guard let provider = FirebaseProviders.tetherName(providerId) else { throw FirebaseError("INVALID_PROVIDER_ID", providerId) }
             unlinks.append(provider)
         }
-        if let email = try body.string("email"), ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
-            throw FirebaseError("OPERATION_NOT_ALLOWED", "Tether's Firebase surface does not change email addresses yet.")
+        var newEmail: String?
+        if let email = try body.string("email"), email != account.email {
+            // A client proves a new address first (verifyBeforeUpdateEmail, with the email flows); an admin sets it.
+            guard isAdmin else { throw FirebaseError("EMAIL_CHANGE_NEEDS_VERIFICATION") }
+            guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
+            newEmail = email
         }
         let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince"].filter { body.members[$0] != nil }
         if !isAdmin, !adminOnly.isEmpty { throw FirebaseError.insufficientPermission }
@@ -98,6 +102,14 @@ extension FirebaseRoutes {
         if let password { do { try commands.checkPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) } }
 
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
+        if let newEmail {
+            do {
+                account = try await accounts.changeEmail(
+                    userId: userId, to: newEmail, verified: emailVerified ?? false, context: context(request, user: userId))
+            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                throw FirebaseError.emailExists
+            }
+        }
         if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
             account = try await accounts.updateProfile(
                 userId: userId, displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified,

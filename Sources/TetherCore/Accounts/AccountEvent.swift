@@ -73,6 +73,8 @@ public enum AccountEvent: Sendable, Hashable {
     case profileUpdated(ProfileUpdated)
     /// The developer claims that go into the user's Firebase ID tokens were replaced.
     case customClaimsSet(CustomClaimsSet)
+    /// An admin set the user's email address (a password identity moves to it in the same command).
+    case emailChanged(EmailChanged)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -167,6 +169,12 @@ public enum AccountEvent: Sendable, Hashable {
         }
     }
 
+    public struct EmailChanged: Codable, Sendable, Hashable {
+        /// `personal.email`: the new address.
+        public var personal: PersonalData
+        public var emailVerified: Bool
+    }
+
     public struct CustomClaimsSet: Codable, Sendable, Hashable {
         /// `personal.customClaims`: the claims' JSON object; `{}` clears them.
         public var personal: PersonalData
@@ -201,6 +209,7 @@ public enum AccountEvent: Sendable, Hashable {
         case .mfaChallengeEnded: "MFAChallengeEnded"
         case .profileUpdated: "ProfileUpdated"
         case .customClaimsSet: "CustomClaimsSet"
+        case .emailChanged: "EmailChanged"
         }
     }
 }
@@ -277,6 +286,7 @@ public enum AccountEventCodec {
         case .mfaChallengeEnded(let payload): data = try encoder.encode(payload)
         case .profileUpdated(let payload): data = try encoder.encode(payload)
         case .customClaimsSet(let payload): data = try encoder.encode(payload)
+        case .emailChanged(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
@@ -313,6 +323,7 @@ public enum AccountEventCodec {
         case "MFAChallengeEnded": return .mfaChallengeEnded(try decoder.decode(AccountEvent.MFAChallengeEnded.self, from: data))
         case "ProfileUpdated": return .profileUpdated(try decoder.decode(AccountEvent.ProfileUpdated.self, from: data))
         case "CustomClaimsSet": return .customClaimsSet(try decoder.decode(AccountEvent.CustomClaimsSet.self, from: data))
+        case "EmailChanged": return .emailChanged(try decoder.decode(AccountEvent.EmailChanged.self, from: data))
         default: return nil
         }
     }

@@ -81,6 +81,23 @@ extension UserAccount {
             cleared: cleared.sorted(), emailVerified: changesVerification ? emailVerified : nil))]
     }
 
+    /// An admin sets the email address: a password identity moves to the new address (same password), in
+    /// the same command. Nothing when the address and its verification are unchanged.
+    public func changeEmail(to newEmail: String, verified: Bool) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        let normalized = ExternalIdentity.normalize(newEmail)
+        guard normalized != email.map(ExternalIdentity.normalize) || newEmail != email || verified != isEmailVerified else { return [] }
+        var events: [AccountEvent] = [.emailChanged(.init(personal: PersonalData(email: newEmail), emailVerified: verified))]
+        if let password = identities["password"], password.uid != normalized {
+            guard let passwordHash else { throw .invalidRequest("The password identity has no password.") }
+            events.append(.identityUnlinked(.init(provider: "password", uid: password.uid, reason: "email_changed")))
+            events.append(.identityLinked(.init(
+                provider: "password", uid: normalized, emailVerified: verified, personal: PersonalData(email: newEmail))))
+            events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        }
+        return events
+    }
+
     /// Replaces the developer claims (`{}` clears them).
     public func setCustomClaims(_ json: String) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }

@@ -92,7 +92,7 @@ public struct UserAccount: Sendable, Hashable {
     public mutating func apply(_ event: AccountEvent, at date: Date) {
         switch event {
         case .userRegistered, .identityLinked, .identityUnlinked, .emailVerified, .passwordSet, .userDisabled, .userEnabled,
-             .userErased, .mfaFactorConfirmed, .mfaFactorRemoved, .profileUpdated, .customClaimsSet:
+             .userErased, .mfaFactorConfirmed, .mfaFactorRemoved, .profileUpdated, .customClaimsSet, .emailChanged:
             updatedAt = date
         default:
             break
@@ -163,6 +163,9 @@ public struct UserAccount: Sendable, Hashable {
             if let verified = payload.emailVerified { isEmailVerified = verified && email != nil }
         case .customClaimsSet(let payload):
             customClaims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
+        case .emailChanged(let payload):
+            email = payload.personal.email
+            isEmailVerified = payload.emailVerified && payload.personal.email != nil
         case .mfaFactorEnrolled, .mfaFactorConfirmed, .mfaFactorRemoved, .mfaRecoveryCodesIssued, .mfaChallengeIssued,
              .mfaCodeSent, .mfaCodeDeliveryFailed, .mfaCodeAccepted, .mfaCodeRejected, .mfaRecoveryCodeUsed, .mfaChallengeEnded:
             mfa.apply(event, at: date)
