@@ -39,9 +39,12 @@ extension FirebaseRoutes {
     /// factor answers its secret (`totpSessionInfo`). Needs a sign-in of the last 5 minutes.
     func startEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        // A second factor guards a first one: an anonymous user has none to guard.
+        guard !account.isAnonymous else { throw FirebaseError("UNSUPPORTED_FIRST_FACTOR") }
         let context = context(request, user: account.id)
         if let phone = try nested(request.body, "phoneEnrollmentInfo") {
             guard let number = try phone.string("phoneNumber"), !number.isEmpty else { throw FirebaseError("INVALID_PHONE_NUMBER") }
+            if account.mfa.confirmedFactors.contains(where: { $0.phoneNumber == number }) { throw FirebaseError("SECOND_FACTOR_EXISTS") }
             guard let sms = sms else { throw FirebaseError("OPERATION_NOT_ALLOWED", "This server sends no SMS.") }
             let factorId = try await accounts.enrolPhone(
                 userId: account.id, authTime: claims.authTime, phoneNumber: number, displayName: nil, sms: sms, context: context)

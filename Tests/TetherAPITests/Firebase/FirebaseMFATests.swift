@@ -76,6 +76,15 @@ struct FirebaseMFATests {
             ]))
             #expect(finalized.status == 200, "\(finalized.text)")
 
+            let twice = try await v2(firebase, "mfaEnrollment:start", .object([
+                "idToken": .string(try #require(finalized.string("idToken"))), "phoneEnrollmentInfo": .object(["phoneNumber": .string(phone)]),
+            ]))
+            #expect(twice.errorMessage == "SECOND_FACTOR_EXISTS")
+            let anonymous = try await firebase.call("accounts:signUp", .object([:]))
+            #expect(try await v2(firebase, "mfaEnrollment:start", .object([
+                "idToken": .string(try #require(anonymous.string("idToken"))), "totpEnrollmentInfo": .object([:]),
+            ])).errorMessage == "UNSUPPORTED_FIRST_FACTOR")
+
             let again = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
             let pending = try #require(again.string("mfaPendingCredential"))
             guard case .array(let hints)? = again.body["mfaInfo"], case .object(let hint)? = hints.first,

@@ -106,6 +106,23 @@ struct FirebaseWireTests {
         }
     }
 
+    @Test func aTrustedProviderTakesOverAnUnverifiedPasswordAccountOfItsEmail() async throws {
+        try await FirebaseApp.run { firebase in
+            let owner = try await firebase.call("accounts:signUp", .object(["email": "zoe@gmail.com", "password": "zoe's password"]))
+            let ownerRefresh = try #require(owner.string("refreshToken"))
+            let google = try await firebase.app.google("google-zoe", email: "zoe@gmail.com")
+            let token = try firebase.app.token("idToken", of: google)
+            let takeover = try await firebase.signInWithIdp("providerId=google.com&id_token=\(token)")
+            #expect(takeover.status == 200, "\(takeover.text)")
+            #expect(takeover.string("localId") == owner.string("localId"))
+            #expect(takeover.body["isNewUser"] == nil && takeover.body["needConfirmation"] == nil)
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(try #require(takeover.string("idToken")))]))
+            #expect(lookup.users.first?["emailVerified"] == .bool(true))
+            #expect(lookup.users.first?["passwordHash"] == nil, "the unverified password was dropped")
+            #expect(try await firebase.refresh(ownerRefresh).errorMessage == "TOKEN_EXPIRED", "earlier sessions were revoked")
+        }
+    }
+
     @Test func passwordSignInAndItsErrors() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "bea@example.com", "password": "bea's password"]))
