@@ -10,7 +10,7 @@ import Foundation
 ///   base64 parts): Firebase's modified scrypt. The key is scrypt(password, salt ‖ separator, N = 2^mem_cost,
 ///   r = rounds, p = 1), 64 bytes; its first 32 key AES-256-CTR with a zero counter block over the
 ///   project's signer key, and the result is the hash.
-/// - `$2a$`, `$2b$`, `$2y$` bcrypt strings, checked by libxcrypt's `crypt_r`.
+/// - `$2a$`, `$2b$`, `$2y$` bcrypt strings of cost 4 to 12, checked by libxcrypt's `crypt_r`.
 public enum ImportedPasswordHash {
     static let firebasePrefix = "$firebase-scrypt$"
 
@@ -32,7 +32,9 @@ public enum ImportedPasswordHash {
 
     /// A bcrypt string as crypt(3) writes it, checked for shape.
     public static func bcrypt(_ text: String) throws -> String {
-        guard isBcrypt(text) else { throw CryptoError.invalidInput.with(detail: "not a bcrypt hash ($2a$, $2b$ or $2y$, cost, 53 characters)") }
+        guard isBcrypt(text) else {
+            throw CryptoError.invalidInput.with(detail: "not a bcrypt hash of cost 4 to 12 ($2a$, $2b$ or $2y$, cost, 53 characters)")
+        }
         return text
     }
 
@@ -44,7 +46,8 @@ public enum ImportedPasswordHash {
     }
 
     private static func isBcrypt(_ text: String) -> Bool {
-        text.wholeMatch(of: /\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[.\/A-Za-z0-9]{53}/) != nil
+        // Costs above 12 are refused: one sign-in attempt must not take a core for seconds.
+        text.wholeMatch(of: /\$2[aby]\$(0[4-9]|1[0-2])\$[.\/A-Za-z0-9]{53}/) != nil
     }
 
     private static func verifyFirebaseScrypt(_ password: [UInt8], _ storedHash: String) throws -> Bool {

@@ -47,7 +47,7 @@ public struct HTTPRequest: Sendable {
         let rawSegments = rawPath.split(separator: "/")
         self.pathSegments = rawSegments.map { PercentDecoding.decode($0, plusAsSpace: false) }
         self.path = PercentDecoding.decode(rawPath, plusAsSpace: false)
-        self.queryItems = rawQuery.map(Self.parseQuery) ?? []
+        self.queryItems = rawQuery.map { Self.parseQuery($0) } ?? []
         self.headers = headers
         self.body = body
         self.requestID = requestID ?? RequestIDGenerator.shared.next()
@@ -97,16 +97,19 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The fields of an `application/x-www-form-urlencoded` text (a query, or a form body), in order.
-    public static func formFields(_ text: some StringProtocol) -> [(name: String, value: String)] {
-        parseQuery(Substring(text))
+    ///
+    /// - Parameter plusAsSpace: whether `+` stands for a space (forms); false keeps it (Firebase's `postBody`,
+    ///   whose values the iOS SDK sends unescaped).
+    public static func formFields(_ text: some StringProtocol, plusAsSpace: Bool = true) -> [(name: String, value: String)] {
+        parseQuery(Substring(text), plusAsSpace: plusAsSpace)
     }
 
-    private static func parseQuery(_ query: Substring) -> [(name: String, value: String)] {
+    private static func parseQuery(_ query: Substring, plusAsSpace: Bool = true) -> [(name: String, value: String)] {
         query.split(separator: "&").map { pair in
             let equals = pair.firstIndex(of: "=")
             let name = pair[..<(equals ?? pair.endIndex)]
             let value = equals.map { pair[pair.index(after: $0)...] } ?? ""
-            return (PercentDecoding.decode(name, plusAsSpace: true), PercentDecoding.decode(value, plusAsSpace: true))
+            return (PercentDecoding.decode(name, plusAsSpace: plusAsSpace), PercentDecoding.decode(value, plusAsSpace: plusAsSpace))
         }
     }
 }

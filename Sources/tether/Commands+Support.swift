@@ -73,20 +73,46 @@ extension Commands {
 
     static func firebase(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [])
-        guard options.positionals == ["service-account", "create"] else {
-            throw UsageError("tether firebase takes: service-account create")
+        guard options.positionals.first == "service-account", options.positionals.count >= 2 else {
+            throw UsageError("tether firebase takes: service-account create, list or revoke KEY_ID")
         }
+        let action = options.positionals[1]
         let configuration = try loadConfiguration(options)
-        guard let projectID = configuration.firebaseProjectID else {
-            throw CommandFailure("TETHER_FIREBASE_PROJECT_ID is not set: a service account belongs to the Firebase project Tether serves")
-        }
-        try await withDatabase(options, for: "tether firebase") { database in
-            let (email, json) = try await FirebaseServiceAccounts(database: database).create(projectID: projectID)
-            FileHandle.standardError.write(Data("""
-                created service account \(email); its private key is in the JSON below, shown this once (only the public key is kept)
+        switch (action, options.positionals.count) {
+        case ("create", 2):
+            guard let projectID = configuration.firebaseProjectID else {
+                throw CommandFailure("TETHER_FIREBASE_PROJECT_ID is not set: a service account belongs to the Firebase project Tether serves")
+            }
+            try await withDatabase(options, for: "tether firebase") { database in
+                let (email, json) = try await FirebaseServiceAccounts(database: database).create(projectID: projectID)
+                FileHandle.standardError.write(Data("""
+                    created service account \(email); its private key is in the JSON below, shown this once (only the public key is kept)
 
-                """.utf8))
-            print(json)
+                    """.utf8))
+                print(json)
+            }
+        case ("list", 2):
+            try await withDatabase(options, for: "tether firebase") { database in
+                let accounts = try await FirebaseServiceAccounts(database: database).list()
+                print("KEY ID                                    CLIENT EMAIL                                         CREATED                   REVOKED")
+                for account in accounts {
+                    let email = account.clientEmail.padding(toLength: max(52, account.clientEmail.count), withPad: " ", startingAt: 0)
+                    print("\(account.keyId)  \(email) \(ISO8601Milliseconds.format(account.createdAt))  \(account.revokedAt.map(ISO8601Milliseconds.format) ?? "-")")
+                }
+            }
+        case ("revoke", 3):
+            let keyId = options.positionals[2]
+            try await withDatabase(options, for: "tether firebase") { database in
+                do {
+                    let wasLive = try await FirebaseServiceAccounts(database: database).revoke(keyId: keyId)
+                    print(wasLive ? "revoked service account \(keyId); tokens it signs are refused from now on"
+                                  : "service account \(keyId) was already revoked")
+                } catch let error as AccountError {
+                    throw CommandFailure(error.detail)
+                }
+            }
+        default:
+            throw UsageError("tether firebase service-account takes create, list, or revoke KEY_ID")
         }
     }
 

@@ -19,7 +19,7 @@ enum Help {
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
           sweep      erase anonymous users nobody has used for a while
-          firebase   service-account create: a key firebase-admin signs custom tokens with
+          firebase   service-account create, list or revoke: keys firebase-admin signs custom tokens with
           help       show this text, or `tether help COMMAND`
 
         Every command takes --config FILE: a JSON object with the same keys as the
@@ -175,6 +175,8 @@ enum Help {
 
     static let firebase = """
         Usage: tether firebase service-account create [--config FILE]
+               tether firebase service-account list [--config FILE]
+               tether firebase service-account revoke KEY_ID [--config FILE]
 
         Makes a service account of the Firebase project Tether serves
         (TETHER_FIREBASE_PROJECT_ID) and prints, on standard output, the JSON that
@@ -184,6 +186,9 @@ enum Help {
         kid = private_key_id, iss = sub = client_email, at most an hour) at
         accounts:signInWithCustomToken. Save it with
         `tether firebase service-account create > service-account.json`.
+
+        list     every service account: key id, email, created, revoked
+        revoke   stops the account with this key id at once: tokens it signs are refused
         Reads and writes TETHER_DATABASE_URL.
         """
 

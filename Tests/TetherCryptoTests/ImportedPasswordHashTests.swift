@@ -47,6 +47,7 @@ struct ImportedPasswordHashTests {
         #expect(try !ImportedPasswordHash.verify(Array("U*V".utf8), against: stored))
         #expect(try !ImportedPasswordHash.verify([0x55, 0, 0x55], against: stored))
         #expect(throws: CryptoError.self) { try ImportedPasswordHash.bcrypt("$1$md5-crypt$whatever") }
+        #expect(throws: CryptoError.self) { try ImportedPasswordHash.bcrypt("$2a$31$CCCCCCCCCCCCCCCCCCCCC.E5YPO9kmyuRGyh0XouQYb4YMJKvyOeW") }
         #expect(!ImportedPasswordHash.isImported("$scrypt$ln=15,r=8,p=1$abc$def"))
     }
 }

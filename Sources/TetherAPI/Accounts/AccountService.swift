@@ -284,6 +284,22 @@ public struct AccountService: Sendable {
         return (userId, sessionId, session.amr, session.authTime, session.jkt, account)
     }
 
+    /// The live session whose secret hashes to `secretHash` and is of `kind`, with its user's state; nothing is
+    /// written (a Firebase refresh token is not rotated). `invalid_token` for an unknown, ended or other-kind
+    /// secret; `user_disabled` for a disabled user.
+    public func liveSession(secretHash: String, kind: SessionSecretKind) async throws -> (account: UserAccount, session: UserAccount.Session) {
+        let rows = try await database.query("""
+            SELECT s.id, s.user_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+            WHERE r.token_hash = \(secretHash) AND s.secret_kind = \(kind.rawValue)
+            """)
+        guard let row = rows.first else { throw AccountError.invalidToken }
+        let account = try await read(try row.decode("user_id"))
+        guard account.exists, let session = account.sessions[try row.decode("id")], session.isActive else { throw AccountError.invalidToken }
+        guard !account.isDisabled else { throw AccountError.userDisabled }
+        await SessionActivity.noteUse(of: session.id, in: database)
+        return (account, session)
+    }
+
     /// Whether a session may still be used by a token issued at `issuedAt`.
     ///
     /// `iat` has whole seconds and `valid_since` milliseconds, so a token is compared by the

@@ -11,15 +11,27 @@ import TetherProviders
 extension FirebaseRoutes {
     /// The user a request is about: the `idToken`'s for a client; the `localId`'s for an admin (or, when an
     /// admin sends an `idToken`, its user).
-    private func subject(_ request: FirebaseRequest) async throws -> UserAccount {
+    ///
+    /// - Returns: the user, and the ID token's claims when a client (not an admin) is acting.
+    private func subject(_ request: FirebaseRequest) async throws -> (account: UserAccount, claims: FirebaseIDTokenClaims?) {
         if request.admin != nil, request.body.members["idToken"] == nil {
             guard let localId = try request.body.string("localId"), !localId.isEmpty else { throw FirebaseError("MISSING_LOCAL_ID") }
             guard let userId = try await user(localId: localId) else { throw FirebaseError.userNotFound }
             let account = try await accounts.read(userId)
             guard account.exists else { throw FirebaseError.userNotFound }
-            return account
+            return (account, nil)
         }
-        return try await authenticate(idToken: try request.body.string("idToken")).account
+        let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        return (account, claims)
+    }
+
+    /// A client's change that a stolen token must not make (a password, a removed provider, a deletion) needs a
+    /// sign-in of the last five minutes, as Firebase asks (`CREDENTIAL_TOO_OLD_LOGIN_AGAIN`).
+    private static func requireRecentSignIn(_ claims: FirebaseIDTokenClaims?) throws(FirebaseError) {
+        guard let claims else { return }
+        guard Date().timeIntervalSince(claims.authTime) <= UserAccount.recentSignInWindow else {
+            throw FirebaseError("CREDENTIAL_TOO_OLD_LOGIN_AGAIN")
+        }
     }
 
     /// `accounts:lookup`: by `idToken`, or (admin) by `localId`, `email`, `phoneNumber` and
@@ -27,7 +39,7 @@ extension FirebaseRoutes {
     func lookup(_ request: FirebaseRequest) async throws -> JSONValue {
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#GetAccountInfoResponse"]
         guard request.admin != nil, request.body.members["idToken"] == nil else {
-            answer["users"] = .array([FirebaseUserRecord.json(try await subject(request))])
+            answer["users"] = .array([FirebaseUserRecord.json(try await subject(request).account)])
             return .object(answer)
         }
         let body = request.body
@@ -68,7 +80,7 @@ extension FirebaseRoutes {
     func update(_ request: FirebaseRequest) async throws -> JSONValue {
         let body = request.body
         let isAdmin = request.admin != nil
-        var account = try await subject(request)
+        var (account, claims) = try await subject(request)
         let userId = account.id
         let displayName = try body.string("displayName")
         let photoURL = try body.string("photoUrl")
@@ -95,11 +107,29 @@ extension FirebaseRoutes {
         }
         let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince"].filter { body.members[$0] != nil }
         if !isAdmin, !adminOnly.isEmpty { throw FirebaseError.insufficientPermission }
+        if try body.string("phoneNumber") != nil {
+            throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
+        }
         let disable = try body.bool("disableUser")
         let emailVerified = try body.bool("emailVerified")
-        let claims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
+        let customClaims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
         let validSince = try body.integer("validSince")
-        if let password { do { try commands.checkPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) } }
+        if let validSince, !(0...Int(Date().timeIntervalSince1970) + 86_400).contains(validSince) {
+            throw FirebaseError("INVALID_ARGUMENT", "validSince is a time in seconds, no later than tomorrow.")
+        }
+        if let password { do { try commands.checkPassword(password) } catch { throw Self.weakPassword(error) } }
+        // Everything that could refuse the request, before its first write.
+        if password != nil || !unlinks.isEmpty { try Self.requireRecentSignIn(claims) }
+        if password != nil, !isAdmin, account.identities[ProviderName.password.rawValue] == nil {
+            throw FirebaseError("OPERATION_NOT_ALLOWED", "Add a password with accounts:signUp and the idToken.")
+        }
+        if password != nil, isAdmin, account.identities[ProviderName.password.rawValue] == nil, (newEmail ?? account.email) == nil {
+            throw FirebaseError("MISSING_EMAIL", "A password needs an email to sign in with.")
+        }
+        let remaining = Set(account.identities.keys).subtracting(unlinks)
+        if !isAdmin, !unlinks.filter({ account.identities[$0] != nil }).isEmpty, remaining.isEmpty {
+            throw FirebaseError("OPERATION_NOT_ALLOWED", AccountError.lastSignInMethod.detail)
+        }
 
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
         if let newEmail {
@@ -118,8 +148,8 @@ extension FirebaseRoutes {
         for provider in unlinks where account.identities[provider] != nil {
             account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isAdmin, context: context(request, user: userId))
         }
-        if let claims {
-            account = try await accounts.setCustomClaims(userId: userId, json: claims, context: context(request, user: userId))
+        if let customClaims {
+            account = try await accounts.setCustomClaims(userId: userId, json: customClaims, context: context(request, user: userId))
         }
         if let disable {
             account = try await accounts.setDisabled(disable, userId: userId, reason: "firebase accounts:update", context: context(request, user: userId))
@@ -134,9 +164,6 @@ extension FirebaseRoutes {
             } else {
                 // The client's own change: every session ends and the answer carries the new one's tokens.
                 let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
-                if account.identities[ProviderName.password.rawValue] == nil {
-                    throw FirebaseError("OPERATION_NOT_ALLOWED", "Add a password with accounts:signUp and the idToken.")
-                }
                 account = try await commands.changePassword(userId: userId, password: password, session: session, context: context(request, user: userId))
                 answer.merge(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 }
             }
@@ -164,7 +191,8 @@ extension FirebaseRoutes {
 
     /// `accounts:delete`: erasure, crypto-shredding included; answers a non-empty `kind`, which firebase-admin requires.
     func delete(_ request: FirebaseRequest) async throws -> JSONValue {
-        let account = try await subject(request)
+        let (account, claims) = try await subject(request)
+        try Self.requireRecentSignIn(claims)
         try await accounts.erase(userId: account.id, reason: "firebase accounts:delete", context: context(request, user: account.id))
         return .object(["kind": "identitytoolkit#DeleteAccountResponse"])
     }
@@ -186,7 +214,7 @@ extension FirebaseRoutes {
         let passwordHash: String?
         if let password = try body.string("password") {
             guard email != nil else { throw FirebaseError("MISSING_EMAIL", "A password needs an email.") }
-            do { passwordHash = try await commands.hashPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) }
+            do { passwordHash = try await commands.hashPassword(password) } catch { throw Self.weakPassword(error) }
         } else {
             passwordHash = nil
         }
@@ -223,7 +251,16 @@ extension FirebaseRoutes {
                 ]))
                 continue
             }
-            try await accounts.erase(userId: userId, reason: "firebase accounts:batchDelete", context: context(request, user: userId))
+            do {
+                // Decided again inside the erasure: a user enabled meanwhile stays.
+                try await accounts.erase(userId: userId, reason: "firebase accounts:batchDelete", context: context(request, user: userId)) {
+                    force || $0.isDisabled
+                }
+            } catch is AccountService.ConditionNoLongerHolds {
+                errors.append(.object([
+                    "index": .int(index), "localId": .string(localId), "message": "NOT_DISABLED : Disable the account before batch deletion.",
+                ]))
+            }
         }
         return .object(errors.isEmpty ? [:] : ["errors": .array(errors)])
     }

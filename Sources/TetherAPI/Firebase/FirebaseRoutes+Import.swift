@@ -27,6 +27,8 @@ extension FirebaseRoutes {
                     message = "localId or a provider identity belongs to an existing account - can not overwrite."
                 case let error as AccountError where error.reason == .emailAlreadyInUse: message = "EMAIL_EXISTS"
                 case let error as CryptoError: message = "Invalid password hash: \(error.detail)"
+                case let error as AccountError: message = FirebaseError(converting: error).message
+                // A failure of the server (the database went away) stops the batch: firebase-admin reports it.
                 default: throw error
                 }
                 errors.append(.object(["index": .int(index), "message": .string(message)]))

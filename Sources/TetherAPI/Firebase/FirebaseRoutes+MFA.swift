@@ -85,11 +85,22 @@ extension FirebaseRoutes {
     }
 
     /// New tokens for the user of `claims`, who just proved a live session: a new session of the same sign-in method.
+    ///
+    /// The new session continues the caller's: its sign-in time, methods (a second factor included) and
+    /// developer claims carry over, so a reissue never renews the recent-sign-in window.
     private func reissued(_ userId: UUID, claims: FirebaseIDTokenClaims, _ request: FirebaseRequest) async throws -> JSONValue {
         let provider = FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
-        let (session, refreshToken) = newSession(provider: provider)
+        var (session, refreshToken) = newSession(provider: provider)
+        let caller = try await accounts.read(userId).sessions[claims.sessionId]
+        session.authTime = caller?.authTime ?? claims.authTime
+        if let caller {
+            session.amr = caller.amr
+            session.developerClaims = caller.developerClaims
+        }
         let account = try await accounts.reissue(userId: userId, session: session, provider: provider, context: context(request, user: userId))
-        return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: claims.signInProvider))
+        return .object(try await tokens(
+            account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr),
+            secondFactor: Self.secondFactor(amr: session.amr)))
     }
 
     /// `mfaSignIn:start` (phone only): texts the code of the pending sign-in.

@@ -22,7 +22,7 @@ extension FirebaseRoutes {
         guard let email, !email.isEmpty else { throw FirebaseError(email == nil ? "MISSING_EMAIL" : "INVALID_EMAIL") }
         guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
         guard let password, !password.isEmpty else { throw FirebaseError("MISSING_PASSWORD") }
-        do { try commands.checkPassword(password) } catch { throw FirebaseError("WEAK_PASSWORD", Self.weakPassword) }
+        do { try commands.checkPassword(password) } catch { throw Self.weakPassword(error) }
         let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
         let account: UserAccount
         if let idToken = try body.string("idToken") {
@@ -34,10 +34,10 @@ extension FirebaseRoutes {
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }
-            let result = try await commands.signIn(SignInCommand(
-                credential: .password(email: email, password: password), session: session, context: context(request, user: caller.account.id)))
-            guard case .signedIn(let signedIn, _) = result else { throw FirebaseError("UNSUPPORTED_FIRST_FACTOR") }
-            account = signedIn
+            // The caller just proved the password and a live session: new tokens, with no second sign-in.
+            account = try await accounts.reissue(
+                userId: caller.account.id, session: session, provider: ProviderName.password.rawValue,
+                context: context(request, user: caller.account.id))
         } else {
             do {
                 account = try await commands.signUp(SignUpCommand(
@@ -50,7 +50,11 @@ extension FirebaseRoutes {
         return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 })
     }
 
-    static let weakPassword = "Password should be at least 8 characters"
+    /// `WEAK_PASSWORD : <the policy's reason>` for a password the policy refuses (at least 8 characters, where
+    /// Firebase asks 6).
+    static func weakPassword(_ error: any Error) -> FirebaseError {
+        FirebaseError("WEAK_PASSWORD", (error as? ProviderError)?.detail ?? "The password does not meet the policy.")
+    }
 
     /// `accounts:signInWithPassword`.
     func signInWithPassword(_ request: FirebaseRequest) async throws -> JSONValue {
@@ -129,6 +133,16 @@ extension FirebaseRoutes {
             } catch {
                 throw FirebaseError(converting: error)
             }
+            // Linked: new tokens for the caller, with no second sign-in (which a second factor would stop).
+            let account = try await accounts.reissue(
+                userId: caller.account.id, session: session, provider: identity.provider, context: self.context(request, user: caller.account.id))
+            return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
+        }
+        if try request.body.bool("autoCreate") == false,
+           try await accounts.database.query(
+               "SELECT 1 FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)").isEmpty {
+            // Reauthentication (the iOS SDK sends autoCreate: false) never makes a user.
+            throw FirebaseError.userNotFound
         }
         let result: SignInResult
         do {
@@ -160,7 +174,7 @@ extension FirebaseRoutes {
     /// or `access_token` for classic Facebook; Apple's name in `user`).
     static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, String?) {
         var fields: [String: String] = [:]
-        for (name, value) in HTTPRequest.formFields(postBody) where fields[name] == nil {
+        for (name, value) in HTTPRequest.formFields(postBody, plusAsSpace: false) where fields[name] == nil {
             fields[name] = value
         }
         let nonce = fields["nonce"].flatMap { $0.isEmpty ? nil : $0 }
@@ -207,31 +221,28 @@ extension FirebaseRoutes {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// `POST /securetoken.googleapis.com/v1/token`: a refresh token for a new ID token and a new refresh
-    /// token (rotated; the old one then ends the session if it comes back). A revoked, ended or reused
-    /// one is `TOKEN_EXPIRED`, which makes the SDKs sign out. Keys answered in snake_case.
+    /// `POST /securetoken.googleapis.com/v1/token`: a refresh token for a new ID token. The refresh token
+    /// stays the same for the session's life, as Firebase's does; a revoked, ended, disabled or unknown one
+    /// is `TOKEN_EXPIRED` (or `USER_DISABLED`), which makes the SDKs sign out. Keys answered in snake_case.
     func refresh(_ request: FirebaseRequest) async throws -> JSONValue {
         guard let grantType = try request.body.string("grantType") else { throw FirebaseError("MISSING_GRANT_TYPE") }
         guard grantType == "refresh_token" else { throw FirebaseError("INVALID_GRANT_TYPE") }
         guard let presented = try request.body.string("refreshToken"), !presented.isEmpty else { throw FirebaseError("MISSING_REFRESH_TOKEN") }
-        guard FirebaseTokenFormat.format.isWellFormed(presented) else { throw FirebaseError("INVALID_REFRESH_TOKEN") }
-        let format = FirebaseTokenFormat()
-        let next = format.newSecret()
-        let rotated: (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount)
+        // Google's refresh tokens, which apps moving from Firebase still hold, end here too: the SDK signs out.
+        guard FirebaseTokenFormat.format.isWellFormed(presented) else { throw FirebaseError.tokenExpired }
+        let (account, session): (UserAccount, UserAccount.Session)
         do {
-            rotated = try await accounts.refresh(
-                presentedHash: format.hash(presented), newHash: format.hash(next), presentedJKT: nil, kind: .firebaseTokens,
-                context: context(request))
-        } catch let error as AccountError where error.reason == .invalidToken || error.reason == .refreshTokenReused {
+            (account, session) = try await accounts.liveSession(secretHash: FirebaseTokenFormat().hash(presented), kind: .firebaseTokens)
+        } catch let error as AccountError where error.reason == .invalidToken {
             throw FirebaseError.tokenExpired
         }
         let idToken = try await idTokens.issue(
-            rotated.account, localId: Self.localId(of: rotated.account), sessionId: rotated.sessionId, authTime: rotated.authTime,
-            signInProvider: Self.signInProvider(amr: rotated.amr), secondFactor: Self.secondFactor(amr: rotated.amr),
-            developerClaims: rotated.account.sessions[rotated.sessionId]?.developerClaims)
+            account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime,
+            signInProvider: Self.signInProvider(amr: session.amr), secondFactor: Self.secondFactor(amr: session.amr),
+            developerClaims: session.developerClaims)
         return .object([
             "access_token": .string(idToken), "id_token": .string(idToken), "expires_in": "3600", "token_type": "Bearer",
-            "refresh_token": .string(next), "user_id": .string(Self.localId(of: rotated.account)), "project_id": .string(projectID),
+            "refresh_token": .string(presented), "user_id": .string(Self.localId(of: account)), "project_id": .string(projectID),
         ])
     }
 

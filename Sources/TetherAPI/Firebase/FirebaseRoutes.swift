@@ -60,6 +60,9 @@ public struct FirebaseRoutes: Sendable {
             ("accounts:update", ["setAccountInfo"], update),
             ("accounts:delete", ["deleteAccount"], delete),
             ("accounts:signInWithCustomToken", ["verifyCustomToken"], signInWithCustomToken),
+            ("accounts:createAuthUri", ["createAuthUri"], createAuthUri),
+            ("accounts:sendOobCode", ["getOobConfirmationCode"], emailActionsNotServed),
+            ("accounts:resetPassword", ["resetPassword"], emailActionsNotServed),
         ]
         for (method, aliases, handler) in client {
             router.post("\(v1)/\(method)") { request in try await answer(request, admin: false, handler) }
@@ -80,6 +83,11 @@ public struct FirebaseRoutes: Sendable {
             router.add(method, "\(v1)/projects/{projectId}/\(path)") { request in try await answer(request, admin: true, handler) }
         }
         router.post("/securetoken.googleapis.com/v1/token") { request in try await answer(request, admin: false, refresh) }
+        router.get("\(v3)/getProjectConfig") { request in
+            try await answer(request, admin: false) { _ in
+                .object(["projectId": .string(projectID), "authorizedDomains": .array(["localhost", "127.0.0.1"])])
+            }
+        }
         registerMFA(on: &router)
         registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
     }
@@ -125,6 +133,19 @@ public struct FirebaseRoutes: Sendable {
 
     // MARK: Pieces
 
+    /// `accounts:createAuthUri` (the deprecated `fetchSignInMethods`): no methods, whatever the email, as
+    /// Firebase answers with email enumeration protection on, so nobody can probe which emails have accounts.
+    func createAuthUri(_ request: FirebaseRequest) async throws -> JSONValue {
+        guard try request.body.string("identifier") != nil else { throw FirebaseError("MISSING_IDENTIFIER") }
+        return .object(["kind": "identitytoolkit#CreateAuthUriResponse", "signinMethods": .array([]), "allProviders": .array([])])
+    }
+
+    /// The email actions (codes to reset a password or verify an address) are not served yet: a known code,
+    /// which the SDKs report as "operation not allowed", rather than a 404 they cannot read.
+    func emailActionsNotServed(_ request: FirebaseRequest) async throws -> JSONValue {
+        throw FirebaseError("OPERATION_NOT_ALLOWED", "Email actions (password reset, verification links) are not served by this server yet.")
+    }
+
     /// A new command's context; each command a request runs gets its own id.
     func context(_ request: FirebaseRequest, user: UUID? = nil) -> CommandContext {
         let actor: EventActor =
@@ -145,7 +166,8 @@ public struct FirebaseRoutes: Sendable {
     /// The user a `localId` names (a developer's uid, or Tether's id of a user without one); nil for none.
     func user(localId: String) async throws -> UUID? {
         guard !localId.isEmpty, localId.utf8.count <= 128 else { return nil }
-        let uuid = UUID(uuidString: localId)
+        // Tether's ids are written lowercase: another spelling is another (developer's) uid, never this user.
+        let uuid = UUID(uuidString: localId).flatMap { $0.uuidString.lowercased() == localId ? $0 : nil }
         let rows = try await accounts.database.query("""
             SELECT i.user_id AS id FROM identities i JOIN users u ON u.id = i.user_id
             WHERE i.provider = \(UserAccount.customProvider) AND i.provider_uid = \(localId) AND u.erased_at IS NULL
@@ -183,8 +205,8 @@ public struct FirebaseRoutes: Sendable {
         _ account: UserAccount, session: NewSession, refreshToken: String, signInProvider: String, secondFactor: String? = nil
     ) async throws -> [String: JSONValue] {
         let idToken = try await idTokens.issue(
-            account, localId: Self.localId(of: account), sessionId: session.id, authTime: Date(), signInProvider: signInProvider,
-            secondFactor: secondFactor, developerClaims: session.developerClaims)
+            account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime ?? Date(),
+            signInProvider: signInProvider, secondFactor: secondFactor, developerClaims: session.developerClaims)
         return ["idToken": .string(idToken), "refreshToken": .string(refreshToken), "expiresIn": "3600", "localId": .string(Self.localId(of: account))]
     }
 
@@ -228,15 +250,27 @@ struct FirebaseBody: Sendable {
             }
             members = object
         }
-        var camel: [String: JSONValue] = [:]
-        for (name, value) in members {
-            camel[Self.camelCase(name)] = value
-        }
-        self.members = camel
+        self.members = Self.camelCased(members)
     }
 
     init(members: [String: JSONValue]) {
         self.members = members
+    }
+
+    /// `members` with every key, nested ones included, in camelCase (a camelCase key wins over its snake_case twin).
+    static func camelCased(_ members: [String: JSONValue]) -> [String: JSONValue] {
+        func convert(_ value: JSONValue) -> JSONValue {
+            switch value {
+            case .object(let object): .object(camelCased(object))
+            case .array(let values): .array(values.map(convert))
+            default: value
+            }
+        }
+        var camel: [String: JSONValue] = [:]
+        for (name, value) in members.sorted(by: { $0.key.contains("_") && !$1.key.contains("_") }) {
+            camel[camelCase(name)] = convert(value)
+        }
+        return camel
     }
 
     static func camelCase(_ name: String) -> String {

@@ -34,6 +34,26 @@ public struct FirebaseServiceAccounts: Sendable {
         return (clientEmail, String(decoding: try encoder.encode(document), as: UTF8.self))
     }
 
+    /// Every service account: key id, email, when it was made and revoked.
+    public func list() async throws -> [(keyId: String, clientEmail: String, createdAt: Date, revokedAt: Date?)] {
+        try await database.query("""
+            SELECT key_id, client_email, created_at, revoked_at FROM firebase_service_accounts ORDER BY created_at, key_id
+            """).map { row in
+            (try row.decode("key_id"), try row.decode("client_email"), try row.decode("created_at"), try row.decode("revoked_at"))
+        }
+    }
+
+    /// Stops a service account at once: tokens it signs are refused from now on. Answers whether it was live.
+    public func revoke(keyId: String) async throws -> Bool {
+        let rows = try await database.query("""
+            UPDATE firebase_service_accounts SET revoked_at = now() WHERE key_id = \(keyId) AND revoked_at IS NULL RETURNING key_id
+            """)
+        if rows.isEmpty, try await database.query("SELECT 1 FROM firebase_service_accounts WHERE key_id = \(keyId)").isEmpty {
+            throw AccountError.invalidRequest("no service account has the key id \(keyId) (see tether firebase service-account list)")
+        }
+        return !rows.isEmpty
+    }
+
     /// The public key of a live service account, by `kid`.
     func key(keyID: String) async throws -> (clientEmail: String, key: JWK)? {
         let rows = try await database.query("""
@@ -80,7 +100,7 @@ extension FirebaseRoutes {
                     allowedAlgorithms: [.rs256], issuer: account.clientEmail, audiences: [Self.customTokenAudience], leeway: 60,
                     requiredClaims: ["exp", "iat", "sub", "uid"])).verify(token, keys: JWKSet(keys: [account.key]))
             } catch {
-                throw invalid("The token does not verify: \(error)")
+                throw invalid("The token's signature, issuer, audience or lifetime does not verify.")
             }
             guard verified.claims.subject == account.clientEmail else { throw invalid("sub must be the service account's email.") }
             if let issuedAt = verified.claims.issuedAt, let expiresAt = verified.claims.expiresAt, expiresAt.timeIntervalSince(issuedAt) > 3600 {
@@ -110,8 +130,12 @@ extension FirebaseRoutes {
         let custom = try await verifyCustomToken(token)
         let identity = ExternalIdentity(provider: UserAccount.customProvider, uid: custom.uid)
         // A user whose localId is Tether's own id gets the uid as a custom identity first, so it signs in as them.
-        if let userId = try await user(localId: custom.uid), try await accounts.read(userId).identities[UserAccount.customProvider] == nil {
-            _ = try await commands.link(identity, to: userId, context: context(request, user: userId))
+        if let userId = try await user(localId: custom.uid) {
+            let account = try await accounts.read(userId)
+            guard !account.isDisabled else { throw FirebaseError.userDisabled }
+            if account.identities[UserAccount.customProvider] == nil {
+                _ = try await commands.link(identity, to: userId, context: context(request, user: userId))
+            }
         }
         var (session, refreshToken) = newSession(provider: UserAccount.customProvider)
         session.developerClaims = custom.claims

@@ -45,6 +45,9 @@ public struct FirebaseIDTokens: Sendable {
         "sub",
     ]
 
+    /// Claims that say who the person is: only the server writes them, whatever developer claims hold.
+    static let identityClaims: Set<String> = ["email", "email_verified", "name", "picture", "user_id", "provider_id", "phone_number"]
+
     var issuer: String { "https://securetoken.google.com/\(projectID)" }
 
     /// A token for `account`'s session `sessionId`.
@@ -59,14 +62,15 @@ public struct FirebaseIDTokens: Sendable {
         var claims: JOSEObject = [:]
         for custom in [account.customClaims, developerClaims].compactMap({ $0 }) {
             guard let object = try? JOSEObject(parsing: Array(custom.utf8)) else { continue }
-            for (name, value) in object.members where !Self.reservedClaims.contains(name) {
+            for (name, value) in object.members where !Self.reservedClaims.contains(name) && !Self.identityClaims.contains(name) {
                 claims[name] = value
             }
         }
+        // One key per provider identity, and `email`; a password sign-in has no key of its own (Firebase's rule).
         var identities: JOSEObject = [:]
-        for identity in account.identities.values {
+        for identity in account.identities.values where identity.provider != "password" {
             guard let provider = FirebaseProviders.firebaseName(identity.provider) else { continue }
-            identities[provider] = .array([.string(identity.provider == "password" ? identity.email ?? identity.uid : identity.uid)])
+            identities[provider] = .array([.string(identity.uid)])
         }
         if let email = account.email { identities["email"] = .array([.string(email)]) }
         var firebase: JOSEObject = [

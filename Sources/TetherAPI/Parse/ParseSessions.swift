@@ -66,11 +66,8 @@ struct ParseSessions: Sendable {
             authTime: try row.decode("auth_time"), expiresAt: try row.decode("expires_at"),
             installationId: try row.decode("installation_id"), amr: try row.decode("amr", as: PostgresJSON.self).decode([String].self))
         if try row.decode("stale", as: Bool.self) {
-            // Only what `tether sweep anonymous` asks ("still in use?"); a failed note must not fail the request.
-            _ = try? await database.query("""
-                INSERT INTO session_activity (session_id, last_used_at) VALUES (\(session.id), now())
-                ON CONFLICT (session_id) DO UPDATE SET last_used_at = excluded.last_used_at
-                """)
+            // Only what `tether sweep anonymous` asks ("still in use?"), and only once an hour.
+            await SessionActivity.noteUse(of: session.id, in: database)
         }
         return session
     }

@@ -16,6 +16,9 @@ public struct NewSession: Sendable, Hashable {
     public var expiresAt: Date?
     /// Developer claims for the session's tokens (a Firebase custom token's `claims`, a JSON object's text).
     public var developerClaims: String?
+    /// When the person last authenticated, for a session that continues an earlier one (a reissue keeps
+    /// that session's); nil: now.
+    public var authTime: Date?
 
     public init(
         id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens,
@@ -40,8 +43,10 @@ public enum SessionSecretKind: String, Codable, Sendable, Hashable, CaseIterable
     /// Firebase: RS256 ID tokens, and a refresh token for the Secure Token API.
     case firebaseTokens = "firebase_tokens"
 
-    /// Whether the session's secret is a refresh token that rotates on use (a Parse token is not refreshed).
-    public var rotates: Bool { self != .parseSessionToken }
+    /// Whether the session's secret is a refresh token that rotates on use: `/v1`'s. A Parse token is never
+    /// refreshed; a Firebase refresh token stays the same for the session's life, as Firebase's does (two tabs
+    /// refreshing at once, or a retry after a lost answer, must not sign the person out).
+    public var rotates: Bool { self == .accessAndRefreshTokens }
 }
 
 /// The decisions of the user aggregate: each returns the events a command produces, or throws.
@@ -258,7 +263,7 @@ extension UserAccount {
         [
             .signedIn(.init(provider: provider, sessionId: session.id, outcome: outcome)),
             .sessionStarted(.init(
-                sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: now,
+                sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: session.authTime ?? now,
                 amr: session.amr, jkt: session.jkt, secretKind: session.secretKind,
                 installationId: session.installationId, expiresAt: session.expiresAt,
                 personal: session.developerClaims.map { PersonalData(customClaims: $0) })),

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherJOSE
+import TetherTesting
+
+/// The cases a review of the Firebase surface found.
+@Suite("Firebase surface: hardening")
+struct FirebaseHardeningTests {
+    /// A custom token signed by `key` of a service account of `email`.
+    private func customToken(uid: String, claims: JOSEObject? = nil, key: PrivateKey, keyID: String, email: String) throws -> String {
+        let now = Date().timeIntervalSince1970.rounded(.down)
+        var payload: JOSEObject = [
+            "iss": .string(email), "sub": .string(email), "aud": .string(FirebaseRoutesAudience.value), "uid": .string(uid),
+            "iat": .number(now), "exp": .number(now + 600),
+        ]
+        if let claims { payload["claims"] = .object(claims) }
+        let jwk = try JWK(material: .privateKey(key), keyID: keyID, algorithm: .rs256, use: "sig")
+        return try JWTSigner(key: jwk).sign(claims: payload, type: "JWT")
+    }
+
+    @Test func aRevokedServiceAccountsTokensAreRefusedAndAnUppercaseIdIsNotTheUser() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
+            let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
+            let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
+            let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+            let key = try PrivateKey(pem: try #require(document["private_key"]))
+            let keyID = try #require(document["private_key_id"])
+
+            let first = try await firebase.call("accounts:signInWithCustomToken", .object([
+                "token": .string(try customToken(uid: "svc-user", claims: ["email": "forged@example.com", "tier": "gold"], key: key, keyID: keyID, email: email)),
+            ]))
+            #expect(first.status == 200, "\(first.text)")
+            #expect(first.idTokenClaims["tier"] == "gold")
+            #expect(first.idTokenClaims["email"] == nil, "developer claims never say who the person is")
+
+            // An existing user's Tether id in another spelling is another uid, not that user.
+            let v1 = try await firebase.app.signedIn(try await firebase.app.apple("apple-case"))
+            let upper = try await firebase.call("accounts:signInWithCustomToken", .object([
+                "token": .string(try customToken(uid: v1.user.id.uppercased(), key: key, keyID: keyID, email: email)),
+            ]))
+            #expect(upper.body["isNewUser"] == .bool(true))
+            #expect(upper.string("localId") != v1.user.id)
+
+            #expect(try await accounts.revoke(keyId: keyID))
+            let revoked = try await firebase.call("accounts:signInWithCustomToken", .object([
+                "token": .string(try customToken(uid: "svc-user", key: key, keyID: keyID, email: email)),
+            ]))
+            #expect(revoked.status == 400)
+            #expect(revoked.errorMessage?.hasPrefix("INVALID_CUSTOM_TOKEN") == true)
+            #expect(try await !accounts.revoke(keyId: keyID))
+        }
+    }
+
+    @Test func destructiveClientChangesNeedARecentSignIn() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
+            let localId = try #require(signUp.string("localId"))
+            let userId = try #require(UUID(uuidString: localId))
+            let account = try await firebase.app.service.accounts.read(userId)
+            let session = try #require(account.activeSessions.first)
+            let tokens = try #require(firebase.app.service.firebaseIDTokens)
+            let stale = try await tokens.issue(
+                account, localId: userId.uuidString.lowercased(), sessionId: session.id, authTime: Date().addingTimeInterval(-600),
+                signInProvider: "password", secondFactor: nil)
+            let before = try await firebase.app.totalEvents()
+            for body: [String: JSONValue] in [["password": "new password 1"], ["deleteProvider": ["password"]]] {
+                var request = body
+                request["idToken"] = .string(stale)
+                let answer = try await firebase.call("accounts:update", .object(request))
+                #expect(answer.errorMessage == "CREDENTIAL_TOO_OLD_LOGIN_AGAIN", "\(answer.text)")
+            }
+            #expect(try await firebase.call("accounts:delete", .object(["idToken": .string(stale)])).errorMessage == "CREDENTIAL_TOO_OLD_LOGIN_AGAIN")
+            // A profile change needs no recent sign-in.
+            #expect(try await firebase.call("accounts:update", .object(["idToken": .string(stale), "displayName": "Still Me"])).status == 200)
+            #expect(try await firebase.app.totalEvents() == before + 1)
+            // The last way in is kept, and a phone number is no user field.
+            let fresh = try #require(signUp.string("idToken"))
+            #expect(try await firebase.call("accounts:update", .object(["idToken": .string(fresh), "deleteProvider": ["password"]])).errorMessage?
+                .hasPrefix("OPERATION_NOT_ALLOWED") == true)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(userId.uuidString.lowercased()), "phoneNumber": "+15555550100"]))
+                .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(userId.uuidString.lowercased()), "validSince": .int(99_999_999_999)]))
+                .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
+        }
+    }
+
+    @Test func reauthenticationNeverMakesAUser() async throws {
+        try await FirebaseApp.run { firebase in
+            let answer = try await firebase.call("accounts:signInWithIdp", .object([
+                "postBody": .string("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-nobody"))"), "requestUri": "http://localhost",
+                "returnSecureToken": true, "autoCreate": false,
+            ]))
+            #expect(answer.errorMessage == "USER_NOT_FOUND")
+            #expect(try await firebase.app.eventCount("UserRegistered") == 0)
+        }
+    }
+}
+
+/// The audience custom tokens carry.
+enum FirebaseRoutesAudience {
+    static let value = "https://identitytoolkit.googleapis.com/google.identity.identitytoolkit.v1.IdentityToolkit"
+}
