@@ -74,7 +74,7 @@ public struct ProjectionReplay: Sendable {
     static let runLockKey: Int64 = 0x7465_7468_6572_0003
 
     public let projection: Projection
-    /// A pool acting as the tables' owner; a run leases at most two connections.
+    /// A pool acting as the tables' owner; a run leases at most three connections (the third reads ahead).
     public let database: PostgresClient
     public let configuration: Configuration
 
@@ -155,13 +155,32 @@ public struct ProjectionReplay: Sendable {
     private func catchUp(_ run: inout RunState, on connection: PostgresConnection) async throws {
         var waitingSince: ContinuousClock.Instant?
         var lastMeasure: (at: ContinuousClock.Instant, backlog: Int)?
+        // While a full batch is applied, the next one is read and decoded on another connection (and core).
+        var prefetched: Task<[(event: RecordedEvent, occurredAt: String)], any Error>?
+        defer { prefetched?.cancel() }
         while true {
             try Task.checkCancellation()
+            let events: [(event: RecordedEvent, occurredAt: String)]
+            if let prefetched {
+                events = try await prefetched.value
+            } else {
+                events = try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection)
+            }
+            prefetched = nil
+            if events.count == configuration.batchSize, let last = events.last {
+                let after = last.event.checkpoint
+                prefetched = Task { [database] in
+                    try await database.withConnection { other in
+                        try await read(after: after, horizon: .belowOldestRunningTransaction, on: other)
+                    }
+                }
+            }
             var batch = run
-            let count = try await connection.withTransaction { connection in
-                try await applyBatch(&batch, horizon: .belowOldestRunningTransaction, on: connection)
+            try await connection.withTransaction { connection in
+                try await apply(events, to: &batch, on: connection)
             }
             run = batch
+            let count = events.count
             if count == configuration.batchSize, run.applied < run.initialTotal { continue } // the log as it was at the start
             let now = ContinuousClock.now
             if count == configuration.batchSize {
@@ -203,10 +222,23 @@ public struct ProjectionReplay: Sendable {
     private func applyBatch(
         _ run: inout RunState, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
     ) async throws -> Int {
-        let store = PostgresEventStore(client: database, upcasters: projection.upcasters)
-        let events = try await store.readAll(
-            after: run.checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon,
-            on: connection)
+        let events = try await read(after: run.checkpoint, horizon: horizon, on: connection)
+        try await apply(events, to: &run, on: connection)
+        return events.count
+    }
+
+    /// Up to one batch of the projection's events after `checkpoint`, decoded and upcast.
+    private func read(
+        after checkpoint: LogCheckpoint, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
+    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+        try await PostgresEventStore(client: database, upcasters: projection.upcasters).readAll(
+            after: checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon, on: connection)
+    }
+
+    /// Applies `events` in the caller's transaction and moves the run's checkpoint past them.
+    private func apply(
+        _ events: [(event: RecordedEvent, occurredAt: String)], to run: inout RunState, on connection: PostgresConnection
+    ) async throws {
         if let statementsOf = projection.statements {
             // The batch's statements in one pipelined round trip, in log order: what one by one would do.
             let statements = try events.flatMap { try statementsOf($0.event, $0.occurredAt) }
@@ -223,7 +255,6 @@ public struct ProjectionReplay: Sendable {
             run.applied += events.count
             run.report(nil)
         }
-        return events.count
     }
 
     // MARK: Swap and compare
