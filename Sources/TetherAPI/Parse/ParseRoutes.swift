@@ -197,11 +197,15 @@ public struct ParseRoutes: Sendable {
         return "\(base)/parse/users/\(ParseUser.objectId(of: userId))"
     }
 
+    /// The SQL of a user's objectId, exactly as the unique index `users_parse_object_id` is built on it
+    /// (schema/015), so the lookup is an index scan.
+    static let objectIdExpression = "substr(translate(encode(sha256(uuid_send(id)), 'base64'), '+/=', ''), 1, 10)"
+
     /// The user a Parse `objectId` names, if they exist and were not erased.
     func user(objectId: String) async throws -> UUID? {
         guard objectId.count == 10, objectId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return nil }
         let rows = try await accounts.database.query(
-            "SELECT id FROM users WHERE parse_object_id = \(objectId) AND erased_at IS NULL")
+            "SELECT id FROM users WHERE \(unsafeSQL: Self.objectIdExpression) = \(objectId) AND erased_at IS NULL")
         return try rows.first?.decode("id")
     }
 

@@ -6,8 +6,8 @@ import TetherProviders
 /// How a Tether user looks to Parse clients.
 ///
 /// Ids are derived, never stored: a user's `objectId` is 10 letters and digits taken from the base64
-/// of SHA-256 over the user id's 16 bytes (the `users.parse_object_id` column computes the same in
-/// SQL, to find a user by it), and an authData user's `username` is 25 taken the same way from
+/// of SHA-256 over the user id's 16 bytes (the unique index `users_parse_object_id` computes the same
+/// in SQL, to find a user by it), and an authData user's `username` is 25 taken the same way from
 /// SHA-512. A password user's username is the email they log in with.
 enum ParseUser {
     /// The user's Parse `objectId`.

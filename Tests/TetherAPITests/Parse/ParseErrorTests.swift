@@ -146,8 +146,9 @@ struct ParseErrorTests {
             let firstToken = try #require(first.string("sessionToken"))
             let secondToken = try #require(second.string("sessionToken"))
             let ids = try await parse.app.admin.query("""
-                SELECT id, parse_object_id FROM users ORDER BY created_at
-                """).map { (try $0.decode("id", as: UUID.self), try $0.decode("parse_object_id", as: String.self)) }
+                SELECT id, substr(translate(encode(sha256(uuid_send(id)), 'base64'), '+/=', ''), 1, 10) AS object_id
+                FROM users ORDER BY created_at
+                """).map { (try $0.decode("id", as: UUID.self), try $0.decode("object_id", as: String.self)) }
             #expect(ids.map(\.1) == [first.string("objectId"), second.string("objectId")])
             let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(adminKey)"]
             #expect(try await parse.app.client.post("/v1/admin/users/\(ids[0].0.uuidString.lowercased())/disable", headers: auth, json: [String: String]()).status == 200)
