@@ -222,6 +222,10 @@ rss_after=$(rss_of)
 record rss.after "$rss_after"
 
 kill -0 "$tether_pid" 2>/dev/null || { cat "$work/tether.log" >&2; fail "tether dev exited during the run"; }
+
+step "replay of the log the run wrote (accounts), next to a raw COPY of the events table"
+# As the cluster's superuser, which owns the tables: replay rebuilds and swaps tables only their owner may move.
+child python3 "$bench/replay.py" "$tether" "$database_url" "$pgbin/psql" "$results" || fail "replay failed"
 if [ -s "$work/tether.log" ]; then
   step "tether logged $(wc -l <"$work/tether.log") line(s) at warn or above; the first:"
   head -n 5 "$work/tether.log" >&2
