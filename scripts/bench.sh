@@ -224,6 +224,9 @@ record rss.after "$rss_after"
 kill -0 "$tether_pid" 2>/dev/null || { cat "$work/tether.log" >&2; fail "tether dev exited during the run"; }
 
 step "replay of the log the run wrote (accounts), next to a raw COPY of the events table"
+step "history of a 1,000-event user through the support API, next to plain SELECTs of its events"
+child python3 "$bench/history.py" "$tether" "$url" "$database_url" "$pgbin/psql" "$results" || fail "history failed"
+
 # As the cluster's superuser, which owns the tables: replay rebuilds and swaps tables only their owner may move.
 child python3 "$bench/replay.py" "$tether" "$database_url" "$pgbin/psql" "$results" || fail "replay failed"
 if [ -s "$work/tether.log" ]; then

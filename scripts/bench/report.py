@@ -108,7 +108,14 @@ def main(path):
                          target(rate >= 150_000 and (key == "verify" or rate / copy >= 0.5))))
         rows.append(("tether RSS, peak during the replays", f"{num('replay.rss'):.1f} MB", "", "", "≤ 200 MB",
                      target(num("replay.rss") <= 200)))
-        notes.append("history reads (a 1,000-event user, full read and first page) are not measured yet")
+
+    if "history.events" in v:
+        rows.append((f"history, {int(num('history.events')):,}-event user, full read",
+                     f"p50 {num('history.full_p50_ms'):.2f} / p99 {num('history.full_p99_ms'):.2f} ms", "",
+                     f"plain SELECT p50 {num('history.raw_full_p50_ms'):.2f} ms", "p99 ≤ 5 ms", target(num("history.full_p99_ms") <= 5)))
+        rows.append(("history, first page of 50",
+                     f"p50 {num('history.page_p50_ms'):.2f} / p99 {num('history.page_p99_ms'):.2f} ms", "",
+                     f"plain SELECT p50 {num('history.raw_page_p50_ms'):.2f} ms", "p99 ≤ 2 ms", target(num("history.page_p99_ms") <= 2)))
 
     header = ("figure", "measured", "errors", "ratio / detail", "target", "holds")
     widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
