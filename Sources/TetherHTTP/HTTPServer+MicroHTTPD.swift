@@ -305,13 +305,12 @@ extension HTTPServer.Core {
         let host = configuration.host, port = configuration.port
         guard (0...65535).contains(port) else { throw HTTPServerError.invalidPort(port) }
         guard var address = SocketAddress(host: host, port: UInt16(port)) else { throw HTTPServerError.invalidHost(host) }
+        // poll(2), not epoll: libmicrohttpd 0.9.75 (Debian 12) aborts the process when a daemon with
+        // a thread pool on epoll is quiesced while a polling thread drops the listen socket from its
+        // epoll set at the same moment (daemon.c, MHD_quiesce_daemon vs MHD_epoll). With poll each
+        // thread rebuilds its set every round and checks the quiesce flag, so stopping cannot race.
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_ITC.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
-            | MHD_USE_ERROR_LOG.rawValue
-        #if os(Linux)
-            flags |= MHD_USE_EPOLL.rawValue
-        #else
-            flags |= MHD_USE_AUTO.rawValue
-        #endif
+            | MHD_USE_ERROR_LOG.rawValue | MHD_USE_POLL.rawValue
         if address.isIPv6 {
             flags |= MHD_USE_IPv6.rawValue
         }

@@ -371,6 +371,43 @@ struct HTTPServerTests {
         #expect(response.problemCode == "service_unavailable")
     }
 
+    /// libmicrohttpd 0.9.75 aborts the process ("Failed to remove listen FD from epoll set") when
+    /// it is quiesced while a polling thread is busy and both drop the listen socket from epoll.
+    /// Stopping servers again and again under traffic must end every time with the process alive.
+    @Test func stoppingUnderTrafficAgainAndAgainNeverAbortsTheProcess() async throws {
+        var answered = 0
+        for _ in 0..<200 {
+            let server = HTTPServer(configuration: .init(port: 0, log: .discarding), router: echoRouter())
+            try server.start()
+            let port = server.boundPort
+            let clients = (0..<4).map { index in
+                Task { () -> Int in
+                    var count = 0
+                    while !Task.isCancelled {
+                        // Half the clients reconnect for every request, so the listen socket stays busy.
+                        let client = HTTPTestClient(port: port, timeout: .seconds(5))
+                        guard let response = try? await client.get("/ok"), response.status == 200 else { break }
+                        count += 1
+                        if index.isMultiple(of: 2) { continue }
+                        while let again = try? await client.get("/ok"), again.status == 200, count < 1_000_000 {
+                            count += 1
+                            if Task.isCancelled { break }
+                        }
+                        break
+                    }
+                    return count
+                }
+            }
+            try await Task.sleep(for: .milliseconds(10))
+            await server.shutdown()
+            for client in clients {
+                client.cancel()
+                answered += await client.value
+            }
+        }
+        #expect(answered > 200, "the clients were answered before each stop")
+    }
+
     @Test func startFailsWithTheAddressWhenThePortIsTaken() async throws {
         let first = HTTPServer(configuration: .init(port: 0, log: .discarding), router: Router())
         try first.start()
