@@ -18,7 +18,7 @@ let package = Package(
 
         .target(name: "TetherCore"),
         .target(name: "TetherCrypto", dependencies: ["COpenSSL", "CLibCrypt"]),
-        .target(name: "TetherJOSE", dependencies: ["TetherCrypto"]),
+        .target(name: "TetherJOSE", dependencies: ["TetherCore", "TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "TetherCore"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE"]),

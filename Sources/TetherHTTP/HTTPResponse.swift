@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// A complete HTTP response: status, headers and body.
 ///
@@ -31,6 +32,14 @@ public struct HTTPResponse: Sendable, Equatable {
     ) throws -> HTTPResponse {
         let body = try (encoder ?? JSONCoding.encoder).encode(value)
         return HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: Array(body))
+    }
+
+    /// A JSON response of a ``JSONValue``, written without `JSONEncoder` (``JSONValue/jsonBytes()``):
+    /// the same bytes, several times faster, which counts for large bodies such as a history page.
+    ///
+    /// - Throws: ``JSONWritingError`` for a non-finite double; the server answers that with a 500.
+    public static func json(_ value: JSONValue, status: Int = 200, headers: HTTPHeaders = [:]) throws -> HTTPResponse {
+        HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: try value.jsonBytes())
     }
 
     /// A `text/plain; charset=utf-8` response.

@@ -1,3 +1,5 @@
+import TetherCore
+
 extension JOSEValue {
     /// Compact JSON text (no insignificant whitespace), members in their stored order.
     public var jsonBytes: [UInt8] {
@@ -11,7 +13,7 @@ extension JOSEValue {
         case .null: output += Array("null".utf8)
         case .bool(let value): output += Array((value ? "true" : "false").utf8)
         case .number(let value): output += Array(Self.format(value).utf8)
-        case .string(let value): Self.writeString(value, to: &output)
+        case .string(let value): JSONText.writeString(value, to: &output)
         case .array(let elements):
             output.append(UInt8(ascii: "["))
             for (offset, element) in elements.enumerated() {
@@ -29,25 +31,6 @@ extension JOSEValue {
         if value == value.rounded(), abs(value) < 9_007_199_254_740_992 { return String(Int64(value)) }
         return String(value)
     }
-
-    /// Escapes only what RFC 8259 requires, so thumbprint input stays canonical (RFC 7638 §3.3).
-    static func writeString(_ value: String, to output: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
-        output.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
-            case 0x08: output += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-            case 0x0C: output += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-            case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20: output += Array("\\u00".utf8) + [hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
 }
 
 extension JOSEObject {
@@ -62,7 +45,7 @@ extension JOSEObject {
         output.append(UInt8(ascii: "{"))
         for (offset, member) in members.enumerated() {
             if offset > 0 { output.append(UInt8(ascii: ",")) }
-            JOSEValue.writeString(member.name, to: &output)
+            JSONText.writeString(member.name, to: &output)
             output.append(UInt8(ascii: ":"))
             member.value.write(to: &output)
         }

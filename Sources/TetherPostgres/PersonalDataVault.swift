@@ -67,21 +67,46 @@ public enum PersonalDataVault {
     /// The user's key, made on first use (inside the caller's transaction); nil once the user was erased,
     /// so later events about them (an admin's look at the erased account) are stored without one.
     static func key(for userId: UUID, on connection: PostgresConnection) async throws -> [UInt8]? {
-        try await connection.query("""
+        var rows: PostgresRows?
+        for statement in keyStatements(for: userId) {
+            rows = try await connection.query(statement)
+        }
+        return try key(from: rows!)
+    }
+
+    /// The statements of ``key(for:on:)``, for a caller that pipelines them; read their last rows with ``key(from:)``.
+    static func keyStatements(for userId: UUID) -> [PostgresQuery] {
+        [
+            """
             INSERT INTO personal_data_keys (user_id, key) VALUES (\(userId), \(SecureRandom.bytes(count: 32)))
             ON CONFLICT (user_id) DO NOTHING
-            """)
-        // A second statement: its snapshot sees a key a concurrent first append committed meanwhile.
-        return try await connection.query("SELECT key FROM personal_data_keys WHERE user_id = \(userId)")[0].decode("key")
+            """,
+            // A second statement: its snapshot sees a key a concurrent first append committed meanwhile.
+            "SELECT key FROM personal_data_keys WHERE user_id = \(userId)",
+        ]
+    }
+
+    /// The key the last of ``keyStatements(for:)`` read: nil once the user was erased.
+    static func key(from rows: PostgresRows) throws -> [UInt8]? {
+        try rows[0].decode("key")
     }
 
     /// The keys of `userIds` that still exist.
     static func keys(for userIds: Set<UUID>, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [UUID: [UInt8]] {
         guard !userIds.isEmpty else { return [:] }
-        let rows = try await query("""
-            SELECT user_id, key FROM personal_data_keys
-            WHERE user_id = ANY(\(PostgresArray(Array(userIds)))::uuid[]) AND key IS NOT NULL
-            """)
+        return try keys(from: try await query(keysStatement(for: userIds)))
+    }
+
+    /// The statement of ``keys(for:query:)``, for a caller that pipelines it; read its rows with ``keys(from:)``.
+    static func keysStatement(for userIds: Set<UUID>) -> PostgresQuery {
+        """
+        SELECT user_id, key FROM personal_data_keys
+        WHERE user_id = ANY(\(PostgresArray(Array(userIds)))::uuid[]) AND key IS NOT NULL
+        """
+    }
+
+    /// The keys the rows of ``keysStatement(for:)`` hold.
+    static func keys(from rows: PostgresRows) throws -> [UUID: [UInt8]] {
         var keys: [UUID: [UInt8]] = [:]
         for row in rows {
             keys[try row.decode("user_id")] = try row.decode("key")

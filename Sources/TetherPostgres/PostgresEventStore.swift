@@ -103,6 +103,32 @@ public struct PostgresEventStore: Sendable {
         }
     }
 
+    /// Appends `events` at the end of `stream`, whatever its version, in one transaction of two
+    /// round trips on the connection's thread: the stream's advisory lock, its version and the
+    /// user's key, then the insert and the commit. For streams whose every writer takes that lock
+    /// (an admin key's records of requests), so no version is lost to a race and the transaction
+    /// order follows the version order. The events may name one user at most.
+    public func appendAtEnd(_ events: [NewEvent], to stream: StreamName, metadata: EventMetadata) async throws {
+        let userIds = Set(events.compactMap(\.userId))
+        precondition(userIds.count <= 1, "appendAtEnd seals for one user at most")
+        try await client.withTransactionJob { transaction in
+            var reads: [PostgresQuery] = [
+                Self.streamLockStatement(stream),
+                "SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)",
+            ]
+            if let userId = userIds.first { reads += PersonalDataVault.keyStatements(for: userId) }
+            let rows = try transaction.begin(reads)
+            let version: Int = try rows[1][0].decode("version")
+            let key = userIds.isEmpty ? nil : try PersonalDataVault.key(from: rows[rows.count - 1])
+            try transaction.commit([try appendStatement(events, to: stream, after: version, metadata: metadata, userKey: key)])
+        }
+    }
+
+    /// The transaction-scoped advisory lock that writers of `stream` queue on.
+    public static func streamLockStatement(_ stream: StreamName) -> PostgresQuery {
+        "SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))"
+    }
+
     /// The statement that appends `events` to `stream` after `version`, inside a transaction that
     /// holds the stream's lock and read it at that version; personal parts are sealed with
     /// `userKey`, or left out when the user's key was destroyed (nil). For a caller that
@@ -243,7 +269,14 @@ public struct PostgresEventStore: Sendable {
             query.append(" AND occurred_at >= \(since)::timestamptz")
         }
         query.append(" ORDER BY position LIMIT \(limit)")
-        return try await decode(try await client.query(query)) { try await client.query($0) }
+        // The events and their user's key in one round trip, decoded where they arrive.
+        let statements = [query, PersonalDataVault.keysStatement(for: [userId])]
+        return try await client.withConnection { connection in
+            try await connection.run { [self] job in
+                let rows = try job.pipeline(statements)
+                return try decode(rows[0], keys: try PersonalDataVault.keys(from: rows[1]))
+            }
+        }
     }
 
     private static let columns =
@@ -286,7 +319,7 @@ public struct PostgresEventStore: Sendable {
 
     /// One row as stored (sealed parts still sealed, no upcasters run).
     private func decode(_ row: PostgresRow) throws -> RecordedEvent {
-        let metadata = try row.decode("metadata", as: PostgresJSON.self).decode(EventMetadata.self)
+        let metadata = try EventMetadata.decodeStored(try row.decode("metadata", as: PostgresJSON.self).data)
         let event = RecordedEvent(
             position: try row.decode("position"), transactionId: try row.decode("tx"),
             stream: StreamName(try row.decode("stream")), version: try row.decode("version"),

@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// The rows a statement returned, decoded from PostgreSQL's text format on demand.
 public struct PostgresRows: Sendable, RandomAccessCollection {
@@ -138,7 +139,7 @@ extension Bool: PostgresTextDecodable {
 }
 
 extension UUID: PostgresTextDecodable {
-    public init?(postgresText: String) { self.init(uuidString: postgresText) }
+    public init?(postgresText: String) { self.init(text: postgresText) }
 }
 
 extension Date: PostgresTextDecodable {

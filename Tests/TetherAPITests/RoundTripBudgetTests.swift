@@ -20,18 +20,20 @@ struct RoundTripBudgetTests {
     }
 
     private struct Fixture {
+        let database: TestDatabase
         let client: PostgresClient
         let accounts: AccountService
         let commands: AccountCommands
     }
 
     private func fixture(accepting identity: ExternalIdentity) async throws -> Fixture {
-        let client = try await TestDatabase.make().client(maxConnections: 4)
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 4)
         let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
         let commands = AccountCommands(
             accounts: accounts, identities: AcceptedToken(identity: identity), limits: SignInLimits(database: client),
             pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: try PasswordVerifier())
-        return Fixture(client: client, accounts: accounts, commands: commands)
+        return Fixture(database: database, client: client, accounts: accounts, commands: commands)
     }
 
     private static let apple = ExternalIdentity(
@@ -156,7 +158,8 @@ struct RoundTripBudgetTests {
     /// A password sign-in reserves its place in the limits (one transaction of two round trips) before
     /// the password is checked (one read of the account), and gives it back in the sign-in's own commit.
     @Test func aPasswordSignInIsTwoTransactionsOfFiveRoundTripsInAll() async throws {
-        let client = try await TestDatabase.make().client(maxConnections: 4)
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 4)
         defer { client.shutdown() }
         let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
         let passwords = try PasswordVerifier(hasher: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)))
@@ -197,5 +200,34 @@ struct RoundTripBudgetTests {
         #expect(try row.decode("email_verified", as: Bool.self) == account.isEmailVerified)
         #expect(try row.decode("created_at", as: Date.self) == account.createdAt)
         #expect(try row.decode("last_sign_in_at", as: Date?.self) == account.lastSignInAt)
+    }
+
+    @Test func aHistoryPageIsOneRoundTripAndItsRecordOneTransactionOfTwo() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        guard case .signedIn(let account, _) = try await fixture.commands.signIn(signIn(fixture.commands)) else {
+            Issue.record("expected a session")
+            return
+        }
+        let history = UserHistory(database: fixture.client)
+        let (page, reading) = try await metered { try await history.page(of: account.id) }
+        #expect(page.entries.map(\.type).contains("SignedIn"))
+        #expect(page.entries.contains { $0.clientIP == "192.0.2.7" }, "the sealed address was opened with the key read alongside")
+        #expect(reading.roundTrips == 1, "\(reading.statements)")
+
+        // Keys are made by an operator (the owner role); the service records what they are used for.
+        let owner = fixture.database.client(asServiceRole: false, maxConnections: 1)
+        defer { owner.shutdown() }
+        let (admin, _) = try await AdminKeyStore(database: owner).create(role: .support, name: "budget", metadata: EventMetadata(surface: "cli"))
+        let keys = AdminKeyStore(database: fixture.client)
+        let viewed = AdminEvent.historyViewed(.init(userId: account.id, after: 0, limit: 50, returned: page.entries.count, status: 200))
+        let ((), recording) = try await metered {
+            try await keys.record(viewed, keyId: admin.id, metadata: EventMetadata(actor: .init(kind: "admin", id: admin.id.uuidString), surface: "admin"))
+        }
+        #expect(recording.transactions == 1, "\(recording.statements)")
+        #expect(recording.roundTrips == 2, "\(recording.statements)")
+        let after = try await history.page(of: account.id)
+        #expect(after.entries.last?.type == "AdminHistoryViewed")
+        #expect(after.entries.last?.stream == StreamName.adminKey(admin.id).rawValue)
     }
 }

@@ -266,7 +266,7 @@ public struct SignInLimits: Sendable {
         let store = PostgresEventStore(client: database)
         // One stream's records are appended in turn, so parallel failures never race for a version.
         try await database.withTransaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))")
+            try await connection.query(PostgresEventStore.streamLockStatement(stream))
             try await store.append([event], to: stream, expected: .any, metadata: metadata, on: connection)
         }
     }

@@ -81,15 +81,25 @@ public struct AdminKeyStore: Sendable {
     /// Requests with one key may arrive at once: appends to its stream queue on a
     /// transaction-scoped advisory lock, name the version they found as the expected
     /// one, and start over (bounded) if another writer got there first anyway.
+    ///
+    /// A record of a request (a look at a user, a search, an action asked for) projects nothing: it
+    /// is appended in two round trips (``PostgresEventStore/appendAtEnd(_:to:metadata:)``), which
+    /// every support request pays.
     public func record(_ event: AdminEvent, keyId: UUID, metadata: EventMetadata) async throws {
         let stream = StreamName.adminKey(keyId)
         let newEvent = try AdminEventCodec.encode(event)
+        switch event {
+        case .userViewed, .usersSearched, .historyViewed, .actionRequested:
+            return try await store.appendAtEnd([newEvent], to: stream, metadata: metadata)
+        case .keyCreated, .keyRevoked:
+            break
+        }
         var attempt = 0
         while true {
             attempt += 1
             do {
                 try await database.withTransaction { connection in
-                    try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))")
+                    try await connection.query(PostgresEventStore.streamLockStatement(stream))
                     let version: Int = try await connection.query("""
                         SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)
                         """)[0].decode("version")

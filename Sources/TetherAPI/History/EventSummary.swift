@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherJOSE
 import TetherPostgres
 
 /// The one-line account of an event that `tether history` and the support API show.
@@ -100,9 +101,24 @@ public struct EventSummary: Sendable, Hashable {
         default:
             text = payload.generic
         }
-        // One line, whatever a payload holds (a reason typed with line breaks, say).
-        let line = String(text.unicodeScalars.map { CharacterSet.controlCharacters.contains($0) ? " " : Character($0) })
-        return EventSummary(text: line, isPersonalDataErased: payload.isPersonalPartErased)
+        return EventSummary(text: oneLine(text), isPersonalDataErased: payload.isPersonalPartErased)
+    }
+
+    /// One line, whatever a payload holds (a reason typed with line breaks, say): each control and
+    /// format character (Unicode categories Cc and Cf, as `CharacterSet.controlCharacters`) becomes a space.
+    static func oneLine(_ text: String) -> String {
+        func isControl(_ scalar: Unicode.Scalar) -> Bool {
+            // Below U+007F only C0 controls qualify; testing the byte first spares the property lookup.
+            if scalar.value < 0x7F { return scalar.value < 0x20 }
+            let category = scalar.properties.generalCategory
+            return category == .control || category == .format
+        }
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var line = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            line.append(isControl(scalar) ? " " : scalar)
+        }
+        return String(line)
     }
 }
 
@@ -118,7 +134,7 @@ private final class Payload {
     private(set) var isPersonalPartErased: Bool
 
     init(_ data: Data) {
-        let object = (try? JSONDecoder().decode(JSONValue.self, from: data)).flatMap { value -> [String: JSONValue]? in
+        let object = (try? JSONValue(parsing: data)).flatMap { value -> [String: JSONValue]? in
             if case .object(let members) = value { return members }
             return nil
         }

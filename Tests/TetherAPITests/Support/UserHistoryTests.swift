@@ -164,6 +164,21 @@ struct UserHistoryTests {
         }
     }
 
+    @Test func aSummaryIsOneLineWhateverControlOrFormatCharactersThePayloadHolds() throws {
+        let reasons = [
+            "plain", "line\nbreak\r\ttab", "del\u{7F} nel\u{85} zwsp\u{200B} bidi\u{202E}x bom\u{FEFF}",
+            "\u{2028}\u{2029} separators stay", "é 😀 👩‍👩‍👧 flags 🇫🇷", "",
+        ]
+        for reason in reasons {
+            let data = try JSONEncoder().encode(["reason": reason])
+            let line = EventSummary.describe(type: "SomethingNew", data: data).text
+            // What the summary promised before its fast path: each Cc or Cf scalar as a space.
+            let expected = "reason=" + String(reason.unicodeScalars.map { CharacterSet.controlCharacters.contains($0) ? " " : Character($0) })
+            #expect(line == (reason.isEmpty ? "reason=" : expected), "\(reason.debugDescription)")
+            #expect(!line.contains("\n") && !line.contains("\u{200B}"))
+        }
+    }
+
     @Test func erasedPersonalDataShowsAsErasedInTableAndJSON() throws {
         let user = UUID()
         let at = Date(timeIntervalSince1970: 1_790_000_000)

@@ -1,0 +1,40 @@
+import Foundation
+
+extension UUID {
+    /// Parses the 36-character form `8-4-4-4-12` of hex digits in either case, without the `sscanf`
+    /// of `UUID(uuidString:)`: reading a page of events parses several ids per event (event, user,
+    /// command, correlation), and that cost showed in profiles. It answers as `UUID(uuidString:)`
+    /// does, except that it refuses spaces, which `sscanf` lets through before a digit pair.
+    public init?(text: some StringProtocol) {
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &bytes) { output in
+            text.utf8.withContiguousStorageIfAvailable { UUID.parse($0, into: output) }
+                ?? Array(text.utf8).withUnsafeBufferPointer { UUID.parse($0, into: output) }
+        }
+        guard parsed else { return nil }
+        self.init(uuid: bytes)
+    }
+
+    private static func parse(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
+        guard utf8.count == 36 else { return false }
+        func nibble(_ character: UInt8) -> UInt8? {
+            switch character {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var index = 0
+        for slot in 0..<16 {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard utf8[index] == UInt8(ascii: "-") else { return false }
+                index += 1
+            }
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return false }
+            output[slot] = high << 4 | low
+            index += 2
+        }
+        return true
+    }
+}
