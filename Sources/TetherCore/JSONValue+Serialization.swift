@@ -7,17 +7,27 @@ public enum JSONText {
     /// canonical (RFC 7638 §3.3).
     public static func writeString(_ value: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
-            case 0x08: output += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
-            case 0x0C: output += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
-            case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20: output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            default: output.append(byte)
+        var text = value
+        text.withUTF8 { bytes in
+            // Runs of bytes that need no escape are copied whole.
+            var runStart = 0
+            for index in bytes.indices {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                runStart = index + 1
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): output += [UInt8(ascii: "\\"), byte]
+                case 0x08: output += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+                case 0x0C: output += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+                case 0x0A: output += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case 0x0D: output += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case 0x09: output += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                default:
+                    output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+                }
             }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         output.append(UInt8(ascii: "\""))
     }
