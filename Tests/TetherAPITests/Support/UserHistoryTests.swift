@@ -145,6 +145,40 @@ struct UserHistoryTests {
         }
     }
 
+    @Test func historyPagingStaysStableWhileEventsAreAppended() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, secret) = try await livedThrough(harness)
+            let id = user.uuidString.lowercased()
+            let before = try await UserHistory(database: harness.owner).all(of: user).entries.map { Int($0.position) }
+            // Another support key keeps looking at the user while the pages are read: each look is an
+            // event in the user's history, appended between (and during) the page reads.
+            let watcher = try await harness.adminKey(.support, name: "watcher")
+            let looking = Task {
+                for _ in 0..<30 {
+                    _ = try await harness.adminGet("/v1/admin/users/\(id)", key: watcher.secret)
+                }
+            }
+            var paged: [Int] = []
+            var after = 0
+            while true {
+                let page = try await harness.adminGet("/v1/admin/users/\(id)/history?limit=4&after=\(after)", key: secret).json
+                let positions = (page["events"]?.elements ?? []).compactMap { $0["position"]?.int }
+                paged += positions
+                guard let next = page["nextAfter"]?.int else { break }
+                after = next
+            }
+            try await looking.value
+            // Strictly ascending: no event twice, none out of order, whatever was appended meanwhile.
+            #expect(paged == paged.sorted() && Set(paged).count == paged.count, "\(paged)")
+            // Nothing committed before the reading began was skipped.
+            #expect(Set(before).isSubset(of: Set(paged)), "\(Set(before).subtracting(paged).sorted())")
+            // What the pages showed is the history as it stands afterwards, up to where they stopped.
+            let final = try await UserHistory(database: harness.owner).all(of: user).entries.map { Int($0.position) }
+            #expect(final.filter { $0 <= (paged.last ?? 0) } == paged)
+            #expect(final.count >= before.count + 30)
+        }
+    }
+
     @Test func eventTypesWithoutASummaryRenderGenericallyWithoutSecrets() async throws {
         try await SupportHarness.run { harness in
             let ada = try await harness.signUp("ada@example.com")
