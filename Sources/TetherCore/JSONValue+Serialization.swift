@@ -72,12 +72,11 @@ extension JSONValue {
             output.append(UInt8(ascii: "]"))
         case .object(let members):
             output.append(UInt8(ascii: "{"))
-            let names = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-            for (offset, name) in names.enumerated() {
+            for (offset, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
                 if offset > 0 { output.append(UInt8(ascii: ",")) }
-                JSONText.writeString(name, to: &output)
+                JSONText.writeString(member.key, to: &output)
                 output.append(UInt8(ascii: ":"))
-                try members[name]!.write(to: &output)
+                try member.value.write(to: &output)
             }
             output.append(UInt8(ascii: "}"))
         }

@@ -88,16 +88,18 @@ public struct AdminKeyStore: Sendable {
     public func record(_ event: AdminEvent, keyId: UUID, metadata: EventMetadata) async throws {
         let stream = StreamName.adminKey(keyId)
         let newEvent = try AdminEventCodec.encode(event)
-        switch event {
-        case .userViewed, .usersSearched, .historyViewed, .actionRequested:
-            return try await store.appendAtEnd([newEvent], to: stream, metadata: metadata)
-        case .keyCreated, .keyRevoked:
-            break
+        let projectsNothing = switch event {
+        case .userViewed, .usersSearched, .historyViewed, .actionRequested: true
+        case .keyCreated, .keyRevoked: false
         }
         var attempt = 0
         while true {
             attempt += 1
             do {
+                if projectsNothing {
+                    try await store.appendAtEnd([newEvent], to: stream, metadata: metadata)
+                    return
+                }
                 try await database.withTransaction { connection in
                     try await connection.query(PostgresEventStore.streamLockStatement(stream))
                     let version: Int = try await connection.query("""
