@@ -108,17 +108,21 @@ public struct PostgresEventStore: Sendable {
     /// user's key, then the insert and the commit. For streams whose every writer takes that lock
     /// (an admin key's records of requests), so no version is lost to a race and the transaction
     /// order follows the version order. The events may name one user at most.
+    ///
+    /// - Throws: ``AppendAtEndError`` for no events, events about more than one user, or more than
+    ///   one multi-row insert holds.
     public func appendAtEnd(_ events: [NewEvent], to stream: StreamName, metadata: EventMetadata) async throws {
         let userIds = Set(events.compactMap(\.userId))
-        precondition(userIds.count <= 1, "appendAtEnd seals for one user at most")
+        guard !events.isEmpty, events.count <= Self.insertBatchSize, userIds.count <= 1 else {
+            throw AppendAtEndError(count: events.count, users: userIds.count)
+        }
+        let locks = Self.lockStatements(for: stream, events: events)
         try await client.withTransactionJob { transaction in
-            var reads: [PostgresQuery] = [
-                Self.streamLockStatement(stream),
-                "SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)",
-            ]
+            var reads = locks
+            reads.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
             if let userId = userIds.first { reads += PersonalDataVault.keyStatements(for: userId) }
             let rows = try transaction.begin(reads)
-            let version: Int = try rows[1][0].decode("version")
+            let version: Int = try rows[locks.count][0].decode("version")
             let key = userIds.isEmpty ? nil : try PersonalDataVault.key(from: rows[rows.count - 1])
             try transaction.commit([try appendStatement(events, to: stream, after: version, metadata: metadata, userKey: key)])
         }
@@ -127,6 +131,18 @@ public struct PostgresEventStore: Sendable {
     /// The transaction-scoped advisory lock that writers of `stream` queue on.
     public static func streamLockStatement(_ stream: StreamName) -> PostgresQuery {
         "SELECT pg_advisory_xact_lock(hashtextextended(\(stream.rawValue), 0))"
+    }
+
+    /// The locks a writer of `events` to `stream` takes before anything else and holds to its commit:
+    /// the stream's own, then the stream lock of each user the events are about (in id order).
+    ///
+    /// A user's own commands hold that lock too, so every event about a user is written under it:
+    /// the user's events become visible in position order, and a history read by position never
+    /// passes an event that commits later. (Positions are taken at insert and seen at commit; two
+    /// writers of one user's events without a common lock could commit out of position order.)
+    public static func lockStatements(for stream: StreamName, events: [NewEvent]) -> [PostgresQuery] {
+        let users = Set(events.compactMap(\.userId)).map(StreamName.user).filter { $0 != stream }
+        return [streamLockStatement(stream)] + users.sorted { $0.rawValue < $1.rawValue }.map(streamLockStatement)
     }
 
     /// The statement that appends `events` to `stream` after `version`, inside a transaction that
@@ -333,5 +349,14 @@ public struct PostgresEventStore: Sendable {
 extension Array {
     fileprivate func chunked(by size: Int) -> [ArraySlice<Element>] {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}
+
+/// What ``PostgresEventStore/appendAtEnd(_:to:metadata:)`` cannot append in one insert.
+public struct AppendAtEndError: Error, CustomStringConvertible {
+    public let count: Int
+    public let users: Int
+    public var description: String {
+        "appendAtEnd takes 1 to \(PostgresEventStore.insertBatchSize) events about one user at most; got \(count) events about \(users) users"
     }
 }

@@ -264,9 +264,12 @@ public struct SignInLimits: Sendable {
     ) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
         let store = PostgresEventStore(client: database)
-        // One stream's records are appended in turn, so parallel failures never race for a version.
+        // One stream's records are appended in turn, so parallel failures never race for a version;
+        // a record about a user also waits for that user's lock (PostgresEventStore.lockStatements).
         try await database.withTransaction { connection in
-            try await connection.query(PostgresEventStore.streamLockStatement(stream))
+            for lock in PostgresEventStore.lockStatements(for: stream, events: [event]) {
+                try await connection.query(lock)
+            }
             try await store.append([event], to: stream, expected: .any, metadata: metadata, on: connection)
         }
     }
