@@ -42,7 +42,8 @@ public struct JSONWritingError: Error, CustomStringConvertible {
 
 extension JSONValue {
     /// Compact JSON text with object members in UTF-8 order of their names: byte for byte what
-    /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` writes for the same value.
+    /// `JSONEncoder` with `[.sortedKeys, .withoutEscapingSlashes]` writes for the same value
+    /// (swift-foundation's, on Linux).
     ///
     /// - Throws: ``JSONWritingError`` for a non-finite double, as `JSONEncoder` throws.
     public func jsonBytes() throws(JSONWritingError) -> [UInt8] {

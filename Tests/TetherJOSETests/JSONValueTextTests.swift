@@ -4,7 +4,8 @@ import TetherCore
 import TetherJOSE
 
 /// `JSONValue.jsonBytes()` stands in for `JSONEncoder` in responses, and `JSONValue(parsing:)` for
-/// `JSONDecoder` in history reads: both must give exactly what the Foundation coders give.
+/// `JSONDecoder` in history reads: both must give exactly what the Foundation coders give (those of
+/// swift-foundation on Linux, where Tether runs; Darwin's `.sortedKeys` may order keys otherwise).
 @Suite("JSONValue written and parsed without the Foundation coders")
 struct JSONValueTextTests {
     /// The encoder of TetherHTTP's JSON responses.
@@ -64,6 +65,12 @@ struct JSONValueTextTests {
             let text = try Self.reference.encode(Self.value(&generator))
             #expect(try JSONValue(parsing: text) == JSONDecoder().decode(JSONValue.self, from: text), "\(String(decoding: text, as: UTF8.self))")
         }
+    }
+
+    @Test func parsesJSONBAsPostgreSQLPrintsIt() throws {
+        // jsonb's text form: a space after each colon and comma, keys by length then bytes.
+        let text = #"{"a": 1, "id": "0f8e", "amr": ["apple", "mfa"], "n": null, "when": 1.5e-7, "ok": true, "x": {"y": [ ]}}"#
+        #expect(try JSONValue(parsing: Array(text.utf8)) == JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)))
     }
 
     @Test func parsingRefusesWhatIsNotOneJSONText() {
