@@ -49,11 +49,12 @@ extension JSONValue {
     public func jsonBytes() throws(JSONWritingError) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(256)
-        try write(to: &output)
+        try writeJSON(to: &output)
         return output
     }
 
-    private func write(to output: inout [UInt8]) throws(JSONWritingError) {
+    /// Appends the text of ``jsonBytes()`` to `output`.
+    public func writeJSON(to output: inout [UInt8]) throws(JSONWritingError) {
         switch self {
         case .null: output += [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]
         case .bool(let value): output += (value ? "true" : "false").utf8
@@ -68,18 +69,27 @@ extension JSONValue {
             output.append(UInt8(ascii: "["))
             for (offset, element) in elements.enumerated() {
                 if offset > 0 { output.append(UInt8(ascii: ",")) }
-                try element.write(to: &output)
+                try element.writeJSON(to: &output)
             }
             output.append(UInt8(ascii: "]"))
         case .object(let members):
-            output.append(UInt8(ascii: "{"))
-            for (offset, member) in members.sorted(by: { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }).enumerated() {
-                if offset > 0 { output.append(UInt8(ascii: ",")) }
-                JSONText.writeString(member.key, to: &output)
-                output.append(UInt8(ascii: ":"))
-                try member.value.write(to: &output)
-            }
-            output.append(UInt8(ascii: "}"))
+            try JSONText.writeObject(
+                members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map { ($0.key, $0.value) }, to: &output)
         }
+    }
+}
+
+extension JSONText {
+    /// Writes an object of `members` as given: in UTF-8 order of their names, that is the text of
+    /// ``JSONValue/jsonBytes()`` for the same object, without building its dictionary first.
+    public static func writeObject(_ members: [(name: String, value: JSONValue)], to output: inout [UInt8]) throws(JSONWritingError) {
+        output.append(UInt8(ascii: "{"))
+        for (offset, member) in members.enumerated() {
+            if offset > 0 { output.append(UInt8(ascii: ",")) }
+            writeString(member.name, to: &output)
+            output.append(UInt8(ascii: ":"))
+            try member.value.writeJSON(to: &output)
+        }
+        output.append(UInt8(ascii: "}"))
     }
 }

@@ -39,7 +39,12 @@ public struct HTTPResponse: Sendable, Equatable {
     ///
     /// - Throws: ``JSONWritingError`` for a non-finite double; the server answers that with a 500.
     public static func json(_ value: JSONValue, status: Int = 200, headers: HTTPHeaders = [:]) throws -> HTTPResponse {
-        HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: try value.jsonBytes())
+        json(text: try value.jsonBytes(), status: status, headers: headers)
+    }
+
+    /// A JSON response of a body already written as JSON text.
+    public static func json(text body: [UInt8], status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
+        HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: body)
     }
 
     /// A `text/plain; charset=utf-8` response.

@@ -110,7 +110,7 @@ public struct AdminRoutes: Sendable {
             }
             let record = AdminEvent.historyViewed(.init(
                 userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
-            return (try HTTPResponse.json(page.json), record)
+            return (HTTPResponse.json(text: try page.jsonBytes()), record)
         }
     }
 

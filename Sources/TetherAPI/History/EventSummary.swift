@@ -127,18 +127,15 @@ public struct EventSummary: Sendable, Hashable {
 /// A class only so that ``personal(_:)`` can note, for the summary's flag, that a
 /// case asked for personal data and found it erased; it never leaves `describe`.
 private final class Payload {
-    let members: [String: JSONValue]
+    let members: JOSEObject
     /// The `personal` member when it is a readable object.
-    let personalMembers: [String: JSONValue]?
+    let personalMembers: JOSEObject?
     /// A case asked for personal data that could not be read, or a `personal` member is there but unreadable.
     private(set) var isPersonalPartErased: Bool
 
     init(_ data: Data) {
-        let object = (try? JSONValue(parsing: data)).flatMap { value -> [String: JSONValue]? in
-            if case .object(let members) = value { return members }
-            return nil
-        }
-        members = object ?? [:]
+        // Read with the JOSE parser as it is, without a JSONValue tree: a history page summarises every event.
+        members = (try? JOSEObject(parsing: data)) ?? JOSEObject()
         if members[PersonalDataVault.erasedMarker] == .bool(true) {
             // Its user was erased: the key that sealed the personal part is gone.
             personalMembers = nil
@@ -198,7 +195,7 @@ private final class Payload {
     var generic: String {
         let secretWords = ["hash", "secret", "token", "code", "password", "key"]
         var parts: [String] = []
-        for (key, value) in members.sorted(by: { $0.key < $1.key }) where key != "personal" {
+        for (key, value) in members.members.sorted(by: { $0.name < $1.name }) where key != "personal" {
             let lowered = key.lowercased()
             guard !secretWords.contains(where: lowered.contains), let text = Self.scalarText(value) else { continue }
             parts.append("\(key)=\(text)")
@@ -209,8 +206,9 @@ private final class Payload {
         return parts.isEmpty ? "-" : parts.joined(separator: ", ")
     }
 
-    private static func scalarText(_ value: JSONValue?) -> String? {
-        switch value {
+    /// A scalar as text; numbers read as `JSONValue` reads them (whole ones as integers).
+    private static func scalarText(_ value: JOSEValue?) -> String? {
+        switch value.map(JSONValue.init) {
         case .string(let text): text
         case .int(let number): String(number)
         case .double(let number): String(number)

@@ -34,18 +34,23 @@ public struct HistoryEntry: Sendable, Hashable {
 
     /// The JSON form (every member always present, `null` when unknown), as documented in the OpenAPI paths.
     public var json: JSONValue {
+        .object(Dictionary(uniqueKeysWithValues: jsonMembers.map { ($0.name, $0.value) }))
+    }
+
+    /// The members of ``json`` in UTF-8 order of their names, the order they are written in.
+    var jsonMembers: [(name: String, value: JSONValue)] {
         [
-            "position": .int(Int(position)),
-            "time": .string(ISO8601Milliseconds.format(occurredAt)),
-            "type": .string(type),
-            "stream": .string(stream),
-            "surface": surface.map(JSONValue.string) ?? .null,
-            "actor": actor.map { ["kind": .string($0.kind), "id": $0.id.map(JSONValue.string) ?? .null] } ?? .null,
-            "clientIP": clientIP.map(JSONValue.string) ?? .null,
-            "userAgent": userAgent.map(JSONValue.string) ?? .null,
-            "commandId": commandId.map { .string($0.uuidString.lowercased()) } ?? .null,
-            "summary": .string(summary.text),
-            "personalDataErased": .bool(summary.isPersonalDataErased),
+            ("actor", actor.map { ["kind": .string($0.kind), "id": $0.id.map(JSONValue.string) ?? .null] } ?? .null),
+            ("clientIP", clientIP.map(JSONValue.string) ?? .null),
+            ("commandId", commandId.map { .string($0.uuidString.lowercased()) } ?? .null),
+            ("personalDataErased", .bool(summary.isPersonalDataErased)),
+            ("position", .int(Int(position))),
+            ("stream", .string(stream)),
+            ("summary", .string(summary.text)),
+            ("surface", surface.map(JSONValue.string) ?? .null),
+            ("time", .string(ISO8601Milliseconds.format(occurredAt))),
+            ("type", .string(type)),
+            ("userAgent", userAgent.map(JSONValue.string) ?? .null),
         ]
     }
 }
@@ -65,10 +70,38 @@ public struct HistoryPage: Sendable, Hashable {
 
     /// `{"userId", "events": [...], "nextAfter"}`.
     public var json: JSONValue {
+        .object(Dictionary(uniqueKeysWithValues: members(events: .array(entries.map(\.json))).map { ($0.name, $0.value) }))
+    }
+
+    /// The text of `json.jsonBytes()`, written entry by entry without building the page's tree first
+    /// (a page of 500 entries is the support API's largest answer).
+    public func jsonBytes() throws -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(400 * entries.count + 100)
+        // `events` comes first in name order; its entries are written straight into the output.
+        let rest = members(events: .null).dropFirst()
+        output += #"{"events":["#.utf8
+        for (offset, entry) in entries.enumerated() {
+            if offset > 0 { output.append(UInt8(ascii: ",")) }
+            try JSONText.writeObject(entry.jsonMembers, to: &output)
+        }
+        output.append(UInt8(ascii: "]"))
+        for member in rest {
+            output.append(UInt8(ascii: ","))
+            JSONText.writeString(member.name, to: &output)
+            output.append(UInt8(ascii: ":"))
+            try member.value.writeJSON(to: &output)
+        }
+        output.append(UInt8(ascii: "}"))
+        return output
+    }
+
+    /// The page's members in UTF-8 order of their names, with `events` as given.
+    private func members(events: JSONValue) -> [(name: String, value: JSONValue)] {
         [
-            "userId": .string(userId.uuidString.lowercased()),
-            "events": .array(entries.map(\.json)),
-            "nextAfter": nextAfter.map { .int(Int($0)) } ?? .null,
+            ("events", events),
+            ("nextAfter", nextAfter.map { .int(Int($0)) } ?? .null),
+            ("userId", .string(userId.uuidString.lowercased())),
         ]
     }
 }

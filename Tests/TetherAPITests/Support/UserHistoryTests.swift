@@ -145,6 +145,18 @@ struct UserHistoryTests {
         }
     }
 
+    @Test func aPageWrittenEntryByEntryIsTheBytesOfItsJSONTree() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, _) = try await livedThrough(harness)
+            let history = UserHistory(database: harness.owner)
+            for page in [try await history.page(of: user, limit: 5), try await history.all(of: user), HistoryPage(userId: user, entries: [], nextAfter: nil)] {
+                let written = try page.jsonBytes()
+                #expect(written == (try page.json.jsonBytes()))
+                #expect(try JSONDecoder().decode(JSONValue.self, from: Data(written)) == page.json)
+            }
+        }
+    }
+
     @Test func historyPagingStaysStableWhileEventsAreAppended() async throws {
         try await SupportHarness.run { harness in
             let (user, _, secret) = try await livedThrough(harness)
