@@ -5,13 +5,15 @@
 # a failed set-up does. Everything listens on 127.0.0.1 only; tether and PostgreSQL are
 # stopped on exit, whatever happens.
 #
-# Environment: BENCH_DURATION (seconds a scenario, default 10), BENCH_KEEP=1 keeps the
-# working directory (tokens, wrk and tether logs, results) and says where it is.
+# Environment: BENCH_DURATION (seconds a scenario, default 10), BENCH_LOG_EVENTS (the smallest
+# log the replay rows run on, default 1,000,000), BENCH_KEEP=1 keeps the working directory
+# (tokens, wrk and tether logs, results) and says where it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tether=".build/release/tether"
 duration="${BENCH_DURATION:-10}"
+log_target="${BENCH_LOG_EVENTS:-1000000}"
 threads=2
 connections=16
 sign_in_users=2000  # returning users of the sign-in scenarios; their first sessions are the refresh scenario's
@@ -223,10 +225,28 @@ record rss.after "$rss_after"
 
 kill -0 "$tether_pid" 2>/dev/null || { cat "$work/tether.log" >&2; fail "tether dev exited during the run"; }
 
-step "replay of the log the run wrote (accounts), next to a raw COPY of the events table"
 step "history of a 1,000-event user through the support API, next to plain SELECTs of its events"
 child python3 "$bench/history.py" "$tether" "$url" "$database_url" "$pgbin/psql" "$results" || fail "history failed"
 
+# The replay rows run on a log of at least $log_target events: what the scenarios wrote, topped up
+# by returning sign-ins (a SignedIn and a SessionStarted each) through /v1 at full speed.
+events_now() { "$pgbin/psql" "$database_url" -qAt -v ON_ERROR_STOP=1 -c "SELECT count(*) FROM events"; }
+have=$(events_now)
+for round in 1 2 3 4 5; do
+  [ "$have" -lt "$log_target" ] || break
+  rate=$(sed -n 's/^signin.rate=//p' "$results")
+  seconds=$(python3 -c "import math; print(max(5, math.ceil(($log_target - $have) / (2 * $rate) * 1.05)))")
+  step "filling the log: $have events; $seconds s of returning sign-ins for the $((log_target - have)) more"
+  child wrk -t"$threads" -c"$connections" -d"${seconds}s" --timeout 15s -s "$bench/sign-in.lua" "$url" -- \
+    "$work/signin_tokens.txt" "$threads" >"$work/wrk-fill-$round.log" 2>&1 \
+    || { cat "$work/wrk-fill-$round.log" >&2; fail "wrk failed (filling the log)"; }
+  grep -q '^RESULT ok=[0-9]* bad=0 ' "$work/wrk-fill-$round.log" \
+    || { cat "$work/wrk-fill-$round.log" >&2; fail "sign-ins failed while filling the log"; }
+  have=$(events_now)
+done
+[ "$have" -ge "$log_target" ] || fail "the log holds $have events, short of $log_target"
+
+step "replay of the $have-event log (accounts), next to a raw COPY of the events table"
 # As the cluster's superuser, which owns the tables: replay rebuilds and swaps tables only their owner may move.
 child python3 "$bench/replay.py" "$tether" "$database_url" "$pgbin/psql" "$results" || fail "replay failed"
 if [ -s "$work/tether.log" ]; then
