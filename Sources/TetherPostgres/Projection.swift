@@ -25,10 +25,14 @@ public struct Projection: Sendable {
     /// The statements `apply` runs for one event, when the projection can say them without running any:
     /// replay then sends a whole batch's statements in one pipelined round trip instead of one by one.
     public var statements: (@Sendable (_ event: RecordedEvent, _ occurredAt: String) throws -> [PostgresQuery])?
+    /// The statements for a whole batch in log order, when the projection can say fewer of them than event
+    /// by event (a command's events folded as the command wrote them); `statements` otherwise.
+    public var batchStatements: (@Sendable (_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])?
 
     public init(
         name: String, tables: [String], categories: [String], upcasters: UpcasterChain = UpcasterChain(),
         statements: (@Sendable (RecordedEvent, String) throws -> [PostgresQuery])? = nil,
+        batchStatements: (@Sendable ([(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])? = nil,
         apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection) async throws -> Void
     ) {
         self.name = name
@@ -36,7 +40,16 @@ public struct Projection: Sendable {
         self.categories = categories
         self.upcasters = upcasters
         self.statements = statements
+        self.batchStatements = batchStatements
         self.apply = apply
+    }
+
+    /// The statements that apply `events` in log order, with ``batchStatements`` or else ``statements``
+    /// event by event; nil when the projection can only run its events one by one (``apply``).
+    func statements(for events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery]? {
+        if let batchStatements { return try batchStatements(events) }
+        guard let statements else { return nil }
+        return try events.flatMap { try statements($0.event, $0.occurredAt) }
     }
 
     /// Every projection `tether replay` rebuilds, in the order it rebuilds them.
@@ -52,7 +65,7 @@ extension Projection {
     /// Users, identities, sessions, refresh tokens and MFA read models from `user-<id>` streams.
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
-        upcasters: AccountEventCodec.upcasters, statements: accountStatements
+        upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements
     ) { event, occurredAt, connection in
         for statement in try accountStatements(event, occurredAt) {
             try await connection.query(statement)
@@ -69,6 +82,33 @@ extension Projection {
             statements = try AccountProjection.statements(for: decoded, userId: userId, at: "\(occurredAt)::timestamptz")
         }
         statements.append(AccountProjection.recordVersion(event.version, of: userId))
+        return statements
+    }
+
+    /// A batch of account events, each command's events folded as the command itself wrote them
+    /// (``AccountProjection/statements(for:userId:at:recordingVersion:)``: the version once, in the
+    /// sign-in's own update of the row when there is one). A command is one transaction on one user
+    /// stream, so its events lie next to each other in the log: consecutive events of one stream, one
+    /// transaction and one time, at consecutive versions. Replayed, a returning sign-in's two events
+    /// are three statements instead of five.
+    private static func accountBatchStatements(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery] {
+        var statements: [PostgresQuery] = []
+        var start = events.startIndex
+        while start < events.endIndex {
+            let first = events[start]
+            var end = start + 1
+            while end < events.endIndex, events[end].event.stream == first.event.stream,
+                  events[end].event.transactionId == first.event.transactionId, events[end].occurredAt == first.occurredAt,
+                  events[end].event.version == events[end - 1].event.version + 1 {
+                end += 1
+            }
+            if let userId = first.event.userId {
+                let decoded = try events[start..<end].compactMap { try AccountEventCodec.decode($0.event) }
+                statements += try AccountProjection.statements(
+                    for: decoded, userId: userId, at: "\(first.occurredAt)::timestamptz", recordingVersion: events[end - 1].event.version)
+            }
+            start = end
+        }
         return statements
     }
 }

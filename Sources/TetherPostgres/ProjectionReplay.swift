@@ -155,29 +155,30 @@ public struct ProjectionReplay: Sendable {
     private func catchUp(_ run: inout RunState, on connection: PostgresConnection) async throws {
         var waitingSince: ContinuousClock.Instant?
         var lastMeasure: (at: ContinuousClock.Instant, backlog: Int)?
-        // While a full batch is applied, the next one is read and decoded on another connection (and core).
-        var prefetched: Task<[(event: RecordedEvent, occurredAt: String)], any Error>?
+        // While a full batch is applied, the next one is read, decoded and stated on another connection (and core).
+        var prefetched: Task<Batch, any Error>?
         defer { prefetched?.cancel() }
         while true {
             try Task.checkCancellation()
-            let events: [(event: RecordedEvent, occurredAt: String)]
+            let prepared: Batch
             if let prefetched {
-                events = try await prefetched.value
+                prepared = try await prefetched.value
             } else {
-                events = try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection)
+                prepared = try prepare(try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection))
             }
             prefetched = nil
+            let events = prepared.events
             if events.count == configuration.batchSize, let last = events.last {
                 let after = last.event.checkpoint
                 prefetched = Task { [database] in
-                    try await database.withConnection { other in
+                    try prepare(try await database.withConnection { other in
                         try await read(after: after, horizon: .belowOldestRunningTransaction, on: other)
-                    }
+                    })
                 }
             }
             var batch = run
             try await connection.withTransaction { connection in
-                try await apply(events, to: &batch, on: connection)
+                try await apply(prepared, to: &batch, on: connection)
             }
             run = batch
             let count = events.count
@@ -223,7 +224,7 @@ public struct ProjectionReplay: Sendable {
         _ run: inout RunState, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
     ) async throws -> Int {
         let events = try await read(after: run.checkpoint, horizon: horizon, on: connection)
-        try await apply(events, to: &run, on: connection)
+        try await apply(try prepare(events), to: &run, on: connection)
         return events.count
     }
 
@@ -235,13 +236,19 @@ public struct ProjectionReplay: Sendable {
             after: checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon, on: connection)
     }
 
-    /// Applies `events` in the caller's transaction and moves the run's checkpoint past them.
-    private func apply(
-        _ events: [(event: RecordedEvent, occurredAt: String)], to run: inout RunState, on connection: PostgresConnection
-    ) async throws {
-        if let statementsOf = projection.statements {
+    /// A batch of events with the statements that apply them (nil: the projection applies them one by one).
+    private typealias Batch = (events: [(event: RecordedEvent, occurredAt: String)], statements: [PostgresQuery]?)
+
+    /// `events` with the statements that apply them, stated where the caller runs (the read-ahead's task).
+    private func prepare(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> Batch {
+        (events, try projection.statements(for: events))
+    }
+
+    /// Applies a batch in the caller's transaction and moves the run's checkpoint past its events.
+    private func apply(_ batch: Batch, to run: inout RunState, on connection: PostgresConnection) async throws {
+        let events = batch.events
+        if let statements = batch.statements {
             // The batch's statements in one pipelined round trip, in log order: what one by one would do.
-            let statements = try events.flatMap { try statementsOf($0.event, $0.occurredAt) }
             if !statements.isEmpty {
                 _ = try await connection.run { job in try job.pipeline(statements) }
             }
