@@ -212,8 +212,55 @@ public final class PostgresConnection: @unchecked Sendable {
             try connection.pipelineBlocking(queries)
         }
 
+        /// Runs `copy`, a `COPY … FROM STDIN` statement in text format, sending `data` as its rows
+        /// (one round trip); answers how many rows PostgreSQL took.
+        @discardableResult
+        public func copyIn(_ copy: String, data: [UInt8]) throws -> Int {
+            try connection.copyInBlocking(copy, data: data)
+        }
+
         /// Whether the connection is still usable (a failed statement may have broken it).
         public var isBroken: Bool { connection.isBroken }
+    }
+
+    private func copyInBlocking(_ copy: String, data: [UInt8]) throws -> Int {
+        guard !isBroken else { throw PostgresError.connectionLost("the connection to PostgreSQL was lost") }
+        meter?.count(roundTrips: 1, statements: [copy])
+        guard let started = PQexec(connection, copy) else { try failWithoutResult() }
+        guard PQresultStatus(started) == PGRES_COPY_IN else {
+            _ = try rows(from: started) // the statement's error, or a statement that was not a COPY FROM STDIN
+            throw PostgresError.protocolViolation("not a COPY … FROM STDIN statement: \(copy)")
+        }
+        PQclear(started)
+        var failure: (any Error)?
+        let chunk = 1 << 20
+        data.withUnsafeBufferPointer { buffer in
+            var offset = 0
+            while offset < buffer.count, failure == nil {
+                let count = min(chunk, buffer.count - offset)
+                let sent = buffer.baseAddress!.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: count) {
+                    PQputCopyData(connection, $0, Int32(count))
+                }
+                if sent != 1 { failure = PostgresError.connectionLost("COPY could not send its rows: \(Self.errorMessage(connection))") }
+                offset += count
+            }
+        }
+        if PQputCopyEnd(connection, failure == nil ? nil : "the client could not send every row") != 1, failure == nil {
+            failure = PostgresError.connectionLost("COPY could not finish: \(Self.errorMessage(connection))")
+        }
+        var copied = 0
+        while let result = PQgetResult(connection) {
+            do {
+                copied += try rows(from: result).affectedRows
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure {
+            if PQstatus(connection) != CONNECTION_OK { isBroken = true }
+            throw failure
+        }
+        return copied
     }
 
     private func executeBlocking(_ query: PostgresQuery) throws -> PostgresRows {

@@ -262,16 +262,43 @@ public struct PostgresEventStore: Sendable {
         case .belowOldestRunningTransaction: "AND tx < pg_snapshot_xmin(pg_current_snapshot())"
         case .everythingCommitted: ""
         }
-        let rows = try await connection.query("""
-            SELECT \(unsafeSQL: Self.columns), occurred_at::text AS occurred_at_text FROM events
+        return try await readWithOccurredAt("""
             WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
               AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
               \(visible)
             ORDER BY tx, position
             LIMIT \(limit)
-            """)
+            """, on: connection)
+    }
+
+    /// The events `selection` (a WHERE clause on `events`, with its order and limit) picks, decoded and
+    /// upcast, each with the text of its `occurred_at`.
+    private func readWithOccurredAt(
+        _ selection: PostgresQuery, on connection: PostgresConnection
+    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+        var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns), occurred_at::text AS occurred_at_text FROM events "
+        query.append(selection)
+        let rows = try await connection.query(query)
         let events = try await decode(rows) { try await connection.query($0) }
         return try zip(events, rows).map { ($0, try $1.decode("occurred_at_text")) }
+    }
+
+    /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
+    /// written by transactions below `horizon` (an `xid8` no transaction still running is older than),
+    /// in `(user_id, position)` order, after `cursor`'s event (from the start when nil); events without a
+    /// user are left out. Like ``readAll(after:limit:categories:horizon:on:)``, with `occurred_at`'s text.
+    public func readByUser(
+        after cursor: (userId: UUID, position: Int64)?, below horizon: UInt64, limit: Int, categories: [String],
+        on connection: PostgresConnection
+    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+        let after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
+        return try await readWithOccurredAt("""
+            WHERE user_id IS NOT NULL \(after)
+              AND tx < \(String(horizon))::xid8
+              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
+            ORDER BY user_id, position
+            LIMIT \(limit)
+            """, on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.

@@ -1,3 +1,4 @@
+import Foundation
 import TetherCore
 
 /// What `tether replay` needs to know about one projection: its tables, the events
@@ -29,10 +30,32 @@ public struct Projection: Sendable {
     /// by event (a command's events folded as the command wrote them); `statements` otherwise.
     public var batchStatements: (@Sendable (_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])?
 
+    /// How `tether replay`'s bulk phase computes the final rows of each user's events in memory and
+    /// writes them with `COPY`; nil: the projection is rebuilt by its statements alone.
+    public var bulkRows: BulkRows?
+
+    /// A projection whose rows each belong to one user: the final rows of a user follow from that
+    /// user's events alone, in their order, whatever other users' events lie between them.
+    public struct BulkRows: Sendable {
+        /// The columns written, table by table, in `COPY` order (every column of each table).
+        public var columns: [String: [String]]
+        /// Appends the rows that `events`, all of one user's events in log order, leave.
+        public var rows: @Sendable (_ userId: UUID, _ events: ArraySlice<(event: RecordedEvent, occurredAt: String)>, _ copy: inout CopyRows) throws -> Void
+
+        public init(
+            columns: [String: [String]],
+            rows: @escaping @Sendable (UUID, ArraySlice<(event: RecordedEvent, occurredAt: String)>, inout CopyRows) throws -> Void
+        ) {
+            self.columns = columns
+            self.rows = rows
+        }
+    }
+
     public init(
         name: String, tables: [String], categories: [String], upcasters: UpcasterChain = UpcasterChain(),
         statements: (@Sendable (RecordedEvent, String) throws -> [PostgresQuery])? = nil,
         batchStatements: (@Sendable ([(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])? = nil,
+        bulkRows: BulkRows? = nil,
         apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection) async throws -> Void
     ) {
         self.name = name
@@ -41,6 +64,7 @@ public struct Projection: Sendable {
         self.upcasters = upcasters
         self.statements = statements
         self.batchStatements = batchStatements
+        self.bulkRows = bulkRows
         self.apply = apply
     }
 
@@ -65,7 +89,14 @@ extension Projection {
     /// Users, identities, sessions, refresh tokens and MFA read models from `user-<id>` streams.
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
-        upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements
+        upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements,
+        bulkRows: BulkRows(columns: AccountRows.columns) { userId, events, copy in
+            var rows = AccountRows(userId: userId)
+            for (event, occurredAt) in events {
+                try rows.apply(try AccountEventCodec.decode(event), version: event.version, at: occurredAt)
+            }
+            rows.write(to: &copy)
+        }
     ) { event, occurredAt, connection in
         for statement in try accountStatements(event, occurredAt) {
             try await connection.query(statement)

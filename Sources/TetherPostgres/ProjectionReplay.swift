@@ -58,10 +58,16 @@ public struct ProjectionReplay: Sendable {
         /// reader before it leaves the backlog to the swap.
         public var horizonWait: Duration
 
+        /// Whether a projection with ``Projection/BulkRows`` is first loaded in bulk (its final rows
+        /// computed user by user and written with `COPY`, keys built after); off, every event goes
+        /// through the projection's statements.
+        public var bulkLoad: Bool
+
         public init(
             batchSize: Int = 2000, gateTimeout: Duration = .seconds(1), tableLockTimeout: Duration = .milliseconds(200),
-            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30)
+            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30), bulkLoad: Bool = true
         ) {
+            self.bulkLoad = bulkLoad
             self.batchSize = max(1, batchSize)
             self.gateTimeout = gateTimeout
             self.tableLockTimeout = tableLockTimeout
@@ -115,13 +121,22 @@ public struct ProjectionReplay: Sendable {
     ) async throws -> ReplayOutcome {
         try await ShadowTables.dropLeftovers(on: main)
         let shadow = try await ShadowTables.locate(projection.tables, on: main)
-        try await shadow.create(on: main)
-        try await shadow.verifyShapes(on: main)
+        let bulk = configuration.bulkLoad ? projection.bulkRows : nil
+        try await shadow.create(deferringKeys: bulk != nil, on: main)
         let total: Int = try await main.query("""
             SELECT count(*) AS total FROM events WHERE split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
             """)[0].decode("total")
         var run = RunState(projection: projection.name, total: total, report: progress)
         run.report(.rebuilding)
+        if let bulk {
+            // Before the copies go first on the search path: the keys' definitions name the live tables as they are printed there.
+            try await load(bulk, into: shadow, &run, on: main)
+            run.report(.buildingKeys)
+            try await main.withTransaction { try await shadow.addKeys(on: $0) }
+            run.bulk = (run.applied, run.clock.now - run.started)
+            run.report(.rebuilding)
+        }
+        try await shadow.verifyShapes(on: main)
         return try await ShadowTables.withSearchPath(shadow.searchPath, on: main) {
             try Task.checkCancellation()
             try await catchUp(&run, on: main)
@@ -137,6 +152,77 @@ public struct ProjectionReplay: Sendable {
                 return outcome
             }
         }
+    }
+
+    // MARK: Loading in bulk
+
+    /// The bulk phase: every event written by a transaction older than the oldest one running when
+    /// it starts (so none can still appear behind it), read user by user, each user's final rows
+    /// computed in memory and written with `COPY`. The next page is read and decoded on a second
+    /// connection while the current one is folded and written. Leaves the run's checkpoint at the
+    /// phase's horizon, where the catch-up goes on in log order.
+    private func load(
+        _ bulk: Projection.BulkRows, into shadow: ShadowTables, _ run: inout RunState, on connection: PostgresConnection
+    ) async throws {
+        var copies: [(table: String, statement: String)] = []
+        for table in projection.tables.reversed() { // listed in an order safe for deleting rows: filled in the other
+            let columns = try await shadow.columns(of: table, on: connection)
+            guard let written = bulk.columns[table], Set(written) == Set(columns), written.count == columns.count else {
+                throw ReplayError(
+                    "the bulk rows of \(table) are (\((bulk.columns[table] ?? []).joined(separator: ", "))) but the table has "
+                        + "(\(columns.joined(separator: ", "))); the projection's BulkRows must write every column")
+            }
+            let list = written.map(ShadowTables.quote).joined(separator: ", ")
+            copies.append((table, "COPY \(shadow.shadow(table)) (\(list)) FROM STDIN"))
+        }
+        let horizon: UInt64 = try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon")[0].decode("horizon")
+        let store = PostgresEventStore(client: database, upcasters: projection.upcasters)
+        let (batchSize, categories) = (configuration.batchSize, projection.categories)
+        @Sendable func page(after cursor: (userId: UUID, position: Int64)?, on connection: PostgresConnection) async throws
+            -> [(event: RecordedEvent, occurredAt: String)] {
+            try await store.readByUser(after: cursor, below: horizon, limit: batchSize, categories: categories, on: connection)
+        }
+        let statements = copies
+        func write(_ rows: CopyRows) async throws {
+            let tables = rows.tables
+            _ = try await connection.run { job in
+                for (table, statement) in statements {
+                    if let data = tables[table] { try job.copyIn(statement, data: data) }
+                }
+            }
+        }
+        var rows = CopyRows()
+        var user: [(event: RecordedEvent, occurredAt: String)] = [] // the last user's events so far: more may follow
+        var prefetched: Task<[(event: RecordedEvent, occurredAt: String)], any Error>?
+        defer { prefetched?.cancel() }
+        var events = try await page(after: nil, on: connection)
+        while true {
+            try Task.checkCancellation()
+            if events.count == batchSize, let last = events.last, let userId = last.event.userId {
+                let cursor = (userId: userId, position: last.event.position)
+                prefetched = Task { [database] in try await database.withConnection { try await page(after: cursor, on: $0) } }
+            }
+            for event in events {
+                if let first = user.first, first.event.userId != event.event.userId {
+                    try bulk.rows(first.event.userId!, user[...], &rows)
+                    user.removeAll(keepingCapacity: true)
+                }
+                user.append(event)
+            }
+            run.applied += events.count
+            guard let next = prefetched else { break }
+            prefetched = nil
+            if rows.count >= 8 * batchSize {
+                try await write(rows)
+                rows.removeAll()
+            }
+            run.report(nil)
+            events = try await next.value
+        }
+        if let first = user.first { try bulk.rows(first.event.userId!, user[...], &rows) }
+        try await write(rows)
+        run.report(nil)
+        run.checkpoint = LogCheckpoint(transactionId: horizon - 1, position: .max)
     }
 
     // MARK: Applying the log
@@ -361,6 +447,8 @@ private struct RunState {
     let started: ContinuousClock.Instant
     var checkpoint = LogCheckpoint.start
     var applied = 0
+    /// The events the bulk phase loaded and how long it took, keys included.
+    var bulk: (events: Int, duration: Duration)?
     var phase = ReplayProgress.Phase.rebuilding
 
     init(projection: String, total: Int, report: @escaping @Sendable (ReplayProgress) -> Void) {
@@ -380,7 +468,9 @@ private struct RunState {
     }
 
     func outcome(_ mode: ProjectionReplay.Mode, drift: [RowDrift]) -> ReplayOutcome {
-        ReplayOutcome(projection: projection, mode: mode, events: applied, duration: clock.now - started, drift: drift)
+        ReplayOutcome(
+            projection: projection, mode: mode, events: applied, duration: clock.now - started, drift: drift,
+            bulkEvents: bulk?.events ?? 0, bulkDuration: bulk?.duration ?? .zero)
     }
 }
 
@@ -388,7 +478,8 @@ private struct RunState {
 public struct ReplayProgress: Sendable, Hashable {
     /// What the run is doing.
     public enum Phase: String, Sendable, Hashable {
-        case rebuilding, swapping, verifying
+        /// `buildingKeys`: the bulk phase's rows are in; the copies' keys and indexes are being built.
+        case rebuilding, buildingKeys = "building keys", swapping, verifying
     }
 
     public var projection: String
@@ -432,6 +523,26 @@ public struct ReplayOutcome: Sendable, Hashable {
     public var duration: Duration
     /// Rows where the live tables differ from the log (verify only).
     public var drift: [RowDrift]
+    /// Events the bulk phase loaded (0 when the run had none), and how long that phase took, keys included.
+    public var bulkEvents: Int
+    public var bulkDuration: Duration
+
+    public init(
+        projection: String, mode: ProjectionReplay.Mode, events: Int, duration: Duration, drift: [RowDrift],
+        bulkEvents: Int = 0, bulkDuration: Duration = .zero
+    ) {
+        self.projection = projection
+        self.mode = mode
+        self.events = events
+        self.duration = duration
+        self.drift = drift
+        self.bulkEvents = bulkEvents
+        self.bulkDuration = bulkDuration
+    }
+
+    /// Events per second of the bulk phase, and of everything after it (catch-up, swap or compare).
+    public var bulkEventsPerSecond: Double { ReplayProgress.rate(bulkEvents, bulkDuration) }
+    public var catchUpEventsPerSecond: Double { ReplayProgress.rate(events - bulkEvents, duration - bulkDuration) }
 
     public var eventsPerSecond: Double { ReplayProgress.rate(events, duration) }
     /// `duration` in seconds.

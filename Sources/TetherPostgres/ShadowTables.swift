@@ -122,11 +122,26 @@ struct ShadowTables {
     }
 
     /// Creates the shadow schema and an empty copy of every table (one transaction).
-    func create(on connection: PostgresConnection) async throws {
+    ///
+    /// With `deferringKeys`, the copies get their columns, defaults, checks, grants and options only:
+    /// rows loaded in bulk then go in without index upkeep or a foreign-key check each, and
+    /// ``addKeys(on:)`` builds the keys, indexes and foreign keys over them afterwards.
+    func create(deferringKeys: Bool = false, on connection: PostgresConnection) async throws {
         try await connection.withTransaction { connection in
             try await connection.execute(simple: "CREATE SCHEMA \(Self.quote(Self.schema))")
             for table in tables {
                 try await copy(table, on: connection)
+            }
+            if !deferringKeys { try await addKeys(on: connection) }
+        }
+    }
+
+    /// Gives the copies the live tables' primary, unique and exclusion keys, their other indexes and
+    /// their foreign keys (each checked over the rows already there), in the caller's transaction.
+    func addKeys(on connection: PostgresConnection) async throws {
+        do {
+            for table in tables {
+                try await copyKeys(table, on: connection)
             }
             // Foreign keys last, resolved with the copies first on the search path.
             let foreignKeys = try await connection.query("""
@@ -151,6 +166,30 @@ struct ShadowTables {
             CREATE TABLE \(shadow(table)) (LIKE \(live(table)) INCLUDING DEFAULTS INCLUDING CONSTRAINTS \
             INCLUDING GENERATED INCLUDING STORAGE INCLUDING COMMENTS INCLUDING COMPRESSION)
             """)
+        let grants = try await connection.query("""
+            SELECT a.privilege_type, a.is_grantable,
+                   CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee
+            FROM pg_class c, aclexplode(c.relacl) a
+            WHERE c.oid = \(live(table))::regclass AND a.grantee <> c.relowner
+            ORDER BY 3, 1
+            """)
+        for row in grants {
+            let option = try row.decode("is_grantable", as: Bool.self) ? " WITH GRANT OPTION" : ""
+            try await connection.execute(simple: """
+                GRANT \(try row.decode("privilege_type", as: String.self)) ON \(shadow(table)) \
+                TO \(try row.decode("grantee", as: String.self))\(option)
+                """)
+        }
+        let options = try await connection.query("""
+            SELECT array_to_string(reloptions, ', ') AS options FROM pg_class
+            WHERE oid = \(live(table))::regclass AND reloptions IS NOT NULL
+            """)
+        if let options: String = try options.first?.decode("options") {
+            try await connection.execute(simple: "ALTER TABLE \(shadow(table)) SET (\(options))")
+        }
+    }
+
+    private func copyKeys(_ table: String, on connection: PostgresConnection) async throws {
         let constraints = try await connection.query("""
             SELECT conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint
             WHERE conrelid = \(live(table))::regclass AND contype IN ('p', 'u', 'x') ORDER BY conname
@@ -177,27 +216,14 @@ struct ShadowTables {
             }
             try await connection.execute(simple: definition.replacingCharacters(in: range, with: " ON \(shadow(table)) USING "))
         }
-        let grants = try await connection.query("""
-            SELECT a.privilege_type, a.is_grantable,
-                   CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee
-            FROM pg_class c, aclexplode(c.relacl) a
-            WHERE c.oid = \(live(table))::regclass AND a.grantee <> c.relowner
-            ORDER BY 3, 1
-            """)
-        for row in grants {
-            let option = try row.decode("is_grantable", as: Bool.self) ? " WITH GRANT OPTION" : ""
-            try await connection.execute(simple: """
-                GRANT \(try row.decode("privilege_type", as: String.self)) ON \(shadow(table)) \
-                TO \(try row.decode("grantee", as: String.self))\(option)
-                """)
-        }
-        let options = try await connection.query("""
-            SELECT array_to_string(reloptions, ', ') AS options FROM pg_class
-            WHERE oid = \(live(table))::regclass AND reloptions IS NOT NULL
-            """)
-        if let options: String = try options.first?.decode("options") {
-            try await connection.execute(simple: "ALTER TABLE \(shadow(table)) SET (\(options))")
-        }
+    }
+
+    /// The columns of the copy of `table`, in their order.
+    func columns(of table: String, on connection: PostgresConnection) async throws -> [String] {
+        try await connection.query("""
+            SELECT attname FROM pg_attribute
+            WHERE attrelid = \(shadow(table))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """).map { try $0.decode("attname") }
     }
 
     /// Refuses to continue when a copy differs from its live table in any way the

@@ -92,10 +92,14 @@ enum Help {
         is rebuilt into shadow tables in the schema tether_replay, built exactly like the
         live tables (columns, constraints and their names, indexes, grants). The log is
         read through today's upcasters, so old event schemas rebuild into today's read
-        models. Once the copies have caught up with events appended meanwhile, one short
-        transaction waits for the commands in flight, holds new ones back for a moment,
-        applies the last events and swaps the copies in. A run is recorded in
-        projection_replays (events, duration, events/s).
+        models. The accounts projection is first loaded in bulk: the log written before
+        the run began is read user by user, each user's final rows are computed in
+        memory and written with COPY, and the keys and indexes are built afterwards;
+        events appended meanwhile are then applied one command at a time. Once the
+        copies have caught up, one short transaction waits for the commands in flight,
+        holds new ones back for a moment, applies the last events and swaps the copies
+        in. A run is recorded in projection_replays (events, duration, events/s, and the
+        bulk phase's events and duration).
 
         --verify   rebuild aside and compare with the live tables instead of swapping:
                    prints every drifting row (missing, extra, or changed with both

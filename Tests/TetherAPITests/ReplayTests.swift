@@ -7,6 +7,16 @@ import TetherHTTP
 import TetherPostgres
 import TetherTesting
 
+/// Every projected row of the account tables as text, table by table, in a stable order.
+func accountTableRows(_ client: PostgresClient) async throws -> [String] {
+    var lines: [String] = []
+    for table in AccountProjection.tables {
+        let rows = try await client.query("SELECT t::text AS row FROM \(unsafeSQL: table) t ORDER BY 1")
+        lines += try rows.map { "\(table): " + (try $0.decode("row", as: String.self)) }
+    }
+    return lines
+}
+
 /// A flag one task sets and others poll.
 private final class Flag: Sendable {
     private let value = Atomic(false)
@@ -25,14 +35,8 @@ struct ReplayTests {
         NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["test"])
     }
 
-    /// Every projected row as text, table by table, in a stable order.
     private func rows(_ client: PostgresClient) async throws -> [String] {
-        var lines: [String] = []
-        for table in AccountProjection.tables {
-            let rows = try await client.query("SELECT t::text AS row FROM \(unsafeSQL: table) t ORDER BY 1")
-            lines += try rows.map { "\(table): " + (try $0.decode("row", as: String.self)) }
-        }
-        return lines
+        try await accountTableRows(client)
     }
 
     /// Constraint names and definitions, indexes and grants of the account tables.
@@ -217,6 +221,8 @@ struct ReplayTests {
         let repaired = try await runTether(["replay"], databaseURL: database.url)
         #expect(repaired.status == 0)
         #expect(repaired.stdout.contains("replayed accounts: 4 events in"))
+        #expect(repaired.stdout.contains(" events/s; bulk 4 at "), "the log before the run went in bulk: \(repaired.stdout)")
+        #expect(repaired.stdout.contains("/s, then 0 at 0/s), swapped in"))
         #expect(try await runTether(["replay", "--verify"], databaseURL: database.url).status == 0)
 
         let unknown = try await runTether(["replay", "--projection", "nope"], databaseURL: database.url)

@@ -19,6 +19,13 @@ public struct ReplayMetrics: MetricsCollector {
         return [
             .gauge("tether_replay_last_events_per_second", help: "Events per second of the last replay run.",
                    samples: samples(\.eventsPerSecond)),
+            .gauge("tether_replay_last_phase_events_per_second",
+                   help: "Events per second of each phase of the last replay run: bulk (rows written with COPY) and catch_up (event by event).",
+                   samples: runs.flatMap { run in
+                       [("bulk", run.bulkEventsPerSecond), ("catch_up", run.catchUpEventsPerSecond)].map { phase, rate in
+                           ([("projection", run.projection), ("mode", run.mode.rawValue), ("phase", phase)], rate)
+                       }
+                   }),
             .gauge("tether_replay_last_duration_seconds", help: "Duration of the last replay run.", samples: samples(\.durationSeconds)),
             .gauge("tether_replay_last_events", help: "Events applied by the last replay run.", samples: samples { Double($0.events) }),
             .gauge("tether_replay_last_finished_timestamp_seconds", help: "When the last replay run finished (Unix time).",

@@ -1,0 +1,399 @@
+import Foundation
+import TetherCore
+
+/// The rows one user's events leave in the account tables, computed in memory: what
+/// ``AccountProjection/statements(for:userId:at:)`` and ``AccountProjection/recordVersion(_:of:)`` do
+/// to that user's rows, statement for statement, for `tether replay`'s bulk phase, which writes the
+/// final rows with `COPY` instead of running the statements.
+///
+/// Every row of the account tables belongs to one user (sessions, refresh tokens and factors are
+/// reached by ids that only their user's events name), so folding each user's events alone, in their
+/// order, gives the tables the whole log gives. The values are kept as PostgreSQL would read them
+/// from the statements' parameters (timestamps as the text the statements cast, JSON as its text),
+/// so `COPY` parses them with the same input functions. The replay tests hold the two paths equal
+/// on a log of every event type.
+struct AccountRows {
+    /// The columns the bulk phase writes, table by table, in `COPY` order; the replay refuses a
+    /// table whose columns differ, rather than leave a new column at its default.
+    static let columns: [String: [String]] = [
+        "users": [
+            "id", "email", "email_normalized", "email_verified", "display_name", "photo_url", "disabled", "created_at",
+            "last_sign_in_at", "valid_since", "version", "erased_at", "custom_claims",
+        ],
+        "identities": [
+            "user_id", "provider", "provider_uid", "email", "email_verified", "display_name", "photo_url", "password_hash", "linked_at",
+        ],
+        "sessions": [
+            "id", "user_id", "refresh_token_hash", "generation", "jkt", "amr", "auth_time", "started_at", "last_refreshed_at",
+            "ended_at", "end_reason", "secret_kind", "installation_id", "expires_at",
+        ],
+        "refresh_tokens": ["token_hash", "session_id", "generation"],
+        "mfa_factors": ["id", "user_id", "type", "display_name", "phone_hint", "enrolled_at", "confirmed_at", "last_used_step"],
+        "mfa_recovery_codes": ["user_id", "code_hash", "issued_at", "used_at"],
+        "mfa_challenges": [
+            "id", "user_id", "first_factor", "amr", "expires_at", "factor_id", "code_expires_at", "attempts", "issued_at",
+            "ended_at", "end_reason",
+        ],
+    ]
+
+    struct User {
+        var email: String?
+        var emailVerified = false
+        var displayName: String?
+        var photoURL: String?
+        var disabled = false
+        var createdAt: String
+        var lastSignInAt: String?
+        var validSince: String?
+        var version = 0
+        var erasedAt: String?
+        var customClaims: String?
+    }
+
+    struct Identity {
+        var provider: String
+        var uid: String
+        var email: String?
+        var emailVerified: Bool
+        var displayName: String?
+        var photoURL: String?
+        var passwordHash: String?
+        var linkedAt: String
+    }
+
+    struct Session {
+        var id: UUID
+        var refreshTokenHash: String
+        var generation = 0
+        var jkt: String?
+        var amr: String
+        var authTime: String
+        var startedAt: String
+        var lastRefreshedAt: String?
+        var endedAt: String?
+        var endReason: String?
+        var secretKind: String
+        var installationId: String?
+        var expiresAt: String?
+    }
+
+    struct Factor {
+        var id: UUID
+        var type: String
+        var displayName: String?
+        var phoneHint: String?
+        var enrolledAt: String
+        var confirmedAt: String?
+        var lastUsedStep: Int64?
+    }
+
+    struct RecoveryCode {
+        var hash: String
+        var issuedAt: String
+        var usedAt: String?
+    }
+
+    struct Challenge {
+        var id: UUID
+        var firstFactor: String
+        var amr: String
+        var expiresAt: String
+        var factorId: UUID?
+        var codeExpiresAt: String?
+        var attempts = 0
+        var issuedAt: String
+        var endedAt: String?
+        var endReason: String?
+    }
+
+    let userId: UUID
+    var user: User?
+    var identities: [Identity] = []
+    var sessions: [Session] = []
+    var refreshTokens: [(hash: String, sessionId: UUID, generation: Int)] = []
+    var factors: [Factor] = []
+    var recoveryCodes: [RecoveryCode] = []
+    var challenges: [Challenge] = []
+
+    init(userId: UUID) {
+        self.userId = userId
+    }
+
+    /// Applies one event of the user, stored at stream `version`, that occurred at `at` (the text of
+    /// its `occurred_at`); `event` is nil for an event the projection does not read (it still records the version).
+    mutating func apply(_ event: AccountEvent?, version: Int, at: String) throws {
+        if let event { try apply(event, at: at) }
+        user?.version = version
+    }
+
+    private mutating func apply(_ event: AccountEvent, at: String) throws {
+        switch event {
+        case .userRegistered(let payload):
+            user = User(
+                email: payload.personal.email, emailVerified: payload.emailVerified, displayName: payload.personal.displayName,
+                photoURL: payload.personal.photoURL, createdAt: at)
+        case .identityLinked(let payload) where payload.uid == ExternalIdentity.erasedUID:
+            break
+        case .identityLinked(let payload):
+            identities.append(Identity(
+                provider: payload.provider, uid: payload.uid, email: payload.personal.email, emailVerified: payload.emailVerified,
+                displayName: payload.personal.displayName, photoURL: payload.personal.photoURL, linkedAt: at))
+            updateUser { user in
+                user.displayName = user.displayName ?? payload.personal.displayName
+                user.photoURL = user.photoURL ?? payload.personal.photoURL
+                if user.email == nil { user.emailVerified = payload.emailVerified && payload.personal.email != nil }
+                user.email = user.email ?? payload.personal.email
+            }
+        case .identityUnlinked(let payload):
+            identities.removeAll { $0.provider == payload.provider }
+        case .emailVerified(let payload):
+            updateUser { user in
+                user.emailVerified = true
+                user.email = payload.personal.email ?? user.email
+            }
+        case .passwordSet(let payload):
+            for index in identities.indices where identities[index].provider == "password" {
+                identities[index].passwordHash = payload.personal.passwordHash
+            }
+        case .signedIn:
+            updateUser { $0.lastSignInAt = at }
+        case .sessionStarted(let payload):
+            sessions.append(Session(
+                id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,
+                amr: try Self.json(payload.amr), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
+                secretKind: payload.secretKind.rawValue, installationId: payload.installationId,
+                expiresAt: payload.expiresAt.map(ISO8601Milliseconds.format)))
+            refreshTokens.append((payload.refreshTokenHash, payload.sessionId, 0))
+        case .sessionRefreshed(let payload):
+            for index in sessions.indices where sessions[index].id == payload.sessionId {
+                sessions[index].refreshTokenHash = payload.refreshTokenHash
+                sessions[index].generation = payload.generation
+                sessions[index].lastRefreshedAt = at
+            }
+            refreshTokens.append((payload.refreshTokenHash, payload.sessionId, payload.generation))
+        case .sessionEnded(let payload):
+            for index in sessions.indices where sessions[index].id == payload.sessionId && sessions[index].endedAt == nil {
+                sessions[index].endedAt = at
+                sessions[index].endReason = payload.reason
+            }
+        case .sessionsRevoked(let payload):
+            updateUser { $0.validSince = ISO8601Milliseconds.format(payload.validSince) }
+            for index in sessions.indices where sessions[index].endedAt == nil {
+                sessions[index].endedAt = at
+                sessions[index].endReason = "revoked"
+            }
+        case .profileUpdated(let payload):
+            updateUser { user in
+                user.displayName = payload.cleared.contains("displayName") ? nil : payload.personal.displayName ?? user.displayName
+                user.photoURL = payload.cleared.contains("photoURL") ? nil : payload.personal.photoURL ?? user.photoURL
+                if let verified = payload.emailVerified { user.emailVerified = verified && user.email != nil }
+            }
+        case .emailChanged(let payload):
+            updateUser { user in
+                user.email = payload.personal.email
+                user.emailVerified = payload.emailVerified && payload.personal.email != nil
+            }
+        case .customClaimsSet(let payload):
+            updateUser { $0.customClaims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 } }
+        case .userDisabled:
+            updateUser { $0.disabled = true }
+        case .userEnabled:
+            updateUser { $0.disabled = false }
+        case .userErased:
+            challenges = []
+            recoveryCodes = []
+            factors = []
+            identities = []
+            updateUser { user in
+                user.email = nil
+                user.emailVerified = false
+                user.displayName = nil
+                user.photoURL = nil
+                user.customClaims = nil
+                user.disabled = true
+                user.erasedAt = at
+            }
+        default:
+            try applyMFA(event, at: at)
+        }
+    }
+
+    private mutating func applyMFA(_ event: AccountEvent, at: String) throws {
+        switch event {
+        case .mfaFactorEnrolled(let payload):
+            factors.append(Factor(
+                id: payload.factorId, type: payload.type.rawValue, displayName: payload.personal.displayName,
+                phoneHint: payload.personal.phoneNumber.map(PhoneNumber.hint), enrolledAt: at))
+        case .mfaFactorConfirmed(let payload):
+            updateFactor(payload.factorId) { factor in
+                factor.confirmedAt = at
+                factor.lastUsedStep = payload.totpStep ?? factor.lastUsedStep
+            }
+        case .mfaFactorRemoved(let payload):
+            factors.removeAll { $0.id == payload.factorId }
+        case .mfaRecoveryCodesIssued(let payload):
+            recoveryCodes = payload.codeHashes.map { RecoveryCode(hash: $0, issuedAt: at) }
+        case .mfaChallengeIssued(let payload):
+            challenges.append(Challenge(
+                id: payload.challengeId, firstFactor: payload.firstFactor, amr: try Self.json(payload.amr),
+                expiresAt: ISO8601Milliseconds.format(payload.expiresAt), issuedAt: at))
+        case .mfaCodeSent(let payload):
+            if let challengeId = payload.challengeId {
+                updateChallenge(challengeId) { challenge in
+                    challenge.factorId = payload.factorId
+                    challenge.codeExpiresAt = ISO8601Milliseconds.format(payload.expiresAt)
+                }
+            }
+        case .mfaCodeAccepted(let payload):
+            updateChallenge(payload.challengeId) { $0.codeExpiresAt = nil }
+            if let step = payload.totpStep, let factorId = payload.factorId {
+                updateFactor(factorId) { $0.lastUsedStep = step }
+            }
+        case .mfaCodeRejected(let payload):
+            if let challengeId = payload.challengeId {
+                updateChallenge(challengeId) { $0.attempts = payload.attempt }
+            }
+        case .mfaRecoveryCodeUsed(let payload):
+            for index in recoveryCodes.indices where recoveryCodes[index].hash == payload.codeHash {
+                recoveryCodes[index].usedAt = at
+            }
+        case .mfaChallengeEnded(let payload):
+            updateChallenge(payload.challengeId) { challenge in
+                challenge.endedAt = at
+                challenge.endReason = payload.reason
+            }
+        default:
+            break
+        }
+    }
+
+    private mutating func updateUser(_ change: (inout User) -> Void) {
+        if var row = user {
+            change(&row)
+            user = row
+        }
+    }
+
+    private mutating func updateFactor(_ id: UUID, _ change: (inout Factor) -> Void) {
+        for index in factors.indices where factors[index].id == id { change(&factors[index]) }
+    }
+
+    private mutating func updateChallenge(_ id: UUID, _ change: (inout Challenge) -> Void) {
+        for index in challenges.indices where challenges[index].id == id { change(&challenges[index]) }
+    }
+
+    private static func json(_ value: some Encodable) throws -> String {
+        String(decoding: try PostgresJSON(encoding: value).data, as: UTF8.self)
+    }
+
+    /// Appends the user's rows to `copy`, one `COPY` text line per row, table by table.
+    func write(to copy: inout CopyRows) {
+        let id = userId.uuidString
+        if let user {
+            copy.row("users") { line in
+                line.add(id); line.add(user.email); line.add(user.email.map(ExternalIdentity.normalize)); line.add(user.emailVerified)
+                line.add(user.displayName); line.add(user.photoURL); line.add(user.disabled); line.add(user.createdAt)
+                line.add(user.lastSignInAt); line.add(user.validSince); line.add(user.version); line.add(user.erasedAt)
+                line.add(user.customClaims)
+            }
+        }
+        for identity in identities {
+            copy.row("identities") { line in
+                line.add(id); line.add(identity.provider); line.add(identity.uid); line.add(identity.email); line.add(identity.emailVerified)
+                line.add(identity.displayName); line.add(identity.photoURL); line.add(identity.passwordHash); line.add(identity.linkedAt)
+            }
+        }
+        for session in sessions {
+            copy.row("sessions") { line in
+                line.add(session.id.uuidString); line.add(id); line.add(session.refreshTokenHash); line.add(session.generation)
+                line.add(session.jkt); line.add(session.amr); line.add(session.authTime); line.add(session.startedAt)
+                line.add(session.lastRefreshedAt); line.add(session.endedAt); line.add(session.endReason); line.add(session.secretKind)
+                line.add(session.installationId); line.add(session.expiresAt)
+            }
+        }
+        for token in refreshTokens {
+            copy.row("refresh_tokens") { line in
+                line.add(token.hash); line.add(token.sessionId.uuidString); line.add(token.generation)
+            }
+        }
+        for factor in factors {
+            copy.row("mfa_factors") { line in
+                line.add(factor.id.uuidString); line.add(id); line.add(factor.type); line.add(factor.displayName); line.add(factor.phoneHint)
+                line.add(factor.enrolledAt); line.add(factor.confirmedAt); line.add(factor.lastUsedStep.map(Int.init))
+            }
+        }
+        for code in recoveryCodes {
+            copy.row("mfa_recovery_codes") { line in
+                line.add(id); line.add(code.hash); line.add(code.issuedAt); line.add(code.usedAt)
+            }
+        }
+        for challenge in challenges {
+            copy.row("mfa_challenges") { line in
+                line.add(challenge.id.uuidString); line.add(id); line.add(challenge.firstFactor); line.add(challenge.amr)
+                line.add(challenge.expiresAt); line.add(challenge.factorId?.uuidString); line.add(challenge.codeExpiresAt)
+                line.add(challenge.attempts); line.add(challenge.issuedAt); line.add(challenge.endedAt); line.add(challenge.endReason)
+            }
+        }
+    }
+}
+
+/// Rows for `COPY … FROM STDIN` in text format, gathered table by table.
+public struct CopyRows: Sendable {
+    /// Each table's lines so far, as `COPY` reads them (tab-separated, `\N` for NULL, one row a line).
+    public private(set) var tables: [String: [UInt8]] = [:]
+    /// Rows gathered since the last ``removeAll()``.
+    public private(set) var count = 0
+
+    public init() {}
+
+    /// One row being written: fields in the table's column order.
+    public struct Line {
+        fileprivate var bytes: [UInt8]
+        fileprivate var fields = 0
+
+        public mutating func add(_ text: String?) {
+            separate()
+            guard let text else {
+                bytes += [UInt8(ascii: "\\"), UInt8(ascii: "N")]
+                return
+            }
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+                case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+                case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+                default: bytes.append(byte)
+                }
+            }
+        }
+
+        public mutating func add(_ value: Bool) {
+            separate()
+            bytes.append(value ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        }
+
+        public mutating func add(_ value: Int?) {
+            add(value.map(String.init))
+        }
+
+        private mutating func separate() {
+            if fields > 0 { bytes.append(UInt8(ascii: "\t")) }
+            fields += 1
+        }
+    }
+
+    /// Appends one row of `table`, its fields written by `fill`.
+    public mutating func row(_ table: String, _ fill: (inout Line) -> Void) {
+        var line = Line(bytes: tables.removeValue(forKey: table) ?? [])
+        fill(&line)
+        line.bytes.append(UInt8(ascii: "\n"))
+        tables[table] = line.bytes
+        count += 1
+    }
+
+    public mutating func removeAll() {
+        tables = [:]
+        count = 0
+    }
+}
