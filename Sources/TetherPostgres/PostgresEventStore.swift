@@ -287,11 +287,16 @@ public struct PostgresEventStore: Sendable {
     /// written by transactions below `horizon` (an `xid8` no transaction still running is older than),
     /// in `(user_id, position)` order, after `cursor`'s event (from the start when nil); events without a
     /// user are left out. Like ``readAll(after:limit:categories:horizon:on:)``, with `occurred_at`'s text.
+    ///
+    /// `users` keeps only user ids from its lower bound (inclusive) to its upper one (exclusive), each
+    /// open when nil: readers of disjoint ranges can read the log side by side.
     public func readByUser(
-        after cursor: (userId: UUID, position: Int64)?, below horizon: UInt64, limit: Int, categories: [String],
-        on connection: PostgresConnection
+        after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
+        limit: Int, categories: [String], on connection: PostgresConnection
     ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
-        let after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
+        var after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
+        if let from = users.from { after.append(" AND user_id >= \(from)::uuid") }
+        if let to = users.to { after.append(" AND user_id < \(to)::uuid") }
         return try await readWithOccurredAt("""
             WHERE user_id IS NOT NULL \(after)
               AND tx < \(String(horizon))::xid8

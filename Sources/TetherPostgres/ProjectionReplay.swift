@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 
 /// Rebuilds a projection's read models from the event log while the server keeps
@@ -62,12 +63,16 @@ public struct ProjectionReplay: Sendable {
         /// computed user by user and written with `COPY`, keys built after); off, every event goes
         /// through the projection's statements.
         public var bulkLoad: Bool
+        /// How many readers load the bulk phase side by side, each a range of user ids on a connection
+        /// of its own (at most the pool's size).
+        public var bulkReaders: Int
 
         public init(
             batchSize: Int = 2000, gateTimeout: Duration = .seconds(1), tableLockTimeout: Duration = .milliseconds(200),
-            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30), bulkLoad: Bool = true
+            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30), bulkLoad: Bool = true, bulkReaders: Int = 2
         ) {
             self.bulkLoad = bulkLoad
+            self.bulkReaders = max(1, bulkReaders)
             self.batchSize = max(1, batchSize)
             self.gateTimeout = gateTimeout
             self.tableLockTimeout = tableLockTimeout
@@ -158,9 +163,10 @@ public struct ProjectionReplay: Sendable {
 
     /// The bulk phase: every event written by a transaction older than the oldest one running when
     /// it starts (so none can still appear behind it), read user by user, each user's final rows
-    /// computed in memory and written with `COPY`. The next page is read and decoded on a second
-    /// connection while the current one is folded and written. Leaves the run's checkpoint at the
-    /// phase's horizon, where the catch-up goes on in log order.
+    /// computed in memory and written with `COPY`. The user ids are split into ranges, one per reader
+    /// (``Configuration/bulkReaders``, the first on `connection`, the others on connections of their
+    /// own): while one reader waits for PostgreSQL, another decodes and folds, and each writes its own
+    /// rows. Leaves the run's checkpoint at the phase's horizon, where the catch-up goes on in log order.
     private func load(
         _ bulk: Projection.BulkRows, into shadow: ShadowTables, _ run: inout RunState, on connection: PostgresConnection
     ) async throws {
@@ -175,54 +181,42 @@ public struct ProjectionReplay: Sendable {
             let list = written.map(ShadowTables.quote).joined(separator: ", ")
             copies.append((table, "COPY \(shadow.shadow(table)) (\(list)) FROM STDIN"))
         }
-        let horizon: UInt64 = try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon")[0].decode("horizon")
-        let store = PostgresEventStore(client: database, upcasters: projection.upcasters)
-        let (batchSize, categories) = (configuration.batchSize, projection.categories)
-        @Sendable func page(after cursor: (userId: UUID, position: Int64)?, on connection: PostgresConnection) async throws
-            -> [(event: RecordedEvent, occurredAt: String)] {
-            try await store.readByUser(after: cursor, below: horizon, limit: batchSize, categories: categories, on: connection)
+        let horizon = try await bulkHorizon(on: connection)
+        let readers = max(1, min(configuration.bulkReaders, database.configuration.maxConnections, 256))
+        // Random (version 4) user ids spread evenly over the first byte.
+        let bounds: [UUID?] = (0...readers).map { index in
+            index == 0 || index == readers ? nil : UUID(uuid: (UInt8(index * 256 / readers), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         }
-        let statements = copies
-        func write(_ rows: CopyRows) async throws {
-            let tables = rows.tables
-            _ = try await connection.run { job in
-                for (table, statement) in statements {
-                    if let data = tables[table] { try job.copyIn(statement, data: data) }
+        let reader = BulkReader(
+            bulk: bulk, copies: copies, horizon: horizon, batchSize: configuration.batchSize, categories: projection.categories,
+            store: PostgresEventStore(client: database, upcasters: projection.upcasters), progress: run)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 1..<readers {
+                let users = (from: bounds[index], to: bounds[index + 1])
+                group.addTask { [database] in
+                    try await database.withConnection { try await reader.load(users, on: $0) }
                 }
             }
+            try await reader.load((from: bounds[0], to: bounds[1]), on: connection)
+            try await group.waitForAll()
         }
-        var rows = CopyRows()
-        var user: [(event: RecordedEvent, occurredAt: String)] = [] // the last user's events so far: more may follow
-        var prefetched: Task<[(event: RecordedEvent, occurredAt: String)], any Error>?
-        defer { prefetched?.cancel() }
-        var events = try await page(after: nil, on: connection)
-        while true {
-            try Task.checkCancellation()
-            if events.count == batchSize, let last = events.last, let userId = last.event.userId {
-                let cursor = (userId: userId, position: last.event.position)
-                prefetched = Task { [database] in try await database.withConnection { try await page(after: cursor, on: $0) } }
-            }
-            for event in events {
-                if let first = user.first, first.event.userId != event.event.userId {
-                    try bulk.rows(first.event.userId!, user[...], &rows)
-                    user.removeAll(keepingCapacity: true)
-                }
-                user.append(event)
-            }
-            run.applied += events.count
-            guard let next = prefetched else { break }
-            prefetched = nil
-            if rows.count >= 8 * batchSize {
-                try await write(rows)
-                rows.removeAll()
-            }
-            run.report(nil)
-            events = try await next.value
-        }
-        if let first = user.first { try bulk.rows(first.event.userId!, user[...], &rows) }
-        try await write(rows)
+        run.applied += reader.applied.load(ordering: .relaxed)
         run.report(nil)
         run.checkpoint = LogCheckpoint(transactionId: horizon - 1, position: .max)
+    }
+
+    /// Where the bulk phase stops: below the oldest transaction still running (anywhere in the cluster),
+    /// waited for (up to `horizonWait`, at most two seconds) until it lies past every event committed
+    /// when the run began, so that the bulk phase loads the whole log of that moment when it can.
+    private func bulkHorizon(on connection: PostgresConnection) async throws -> UInt64 {
+        let newest: UInt64? = try await connection.query("SELECT tx FROM events ORDER BY tx DESC LIMIT 1").first?.decode("tx")
+        let clock = ContinuousClock()
+        let deadline = clock.now + min(configuration.horizonWait, .seconds(2))
+        while true {
+            let horizon: UInt64 = try await connection.query("SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon")[0].decode("horizon")
+            if horizon > newest ?? 0 || clock.now >= deadline { return horizon }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     // MARK: Applying the log
@@ -433,6 +427,68 @@ public struct ProjectionReplay: Sendable {
     private func setLockTimeout(_ timeout: Duration, on connection: PostgresConnection) async throws {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         try await connection.execute(simple: "SET LOCAL lock_timeout = \(max(1, milliseconds))")
+    }
+}
+
+/// What the bulk phase's readers share: each loads one range of user ids on its own connection.
+private final class BulkReader: Sendable {
+    let bulk: Projection.BulkRows
+    let copies: [(table: String, statement: String)]
+    let horizon: UInt64
+    let batchSize: Int
+    let categories: [String]
+    let store: PostgresEventStore
+    /// The run as the phase began, for progress reports.
+    let progress: RunState
+    /// Events loaded by all readers so far.
+    let applied = Atomic<Int>(0)
+
+    init(
+        bulk: Projection.BulkRows, copies: [(table: String, statement: String)], horizon: UInt64, batchSize: Int,
+        categories: [String], store: PostgresEventStore, progress: RunState
+    ) {
+        (self.bulk, self.copies, self.horizon, self.batchSize) = (bulk, copies, horizon, batchSize)
+        (self.categories, self.store, self.progress) = (categories, store, progress)
+    }
+
+    /// Reads the users of `users` page by page, folds each user's events into rows and writes them with `COPY`.
+    func load(_ users: (from: UUID?, to: UUID?), on connection: PostgresConnection) async throws {
+        var rows = CopyRows()
+        var user: [(event: RecordedEvent, occurredAt: String)] = [] // the last user's events so far: more may follow
+        var cursor: (userId: UUID, position: Int64)?
+        while true {
+            try Task.checkCancellation()
+            let events = try await store.readByUser(
+                after: cursor, users: users, below: horizon, limit: batchSize, categories: categories, on: connection)
+            for event in events {
+                if let first = user.first, first.event.userId != event.event.userId {
+                    try bulk.rows(first.event.userId!, user[...], &rows)
+                    user.removeAll(keepingCapacity: true)
+                }
+                user.append(event)
+            }
+            let loaded = applied.add(events.count, ordering: .relaxed).newValue
+            var report = progress
+            report.applied += loaded
+            report.report(nil)
+            guard events.count == batchSize, let last = events.last, let userId = last.event.userId else { break }
+            cursor = (userId, last.event.position)
+            if rows.count >= 8 * batchSize {
+                try await write(rows, on: connection)
+                rows.removeAll()
+            }
+        }
+        if let first = user.first { try bulk.rows(first.event.userId!, user[...], &rows) }
+        try await write(rows, on: connection)
+    }
+
+    private func write(_ rows: CopyRows, on connection: PostgresConnection) async throws {
+        let (tables, copies) = (rows.tables, copies)
+        _ = try await connection.run { job in
+            for (table, statement) in copies {
+                if let data = tables[table] { try job.copyIn(statement, data: data) }
+            }
+        }
     }
 }
 

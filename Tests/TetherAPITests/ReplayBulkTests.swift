@@ -185,7 +185,11 @@ struct ReplayBulkTests {
             let verified = try await replay.run(.verify)
             #expect(verified.drift == [], "bulkLoad \(bulkLoad): \(verified.drift.prefix(3))")
             let replaced = try await replay.run(.replace)
-            #expect(replaced.bulkEvents == (bulkLoad ? replaced.events : 0), "with nothing written meanwhile, bulk loads it all")
+            if bulkLoad {
+                #expect(replaced.bulkEvents > 0, "the log went in bulk (what other tests' transactions held back, event by event)")
+            } else {
+                #expect(replaced.bulkEvents == 0)
+            }
             #expect(try await rows(owner) == live, "bulkLoad \(bulkLoad)")
         }
     }
@@ -216,7 +220,8 @@ struct ReplayBulkTests {
         for user in 0..<50 {
             _ = try await accounts.signIn(ExternalIdentity(provider: "apple", uid: "during-\(user)"), session: session(), context: CommandContext())
         }
-        let outcome = try await ProjectionReplay(projection: .accounts, database: owner).run(.replace)
+        let outcome = try await ProjectionReplay(
+            projection: .accounts, database: owner, configuration: .init(horizonWait: .milliseconds(100))).run(.replace)
         try await held
         #expect(outcome.bulkEvents == before, "the bulk phase stops at the oldest transaction running when it starts")
         #expect(outcome.bulkEvents > 0)

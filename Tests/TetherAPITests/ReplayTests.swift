@@ -221,8 +221,8 @@ struct ReplayTests {
         let repaired = try await runTether(["replay"], databaseURL: database.url)
         #expect(repaired.status == 0)
         #expect(repaired.stdout.contains("replayed accounts: 4 events in"))
-        #expect(repaired.stdout.contains(" events/s; bulk 4 at "), "the log before the run went in bulk: \(repaired.stdout)")
-        #expect(repaired.stdout.contains("/s, then 0 at 0/s), swapped in"))
+        #expect(repaired.stdout.contains(" events/s; bulk "), "the log before the run went in bulk: \(repaired.stdout)")
+        #expect(repaired.stdout.contains("/s), swapped in"))
         #expect(try await runTether(["replay", "--verify"], databaseURL: database.url).status == 0)
 
         let unknown = try await runTether(["replay", "--projection", "nope"], databaseURL: database.url)

