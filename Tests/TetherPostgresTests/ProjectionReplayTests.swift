@@ -267,7 +267,8 @@ struct ProjectionReplayTests {
         }
     }
 
-    @Test func replayUpcastsAnOldSchemaEventIntoTodaysReadModel() async throws {
+    @Test(arguments: [true, false])
+    func replayUpcastsAnOldSchemaEventIntoTodaysReadModel(bulkLoad: Bool) async throws {
         let database = try await TestDatabase.make()
         let owner = database.client(asServiceRole: false, maxConnections: 4)
         defer { owner.shutdown() }
@@ -283,12 +284,16 @@ struct ProjectionReplayTests {
             to: .user(current), expected: .noStream, metadata: EventMetadata())
 
         // Without the upcaster the old payload does not decode, and nothing changes.
-        await #expect(throws: DecodingError.self) { try await ProjectionReplay(projection: .accounts, database: owner).run(.replace) }
+        let configuration = ProjectionReplay.Configuration(bulkLoad: bulkLoad)
+        await #expect(throws: DecodingError.self) {
+            try await ProjectionReplay(projection: .accounts, database: owner, configuration: configuration).run(.replace)
+        }
         #expect(try await owner.query("SELECT count(*) AS n FROM users")[0].decode("n", as: Int.self) == 0)
 
         var upcasting = Projection.accounts
         upcasting.upcasters = UpcasterChain([FlatUserRegistered()])
-        _ = try await ProjectionReplay(projection: upcasting, database: owner).run(.replace)
+        let outcome = try await ProjectionReplay(projection: upcasting, database: owner, configuration: configuration).run(.replace)
+        #expect(bulkLoad || outcome.bulkEvents == 0, "off, every event goes through the statements")
 
         let users = try await owner.query("""
             SELECT id, email, email_normalized, email_verified, display_name, version FROM users ORDER BY email_normalized
