@@ -12,7 +12,7 @@ public struct StreamName: Hashable, Sendable, CustomStringConvertible {
 
     /// The stream of everything that happens to one user.
     public static func user(_ id: UUID) -> StreamName {
-        StreamName("user-\(id.uuidString.lowercased())")
+        StreamName("user-\(id.lowercasedText)")
     }
 
     public var description: String { rawValue }
@@ -63,7 +63,7 @@ public struct EventActor: Codable, Sendable, Hashable {
     /// Tether itself (migrations, replay, seeds).
     public static func system(_ component: String) -> EventActor { EventActor(kind: "system", id: component) }
     /// A signed-in user acting on their own account.
-    public static func user(_ id: UUID) -> EventActor { EventActor(kind: "user", id: id.uuidString.lowercased()) }
+    public static func user(_ id: UUID) -> EventActor { EventActor(kind: "user", id: id.lowercasedText) }
     /// A caller that has not proven who it is yet (sign-in attempts).
     public static let anonymous = EventActor(kind: "anonymous")
 }

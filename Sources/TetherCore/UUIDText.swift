@@ -15,6 +15,27 @@ extension UUID {
         self.init(uuid: bytes)
     }
 
+    /// The 36-character lowercase form, `lowercasedText` without its two passes and formatted
+    /// print: ids are written this way into every statement's parameters, stream names and row texts.
+    public var lowercasedText: String {
+        let digits: StaticString = "0123456789abcdef"
+        return withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { output in
+                var index = 0
+                for (slot, byte) in bytes.enumerated() {
+                    if slot == 4 || slot == 6 || slot == 8 || slot == 10 {
+                        output[index] = UInt8(ascii: "-")
+                        index += 1
+                    }
+                    output[index] = digits.utf8Start[Int(byte >> 4)]
+                    output[index + 1] = digits.utf8Start[Int(byte & 0x0f)]
+                    index += 2
+                }
+                return index
+            }
+        }
+    }
+
     private static func parse(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
         guard utf8.count == 36 else { return false }
         func nibble(_ character: UInt8) -> UInt8? {

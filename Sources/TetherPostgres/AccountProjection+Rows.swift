@@ -12,7 +12,7 @@ import TetherCore
 /// from the statements' parameters (timestamps as the text the statements cast, JSON as its text),
 /// so `COPY` parses them with the same input functions. The replay tests hold the two paths equal
 /// on a log of every event type.
-struct AccountRows {
+struct AccountRows: BulkFold {
     /// The columns the bulk phase writes, table by table, in `COPY` order; the replay refuses a
     /// table whose columns differ, rather than leave a new column at its default.
     static let columns: [String: [String]] = [
@@ -119,11 +119,11 @@ struct AccountRows {
         self.userId = userId
     }
 
-    /// Applies one event of the user, stored at stream `version`, that occurred at `at` (the text of
-    /// its `occurred_at`); `event` is nil for an event the projection does not read (it still records the version).
-    mutating func apply(_ event: AccountEvent?, version: Int, at: String) throws {
-        if let event { try apply(event, at: at) }
-        user?.version = version
+    /// Applies one stored event of the user: what it does to the rows, if it is an account event, and
+    /// the stream version the user's row reflects (recorded for every event, as the statements do).
+    mutating func apply(_ event: RecordedEvent, occurredAt: String) throws {
+        if let decoded = try AccountEventCodec.decode(event) { try apply(decoded, at: occurredAt) }
+        user?.version = event.version
     }
 
     private mutating func apply(_ event: AccountEvent, at: String) throws {
@@ -288,7 +288,7 @@ struct AccountRows {
 
     /// Appends the user's rows to `copy`, one `COPY` text line per row, table by table.
     func write(to copy: inout CopyRows) {
-        let id = userId.uuidString
+        let id = userId.lowercasedText
         if let user {
             copy.row("users") { line in
                 line.add(id); line.add(user.email); line.add(user.email.map(ExternalIdentity.normalize)); line.add(user.emailVerified)
@@ -305,7 +305,7 @@ struct AccountRows {
         }
         for session in sessions {
             copy.row("sessions") { line in
-                line.add(session.id.uuidString); line.add(id); line.add(session.refreshTokenHash); line.add(session.generation)
+                line.add(session.id.lowercasedText); line.add(id); line.add(session.refreshTokenHash); line.add(session.generation)
                 line.add(session.jkt); line.add(session.amr); line.add(session.authTime); line.add(session.startedAt)
                 line.add(session.lastRefreshedAt); line.add(session.endedAt); line.add(session.endReason); line.add(session.secretKind)
                 line.add(session.installationId); line.add(session.expiresAt)
@@ -313,12 +313,12 @@ struct AccountRows {
         }
         for token in refreshTokens {
             copy.row("refresh_tokens") { line in
-                line.add(token.hash); line.add(token.sessionId.uuidString); line.add(token.generation)
+                line.add(token.hash); line.add(token.sessionId.lowercasedText); line.add(token.generation)
             }
         }
         for factor in factors {
             copy.row("mfa_factors") { line in
-                line.add(factor.id.uuidString); line.add(id); line.add(factor.type); line.add(factor.displayName); line.add(factor.phoneHint)
+                line.add(factor.id.lowercasedText); line.add(id); line.add(factor.type); line.add(factor.displayName); line.add(factor.phoneHint)
                 line.add(factor.enrolledAt); line.add(factor.confirmedAt); line.add(factor.lastUsedStep.map(Int.init))
             }
         }
@@ -329,8 +329,8 @@ struct AccountRows {
         }
         for challenge in challenges {
             copy.row("mfa_challenges") { line in
-                line.add(challenge.id.uuidString); line.add(id); line.add(challenge.firstFactor); line.add(challenge.amr)
-                line.add(challenge.expiresAt); line.add(challenge.factorId?.uuidString); line.add(challenge.codeExpiresAt)
+                line.add(challenge.id.lowercasedText); line.add(id); line.add(challenge.firstFactor); line.add(challenge.amr)
+                line.add(challenge.expiresAt); line.add(challenge.factorId?.lowercasedText); line.add(challenge.codeExpiresAt)
                 line.add(challenge.attempts); line.add(challenge.issuedAt); line.add(challenge.endedAt); line.add(challenge.endReason)
             }
         }

@@ -190,6 +190,6 @@ public enum PersonalDataVault {
     }
 
     private static func aad(_ eventId: UUID) -> [UInt8] {
-        Array("tether personal data \(eventId.uuidString.lowercased())".utf8)
+        Array("tether personal data \(eventId.lowercasedText)".utf8)
     }
 }

@@ -250,6 +250,13 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         var copied = 0
         while let result = PQgetResult(connection) {
+            if PQresultStatus(result) == PGRES_COPY_IN {
+                // The end of the data never reached the server: libpq would answer COPY_IN forever.
+                PQclear(result)
+                isBroken = true
+                failure = failure ?? PostgresError.connectionLost("COPY could not finish: \(Self.errorMessage(connection))")
+                break
+            }
             do {
                 copied += try rows(from: result).affectedRows
             } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// A value that can be sent to PostgreSQL as a query parameter.
 public protocol PostgresEncodable: Sendable {
@@ -180,7 +181,7 @@ extension Bool: PostgresEncodable {
 }
 
 extension UUID: PostgresEncodable {
-    public var postgresParameter: PostgresParameter { .text(uuidString.lowercased()) }
+    public var postgresParameter: PostgresParameter { .text(lowercasedText) }
 }
 
 extension Date: PostgresEncodable {
@@ -234,7 +235,7 @@ public struct PostgresArray: PostgresEncodable, Hashable {
 
     /// An array of UUIDs.
     public init(_ uuids: [UUID]) {
-        self.elements = uuids.map { $0.uuidString.lowercased() }
+        self.elements = uuids.map { $0.lowercasedText }
     }
 
     public var postgresParameter: PostgresParameter {

@@ -39,15 +39,13 @@ public struct Projection: Sendable {
     public struct BulkRows: Sendable {
         /// The columns written, table by table, in `COPY` order (every column of each table).
         public var columns: [String: [String]]
-        /// Appends the rows that `events`, all of one user's events in log order, leave.
-        public var rows: @Sendable (_ userId: UUID, _ events: ArraySlice<(event: RecordedEvent, occurredAt: String)>, _ copy: inout CopyRows) throws -> Void
+        /// A new fold of one user's rows; the bulk phase applies that user's events to it one by one,
+        /// in log order, then has it write the rows (it never holds a user's events, only their rows).
+        public var fold: @Sendable (_ userId: UUID) -> any BulkFold
 
-        public init(
-            columns: [String: [String]],
-            rows: @escaping @Sendable (UUID, ArraySlice<(event: RecordedEvent, occurredAt: String)>, inout CopyRows) throws -> Void
-        ) {
+        public init(columns: [String: [String]], fold: @escaping @Sendable (UUID) -> any BulkFold) {
             self.columns = columns
-            self.rows = rows
+            self.fold = fold
         }
     }
 
@@ -90,13 +88,7 @@ extension Projection {
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
         upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements,
-        bulkRows: BulkRows(columns: AccountRows.columns) { userId, events, copy in
-            var rows = AccountRows(userId: userId)
-            for (event, occurredAt) in events {
-                try rows.apply(try AccountEventCodec.decode(event), version: event.version, at: occurredAt)
-            }
-            rows.write(to: &copy)
-        }
+        bulkRows: BulkRows(columns: AccountRows.columns) { AccountRows(userId: $0) }
     ) { event, occurredAt, connection in
         for statement in try accountStatements(event, occurredAt) {
             try await connection.query(statement)
@@ -152,4 +144,12 @@ extension Projection {
             try await AdminKeyProjection.apply(decoded, at: occurredAt, on: connection)
         }
     }
+}
+
+/// One user's rows being rebuilt by the bulk phase of `tether replay` (``Projection/BulkRows``).
+public protocol BulkFold {
+    /// Applies the user's next event (with the text of its `occurred_at`).
+    mutating func apply(_ event: RecordedEvent, occurredAt: String) throws
+    /// Appends the rows the events applied so far leave, one `COPY` line per row.
+    func write(to copy: inout CopyRows)
 }

@@ -138,6 +138,8 @@ public struct ProjectionReplay: Sendable {
             try await load(bulk, into: shadow, &run, on: main)
             run.report(.buildingKeys)
             try await main.withTransaction { try await shadow.addKeys(on: $0) }
+            // Statistics for the planner from the first query on, as an incrementally filled table gathers them.
+            try await main.execute(simple: "ANALYZE " + projection.tables.map(shadow.shadow).joined(separator: ", "))
             run.bulk = (run.applied, run.clock.now - run.started)
             run.report(.rebuilding)
         }
@@ -190,15 +192,16 @@ public struct ProjectionReplay: Sendable {
         let reader = BulkReader(
             bulk: bulk, copies: copies, horizon: horizon, batchSize: configuration.batchSize, categories: projection.categories,
             store: PostgresEventStore(client: database, upcasters: projection.upcasters), progress: run)
+        // Every reader in a child task, so the first to fail cancels the others.
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 1..<readers {
+            for index in 0..<readers {
                 let users = (from: bounds[index], to: bounds[index + 1])
                 group.addTask { [database] in
+                    if index == 0 { return try await reader.load(users, on: connection) }
                     try await database.withConnection { try await reader.load(users, on: $0) }
                 }
             }
-            try await reader.load((from: bounds[0], to: bounds[1]), on: connection)
-            try await group.waitForAll()
+            while try await group.next() != nil {}
         }
         run.applied += reader.applied.load(ordering: .relaxed)
         run.report(nil)
@@ -454,18 +457,22 @@ private final class BulkReader: Sendable {
     /// Reads the users of `users` page by page, folds each user's events into rows and writes them with `COPY`.
     func load(_ users: (from: UUID?, to: UUID?), on connection: PostgresConnection) async throws {
         var rows = CopyRows()
-        var user: [(event: RecordedEvent, occurredAt: String)] = [] // the last user's events so far: more may follow
+        var user: (id: UUID, fold: any BulkFold)? // the last user's rows so far: more events may follow
         var cursor: (userId: UUID, position: Int64)?
         while true {
             try Task.checkCancellation()
             let events = try await store.readByUser(
                 after: cursor, users: users, below: horizon, limit: batchSize, categories: categories, on: connection)
-            for event in events {
-                if let first = user.first, first.event.userId != event.event.userId {
-                    try bulk.rows(first.event.userId!, user[...], &rows)
-                    user.removeAll(keepingCapacity: true)
+            for (event, occurredAt) in events {
+                guard let userId = event.userId else { continue }
+                if let current = user, current.id != userId {
+                    current.fold.write(to: &rows)
+                    user = nil
                 }
-                user.append(event)
+                var fold = user?.fold ?? bulk.fold(userId)
+                user = nil // the fold is uniquely referenced while it changes
+                try fold.apply(event, occurredAt: occurredAt)
+                user = (userId, fold)
             }
             let loaded = applied.add(events.count, ordering: .relaxed).newValue
             var report = progress
@@ -478,7 +485,7 @@ private final class BulkReader: Sendable {
                 rows.removeAll()
             }
         }
-        if let first = user.first { try bulk.rows(first.event.userId!, user[...], &rows) }
+        user?.fold.write(to: &rows)
         try await write(rows, on: connection)
     }
 

@@ -67,7 +67,7 @@ public struct WebhookSMSSender: SMSSender {
     /// - Throws: ``SMSDeliveryError`` when no attempt got a 2xx answer.
     public func send(_ message: SMSMessage) async throws {
         let body = Self.body(for: message)
-        let idempotencyKey = UUID().uuidString.lowercased()
+        let idempotencyKey = UUID().lowercasedText
         var backoff = configuration.initialBackoff
         var attempt = 1
         while true {

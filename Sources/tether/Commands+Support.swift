@@ -40,7 +40,7 @@ extension Commands {
             guard let role = AdminRole(rawValue: roleName) else { throw UsageError("--role is support or admin, not \"\(roleName)\"") }
             try await withDatabase(options, for: "tether admin-keys") { database in
                 let (key, secret) = try await AdminKeyStore(database: database).create(role: role, name: options["name"], metadata: operatorMetadata())
-                print("created admin key \(key.id.uuidString.lowercased()) (role \(key.role.rawValue)\(key.name.map { ", name \"\($0)\"" } ?? ""))")
+                print("created admin key \(key.id.lowercasedText) (role \(key.role.rawValue)\(key.name.map { ", name \"\($0)\"" } ?? ""))")
                 print("store it now: it is shown this once, and Tether keeps only its SHA-256")
                 print(secret)
             }
@@ -63,8 +63,8 @@ extension Commands {
                 let (key, wasRevoked) = try await AdminKeyStore(database: database).revoke(id, metadata: operatorMetadata())
                 let revokedAt = key.revokedAt.map(ISO8601Milliseconds.format) ?? "?"
                 print(wasRevoked
-                      ? "revoked admin key \(id.uuidString.lowercased()); it stops working at once"
-                      : "admin key \(id.uuidString.lowercased()) was already revoked at \(revokedAt)")
+                      ? "revoked admin key \(id.lowercasedText); it stops working at once"
+                      : "admin key \(id.lowercasedText) was already revoked at \(revokedAt)")
             }
         default:
             throw UsageError("unknown action \"\(action)\" (create, list or revoke)")

@@ -21,6 +21,13 @@ struct StoredEventDecodingTests {
             #expect(UUID(text: text) == UUID(uuidString: text), "\(text)")
             #expect(UUID(text: Substring(text)) == UUID(uuidString: text), "\(text)")
         }
+        for text in texts {
+            guard let id = UUID(uuidString: text) else { continue }
+            #expect(id.lowercasedText == text.lowercased(), "the lowercase form reads back as the text it came from")
+        }
+        for id in [UUID(), UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))] + (0..<100).map({ _ in UUID() }) {
+            #expect(id.lowercasedText == id.uuidString.lowercased())
+        }
         // Stricter than sscanf, which skips a space before a pair of digits.
         #expect(UUID(uuidString: " 0000000-0000-0000-0000-000000000000") != nil)
         #expect(UUID(text: " 0000000-0000-0000-0000-000000000000") == nil)

@@ -36,7 +36,7 @@ extension AccountService {
         let storedSecret = account.mfa.factors[factorId]?.totpSecret ?? secret
         let totp = try TOTP(secret: try Base32.decode(storedSecret))
         // The label's account part may not hold ':' (the issuer separator); such an email gives way to the user id.
-        let accountName = account.email.flatMap { $0.contains(":") || $0.isEmpty ? nil : $0 } ?? userId.uuidString.lowercased()
+        let accountName = account.email.flatMap { $0.contains(":") || $0.isEmpty ? nil : $0 } ?? userId.lowercasedText
         let uri = try OTPAuthURI(totp: totp, issuer: "Tether", accountName: accountName)
         return TOTPEnrolment(factorId: factorId, secret: storedSecret, otpauthURI: uri.stringValue)
     }
@@ -213,7 +213,7 @@ extension AccountService {
         let numberHash = DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)).hexString
         let window = Int(UserAccount.smsWindow)
         let oldest: Date? = try await database.withTransaction { connection in
-            for key in ["sms-number:" + numberHash, "sms-user:" + userId.uuidString.lowercased()].sorted() {
+            for key in ["sms-number:" + numberHash, "sms-user:" + userId.lowercasedText].sorted() {
                 try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
             }
             try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
@@ -275,7 +275,7 @@ extension AccountService {
 
     /// SHA-256 of a code bound to what it was sent for, so a code of one challenge means nothing for another.
     static func codeHash(_ code: String, for scope: UUID) -> String {
-        DigestAlgorithm.sha256.hash(Array("\(scope.uuidString.lowercased()):\(code)".utf8)).hexString
+        DigestAlgorithm.sha256.hash(Array("\(scope.lowercasedText):\(code)".utf8)).hexString
     }
 
     /// `xxxxx-xxxxx`: ten base32 characters (50 random bits), easy to read out and type.

@@ -168,7 +168,7 @@ public struct SignInLimits: Sendable {
         }
         let payload = Failure(
             provider: attempt.provider, reason: reason, personal: PersonalData(email: userId == nil ? nil : attempt.email))
-        let stream = userId.map { StreamName("sign-in-failures-user-" + $0.uuidString.lowercased()) } ?? attempt.anonymousStream
+        let stream = userId.map { StreamName("sign-in-failures-user-" + $0.lowercasedText) } ?? attempt.anonymousStream
         try await append(type: "SignInFailed", payload, to: stream, metadata: attempt.metadata, userId: userId)
     }
 

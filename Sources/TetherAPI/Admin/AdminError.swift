@@ -32,7 +32,7 @@ public struct AdminError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A parameter is missing, malformed or unknown.
     public static func invalidRequest(_ detail: String) -> AdminError { .init(.invalidRequest, detail) }
     /// `tether admin-keys` was given an id no key has.
-    public static func noSuchKey(_ id: UUID) -> AdminError { .init(.noSuchKey, "no admin key has the id \(id.uuidString.lowercased())") }
+    public static func noSuchKey(_ id: UUID) -> AdminError { .init(.noSuchKey, "no admin key has the id \(id.lowercasedText)") }
     /// `tether history` was given a reference no user matches; `detail` says which.
     public static func noSuchUser(_ detail: String) -> AdminError { .init(.noSuchUser, detail) }
 

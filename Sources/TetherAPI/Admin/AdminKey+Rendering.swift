@@ -6,7 +6,7 @@ extension AdminKey {
     /// `{"id","name","role","createdAt","revokedAt","lastUsedAt"}`, as `tether admin-keys list --json` prints it.
     public var json: JSONValue {
         [
-            "id": .string(id.uuidString.lowercased()),
+            "id": .string(id.lowercasedText),
             "name": name.map(JSONValue.string) ?? .null,
             "role": .string(role.rawValue),
             "createdAt": .string(ISO8601Milliseconds.format(createdAt)),
@@ -24,7 +24,7 @@ public enum AdminKeyTable {
         guard !keys.isEmpty else { return "no admin keys (make one with tether admin-keys create --role support)\n" }
         return TextTable.render(columns: columns, rows: keys.map { key in
             [
-                key.id.uuidString.lowercased(), key.role.rawValue, key.name ?? "-", ISO8601Milliseconds.format(key.createdAt),
+                key.id.lowercasedText, key.role.rawValue, key.name ?? "-", ISO8601Milliseconds.format(key.createdAt),
                 key.lastUsedAt.map(ISO8601Milliseconds.format) ?? "never", key.revokedAt.map(ISO8601Milliseconds.format) ?? "-",
             ]
         })

@@ -75,7 +75,7 @@ public struct AdminRoutes: Sendable {
             let found = try await directory.search(search, after: try query.userID("after"), limit: limit)
             let body: JSONValue = [
                 "users": .array(found.users.map(\.json)),
-                "nextAfter": found.nextAfter.map { .string($0.uuidString.lowercased()) } ?? .null,
+                "nextAfter": found.nextAfter.map { .string($0.lowercasedText) } ?? .null,
             ]
             let record = AdminEvent.usersSearched(.init(
                 provider: search.provider, limit: limit, resultCount: found.users.count, status: 200,

@@ -49,7 +49,7 @@ public struct UserSummary: Sendable, Hashable {
     /// `{"id","email","displayName","disabled","createdAt","lastSignInAt","providers"}`.
     public var json: JSONValue {
         [
-            "id": .string(id.uuidString.lowercased()),
+            "id": .string(id.lowercasedText),
             "email": email.map(JSONValue.string) ?? .null,
             "displayName": displayName.map(JSONValue.string) ?? .null,
             "disabled": .bool(disabled),
@@ -144,7 +144,7 @@ public struct AdminUserDirectory: Sendable {
             "activeSessionCount": .int(try extra.first?.decode("active_sessions") ?? 0),
             "sessions": .array(try sessions.map { row in
                 [
-                    "id": .string((try row.decode("id") as UUID).uuidString.lowercased()),
+                    "id": .string((try row.decode("id") as UUID).lowercasedText),
                     "startedAt": try Self.time(row.decode("started_at")),
                     "authTime": try Self.time(row.decode("auth_time")),
                     "amr": try JSONDecoder().decode(JSONValue.self, from: row.decode("amr", as: PostgresJSON.self).data),
@@ -158,7 +158,7 @@ public struct AdminUserDirectory: Sendable {
             }),
             "factors": .array(try factors.map { row in
                 [
-                    "id": .string((try row.decode("id") as UUID).uuidString.lowercased()),
+                    "id": .string((try row.decode("id") as UUID).lowercasedText),
                     "type": .string(try row.decode("type")),
                     "displayName": (try row.decode("display_name", as: String?.self)).map(JSONValue.string) ?? .null,
                     "phoneHint": (try row.decode("phone_hint", as: String?.self)).map(JSONValue.string) ?? .null,

@@ -282,7 +282,7 @@ extension FirebaseRoutes {
             users.append(FirebaseUserRecord.json(try await accounts.read(id)))
         }
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users)]
-        if ids.count == limit, let last = ids.last { answer["nextPageToken"] = .string(last.uuidString.lowercased()) }
+        if ids.count == limit, let last = ids.last { answer["nextPageToken"] = .string(last.lowercasedText) }
         return .object(answer)
     }
 }

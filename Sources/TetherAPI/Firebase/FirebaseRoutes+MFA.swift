@@ -48,7 +48,7 @@ extension FirebaseRoutes {
             guard let sms = sms else { throw FirebaseError("OPERATION_NOT_ALLOWED", "This server sends no SMS.") }
             let factorId = try await accounts.enrolPhone(
                 userId: account.id, authTime: claims.authTime, phoneNumber: number, displayName: nil, sms: sms, context: context)
-            return .object(["phoneSessionInfo": .object(["sessionInfo": .string(factorId.uuidString.lowercased())])])
+            return .object(["phoneSessionInfo": .object(["sessionInfo": .string(factorId.lowercasedText)])])
         }
         guard try nested(request.body, "totpEnrollmentInfo") != nil else {
             throw FirebaseError("INVALID_ARGUMENT", "Send phoneEnrollmentInfo or totpEnrollmentInfo.")
@@ -56,7 +56,7 @@ extension FirebaseRoutes {
         let enrolment = try await accounts.enrolTOTP(userId: account.id, authTime: claims.authTime, displayName: nil, context: context)
         return .object(["totpSessionInfo": .object([
             "sharedSecretKey": .string(enrolment.secret), "verificationCodeLength": 6, "hashingAlgorithm": "SHA1", "periodSec": 30,
-            "sessionInfo": .string(enrolment.factorId.uuidString.lowercased()),
+            "sessionInfo": .string(enrolment.factorId.lowercasedText),
             "finalizeEnrollmentTime": .string(ISO8601Milliseconds.format(Date().addingTimeInterval(600))),
         ])])
     }
@@ -113,7 +113,7 @@ extension FirebaseRoutes {
         _ = try await accounts.sendChallengeCode(
             userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, presentedJKT: nil, sms: sms,
             context: context(request, user: pending.userId))
-        return .object(["phoneResponseInfo": .object(["sessionInfo": .string(factorId.uuidString.lowercased())])])
+        return .object(["phoneResponseInfo": .object(["sessionInfo": .string(factorId.lowercasedText)])])
     }
 
     /// `mfaSignIn:finalize`: the phone code (`phoneVerificationInfo`) or a TOTP code (`mfaEnrollmentId` and

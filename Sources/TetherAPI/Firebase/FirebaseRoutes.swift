@@ -160,14 +160,14 @@ public struct FirebaseRoutes: Sendable {
 
     /// A user's Firebase `localId`: the uid a developer chose for them, or Tether's id.
     static func localId(of account: UserAccount) -> String {
-        account.identities[UserAccount.customProvider]?.uid ?? account.id.uuidString.lowercased()
+        account.identities[UserAccount.customProvider]?.uid ?? account.id.lowercasedText
     }
 
     /// The user a `localId` names (a developer's uid, or Tether's id of a user without one); nil for none.
     func user(localId: String) async throws -> UUID? {
         guard !localId.isEmpty, localId.utf8.count <= 128 else { return nil }
         // Tether's ids are written lowercase: another spelling is another (developer's) uid, never this user.
-        let uuid = UUID(uuidString: localId).flatMap { $0.uuidString.lowercased() == localId ? $0 : nil }
+        let uuid = UUID(uuidString: localId).flatMap { $0.lowercasedText == localId ? $0 : nil }
         let rows = try await accounts.database.query("""
             SELECT i.user_id AS id FROM identities i JOIN users u ON u.id = i.user_id
             WHERE i.provider = \(UserAccount.customProvider) AND i.provider_uid = \(localId) AND u.erased_at IS NULL

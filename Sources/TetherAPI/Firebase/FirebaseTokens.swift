@@ -75,7 +75,7 @@ public struct FirebaseIDTokens: Sendable {
         if let email = account.email { identities["email"] = .array([.string(email)]) }
         var firebase: JOSEObject = [
             "identities": .object(identities), "sign_in_provider": .string(signInProvider),
-            "tether_session": .string(sessionId.uuidString.lowercased()),
+            "tether_session": .string(sessionId.lowercasedText),
         ]
         if let secondFactor { firebase["sign_in_second_factor"] = .string(secondFactor) }
         claims["iss"] = .string(issuer)

@@ -45,7 +45,7 @@ enum FirebaseUserRecord {
     /// An `mfaInfo` entry: phone factors carry `phoneInfo` (masked), TOTP factors `totpInfo: {}`.
     static func mfaInfo(_ factor: MFAState.Factor) -> JSONValue {
         var info: [String: JSONValue] = [
-            "mfaEnrollmentId": .string(factor.id.uuidString.lowercased()),
+            "mfaEnrollmentId": .string(factor.id.lowercasedText),
             "enrolledAt": .string(ISO8601Milliseconds.format(factor.enrolledAt)),
         ]
         if let name = factor.displayName { info["displayName"] = .string(name) }

@@ -42,7 +42,7 @@ public struct HistoryEntry: Sendable, Hashable {
         [
             ("actor", actor.map { ["kind": .string($0.kind), "id": $0.id.map(JSONValue.string) ?? .null] } ?? .null),
             ("clientIP", clientIP.map(JSONValue.string) ?? .null),
-            ("commandId", commandId.map { .string($0.uuidString.lowercased()) } ?? .null),
+            ("commandId", commandId.map { .string($0.lowercasedText) } ?? .null),
             ("personalDataErased", .bool(summary.isPersonalDataErased)),
             ("position", .int(Int(position))),
             ("stream", .string(stream)),
@@ -101,7 +101,7 @@ public struct HistoryPage: Sendable, Hashable {
         [
             ("events", events),
             ("nextAfter", nextAfter.map { .int(Int($0)) } ?? .null),
-            ("userId", .string(userId.uuidString.lowercased())),
+            ("userId", .string(userId.lowercasedText)),
         ]
     }
 }

@@ -14,7 +14,7 @@ public enum HistoryTable {
                 actor(entry.actor, historyOf: page.userId), entry.clientIP ?? "-", entry.summary.text,
             ]
         }
-        let user = page.userId.uuidString.lowercased()
+        let user = page.userId.lowercasedText
         var closing = page.entries.count == 1 ? "1 event of user \(user)" : "\(page.entries.count) events of user \(user)"
         if page.entries.contains(where: \.summary.isPersonalDataErased) {
             closing += "; personal data has been erased where it shows \(EventSummary.erased)"

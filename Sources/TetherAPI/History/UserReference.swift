@@ -31,7 +31,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .id(let id): "id \(id.uuidString.lowercased())"
+        case .id(let id): "id \(id.lowercasedText)"
         case .email(let email): "email \(email)"
         case .identity(let provider, let uid): "\(provider) uid \(uid)"
         }
@@ -51,7 +51,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
         let found = try await directory.search(search, limit: 5).users
         guard let first = found.first else { throw AdminError.noSuchUser("no user has the \(self)") }
         guard found.count == 1 else {
-            let ids = found.map { $0.id.uuidString.lowercased() }.joined(separator: ", ")
+            let ids = found.map { $0.id.lowercasedText }.joined(separator: ", ")
             throw AdminError.noSuchUser("\(found.count < 5 ? "\(found.count)" : "5 or more") users have the \(self) (\(ids)); name one by id")
         }
         return first.id

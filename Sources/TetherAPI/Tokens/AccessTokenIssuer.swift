@@ -50,8 +50,8 @@ public struct AccessTokenIssuer: Sendable {
         let expiresAt = issuedAt + configuration.lifetime.rounded(.down)
         var claims: JOSEObject = [
             "iss": .string(configuration.issuer),
-            "sub": .string(userId.uuidString.lowercased()),
-            "sid": .string(sessionId.uuidString.lowercased()),
+            "sub": .string(userId.lowercasedText),
+            "sid": .string(sessionId.lowercasedText),
             "iat": .number(issuedAt),
             "exp": .number(expiresAt),
             "auth_time": .number(authTime.timeIntervalSince1970.rounded(.down)),

@@ -32,8 +32,8 @@ public struct MFAPendingCredentials: Sendable {
         let key = try await keys.currentSigningKey()
         let claims: JOSEObject = [
             "iss": .string(issuer),
-            "sub": .string(userId.uuidString.lowercased()),
-            "jti": .string(challengeId.uuidString.lowercased()),
+            "sub": .string(userId.lowercasedText),
+            "jti": .string(challengeId.lowercasedText),
             "iat": .number(issuedAt.timeIntervalSince1970.rounded(.down)),
             "exp": .number(expiresAt.timeIntervalSince1970.rounded(.down)),
         ]

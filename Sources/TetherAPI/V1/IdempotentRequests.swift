@@ -109,7 +109,7 @@ struct IdempotentRequests: Sendable {
         let sealingKey: [UInt8]
 
         init(request: HTTPRequest, principal: UUID?, key: String) {
-            let caller = principal?.uuidString.lowercased() ?? "-"
+            let caller = principal?.lowercasedText ?? "-"
             // The target, query included: a request whose credentials ride in the query (Parse's
             // log-in by query) must never be answered with another request's answer.
             let parts = [request.method, request.target, caller, key]

@@ -69,7 +69,7 @@ struct UserBody: Encodable, Sendable {
             case id, email, emailVerified, displayName, photoUrl, disabled, isAnonymous, createdAt, lastSignInAt, identities, mfa
         }
         var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(id.lowercasedText, forKey: .id)
         try container.encode(email, forKey: .email)
         try container.encode(emailVerified, forKey: .emailVerified)
         try container.encode(displayName, forKey: .displayName)
@@ -95,7 +95,7 @@ struct SessionBody: Encodable, Sendable {
     func encode(to encoder: any Encoder) throws {
         enum Keys: String, CodingKey { case id, accessToken, tokenType, expiresIn, refreshToken }
         var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(id.lowercasedText, forKey: .id)
         try container.encode(accessToken, forKey: .accessToken)
         try container.encode(tokenType, forKey: .tokenType)
         try container.encode(expiresIn, forKey: .expiresIn)
@@ -146,7 +146,7 @@ struct FactorBody: Encodable, Sendable {
     func encode(to encoder: any Encoder) throws {
         enum Keys: String, CodingKey { case id, type, displayName, enrolledAt, phoneHint }
         var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.uuidString.lowercased(), forKey: .id)
+        try container.encode(id.lowercasedText, forKey: .id)
         try container.encode(type, forKey: .type)
         try container.encode(displayName, forKey: .displayName)
         try container.encode(enrolledAt, forKey: .enrolledAt)

@@ -24,7 +24,7 @@ extension V1Routes {
                 let factorId = try await accounts.enrolPhone(
                     userId: claims.userId, authTime: claims.authTime, phoneNumber: body.phoneNumber,
                     displayName: try Self.displayName(body.displayName), sms: try smsSender(), context: context(request, claims.userId))
-                return try HTTPResponse.json(["factorId": factorId.uuidString.lowercased()], status: 201)
+                return try HTTPResponse.json(["factorId": factorId.lowercasedText], status: 201)
             }
         }
         for (path, type) in [("/v1/users/me/mfa/totp/verify", MFAFactorType.totp), ("/v1/users/me/mfa/phone/verify", .phone)] {
@@ -70,7 +70,7 @@ extension V1Routes {
                     presentedJKT: try await proofKey(of: request), sms: sms,
                     context: context(request, pending.userId))
                 return try HTTPResponse.json(ChallengeSentBody(
-                    factorId: factorId.uuidString.lowercased(), phoneHint: factor.phoneNumber.map(PhoneNumber.hint)))
+                    factorId: factorId.lowercasedText, phoneHint: factor.phoneNumber.map(PhoneNumber.hint)))
             }
         }
         router.post("/v1/mfa/verify") { request in
@@ -102,7 +102,7 @@ extension V1Routes {
                 "mfaPendingCredential": .string(pendingCredential),
                 "factors": .array(factors.map { factor in
                     var entry: [String: JSONValue] = [
-                        "id": .string(factor.id.uuidString.lowercased()), "type": .string(factor.type.rawValue),
+                        "id": .string(factor.id.lowercasedText), "type": .string(factor.type.rawValue),
                         "displayName": factor.displayName.map(JSONValue.string) ?? .null,
                     ]
                     if let phoneNumber = factor.phoneNumber { entry["phoneHint"] = .string(PhoneNumber.hint(phoneNumber)) }
@@ -162,7 +162,7 @@ extension V1Routes {
         func encode(to encoder: any Encoder) throws {
             enum Keys: String, CodingKey { case factorId, secret, otpauthUri }
             var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(factorId.uuidString.lowercased(), forKey: .factorId)
+            try container.encode(factorId.lowercasedText, forKey: .factorId)
             try container.encode(secret, forKey: .secret)
             try container.encode(otpauthUri, forKey: .otpauthUri)
         }

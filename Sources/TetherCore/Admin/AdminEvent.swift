@@ -182,13 +182,13 @@ public enum AdminEventCodec {
 extension StreamName {
     /// The stream of one admin key: its creation, its revocation and every request made with it.
     public static func adminKey(_ id: UUID) -> StreamName {
-        StreamName("admin-key-\(id.uuidString.lowercased())")
+        StreamName("admin-key-\(id.lowercasedText)")
     }
 }
 
 extension EventActor {
     /// A request made with an admin key (`/v1/admin`); `id` is the key's id.
-    public static func admin(keyId: UUID) -> EventActor { EventActor(kind: "admin", id: keyId.uuidString.lowercased()) }
+    public static func admin(keyId: UUID) -> EventActor { EventActor(kind: "admin", id: keyId.lowercasedText) }
     /// A person at the command line (`tether admin-keys`); `id` is their login name, where known.
     public static func `operator`(_ login: String?) -> EventActor { EventActor(kind: "operator", id: login) }
 }
