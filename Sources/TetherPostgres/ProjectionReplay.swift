@@ -134,6 +134,7 @@ public struct ProjectionReplay: Sendable {
         var run = RunState(projection: projection.name, total: total, report: progress)
         run.report(.rebuilding)
         if let bulk {
+            try await shadow.verifyShapes(includingKeys: false, on: main)
             // Before the copies go first on the search path: the keys' definitions name the live tables as they are printed there.
             try await load(bulk, into: shadow, &run, on: main)
             run.report(.buildingKeys)
@@ -203,7 +204,7 @@ public struct ProjectionReplay: Sendable {
             }
             while try await group.next() != nil {}
         }
-        run.applied += reader.applied.load(ordering: .relaxed)
+        run.applied += reader.applied.withLock { $0 }
         run.report(nil)
         run.checkpoint = LogCheckpoint(transactionId: horizon - 1, position: .max)
     }
@@ -444,7 +445,7 @@ private final class BulkReader: Sendable {
     /// The run as the phase began, for progress reports.
     let progress: RunState
     /// Events loaded by all readers so far.
-    let applied = Atomic<Int>(0)
+    let applied = Mutex<Int>(0)
 
     init(
         bulk: Projection.BulkRows, copies: [(table: String, statement: String)], horizon: UInt64, batchSize: Int,
@@ -474,10 +475,13 @@ private final class BulkReader: Sendable {
                 try fold.apply(event, occurredAt: occurredAt)
                 user = (userId, fold)
             }
-            let loaded = applied.add(events.count, ordering: .relaxed).newValue
-            var report = progress
-            report.applied += loaded
-            report.report(nil)
+            // Counted and reported under one lock, so reports from the readers never go backwards.
+            applied.withLock { applied in
+                applied += events.count
+                var report = progress
+                report.applied += applied
+                report.report(nil)
+            }
             guard events.count == batchSize, let last = events.last, let userId = last.event.userId else { break }
             cursor = (userId, last.event.position)
             if rows.count >= 8 * batchSize {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import TetherAPI
 @testable import TetherCore
@@ -321,6 +322,29 @@ struct ReplayBulkTests {
         #expect(try await ProjectionReplay(projection: .accounts, database: owner).run(.verify).drift == [])
         let users: Int = try await owner.query("SELECT count(*) AS n FROM users")[0].decode("n")
         #expect(users == 250)
+    }
+
+    @Test func aCopyThatCannotBeBuiltLikeItsTableIsRefusedBeforeTheBulkLoad() async throws {
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 2)
+        defer { owner.shutdown() }
+        try await writeGeneratedLog(users: 500, on: owner)
+        // A trigger on a live table: replay cannot reproduce it on the copy.
+        try await owner.withConnection { connection in
+            try await connection.execute(simple: """
+                CREATE FUNCTION keep_users() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+                CREATE TRIGGER users_kept BEFORE UPDATE ON users FOR EACH ROW EXECUTE FUNCTION keep_users();
+                """)
+        }
+        let loaded = Mutex(0)
+        await #expect {
+            try await ProjectionReplay(projection: .accounts, database: owner).run(.replace) { progress in
+                loaded.withLock { $0 = max($0, progress.applied) }
+            }
+        } throws: { error in
+            "\(error)".contains("cannot reproduce table users exactly") && "\(error)".contains("users_kept")
+        }
+        #expect(loaded.withLock { $0 } == 0, "refused before any event was loaded")
     }
 
     @Test func aBulkRowsWithoutEveryColumnIsRefusedAndLeavesTheLiveTablesAlone() async throws {
