@@ -95,16 +95,17 @@ enum Help {
         models. The accounts projection is first loaded in bulk: the log written before
         the run began is read user by user, each user's final rows are computed in
         memory and written with COPY, and the keys and indexes are built afterwards;
-        events appended meanwhile are then applied one command at a time. Once the
+        events appended meanwhile are then applied in log order, in batches. Once the
         copies have caught up, one short transaction waits for the commands in flight,
         holds new ones back for a moment, applies the last events and swaps the copies
         in. A run is recorded in projection_replays (events, duration, events/s, and the
         bulk phase's events and duration).
 
-        --verify   rebuild aside and compare with the live tables instead of swapping:
-                   prints every drifting row (missing, extra, or changed with both
-                   values) on standard output and exits 1 on drift, 0 when the read
-                   models match the log
+        --verify   rebuild aside and compare with the live tables instead of swapping
+                   (each table by a digest of its rows first, row by row only where
+                   the digests differ): prints every drifting row (missing, extra, or
+                   changed with both values) on standard output and exits 1 on drift,
+                   0 when the read models match the log
 
         Runs as the database's login role, which owns the tables (as tether migrate
         does), never as tether_service. One replay runs at a time per database.

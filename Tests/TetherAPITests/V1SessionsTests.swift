@@ -423,7 +423,7 @@ struct V1SessionsTests {
 struct V1DatabaseUnavailableTests {
     @Test func anUnreachableDatabaseIsA503WithRetryAfterNeverASignOut() async throws {
         // A port nothing listens on: every query fails to connect.
-        let probe = try HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: Router())
+        let probe = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: Router())
         try probe.start()
         let port = probe.boundPort
         await probe.shutdown()
