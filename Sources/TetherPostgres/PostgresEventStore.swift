@@ -113,18 +113,35 @@ public struct PostgresEventStore: Sendable {
     ///   one multi-row insert holds.
     public func appendAtEnd(_ events: [NewEvent], to stream: StreamName, metadata: EventMetadata) async throws {
         let userIds = Set(events.compactMap(\.userId))
-        guard !events.isEmpty, events.count <= Self.insertBatchSize, userIds.count <= 1 else {
-            throw AppendAtEndError(count: events.count, users: userIds.count)
-        }
-        let locks = Self.lockStatements(for: stream, events: events)
-        try await client.withTransactionJob { transaction in
-            var reads = locks
-            reads.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
-            if let userId = userIds.first { reads += PersonalDataVault.keyStatements(for: userId) }
-            let rows = try transaction.begin(reads)
+        guard userIds.count <= 1 else { throw AppendAtEndError(count: events.count, users: userIds.count) }
+        try await appendAtEnd(to: stream, about: userIds.first, metadata: metadata) { _ in (events, ()) }
+    }
+
+    /// Like ``appendAtEnd(_:to:metadata:)``, for events decided from `reads`: statements run in the same
+    /// transaction, after the locks and in the same first round trip, whose rows `decide` turns into the
+    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round trip.
+    ///
+    /// `decide` runs on the connection, between the two round trips: it must not block on anything else.
+    public func appendAtEnd<T: Sendable>(
+        to stream: StreamName, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery] = [],
+        decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (events: [NewEvent], result: T)
+    ) async throws -> T {
+        let locks = Self.lockStatements(for: stream, about: userId)
+        return try await client.withTransactionJob { transaction in
+            var statements = locks
+            statements.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
+            if let userId { statements += PersonalDataVault.keyStatements(for: userId) }
+            let internalCount = statements.count
+            let rows = try transaction.begin(statements + reads)
             let version: Int = try rows[locks.count][0].decode("version")
-            let key = userIds.isEmpty ? nil : try PersonalDataVault.key(from: rows[rows.count - 1])
+            let key = userId == nil ? nil : try PersonalDataVault.key(from: rows[internalCount - 1])
+            let (events, result) = try decide(rows[internalCount...])
+            let named = Set(events.compactMap(\.userId))
+            guard !events.isEmpty, events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
+                throw AppendAtEndError(count: events.count, users: named.count)
+            }
             try transaction.commit([try appendStatement(events, to: stream, after: version, metadata: metadata, userKey: key)])
+            return result
         }
     }
 
@@ -143,6 +160,12 @@ public struct PostgresEventStore: Sendable {
     public static func lockStatements(for stream: StreamName, events: [NewEvent]) -> [PostgresQuery] {
         let users = Set(events.compactMap(\.userId)).map(StreamName.user).filter { $0 != stream }
         return [streamLockStatement(stream)] + users.sorted { $0.rawValue < $1.rawValue }.map(streamLockStatement)
+    }
+
+    /// ``lockStatements(for:events:)`` for events about `userId` (or no one).
+    static func lockStatements(for stream: StreamName, about userId: UUID?) -> [PostgresQuery] {
+        let user = userId.map(StreamName.user).flatMap { $0 == stream ? nil : $0 }
+        return [streamLockStatement(stream)] + (user.map { [streamLockStatement($0)] } ?? [])
     }
 
     /// The statement that appends `events` to `stream` after `version`, inside a transaction that
@@ -310,6 +333,18 @@ public struct PostgresEventStore: Sendable {
     public func readUser(
         _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000
     ) async throws -> [RecordedEvent] {
+        // The events and their user's key in one round trip, decoded where they arrive.
+        let statements = Self.userEventsStatements(userId, after: position, since: since, limit: limit)
+        return try await client.withConnection { connection in
+            try await connection.run { [self] job in try decodeUserEvents(try job.pipeline(statements)[...]) }
+        }
+    }
+
+    /// The statements of ``readUser(_:after:since:limit:)`` (the events, then their user's key), for a
+    /// caller that sends them with others; decode their rows with ``decodeUserEvents(_:)``.
+    public static func userEventsStatements(
+        _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000
+    ) -> [PostgresQuery] {
         var query: PostgresQuery = """
             SELECT \(unsafeSQL: Self.columns) FROM events WHERE user_id = \(userId) AND position > \(position)
             """
@@ -317,14 +352,12 @@ public struct PostgresEventStore: Sendable {
             query.append(" AND occurred_at >= \(since)::timestamptz")
         }
         query.append(" ORDER BY position LIMIT \(limit)")
-        // The events and their user's key in one round trip, decoded where they arrive.
-        let statements = [query, PersonalDataVault.keysStatement(for: [userId])]
-        return try await client.withConnection { connection in
-            try await connection.run { [self] job in
-                let rows = try job.pipeline(statements)
-                return try decode(rows[0], keys: try PersonalDataVault.keys(from: rows[1]))
-            }
-        }
+        return [query, PersonalDataVault.keysStatement(for: [userId])]
+    }
+
+    /// The events of the rows of ``userEventsStatements(_:after:since:limit:)``, sealed parts opened.
+    public func decodeUserEvents(_ rows: ArraySlice<PostgresRows>) throws -> [RecordedEvent] {
+        try decode(rows[rows.startIndex], keys: try PersonalDataVault.keys(from: rows[rows.startIndex + 1]))
     }
 
     private static let columns =

@@ -229,5 +229,23 @@ struct RoundTripBudgetTests {
         let after = try await history.page(of: account.id)
         #expect(after.entries.last?.type == "AdminHistoryViewed")
         #expect(after.entries.last?.stream == StreamName.adminKey(admin.id).rawValue)
+
+        // As the support API reads a page: in its record's transaction, the read in the record's first round trip.
+        let (read, together) = try await metered {
+            try await keys.record(
+                keyId: admin.id, about: account.id, metadata: EventMetadata(surface: "admin"),
+                reading: history.pageStatements(of: account.id, limit: 50)
+            ) { rows in
+                let page = try history.page(of: account.id, from: rows, limit: 50)
+                return (.historyViewed(.init(userId: account.id, after: 0, limit: 50, returned: page.entries.count, status: 200)), page)
+            }
+        }
+        #expect(together.transactions == 1, "\(together.statements)")
+        #expect(together.roundTrips == 2, "the page costs no round trip beyond its record: \(together.statements)")
+        #expect(read.entries.map(\.position) == after.entries.map(\.position), "the same page, read with its record")
+        #expect(read.entries.contains { $0.clientIP == "192.0.2.7" })
+        let last = try await history.page(of: account.id)
+        #expect(last.entries.count == after.entries.count + 1)
+        #expect(last.entries.last?.type == "AdminHistoryViewed")
     }
 }

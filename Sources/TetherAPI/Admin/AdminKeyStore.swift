@@ -121,6 +121,28 @@ public struct AdminKeyStore: Sendable {
         }
     }
 
+    /// Records a request that projects nothing, decided from `reads`: they run in the record's own
+    /// transaction, in its first round trip (after the locks of the key's stream and of `userId`),
+    /// and `decide` makes the record and the caller's result of their rows. Two round trips in all:
+    /// what the request reads costs no round trip more than its record. Retried like ``record(_:keyId:metadata:)``.
+    public func record<T: Sendable>(
+        keyId: UUID, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery],
+        decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (record: AdminEvent, result: T)
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await store.appendAtEnd(to: .adminKey(keyId), about: userId, metadata: metadata, reading: reads) { rows in
+                    let (record, result) = try decide(rows)
+                    return ([try AdminEventCodec.encode(record)], result)
+                }
+            } catch let error as PostgresError where error.isTransient && attempt < Self.maxAttempts {
+                continue
+            }
+        }
+    }
+
     private func keys(where condition: PostgresQuery) async throws -> [AdminKey] {
         let rows = try await database.query("""
             SELECT k.id, k.name, k.role, k.created_at, k.revoked_at,

@@ -98,19 +98,30 @@ public struct AdminRoutes: Sendable {
         let failure = { (status: Int) in
             AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: status))
         }
-        return try await audited(request, requires: .support, failure: failure) { _ in
+        return try await audited(request, requires: .support, failure: failure) { metadata, key in
             let query = try AdminQuery(request, accepting: ["after", "limit"])
             let id = try Self.userID(request)
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
-            let page = try await history.page(of: id, after: after, limit: limit)
-            // An erased user's history outlives their row; an id with neither is no user at all.
-            if page.entries.isEmpty, after == 0, try await !directory.exists(id) {
-                throw AccountError.notFound
+            // The page is read in its record's transaction, in the same round trip as the record's locks:
+            // the reader waits for one round trip more than the read, the commit of the record.
+            let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.existsStatement(id)]
+            let page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads) { [history] rows in
+                let page = try history.page(of: id, from: rows.prefix(2), limit: limit)
+                // An erased user's history outlives their row; an id with neither is no user at all.
+                if page.entries.isEmpty, after == 0, rows[rows.startIndex + 2].isEmpty {
+                    let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
+                    return (record, Result<HistoryPage, AccountError>.failure(.notFound))
+                }
+                let record = AdminEvent.historyViewed(.init(
+                    userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
+                return (record, .success(page))
+            } }
+            do {
+                return HTTPResponse.json(text: try page.get().jsonBytes())
+            } catch {
+                throw Recorded(error: error)
             }
-            let record = AdminEvent.historyViewed(.init(
-                userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
-            return (HTTPResponse.json(text: try page.jsonBytes()), record)
         }
     }
 
@@ -155,23 +166,43 @@ public struct AdminRoutes: Sendable {
         _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
         _ body: (EventMetadata) async throws -> (HTTPResponse, AdminEvent)
     ) async throws -> HTTPResponse {
+        try await audited(request, requires: role, failure: failure) { metadata, key in
+            let (response, record) = try await body(metadata)
+            do {
+                try await keys.record(record, keyId: key.id, metadata: metadata)
+            } catch {
+                throw Recorded(error: error) // no second record for a record that failed
+            }
+            return response
+        }
+    }
+
+    /// An error the request's record has already been written for (or failed with): not recorded again.
+    private struct Recorded: Error {
+        let error: any Error
+    }
+
+    /// Runs `body` for the request's admin key, which must have `role`; `body` writes the request's
+    /// record itself. Anything else it throws is recorded as `failure` with the error's status.
+    private func audited(
+        _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
+        recordingItself body: (EventMetadata, AdminKey) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
         let key = try await authenticate(request)
         // A new command per request; retries get the stored answer (see `register`).
         let commandID = UUID()
         let metadata = EventMetadata(
             commandId: commandID, correlationId: commandID, actor: .admin(keyId: key.id), clientIP: request.remoteAddress,
             userAgent: request.headers["user-agent"], surface: "admin")
-        let response: HTTPResponse
-        let record: AdminEvent
         do {
             guard key.role.allows(role) else { throw AdminError.forbidden(needs: role) }
-            (response, record) = try await body(metadata)
+            return try await body(metadata, key)
+        } catch let recorded as Recorded {
+            throw recorded.error
         } catch {
             try? await keys.record(failure(Problem(converting: error)?.status ?? 500), keyId: key.id, metadata: metadata)
             throw error
         }
-        try await keys.record(record, keyId: key.id, metadata: metadata)
-        return response
     }
 
     /// The live admin key of `Authorization: Bearer`, or 401.

@@ -171,7 +171,12 @@ public struct AdminUserDirectory: Sendable {
 
     /// Whether a user row exists (an erased user's history can outlive it).
     public func exists(_ id: UUID) async throws -> Bool {
-        try await !database.query("SELECT 1 FROM users WHERE id = \(id)").isEmpty
+        try await !database.query(Self.existsStatement(id)).isEmpty
+    }
+
+    /// The statement whose rows are not empty exactly when user `id` has a row.
+    public static func existsStatement(_ id: UUID) -> PostgresQuery {
+        "SELECT 1 FROM users WHERE id = \(id)"
     }
 
     private static func time(_ date: Date?) -> JSONValue {

@@ -33,8 +33,28 @@ public struct UserHistory: Sendable {
     public func page(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) async throws -> HistoryPage {
         precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
         // One more than asked says whether another page follows.
-        let read = { try await store.readUser(userId, after: after, since: since, limit: limit + 1) }
-        let events = if let latency { try await latency.time(body: read) } else { try await read() }
+        let events = try await timed { try await store.readUser(userId, after: after, since: since, limit: limit + 1) }
+        return Self.page(of: userId, events, limit: limit)
+    }
+
+    /// Runs `read`, a query of a page (alone or with others), timed into `latency`.
+    func timed<T>(_ read: () async throws -> T) async throws -> T {
+        if let latency { try await latency.time(body: read) } else { try await read() }
+    }
+
+    /// The statements that read the page ``page(of:after:since:limit:)`` answers, for a caller that sends
+    /// them with others (the request's own record); ``page(of:from:limit:)`` reads their rows.
+    public func pageStatements(of userId: UUID, after: Int64 = 0, limit: Int = defaultPageSize) -> [PostgresQuery] {
+        precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
+        return PostgresEventStore.userEventsStatements(userId, after: after, limit: limit + 1)
+    }
+
+    /// The page of the rows of ``pageStatements(of:after:limit:)``.
+    public func page(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int) throws -> HistoryPage {
+        Self.page(of: userId, try store.decodeUserEvents(rows), limit: limit)
+    }
+
+    private static func page(of userId: UUID, _ events: [RecordedEvent], limit: Int) -> HistoryPage {
         let entries = events.prefix(limit).map(HistoryEntry.init)
         return HistoryPage(userId: userId, entries: entries, nextAfter: events.count > limit ? entries.last?.position : nil)
     }
