@@ -36,6 +36,11 @@ struct AccountRows: BulkFold {
         ],
     ]
 
+    /// The most frequent events, whose rows take nothing from their sealed part (their optional
+    /// `personal` and the client's address): the bulk phase folds them unopened. The replay tests
+    /// compare the result with the live rows, which were made from the opened events.
+    static let leavingSealed: Set<String> = ["SignedIn", "SessionStarted", "SessionRefreshed", "SessionEnded"]
+
     struct User {
         var email: String?
         var emailVerified = false

@@ -297,13 +297,14 @@ public struct PostgresEventStore: Sendable {
     /// The events `selection` (a WHERE clause on `events`, with its order and limit) picks, decoded and
     /// upcast, each with the text of its `occurred_at`.
     private func readWithOccurredAt(
-        _ selection: PostgresQuery, on connection: PostgresConnection
+        _ selection: PostgresQuery, leavingSealed: Set<String> = [], on connection: PostgresConnection
     ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
-        var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns), occurred_at::text AS occurred_at_text FROM events "
+        var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns) FROM events "
         query.append(selection)
         let rows = try await connection.query(query)
-        let events = try await decode(rows) { try await connection.query($0) }
-        return try zip(events, rows).map { ($0, try $1.decode("occurred_at_text")) }
+        let events = try await decode(rows, leavingSealed: leavingSealed) { try await connection.query($0) }
+        // The column's text is what `occurred_at::text` prints (the same output function and settings).
+        return try zip(events, rows).map { ($0, try $1.decode("occurred_at")) }
     }
 
     /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
@@ -315,7 +316,7 @@ public struct PostgresEventStore: Sendable {
     /// open when nil: readers of disjoint ranges can read the log side by side.
     public func readByUser(
         after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
-        limit: Int, categories: [String], on connection: PostgresConnection
+        limit: Int, categories: [String], leavingSealed: Set<String> = [], on connection: PostgresConnection
     ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
         var after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
         if let from = users.from { after.append(" AND user_id >= \(from)::uuid") }
@@ -326,7 +327,7 @@ public struct PostgresEventStore: Sendable {
               AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
             ORDER BY user_id, position
             LIMIT \(limit)
-            """, on: connection)
+            """, leavingSealed: leavingSealed, on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
@@ -384,18 +385,23 @@ public struct PostgresEventStore: Sendable {
     }
 
     /// Decodes rows read with ``userStreamStatement(userId:)``, opening sealed parts with `keys`.
-    public func decode(_ rows: PostgresRows, keys: [UUID: [UInt8]]) throws -> [RecordedEvent] {
+    ///
+    /// Events of the types in `leavingSealed` keep their sealed part sealed, for a reader that reads
+    /// nothing of it (their payload then has no `personal` member: the type must decode without one).
+    public func decode(_ rows: PostgresRows, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
         try rows.map { row in
             let event = try decode(row)
-            guard let userId = event.userId else { return try upcasters.apply(to: event) }
+            guard let userId = event.userId, !leavingSealed.contains(event.type) else { return try upcasters.apply(to: event) }
             return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
         }
     }
 
     /// Decodes rows, opening sealed personal data with the keys of their users (one query for all).
-    private func decode(_ rows: PostgresRows, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [RecordedEvent] {
+    private func decode(
+        _ rows: PostgresRows, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
+    ) async throws -> [RecordedEvent] {
         let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
-        return try decode(rows, keys: try await PersonalDataVault.keys(for: userIds, query: query))
+        return try decode(rows, keys: try await PersonalDataVault.keys(for: userIds, query: query), leavingSealed: leavingSealed)
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run).

@@ -42,9 +42,13 @@ public struct Projection: Sendable {
         /// A new fold of one user's rows; the bulk phase applies that user's events to it one by one,
         /// in log order, then has it write the rows (it never holds a user's events, only their rows).
         public var fold: @Sendable (_ userId: UUID) -> any BulkFold
+        /// Event types whose sealed part (personal data, client address) the fold reads nothing of and
+        /// that decode without it: the bulk phase leaves it sealed, sparing a decryption an event.
+        public var leavingSealed: Set<String>
 
-        public init(columns: [String: [String]], fold: @escaping @Sendable (UUID) -> any BulkFold) {
+        public init(columns: [String: [String]], leavingSealed: Set<String> = [], fold: @escaping @Sendable (UUID) -> any BulkFold) {
             self.columns = columns
+            self.leavingSealed = leavingSealed
             self.fold = fold
         }
     }
@@ -88,7 +92,7 @@ extension Projection {
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
         upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements,
-        bulkRows: BulkRows(columns: AccountRows.columns) { AccountRows(userId: $0) }
+        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0) }
     ) { event, occurredAt, connection in
         for statement in try accountStatements(event, occurredAt) {
             try await connection.query(statement)

@@ -463,7 +463,8 @@ private final class BulkReader: Sendable {
         while true {
             try Task.checkCancellation()
             let events = try await store.readByUser(
-                after: cursor, users: users, below: horizon, limit: batchSize, categories: categories, on: connection)
+                after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
+                leavingSealed: bulk.leavingSealed, on: connection)
             for (event, occurredAt) in events {
                 guard let userId = event.userId else { continue }
                 if let current = user, current.id != userId {
