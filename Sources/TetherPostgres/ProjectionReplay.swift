@@ -85,7 +85,8 @@ public struct ProjectionReplay: Sendable {
     static let runLockKey: Int64 = 0x7465_7468_6572_0003
 
     public let projection: Projection
-    /// A pool acting as the tables' owner; a run leases at most three connections (the third reads ahead).
+    /// A pool acting as the tables' owner; a run leases at most three connections (its own, one to read
+    /// ahead or for the second bulk reader, and `--verify`'s gate). With fewer, a read-ahead waits for one.
     public let database: PostgresClient
     public let configuration: Configuration
 

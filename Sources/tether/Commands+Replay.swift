@@ -21,8 +21,9 @@ extension Commands {
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: tether replay needs the database whose read models to rebuild")
         }
-        // The login role owns the tables; replay never switches to tether_service.
-        let database = PostgresClient(configuration: .init(url: url, maxConnections: 2, applicationName: "tether replay"))
+        // The login role owns the tables; replay never switches to tether_service. Three connections: the
+        // run's own, a second for the other bulk reader or the read-ahead, and --verify's gate beside both.
+        let database = PostgresClient(configuration: .init(url: url, maxConnections: 3, applicationName: "tether replay"))
         defer { database.shutdown() }
         let mode: ProjectionReplay.Mode = options.has("verify") ? .verify : .replace
         let display = ReplayProgressDisplay()
