@@ -228,6 +228,9 @@ kill -0 "$tether_pid" 2>/dev/null || { cat "$work/tether.log" >&2; fail "tether 
 step "history of a 1,000-event user through the support API, next to plain SELECTs of its events"
 child python3 "$bench/history.py" "$tether" "$url" "$database_url" "$pgbin/psql" "$results" || fail "history failed"
 
+step "second factors: 500 users enrol TOTP, then sign in through a challenge (one wrong code, one recovery code)"
+child python3 "$bench/setup.py" mfa "$url" "$work" 500 || fail "set-up failed (second factors)"
+
 # The replay rows run on a log of at least $log_target events: what the scenarios wrote, topped up
 # by returning sign-ins (a SignedIn and a SessionStarted each) through /v1 at full speed.
 events_now() { "$pgbin/psql" "$database_url" -qAt -v ON_ERROR_STOP=1 -c "SELECT count(*) FROM events"; }

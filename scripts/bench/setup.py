@@ -14,17 +14,27 @@
         Mints COUNT identity tokens of Apple users Tether has never seen. Writes:
           signup_tokens.txt   one identity token a line
 
+    setup.py mfa BASE OUT_DIR COUNT
+        Writes second-factor events into the log (for the replay rows; no file): COUNT new Apple
+        users each enrol a TOTP factor and confirm it with its code, then sign in again, give one
+        wrong code to the challenge and finish it with a recovery code.
+
 BASE is the server, such as http://127.0.0.1:18080. Only the standard library is used;
 requests go over a few keep-alive connections in parallel. Any answer other than the
 expected one fails the setup (exit 1) after two retries of a 5xx or a dropped connection.
 """
+import base64
 import concurrent.futures
+import hashlib
+import hmac
 import http.client
 import json
 import os
 import secrets
+import struct
 import sys
 import threading
+import time
 import urllib.parse
 
 WORKERS = 8
@@ -127,14 +137,44 @@ def signup(client, out, count):
     write_lines(os.path.join(out, "signup_tokens.txt"), parallel(lambda index: apple_token(client, "signup", index), count))
 
 
+def totp(secret, step):
+    """RFC 6238's six digits (HMAC-SHA1, 30 s steps) of the base32 `secret` at time step `step`."""
+    key = base64.b32decode(secret.upper() + "=" * (-len(secret) % 8))
+    digest = hmac.new(key, struct.pack(">Q", step), hashlib.sha1).digest()
+    offset = digest[-1] & 0x0F
+    return f"{(struct.unpack('>I', digest[offset:offset + 4])[0] & 0x7FFFFFFF) % 1_000_000:06d}"
+
+
+def mfa(client, count):
+    def one(index):
+        token = apple_token(client, "mfa", index)
+        bearer = {"Authorization": "Bearer " + sign_in(client, token)["accessToken"]}
+        factor = client.post("/v1/users/me/mfa/totp", {"displayName": "bench"}, expect={201}, headers=bearer)
+        confirmed = client.post(
+            "/v1/users/me/mfa/totp/verify",
+            {"factorId": factor["factorId"], "code": totp(factor["secret"], int(time.time()) // 30)},
+            expect={200}, headers=bearer)
+        challenge = client.post("/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}}, expect={401})
+        pending = {"mfaPendingCredential": challenge["mfaPendingCredential"]}
+        now = int(time.time()) // 30
+        accepted = {totp(factor["secret"], now + shift) for shift in (-1, 0, 1)}
+        wrong = next(code for code in ("000000", "000001", "000002", "000003") if code not in accepted)
+        client.post("/v1/mfa/verify", dict(pending, factorId=factor["factorId"], code=wrong), expect={401})
+        client.post("/v1/mfa/verify", dict(pending, recoveryCode=confirmed["recoveryCodes"][0]), expect={200})
+
+    parallel(one, count)
+
+
 def main(argv):
-    if len(argv) < 4 or argv[1] not in ("users", "signup"):
+    if len(argv) < 4 or argv[1] not in ("users", "signup", "mfa"):
         print(__doc__, file=sys.stderr)
         return 2
     client = Client(argv[2])
     try:
         if argv[1] == "users":
             users(client, argv[3], int(argv[4]), int(argv[5]))
+        elif argv[1] == "mfa":
+            mfa(client, int(argv[4]))
         else:
             signup(client, argv[3], int(argv[4]))
     except SetupError as error:
