@@ -126,7 +126,7 @@ public struct PostgresEventStore: Sendable {
         to stream: StreamName, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery] = [],
         decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (events: [NewEvent], result: T)
     ) async throws -> T {
-        let locks = Self.lockStatements(for: stream, about: userId)
+        let locks = Self.lockStatements(for: stream, users: userId.map { [$0] } ?? [])
         return try await client.withTransactionJob { transaction in
             var statements = locks
             statements.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
@@ -158,14 +158,13 @@ public struct PostgresEventStore: Sendable {
     /// passes an event that commits later. (Positions are taken at insert and seen at commit; two
     /// writers of one user's events without a common lock could commit out of position order.)
     public static func lockStatements(for stream: StreamName, events: [NewEvent]) -> [PostgresQuery] {
-        let users = Set(events.compactMap(\.userId)).map(StreamName.user).filter { $0 != stream }
-        return [streamLockStatement(stream)] + users.sorted { $0.rawValue < $1.rawValue }.map(streamLockStatement)
+        lockStatements(for: stream, users: Set(events.compactMap(\.userId)))
     }
 
-    /// ``lockStatements(for:events:)`` for events about `userId` (or no one).
-    static func lockStatements(for stream: StreamName, about userId: UUID?) -> [PostgresQuery] {
-        let user = userId.map(StreamName.user).flatMap { $0 == stream ? nil : $0 }
-        return [streamLockStatement(stream)] + (user.map { [streamLockStatement($0)] } ?? [])
+    /// ``lockStatements(for:events:)`` for events about `users`.
+    static func lockStatements(for stream: StreamName, users: Set<UUID>) -> [PostgresQuery] {
+        let streams = users.map(StreamName.user).filter { $0 != stream }
+        return [streamLockStatement(stream)] + streams.sorted { $0.rawValue < $1.rawValue }.map(streamLockStatement)
     }
 
     /// The statement that appends `events` to `stream` after `version`, inside a transaction that

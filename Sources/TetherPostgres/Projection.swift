@@ -23,12 +23,10 @@ public struct Projection: Sendable {
     public var upcasters: UpcasterChain
     /// Applies one event; `occurredAt` is the event's `occurred_at` as PostgreSQL prints it.
     public var apply: @Sendable (_ event: RecordedEvent, _ occurredAt: String, _ connection: PostgresConnection) async throws -> Void
-    /// The statements `apply` runs for one event, when the projection can say them without running any:
-    /// replay then sends a whole batch's statements in one pipelined round trip instead of one by one.
-    public var statements: (@Sendable (_ event: RecordedEvent, _ occurredAt: String) throws -> [PostgresQuery])?
-    /// The statements for a whole batch in log order, when the projection can say fewer of them than event
-    /// by event (a command's events folded as the command wrote them); `statements` otherwise.
-    public var batchStatements: (@Sendable (_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])?
+    /// The statements that apply a batch of events in log order, when the projection can say them without
+    /// running any: replay then sends a whole batch's statements in one pipelined round trip instead of
+    /// running `apply` event by event.
+    public var statements: (@Sendable (_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])?
 
     /// How `tether replay`'s bulk phase computes the final rows of each user's events in memory and
     /// writes them with `COPY`; nil: the projection is rebuilt by its statements alone.
@@ -55,8 +53,7 @@ public struct Projection: Sendable {
 
     public init(
         name: String, tables: [String], categories: [String], upcasters: UpcasterChain = UpcasterChain(),
-        statements: (@Sendable (RecordedEvent, String) throws -> [PostgresQuery])? = nil,
-        batchStatements: (@Sendable ([(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])? = nil,
+        statements: (@Sendable ([(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])? = nil,
         bulkRows: BulkRows? = nil,
         apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection) async throws -> Void
     ) {
@@ -65,17 +62,8 @@ public struct Projection: Sendable {
         self.categories = categories
         self.upcasters = upcasters
         self.statements = statements
-        self.batchStatements = batchStatements
         self.bulkRows = bulkRows
         self.apply = apply
-    }
-
-    /// The statements that apply `events` in log order, with ``batchStatements`` or else ``statements``
-    /// event by event; nil when the projection can only run its events one by one (``apply``).
-    func statements(for events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery]? {
-        if let batchStatements { return try batchStatements(events) }
-        guard let statements else { return nil }
-        return try events.flatMap { try statements($0.event, $0.occurredAt) }
     }
 
     /// Every projection `tether replay` rebuilds, in the order it rebuilds them.
@@ -91,25 +79,12 @@ extension Projection {
     /// Users, identities, sessions, refresh tokens and MFA read models from `user-<id>` streams.
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
-        upcasters: AccountEventCodec.upcasters, statements: accountStatements, batchStatements: accountBatchStatements,
+        upcasters: AccountEventCodec.upcasters, statements: accountStatements,
         bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0) }
     ) { event, occurredAt, connection in
-        for statement in try accountStatements(event, occurredAt) {
+        for statement in try accountStatements([(event, occurredAt)]) {
             try await connection.query(statement)
         }
-    }
-
-    /// What one account event does to the read models, replayed: the projection's statements, then the
-    /// stream version. Inline, a command records the version once after its events; recording it after every
-    /// event leaves the same value once the command's last event is applied.
-    private static func accountStatements(_ event: RecordedEvent, _ occurredAt: String) throws -> [PostgresQuery] {
-        guard let userId = event.userId else { return [] }
-        var statements: [PostgresQuery] = []
-        if let decoded = try AccountEventCodec.decode(event) {
-            statements = try AccountProjection.statements(for: decoded, userId: userId, at: "\(occurredAt)::timestamptz")
-        }
-        statements.append(AccountProjection.recordVersion(event.version, of: userId))
-        return statements
     }
 
     /// A batch of account events, each command's events folded as the command itself wrote them
@@ -118,7 +93,7 @@ extension Projection {
     /// stream, so its events lie next to each other in the log: consecutive events of one stream, one
     /// transaction and one time, at consecutive versions. Replayed, a returning sign-in's two events
     /// are three statements instead of five.
-    private static func accountBatchStatements(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery] {
+    private static func accountStatements(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery] {
         var statements: [PostgresQuery] = []
         var start = events.startIndex
         while start < events.endIndex {

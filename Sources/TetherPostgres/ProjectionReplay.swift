@@ -326,7 +326,7 @@ public struct ProjectionReplay: Sendable {
 
     /// `events` with the statements that apply them, stated where the caller runs (the read-ahead's task).
     private func prepare(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> Batch {
-        (events, try projection.statements(for: events))
+        (events, try projection.statements?(events))
     }
 
     /// Applies a batch in the caller's transaction and moves the run's checkpoint past its events.
@@ -578,8 +578,12 @@ public struct ReplayProgress: Sendable, Hashable {
     }
 
     static func rate(_ events: Int, _ elapsed: Duration) -> Double {
-        let seconds = elapsed.seconds
-        return seconds > 0 ? Double(events) / seconds : 0
+        rate(events, seconds: elapsed.seconds)
+    }
+
+    /// Events per second over `seconds`; 0 for no time at all.
+    static func rate(_ events: Int, seconds: Double) -> Double {
+        seconds > 0 ? Double(events) / seconds : 0
     }
 }
 

@@ -18,10 +18,8 @@ public struct ProjectionReplayRecord: Sendable, Hashable {
     public var bulkSeconds: Double
 
     /// Events per second of the bulk phase, and of the rest of the run (catch-up, swap or compare).
-    public var bulkEventsPerSecond: Double { bulkSeconds > 0 ? Double(bulkEvents) / bulkSeconds : 0 }
-    public var catchUpEventsPerSecond: Double {
-        durationSeconds > bulkSeconds ? Double(events - bulkEvents) / (durationSeconds - bulkSeconds) : 0
-    }
+    public var bulkEventsPerSecond: Double { ReplayProgress.rate(bulkEvents, seconds: bulkSeconds) }
+    public var catchUpEventsPerSecond: Double { ReplayProgress.rate(events - bulkEvents, seconds: durationSeconds - bulkSeconds) }
 
     /// The newest run of each projection in each mode, for `/metrics`.
     ///

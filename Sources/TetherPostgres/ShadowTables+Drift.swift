@@ -50,17 +50,14 @@ extension ShadowTables {
     func drift(on connection: PostgresConnection) async throws -> [RowDrift] {
         var drift: [RowDrift] = []
         for table in tables {
+            func digest(_ qualified: String) -> String {
+                "(SELECT row(count(*), sum(h), bit_xor(h)) FROM (SELECT hashtextextended(t::text, 0) AS h FROM \(qualified) t) d)"
+            }
             let same: Bool = try await connection.query("""
-                SELECT (SELECT row(count(*), sum(h), bit_xor(h)) FROM (SELECT hashtextextended(t::text, 0) AS h FROM \(unsafeSQL: live(table)) t) l)
-                       IS NOT DISTINCT FROM
-                       (SELECT row(count(*), sum(h), bit_xor(h)) FROM (SELECT hashtextextended(t::text, 0) AS h FROM \(unsafeSQL: shadow(table)) t) s)
-                       AS same
+                SELECT \(unsafeSQL: digest(live(table))) IS NOT DISTINCT FROM \(unsafeSQL: digest(shadow(table))) AS same
                 """)[0].decode("same")
             if same { continue }
-            let columns: [String] = try await Self.decodeNames(connection.query("""
-                SELECT json_agg(attname ORDER BY attnum)::text AS names FROM pg_attribute
-                WHERE attrelid = \(live(table))::regclass AND attnum > 0 AND NOT attisdropped
-                """)[0].decode("names"))
+            let columns = try await Self.columns(of: live(table), on: connection)
             let keyRows = try await connection.query("""
                 SELECT json_agg(a.attname ORDER BY u.ord)::text AS names FROM pg_constraint k
                 CROSS JOIN unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)

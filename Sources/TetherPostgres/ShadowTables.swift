@@ -139,24 +139,22 @@ struct ShadowTables {
     /// Gives the copies the live tables' primary, unique and exclusion keys, their other indexes and
     /// their foreign keys (each checked over the rows already there), in the caller's transaction.
     func addKeys(on connection: PostgresConnection) async throws {
-        do {
-            for table in tables {
-                try await copyKeys(table, on: connection)
-            }
-            // Foreign keys last, resolved with the copies first on the search path.
-            let foreignKeys = try await connection.query("""
-                SELECT c.relname AS table_name, k.conname, pg_get_constraintdef(k.oid) AS definition
-                FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
-                WHERE k.contype = 'f' AND k.conrelid = ANY(\(PostgresArray(tables.map(live)))::regclass[])
-                ORDER BY c.relname, k.conname
-                """)
-            try await Self.withSearchPath(searchPath, on: connection) {
-                for row in foreignKeys {
-                    try await connection.execute(simple: """
-                        ALTER TABLE \(shadow(try row.decode("table_name"))) ADD CONSTRAINT \(Self.quote(try row.decode("conname"))) \
-                        \(try row.decode("definition", as: String.self))
-                        """)
-                }
+        for table in tables {
+            try await copyKeys(table, on: connection)
+        }
+        // Foreign keys last, resolved with the copies first on the search path.
+        let foreignKeys = try await connection.query("""
+            SELECT c.relname AS table_name, k.conname, pg_get_constraintdef(k.oid) AS definition
+            FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+            WHERE k.contype = 'f' AND k.conrelid = ANY(\(PostgresArray(tables.map(live)))::regclass[])
+            ORDER BY c.relname, k.conname
+            """)
+        try await Self.withSearchPath(searchPath, on: connection) {
+            for row in foreignKeys {
+                try await connection.execute(simple: """
+                    ALTER TABLE \(shadow(try row.decode("table_name"))) ADD CONSTRAINT \(Self.quote(try row.decode("conname"))) \
+                    \(try row.decode("definition", as: String.self))
+                    """)
             }
         }
     }
@@ -220,9 +218,14 @@ struct ShadowTables {
 
     /// The columns of the copy of `table`, in their order.
     func columns(of table: String, on connection: PostgresConnection) async throws -> [String] {
+        try await Self.columns(of: shadow(table), on: connection)
+    }
+
+    /// The columns of the table `qualified` names, in their order.
+    static func columns(of qualified: String, on connection: PostgresConnection) async throws -> [String] {
         try await connection.query("""
             SELECT attname FROM pg_attribute
-            WHERE attrelid = \(shadow(table))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            WHERE attrelid = \(qualified)::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
             """).map { try $0.decode("attname") }
     }
 
