@@ -45,13 +45,22 @@ extension ProviderError: ProblemConvertible {
     }
 }
 
-/// An SMS that could not be sent is the server's trouble, never the client's: 503 with `Retry-After`.
-extension SMSDeliveryError: ProblemConvertible {
-    /// 503 `sms_unavailable` with `Retry-After`.
+/// A message that could not be sent is the server's trouble, never the client's: 503 with `Retry-After`.
+extension WebhookDeliveryError: ProblemConvertible {
+    /// 503 `sms_unavailable` or `mail_unavailable` with `Retry-After`.
     public var problem: Problem {
+        channel.unavailable(
+            channel == .sms ? "The text message could not be sent; try again shortly." : "The mail could not be sent; try again shortly.",
+            retryAfterSeconds: retryAfterSeconds)
+    }
+}
+
+extension WebhookDeliveryError.Channel {
+    /// 503 `sms_unavailable` or `mail_unavailable`: a message of this channel could not be sent (or this
+    /// server has no sender for it), with `detail` and `Retry-After`.
+    func unavailable(_ detail: String, retryAfterSeconds: Int = 30) -> Problem {
         Problem(
-            status: 503, code: "sms_unavailable", title: "SMS unavailable",
-            detail: "The text message could not be sent; try again shortly.",
+            status: 503, code: "\(rawValue)_unavailable", title: self == .sms ? "SMS unavailable" : "Mail unavailable", detail: detail,
             headers: ["Retry-After": String(retryAfterSeconds)])
     }
 }

@@ -70,6 +70,15 @@ public struct TetherConfiguration: Sendable {
     public var smsWebhookURL: URL?
     /// `TETHER_SMS_WEBHOOK_SECRET`: signs every webhook request; set exactly when the URL is.
     public var smsWebhookSecret: String?
+    /// `TETHER_MAIL_WEBHOOK_URL`: where mails with codes are POSTed; nil turns the email flows off
+    /// (unless a dev outbox takes the mails).
+    public var mailWebhookURL: URL?
+    /// `TETHER_MAIL_WEBHOOK_SECRET`: signs every mail webhook request; set exactly when the URL is.
+    public var mailWebhookSecret: String?
+    /// `TETHER_PASSWORD_RESET_CODE_TTL`: how long a password reset code lasts.
+    public var passwordResetCodeLifetime: TimeInterval
+    /// `TETHER_EMAIL_VERIFICATION_CODE_TTL`: how long a verification or email-change code lasts.
+    public var emailVerificationCodeLifetime: TimeInterval
     /// `TETHER_LOG_LEVEL`.
     public var logLevel: Logger.Level
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
@@ -99,12 +108,19 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_GOOGLE_ISSUER", "https://accounts.google.com", ""),
         ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id; turns on the Parse surface at /parse"),
         ("TETHER_PARSE_CLIENT_KEY", "none (not checked)", "when set, X-Parse-Client-Key / X-Parse-REST-API-Key must match"),
-        ("TETHER_PUBLIC_URL", "none (the request's Host)", "base URL of links Tether hands out (Parse Location headers)"),
+        ("TETHER_PUBLIC_URL", "none (tether dev: the request's Host)",
+         "base URL of links Tether hands out: mails' links, Parse Location headers; required with TETHER_MAIL_WEBHOOK_URL"),
         ("TETHER_ANONYMOUS_USERS", "on", "off refuses the anonymous provider on every surface"),
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
         ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
         ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
          "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
+        ("TETHER_MAIL_WEBHOOK_URL", "none (email flows off; tether dev: the outbox at /dev-idp/mail)",
+         "where mails with codes and links (password reset, verification, email change) are POSTed"),
+        ("TETHER_MAIL_WEBHOOK_SECRET", "none (required with TETHER_MAIL_WEBHOOK_URL)",
+         "HMAC-SHA256 key of the mail webhook's X-Tether-Signature header, at least 16 characters"),
+        ("TETHER_PASSWORD_RESET_CODE_TTL", "1h", "how long a password reset code lasts (a span: 30m, 1h)"),
+        ("TETHER_EMAIL_VERIFICATION_CODE_TTL", "3d", "how long an email verification or email change code lasts"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
@@ -180,25 +196,21 @@ public struct TetherConfiguration: Sendable {
             publicURL = nil
         }
         firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
-        if let webhook = value("TETHER_SMS_WEBHOOK_URL") {
-            guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                throw Invalid("TETHER_SMS_WEBHOOK_URL", "not an http(s) URL: \"\(webhook)\"")
+        (smsWebhookURL, smsWebhookSecret) = try Self.webhook(url: "TETHER_SMS_WEBHOOK_URL", secret: "TETHER_SMS_WEBHOOK_SECRET", what: "SMS messages", value)
+        (mailWebhookURL, mailWebhookSecret) = try Self.webhook(
+            url: "TETHER_MAIL_WEBHOOK_URL", secret: "TETHER_MAIL_WEBHOOK_SECRET", what: "mails", value)
+        if mailWebhookURL != nil, publicURL == nil {
+            throw Invalid("TETHER_PUBLIC_URL", "required when TETHER_MAIL_WEBHOOK_URL is set: the links in mails start from it")
+        }
+        func lifetime(_ name: String, _ defaultValue: TimeInterval) throws(Invalid) -> TimeInterval {
+            guard let text = value(name) else { return defaultValue }
+            guard let span = HistorySince.seconds(inSpan: text), (1...(30 * 86400)).contains(span) else {
+                throw Invalid(name, "expected a span from 1s to 30d (like 30m, 1h, 3d), got \"\(text)\"")
             }
-            smsWebhookURL = url
-        } else {
-            smsWebhookURL = nil
+            return span
         }
-        smsWebhookSecret = value("TETHER_SMS_WEBHOOK_SECRET")
-        switch (smsWebhookURL, smsWebhookSecret) {
-        case (_?, nil):
-            throw Invalid("TETHER_SMS_WEBHOOK_SECRET", "required when TETHER_SMS_WEBHOOK_URL is set (it signs every message)")
-        case (nil, _?):
-            throw Invalid("TETHER_SMS_WEBHOOK_URL", "not set, but TETHER_SMS_WEBHOOK_SECRET is: say where to post SMS messages")
-        case (_?, let secret?) where secret.utf8.count < Self.minimumWebhookSecretLength:
-            throw Invalid("TETHER_SMS_WEBHOOK_SECRET", "too short: use at least \(Self.minimumWebhookSecretLength) characters")
-        default:
-            break
-        }
+        passwordResetCodeLifetime = try lifetime("TETHER_PASSWORD_RESET_CODE_TTL", UserAccount.defaultPasswordResetCodeLifetime)
+        emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         schemaDirectory = value("TETHER_SCHEMA_DIR")
         let known = Set(Self.variables.map(\.name))
         if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {
@@ -206,13 +218,43 @@ public struct TetherConfiguration: Sendable {
         }
     }
 
-    /// The fewest characters `TETHER_SMS_WEBHOOK_SECRET` may have.
+    /// A webhook's URL and secret: both or neither, an http(s) URL, a long enough secret.
+    private static func webhook(
+        url urlName: String, secret secretName: String, what: String, _ value: (String) -> String?
+    ) throws(Invalid) -> (URL?, String?) {
+        var url: URL?
+        if let text = value(urlName) {
+            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+                throw Invalid(urlName, "not an http(s) URL: \"\(text)\"")
+            }
+            url = parsed
+        }
+        let secret = value(secretName)
+        switch (url, secret) {
+        case (_?, nil):
+            throw Invalid(secretName, "required when \(urlName) is set (it signs every message)")
+        case (nil, _?):
+            throw Invalid(urlName, "not set, but \(secretName) is: say where to post \(what)")
+        case (_?, let secret?) where secret.utf8.count < minimumWebhookSecretLength:
+            throw Invalid(secretName, "too short: use at least \(minimumWebhookSecretLength) characters")
+        default:
+            return (url, secret)
+        }
+    }
+
+    /// The fewest characters a webhook secret may have.
     public static let minimumWebhookSecretLength = 16
 
     /// The production SMS sender when `TETHER_SMS_WEBHOOK_URL` is set; nil otherwise (no SMS can be sent).
     public func smsSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any SMSSender)? {
         guard let smsWebhookURL, let smsWebhookSecret else { return nil }
         return WebhookSMSSender(configuration: .init(url: smsWebhookURL, secret: smsWebhookSecret), httpClient: httpClient)
+    }
+
+    /// The production mail sender when `TETHER_MAIL_WEBHOOK_URL` is set; nil otherwise (no mail can be sent).
+    public func mailSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any MailSender)? {
+        guard let mailWebhookURL, let mailWebhookSecret else { return nil }
+        return WebhookMailSender(configuration: .init(url: mailWebhookURL, secret: mailWebhookSecret), httpClient: httpClient)
     }
 
     private static func fileValues(_ path: String) throws(Invalid) -> [String: String] {

@@ -23,6 +23,8 @@ public final class TetherService: Sendable {
     public let passwords: PasswordVerifier
     /// The command layer every surface calls (the `/v1` routes and the seeds).
     public let commands: AccountCommands
+    /// Password reset, email verification and email change, for every surface.
+    public let emailFlows: EmailFlows
     /// What signs Firebase ID tokens, when the Firebase surface is on.
     public let firebaseIDTokens: FirebaseIDTokens?
     /// Counters and histograms served at `GET /metrics`.
@@ -34,13 +36,14 @@ public final class TetherService: Sendable {
     /// `development` is `tether dev`'s: it alone lets `Authorization: Bearer owner` act as an admin on the
     /// Firebase surface, as firebase-admin sends it to an emulator.
     ///
-    /// SMS codes go to `sms` when given (the dev outbox), otherwise to the configured webhook, if any.
+    /// SMS codes go to `sms` when given (the dev outbox), otherwise to the configured webhook, if any;
+    /// mails likewise go to `mail` or the configured mail webhook.
     /// `metricsCollectors` add metrics measured at scrape time to `GET /metrics`
     /// (replay's gauges go there).
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
-        sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false
+        sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -66,11 +69,15 @@ public final class TetherService: Sendable {
             accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials,
             passwords: passwordVerifier)
         let smsSender = sms ?? configuration.smsSender()
+        emailFlows = EmailFlows(
+            commands: commands, mail: mail ?? configuration.mailSender(), publicURL: configuration.publicURL, development: development,
+            passwordResetLifetime: configuration.passwordResetCodeLifetime,
+            verificationLifetime: configuration.emailVerificationCodeLifetime, logger: logger)
         V1Routes(
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            sms: smsSender
+            sms: smsSender, email: emailFlows
         ).register(on: &router)
         let adminKeys = AdminKeyStore(database: database)
         if let appID = configuration.parseAppID {

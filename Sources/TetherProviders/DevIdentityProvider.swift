@@ -25,6 +25,8 @@ public struct DevIdentityProvider: Sendable {
 
     /// The outbox `GET /dev-idp/sms` shows; give it to whatever sends SMS under `tether dev`.
     public let smsOutbox: DevSMSOutbox
+    /// The outbox `GET /dev-idp/mail` shows; give it to whatever sends mail under `tether dev`.
+    public let mailOutbox: DevMailOutbox
     let keys: DevSigningKeys
     let graph: DevGraphTokens
     let clock: any WallClock
@@ -36,13 +38,15 @@ public struct DevIdentityProvider: Sendable {
     ///     `.tether/dev-idp`); nil makes fresh in-memory keys (tests).
     ///   - clock: the time tokens are stamped with.
     ///   - smsOutbox: the outbox to show at `/sms`.
+    ///   - mailOutbox: the outbox to show at `/mail`.
     public init(
-        keyDirectory: URL?, clock: any WallClock = SystemWallClock(), smsOutbox: DevSMSOutbox? = nil
+        keyDirectory: URL?, clock: any WallClock = SystemWallClock(), smsOutbox: DevSMSOutbox? = nil, mailOutbox: DevMailOutbox? = nil
     ) throws {
         keys = try DevSigningKeys(directory: keyDirectory)
         graph = DevGraphTokens()
         self.clock = clock
         self.smsOutbox = smsOutbox ?? DevSMSOutbox(clock: clock)
+        self.mailOutbox = mailOutbox ?? DevMailOutbox(clock: clock)
     }
 
     /// The `TETHER_*` variables that point provider verification at a dev identity provider mounted at `baseURL`.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TetherCore
 import TetherJOSE
 
@@ -22,34 +21,28 @@ public final class DevSMSOutbox: SMSSender {
     }
 
     /// How many messages are kept; older ones are dropped.
-    public let capacity: Int
+    public var capacity: Int { entries.capacity }
     private let clock: any WallClock
-    private let entries = Mutex<[Entry]>([])
+    private let entries: RecentEntries<Entry>
 
     /// An empty outbox stamping messages with `clock`'s time.
     public init(capacity: Int = 1000, clock: any WallClock = SystemWallClock()) {
-        self.capacity = capacity
+        self.entries = RecentEntries(capacity: capacity)
         self.clock = clock
     }
 
     /// Keeps `message`.
     public func send(_ message: SMSMessage) async throws {
-        let entry = Entry(phoneNumber: message.phoneNumber, body: message.body, code: message.code, sentAt: clock.now())
-        entries.withLock { entries in
-            entries.append(entry)
-            if entries.count > capacity { entries.removeFirst(entries.count - capacity) }
-        }
+        entries.append(Entry(phoneNumber: message.phoneNumber, body: message.body, code: message.code, sentAt: clock.now()))
     }
 
     /// The kept messages, oldest first; only those to `phoneNumber` when given.
     public func messages(to phoneNumber: String? = nil) -> [Entry] {
-        entries.withLock { entries in
-            phoneNumber.map { number in entries.filter { $0.phoneNumber == number } } ?? entries
-        }
+        entries.all { phoneNumber == nil || $0.phoneNumber == phoneNumber }
     }
 
     /// Forgets every message.
     public func removeAll() {
-        entries.withLock { $0.removeAll() }
+        entries.removeAll()
     }
 }

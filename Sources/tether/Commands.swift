@@ -55,6 +55,7 @@ enum Commands {
             devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
             let service = try TetherService(
                 configuration: configuration, databaseURL: url, logger: logger, extraRoutes: devRoutes, sms: devIdP.smsOutbox,
+                mail: configuration.mailWebhookURL == nil ? devIdP.mailOutbox : nil,
                 development: true)
             logger.info("dev identity provider", [("url", base.absoluteString)])
             // Seeds go in once the server answers: their tokens are verified against the

@@ -29,12 +29,12 @@ struct DevService: Sendable {
     /// Runs `body` against a fresh service; `settings` adds or overrides `TETHER_*` values.
     /// SMS codes go to `sms` when given, otherwise to the dev outbox (`GET /dev-idp/sms`).
     static func run(
-        settings: [String: String] = [:], sms: (any SMSSender)? = nil, metricsCollectors: [any MetricsCollector] = [],
-        _ body: (DevService) async throws -> Void
+        settings: [String: String] = [:], sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
+        metricsCollectors: [any MetricsCollector] = [], _ body: (DevService) async throws -> Void
     ) async throws {
         let database = try await TestDatabase.make()
         let running = try await RunningService.start(
-            databaseURL: database.url, values: settings, devIdP: true, sms: sms, metricsCollectors: metricsCollectors)
+            databaseURL: database.url, values: settings, devIdP: true, sms: sms, mail: mail, metricsCollectors: metricsCollectors)
         let harness = DevService(
             service: running.service, client: running.client, idp: running.idp!.client(), idpServer: running.idp!.server,
             port: running.service.server.boundPort, database: database, admin: database.client(asServiceRole: false, maxConnections: 2))
@@ -169,6 +169,30 @@ struct DevService: Sendable {
             throw HarnessError("no SMS to \(phoneNumber): \(outbox.bodyText)")
         }
         return code
+    }
+
+    /// A mail the dev outbox holds.
+    struct Mail: Decodable, Sendable {
+        var to: String
+        var template: String
+        var locale: String
+        var link: String
+        var code: String
+        var expiresAt: String
+        var mailed: Bool
+    }
+
+    /// The mails the dev outbox holds for `address` (every one when nil), oldest first.
+    func mails(to address: String? = nil) async throws -> [Mail] {
+        struct Outbox: Decodable { var mails: [Mail] }
+        let outbox = try await idp.get("/dev-idp/mail" + (address.map { "?to=\($0.replacingOccurrences(of: "+", with: "%2B"))" } ?? ""))
+        return try outbox.decodeJSON(Outbox.self).mails
+    }
+
+    /// The last mail to `address`, failing when there is none.
+    func lastMail(to address: String) async throws -> Mail {
+        guard let mail = try await mails(to: address).last else { throw HarnessError("no mail to \(address)") }
+        return mail
     }
 
     /// The URL a DPoP proof names for `path` on this service.

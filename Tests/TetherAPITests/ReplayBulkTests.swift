@@ -34,7 +34,8 @@ struct ReplayBulkTests {
         "SessionRefreshed", "SessionEnded", "SessionsRevoked", "UserDisabled", "UserEnabled", "UserErased", "MFAFactorEnrolled",
         "MFAFactorConfirmed", "MFAFactorRemoved", "MFARecoveryCodesIssued", "MFAChallengeIssued", "MFACodeSent",
         "MFACodeDeliveryFailed", "MFACodeAccepted", "MFACodeRejected", "MFARecoveryCodeUsed", "MFAChallengeEnded",
-        "ProfileUpdated", "CustomClaimsSet", "EmailChanged",
+        "ProfileUpdated", "CustomClaimsSet", "EmailChanged", "EmailCodeIssued", "EmailCodeUsed", "EmailCodeExpired",
+        "EmailCodeRefused", "EmailCodeDeliveryFailed",
     ]
 
     private func pick<T>(_ values: [T], _ random: inout SeededGenerator) -> T? {
@@ -52,7 +53,7 @@ struct ReplayBulkTests {
         let factor = pick(made.factors, &random) ?? UUID()
         let challenge = pick(made.challenges, &random) ?? UUID()
         let text = "v\(index) tab\there\\ and\nline"
-        switch random.next() % 24 {
+        switch random.next() % 25 {
         case 0:
             let id = UUID()
             made.sessions.append(id)
@@ -122,6 +123,16 @@ struct ReplayBulkTests {
                 challengeId: random.next() % 4 == 0 ? nil : challenge, factorId: nil, method: .sms, attempt: index % 5, reason: "wrong_code"))]
         case 21: return [.mfaRecoveryCodeUsed(.init(challengeId: challenge, codeHash: pick(made.codes, &random) ?? "none"))]
         case 22: return [.mfaChallengeEnded(.init(challengeId: challenge, reason: "completed"))]
+        case 23:
+            // The email flows' events change no read model: replayed or not, the rows are the same.
+            let id = UUID()
+            return [
+                .emailCodeIssued(.init(codeId: id, purpose: .passwordReset, email: "r\(index)@example.com", codeHash: "e\(index)", expiresAt: now + 60)),
+                .emailCodeDeliveryFailed(.init(codeId: id, reason: "mail_unavailable")),
+                .emailCodeRefused(.init(codeId: random.next() % 2 == 0 ? id : nil, presentedFor: .verifyEmail, reason: "wrong_purpose")),
+                random.next() % 2 == 0 ? .emailCodeUsed(.init(codeId: id, purpose: .passwordReset))
+                    : .emailCodeExpired(.init(codeId: id, purpose: .passwordReset)),
+            ]
         default:
             // A whole sign-in with a second factor in one command, as the MFA flow writes it.
             let id = UUID()

@@ -39,7 +39,7 @@ struct RunningService: Sendable {
     /// mode, unless `values` holds `TETHER_TEST_PRODUCTION`). Password hashing is a cheap scrypt: the
     /// suites test the flows, not the work factor.
     static func start(
-        databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil,
+        databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
         metricsCollectors: [any MetricsCollector] = []
     ) async throws -> RunningService {
         let idp = devIdP ? try DevIdPServer.start() : nil
@@ -51,7 +51,7 @@ struct RunningService: Sendable {
                 configuration: try TetherConfiguration(values: configuration), databaseURL: databaseURL,
                 logger: Logger(sink: .discarding),
                 passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
-                sms: sms ?? idp?.devIdP.smsOutbox, metricsCollectors: metricsCollectors,
+                sms: sms ?? idp?.devIdP.smsOutbox, mail: mail ?? idp?.devIdP.mailOutbox, metricsCollectors: metricsCollectors,
                 development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil)
             try service.start()
             return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)

@@ -94,14 +94,14 @@ struct WebhookSMSSenderTests {
     }
 
     /// Sends `message`, expecting the delivery error; answers it and the seconds the attempts took.
-    private func failingSend(_ sender: WebhookSMSSender) async -> (error: SMSDeliveryError?, seconds: Double) {
+    private func failingSend(_ sender: WebhookSMSSender) async -> (error: WebhookDeliveryError?, seconds: Double) {
         let start = ContinuousClock.now
         do {
             try await sender.send(message)
             return (nil, 0)
         } catch {
             let elapsed = ContinuousClock.now - start
-            return (error as? SMSDeliveryError, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            return (error as? WebhookDeliveryError, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
         }
     }
 
@@ -150,7 +150,7 @@ struct WebhookSMSSenderTests {
             #expect(error == .receiverFailed)
             #expect(error?.problem.status == 503)
             #expect(error?.problem.code == "sms_unavailable")
-            #expect(error?.problem.headers["Retry-After"] == String(SMSDeliveryError.defaultRetryAfterSeconds))
+            #expect(error?.problem.headers["Retry-After"] == String(WebhookDeliveryError.defaultRetryAfterSeconds))
             #expect(receiver.deliveries.count == 3)
             #expect(seconds >= 0.6, "backoff waits 0.2 s, then 0.4 s")
             #expect(seconds < 10)
@@ -180,7 +180,7 @@ struct WebhookSMSSenderTests {
         await client.close()
         await server.shutdown()
         #expect(response.status == 503)
-        #expect(response.headers["Retry-After"] == String(SMSDeliveryError.defaultRetryAfterSeconds))
+        #expect(response.headers["Retry-After"] == String(WebhookDeliveryError.defaultRetryAfterSeconds))
         #expect(try response.decodeJSON([String: JSONValue].self)["code"] == "sms_unavailable")
     }
 

@@ -13,7 +13,7 @@ extension AccountError: ProblemConvertible {
         case .noSuchProvider, .notFound, .mfaFactorNotFound: 404
         case .rateLimited: 429
         case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
-             .emailAlreadyInUse, .lastSignInMethod: 409
+             .emailAlreadyInUse, .lastSignInMethod, .emailAlreadyVerified: 409
         }
     }
 
@@ -53,5 +53,6 @@ extension AccountError: ProblemConvertible {
         "mfa_factor_not_found": "Second factor not found",
         "invalid_mfa_pending_credential": "Invalid MFA pending credential",
         "rate_limited": "Too many attempts",
+        "email_already_verified": "Email already verified",
     ]
 }

@@ -3,6 +3,7 @@ import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 
 /// A TOTP factor being enrolled: what the user's authenticator app needs.
 public struct TOTPEnrolment: Sendable {
@@ -206,50 +207,21 @@ extension AccountService {
     /// Codes sent to one user, whatever the number, and enrolment codes sent to one number, whoever
     /// asked, are limited (`UserAccount.smsPerUser` per `smsWindow`). Sign-in codes to a confirmed
     /// factor do not count for the number: otherwise a stranger enrolling someone's number could use
-    /// up their sign-in codes. A send takes its place here, under a lock per number and per user,
-    /// before it is attempted: parallel requests cannot all pass, and a failing webhook cannot be
-    /// hammered either.
+    /// up their sign-in codes.
     private func checkAllowance(of phoneNumber: String, userId: UUID, countsForTheNumber: Bool, now: Date) async throws {
-        let numberHash = DigestAlgorithm.sha256.hash(Array("tether sms number:\(phoneNumber)".utf8)).hexString
-        let window = Int(UserAccount.smsWindow)
-        let oldest: Date? = try await database.withTransaction { connection in
-            for key in ["sms-number:" + numberHash, "sms-user:" + userId.lowercasedText].sorted() {
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
-            }
-            try await connection.query("DELETE FROM sms_sends WHERE sent_at < now() - make_interval(secs => \(window))")
-            let filters: [PostgresQuery] = countsForTheNumber ? ["number_hash = \(numberHash)", "user_id = \(userId)"] : ["user_id = \(userId)"]
-            for filter in filters {
-                let rows = try await connection.query("""
-                    SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM sms_sends WHERE \(filter)
-                    """)
-                if try rows[0].decode("sent", as: Int.self) >= UserAccount.smsPerUser {
-                    return try rows[0].decode("oldest", as: Date?.self) ?? now
-                }
-            }
-            try await connection.query("""
-                INSERT INTO sms_sends (number_hash, user_id) VALUES (\(countsForTheNumber ? numberHash : nil), \(userId))
-                """)
-            return nil
-        }
-        guard let oldest else { return }
-        let wait = oldest.addingTimeInterval(UserAccount.smsWindow).timeIntervalSince(now)
-        throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many SMS codes; wait before asking for another.")
+        try await reserveSend(
+            .sms, to: countsForTheNumber ? [phoneNumber] : [], userId: userId, limit: UserAccount.smsPerUser,
+            window: UserAccount.smsWindow, now: now, refusal: "Too many SMS codes; wait before asking for another.")
     }
 
     /// 503 `sms_unavailable` of a server with no SMS sender configured.
     static var noSMSSender: Problem {
-        var problem = smsUnavailable
-        problem.detail = "This server has no SMS sender configured (TETHER_SMS_WEBHOOK_URL)."
-        return problem
+        WebhookDeliveryError.Channel.sms.unavailable("This server has no SMS sender configured (TETHER_SMS_WEBHOOK_URL).")
     }
 
     /// 503 `sms_unavailable`: the code could not be sent; nothing about the factor or challenge changed.
     static var smsUnavailable: Problem {
-        var problem = Problem(
-            status: 503, code: "sms_unavailable", title: "SMS unavailable",
-            detail: "The SMS code could not be sent; nothing changed, so retry shortly.")
-        problem.headers["Retry-After"] = "30"
-        return problem
+        WebhookDeliveryError.Channel.sms.unavailable("The SMS code could not be sent; nothing changed, so retry shortly.")
     }
 
     private static func check(_ code: String, factor: MFAState.Factor, challengeId: UUID?, now: Date) throws -> MFACodeCheck {

@@ -51,14 +51,9 @@ extension AccountService {
     /// address must be free (another account holding it, or signing in with it, is `email_already_in_use`).
     @discardableResult
     public func changeEmail(userId: UUID, to email: String, verified: Bool, context: CommandContext) async throws -> UserAccount {
-        let normalized = ExternalIdentity.normalize(email)
-        let reads: [PostgresQuery] = [
-            Self.lockEmail(normalized), Self.userWithEmail(normalized),
-            "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
-        ]
+        let reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
         return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
-            let holders = try rows[1].map { try $0.decode("id", as: UUID.self) } + rows[2].map { try $0.decode("user_id", as: UUID.self) }
-            if holders.contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
+            if try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
             return (try account.changeEmail(to: email, verified: verified), ())
         }.account
     }

@@ -240,8 +240,8 @@ public struct AccountService: Sendable {
     public func erase(
         userId: UUID, reason: String?, context: CommandContext, when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
     ) async throws -> UserAccount {
-        // The short-lived SMS counts name the user beside a hash of their number: gone with them.
-        let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM sms_sends WHERE user_id = \(userId)"]
+        // The short-lived send counts name the user beside a hash of their number or address: gone with them.
+        let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM code_sends WHERE user_id = \(userId)"]
         return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
             guard condition(account) else { throw ConditionNoLongerHolds() }
             return (try account.erase(reason: reason), ())

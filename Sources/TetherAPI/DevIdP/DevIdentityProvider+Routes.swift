@@ -17,6 +17,7 @@ extension DevIdentityProvider {
     /// | `POST /google/token`, `GET /google/certs` | Google ID tokens (`{"idToken"}`) and their JWKS |
     /// | `POST /{apple,facebook,google}/rotate-key` | a new signing key (`{"kid"}`); the old one stays published |
     /// | `GET /sms` (`?phoneNumber=`), `DELETE /sms` | the SMS outbox |
+    /// | `GET /mail` (`?to=`), `DELETE /mail` | the mail outbox (and links generated for admins, `mailed: false`) |
     ///
     /// - Parameter baseURL: the URL the routes are mounted at, such as
     ///   `http://127.0.0.1:8080/dev-idp`, for the discovery document.
@@ -51,6 +52,13 @@ extension DevIdentityProvider {
         router.get("/sms") { request in
             try .json(["messages": self.smsOutbox.messages(to: request.query["phoneNumber"])])
         }
+        router.get("/mail") { request in
+            try .json(["mails": self.mailOutbox.mails(to: request.query["to"])])
+        }
+        router.delete("/mail") { _ in
+            self.mailOutbox.removeAll()
+            return .noContent()
+        }
         router.delete("/sms") { _ in
             self.smsOutbox.removeAll()
             return .noContent()
@@ -81,6 +89,7 @@ extension DevIdentityProvider {
             ],
             "google": entry(defaults.google.issuer, Self.googleClientID, "google/token", "google/certs"),
             "sms": .string("GET " + Self.endpoint(baseURL, "sms")),
+            "mail": .string("GET " + Self.endpoint(baseURL, "mail")),
             "environment": .object(Self.configuration(baseURL: baseURL).mapValues(JSONValue.string)),
         ]
     }

@@ -53,7 +53,7 @@ struct FirebaseError: Error, Sendable, Hashable {
             self = Self.from(error, password: password)
         case let error as ProviderError:
             self = Self.from(error, password: password)
-        case let error as SMSDeliveryError:
+        case let error as WebhookDeliveryError:
             self = FirebaseError("QUOTA_EXCEEDED", error.detail, status: 503)
         default:
             self = Self.from(Problem(converting: error) ?? .internal)
@@ -77,6 +77,7 @@ struct FirebaseError: Error, Sendable, Hashable {
         case .mfaFactorNotFound: FirebaseError("MFA_ENROLLMENT_NOT_FOUND")
         case .invalidMFAPendingCredential: FirebaseError("INVALID_MFA_PENDING_CREDENTIAL")
         case .rateLimited: FirebaseError("TOO_MANY_ATTEMPTS_TRY_LATER", error.detail)
+        case .emailAlreadyVerified: FirebaseError("INVALID_ARGUMENT", error.detail)
         }
     }
 

@@ -98,6 +98,18 @@ public struct EventSummary: Sendable, Hashable {
             text = "recovery code used (challenge \(payload.shortID("challengeId")))"
         case "MFAChallengeEnded":
             text = "challenge \(payload.shortID("challengeId")) ended (\(payload["reason"]))"
+        case "EmailCodeIssued":
+            let to = payload.personal("email").map { " to \($0)" } ?? ""
+            text = "\(payload["purpose"]) code \(payload.shortID("codeId")) mailed\(to), expires \(payload["expiresAt"])"
+        case "EmailCodeUsed":
+            text = "\(payload["purpose"]) code \(payload.shortID("codeId")) used"
+        case "EmailCodeExpired":
+            text = "\(payload["purpose"]) code \(payload.shortID("codeId")) presented after it expired"
+        case "EmailCodeRefused":
+            let code = payload.text("codeId") == nil ? "a code" : "code \(payload.shortID("codeId"))"
+            text = "\(code) refused for \(payload["presentedFor"]) (\(payload["reason"]))"
+        case "EmailCodeDeliveryFailed":
+            text = "the mail of code \(payload.shortID("codeId")) could not be sent (\(payload["reason"]))"
         default:
             text = payload.generic
         }

@@ -78,7 +78,7 @@ struct ParseError: Error, Sendable, Hashable {
             self = Self.from(error, provider: provider)
         case let error as ProviderError:
             self = Self.from(error, provider: provider ?? error.provider)
-        case let error as SMSDeliveryError:
+        case let error as WebhookDeliveryError:
             self = ParseError(Self.internalServer, "The SMS could not be sent: \(error.detail)", status: 503, headers: ["Retry-After": "1"])
         default:
             self = Self.from(Problem(converting: error) ?? .internal)
@@ -96,6 +96,7 @@ struct ParseError: Error, Sendable, Hashable {
         case .lastSignInMethod: ParseError(operationForbidden, error.detail)
         case .invalidToken, .refreshTokenReused, .invalidDPoPProof: invalidSession
         case .invalidCode, .mfaFactorNotFound, .invalidMFAPendingCredential: invalidMFAToken
+        case .emailAlreadyVerified: ParseError(otherCause, error.detail)
         case .recentLoginRequired: ParseError(operationForbidden, "This change needs a recent log-in: log in again, then retry.")
         case .rateLimited:
             rateLimited(retryAfter: error.retryAfterSeconds ?? 60, error.detail)

@@ -32,11 +32,14 @@ public struct V1Routes: Sendable {
     let commands: AccountCommands
     /// Sends SMS codes of phone factors; nil when none is configured (phone factors are then refused).
     let sms: (any SMSSender)?
+    /// Password reset, verification and email change.
+    let email: EmailFlows
 
     public init(
         commands: AccountCommands, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier, dpop: DPoPBinding,
-        sms: (any SMSSender)?
+        sms: (any SMSSender)?, email: EmailFlows
     ) {
+        self.email = email
         self.commands = commands
         self.accounts = commands.accounts
         self.issuer = issuer
@@ -89,6 +92,7 @@ public struct V1Routes: Sendable {
             }
         }
         registerMFA(on: &router)
+        registerEmail(on: &router)
     }
 
     // MARK: Handlers

@@ -21,6 +21,7 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         case mfaFactorNotFound = "mfa_factor_not_found"
         case invalidMFAPendingCredential = "invalid_mfa_pending_credential"
         case rateLimited = "rate_limited"
+        case emailAlreadyVerified = "email_already_verified"
     }
 
     /// What went wrong.
@@ -73,6 +74,11 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let notFound = AccountError(.notFound, "No such user.")
     /// A wrong, expired or reused second-factor code; `remaining` tries are left on the challenge.
     public static func invalidCode(_ detail: String) -> AccountError { .init(.invalidCode, detail) }
+    /// A mailed code that matches none of the user's (or a user who is gone).
+    public static let unknownEmailCodeDetail = "This code is not valid: check the link, or ask for a new code."
+    /// A mailed code presented after its expiry (a surface may tell it apart: Firebase's `EXPIRED_OOB_CODE`).
+    public static let expiredCode = AccountError(.invalidCode, "This code has expired; ask for a new one.")
+    public static let emailAlreadyVerified = AccountError(.emailAlreadyVerified, "The account's email address is already verified.")
     public static let recentLoginRequired = AccountError(
         .recentLoginRequired, "This change needs a sign-in within the last 5 minutes; sign in again and retry.")
     public static let mfaFactorNotFound = AccountError(.mfaFactorNotFound, "The user has no such second factor.")

@@ -75,6 +75,12 @@ public enum AccountEvent: Sendable, Hashable {
     case customClaimsSet(CustomClaimsSet)
     /// An admin set the user's email address (a password identity moves to it in the same command).
     case emailChanged(EmailChanged)
+    /// A single-use code went out by mail (password reset, verification, email change or its undo).
+    case emailCodeIssued(EmailCodeIssued)
+    case emailCodeUsed(EmailCodeUsed)
+    case emailCodeExpired(EmailCodeExpired)
+    case emailCodeRefused(EmailCodeRefused)
+    case emailCodeDeliveryFailed(EmailCodeDeliveryFailed)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -210,6 +216,11 @@ public enum AccountEvent: Sendable, Hashable {
         case .profileUpdated: "ProfileUpdated"
         case .customClaimsSet: "CustomClaimsSet"
         case .emailChanged: "EmailChanged"
+        case .emailCodeIssued: "EmailCodeIssued"
+        case .emailCodeUsed: "EmailCodeUsed"
+        case .emailCodeExpired: "EmailCodeExpired"
+        case .emailCodeRefused: "EmailCodeRefused"
+        case .emailCodeDeliveryFailed: "EmailCodeDeliveryFailed"
         }
     }
 }
@@ -287,6 +298,11 @@ public enum AccountEventCodec {
         case .profileUpdated(let payload): data = try encoder.encode(payload)
         case .customClaimsSet(let payload): data = try encoder.encode(payload)
         case .emailChanged(let payload): data = try encoder.encode(payload)
+        case .emailCodeIssued(let payload): data = try encoder.encode(payload)
+        case .emailCodeUsed(let payload): data = try encoder.encode(payload)
+        case .emailCodeExpired(let payload): data = try encoder.encode(payload)
+        case .emailCodeRefused(let payload): data = try encoder.encode(payload)
+        case .emailCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
@@ -324,6 +340,12 @@ public enum AccountEventCodec {
         case "ProfileUpdated": return .profileUpdated(try decoder.decode(AccountEvent.ProfileUpdated.self, from: data))
         case "CustomClaimsSet": return .customClaimsSet(try decoder.decode(AccountEvent.CustomClaimsSet.self, from: data))
         case "EmailChanged": return .emailChanged(try decoder.decode(AccountEvent.EmailChanged.self, from: data))
+        case "EmailCodeIssued": return .emailCodeIssued(try decoder.decode(AccountEvent.EmailCodeIssued.self, from: data))
+        case "EmailCodeUsed": return .emailCodeUsed(try decoder.decode(AccountEvent.EmailCodeUsed.self, from: data))
+        case "EmailCodeExpired": return .emailCodeExpired(try decoder.decode(AccountEvent.EmailCodeExpired.self, from: data))
+        case "EmailCodeRefused": return .emailCodeRefused(try decoder.decode(AccountEvent.EmailCodeRefused.self, from: data))
+        case "EmailCodeDeliveryFailed":
+            return .emailCodeDeliveryFailed(try decoder.decode(AccountEvent.EmailCodeDeliveryFailed.self, from: data))
         default: return nil
         }
     }

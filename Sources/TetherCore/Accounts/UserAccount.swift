@@ -56,6 +56,8 @@ public struct UserAccount: Sendable, Hashable {
     public private(set) var mfa = MFAState()
     /// Developer claims for Firebase ID tokens (a JSON object's text); nil when none are set.
     public private(set) var customClaims: String?
+    /// Codes mailed to the user, by id (spent ones too, so that a second use is told apart from a wrong code).
+    public private(set) var emailCodes: [UUID: EmailCode] = [:]
 
     /// An account that does not exist yet.
     public init(id: UUID) {
@@ -155,6 +157,7 @@ public struct UserAccount: Sendable, Hashable {
             for id in sessions.keys { sessions[id]?.isActive = false }
             mfa = MFAState()
             customClaims = nil
+            emailCodes = [:]
         case .profileUpdated(let payload):
             if let name = payload.personal.displayName { displayName = name }
             if let photo = payload.personal.photoURL { photoURL = photo }
@@ -169,6 +172,16 @@ public struct UserAccount: Sendable, Hashable {
         case .mfaFactorEnrolled, .mfaFactorConfirmed, .mfaFactorRemoved, .mfaRecoveryCodesIssued, .mfaChallengeIssued,
              .mfaCodeSent, .mfaCodeDeliveryFailed, .mfaCodeAccepted, .mfaCodeRejected, .mfaRecoveryCodeUsed, .mfaChallengeEnded:
             mfa.apply(event, at: date)
+        case .emailCodeIssued(let payload):
+            emailCodes[payload.codeId] = EmailCode(
+                id: payload.codeId, purpose: payload.purpose, email: payload.personal.email, codeHash: payload.personal.codeHash,
+                issuedAt: date, expiresAt: payload.expiresAt, restoresVerified: payload.restoresVerified ?? false)
+        case .emailCodeUsed(let payload):
+            emailCodes[payload.codeId]?.apply(event)
+        case .emailCodeExpired(let payload):
+            emailCodes[payload.codeId]?.apply(event)
+        case .emailCodeRefused, .emailCodeDeliveryFailed:
+            break
         }
     }
 

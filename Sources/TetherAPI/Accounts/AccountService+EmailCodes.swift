@@ -1,0 +1,100 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// The transactions of the email flows: issuing a mailed code, and using one.
+extension AccountService {
+    /// A code to issue: its id, hash, purpose, address and expiry, made before the transaction.
+    struct NewEmailCode: Sendable {
+        var id: UUID
+        var hash: String
+        var purpose: EmailCodePurpose
+        /// Nil: the user's current address (known only once their stream is read).
+        var email: String?
+        /// The normalized address the user must still have (the one a reset was asked for).
+        var requiredAddress: String?
+        var expiresAt: Date
+    }
+
+    /// Issues `code` to the user `user` names (an SQL uuid expression): one transaction of two round trips.
+    /// An email change's new address must be free, checked under its lock. Answers the user after it,
+    /// and the address the code is bound to.
+    func issue(_ code: NewEmailCode, user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil },
+               context: CommandContext) async throws -> (account: UserAccount, email: String) {
+        let reads = code.purpose == .changeEmail ? code.email.map { Self.emailHolderReads(ExternalIdentity.normalize($0)) } ?? [] : []
+        let result = try await execute(user: user, known: known, reads: reads, context) { account, rows in
+            if code.purpose == .changeEmail, try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
+                throw AccountError.emailAlreadyInUse
+            }
+            guard let email = code.email ?? account.email,
+                  code.requiredAddress.map({ $0 == account.email.map(ExternalIdentity.normalize) }) ?? true else {
+                throw AccountError.invalidRequest("The account has no email address to send a code to.")
+            }
+            return (try account.issueEmailCode(code.purpose, codeId: code.id, codeHash: code.hash, email: email, expiresAt: code.expiresAt), email)
+        }
+        return (result.account, result.result)
+    }
+
+    /// Records that the mail of a code could not be handed over (its own small command).
+    func recordDeliveryFailure(of codeId: UUID, userId: UUID, reason: String, context: CommandContext) async {
+        var failed = context
+        failed.commandId = AccountEventCodec.eventID(command: context.commandId, index: 40_000)
+        _ = try? await change(userId, failed) { _ in [.emailCodeDeliveryFailed(.init(codeId: codeId, reason: reason))] }
+    }
+
+    /// Uses the code hashing to `codeHash` of user `userId` for one of `purposes`: `act` decides what it
+    /// does on the user's state. A refused code is recorded (`EmailCodeRefused`, or `EmailCodeExpired`),
+    /// then answered with its error; so is a signed-in `caller` presenting someone else's code.
+    ///
+    /// One transaction of two round trips; an email change or its undo first reads the user's state
+    /// once more, to lock and check the address the code moves the account to.
+    func use(
+        codeHash: String, of userId: UUID, for purposes: Set<EmailCodePurpose>, presentedFor: EmailCodePurpose, caller: UUID? = nil,
+        context: CommandContext, act: @escaping @Sendable (UserAccount, EmailCode) throws -> [AccountEvent]
+    ) async throws -> (account: UserAccount, code: EmailCode) {
+        var reads: [PostgresQuery] = []
+        if !purposes.isDisjoint(with: [.changeEmail, .undoEmailChange]),
+           let peeked = try? await read(userId).emailCodes.values.first(where: { $0.codeHash == codeHash }),
+           [.changeEmail, .undoEmailChange].contains(peeked.purpose), let email = peeked.email {
+            reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
+        }
+        let result = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
+            account, rows -> (events: [AccountEvent], result: Result<EmailCode, AccountError>) in
+            if let caller, caller != account.id {
+                return ([.emailCodeRefused(.init(codeId: nil, presentedFor: presentedFor, reason: "other_user"))],
+                        .failure(.invalidCode(AccountError.unknownEmailCodeDetail)))
+            }
+            let (code, refusal) = account.checkEmailCode(codeHash, for: purposes, presentedFor: presentedFor, now: context.now)
+            if let refusal { return (refusal.events, .failure(refusal.error)) }
+            guard let code else { return ([], .failure(.invalidCode(AccountError.unknownEmailCodeDetail))) }
+            if [.changeEmail, .undoEmailChange].contains(code.purpose), try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
+                throw AccountError.emailAlreadyInUse
+            }
+            return (try act(account, code), .success(code))
+        }
+        return (result.account, try result.result.get())
+    }
+
+    /// The reads that lock `normalized` and find who holds it (``emailHolders(_:)``).
+    static func emailHolderReads(_ normalized: String) -> [PostgresQuery] {
+        [
+            lockEmail(normalized), userWithEmail(normalized),
+            "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
+        ]
+    }
+
+    /// The users holding an address, from the rows of ``emailHolderReads(_:)``.
+    static func emailHolders(_ rows: [PostgresRows]) throws -> [UUID] {
+        guard rows.count >= 3 else { return [] }
+        return try rows[1].map { try $0.decode("id", as: UUID.self) } + rows[2].map { try $0.decode("user_id", as: UUID.self) }
+    }
+
+    /// The user who gets a password reset for `normalized`: the one signing in with it and a password,
+    /// else the oldest holding it (an SQL uuid expression, for ``issue(_:user:known:context:)``).
+    static func resetOwner(of normalized: String) -> PostgresQuery {
+        """
+        SELECT coalesce((SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)),
+                        (\(userWithEmail(normalized))))
+        """
+    }
+}

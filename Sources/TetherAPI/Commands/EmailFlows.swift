@@ -1,0 +1,355 @@
+import Foundation
+import TetherCore
+import TetherHTTP
+import TetherProviders
+
+/// Password reset, email verification and email change, as every surface calls them: codes are
+/// issued and used by the account's own commands (events in its stream), mails go to the mail
+/// sender, and links start from `TETHER_PUBLIC_URL`.
+///
+/// A "send me a code" request about an address (a password reset) answers the same whether or not
+/// an account uses it, and whether or not its mail could be sent: the limits count the address
+/// either way, and a mail that could not be handed over is recorded in the account's history
+/// (`EmailCodeDeliveryFailed`) rather than told to a stranger. Requests of a signed-in user about
+/// themselves say when their mail could not be sent (503 `mail_unavailable`), as SMS codes do.
+public struct EmailFlows: Sendable {
+    /// How the links of one surface look, so that a mail sends people where its SDK expects.
+    public enum LinkStyle: Sendable, Hashable {
+        /// `<base>/actions/<page>?code=<code>`.
+        case tether
+        /// Parse Server's: `<base>/parse/apps/<appId>/request_password_reset?token=…&username=…` and
+        /// `…/verify_email?…`; they redirect to the `/actions` pages.
+        case parse(appID: String)
+        /// The Firebase action handler's query: `<base>/actions/<page>?mode=<mode>&oobCode=<code>&lang=<locale>`.
+        case firebase
+    }
+
+    /// Who asks, from where, and for which surface.
+    public struct Request: Sendable {
+        public var context: CommandContext
+        public var locale: String
+        public var style: LinkStyle
+        /// The request's `Host`, the links' base under `tether dev` when `TETHER_PUBLIC_URL` is unset.
+        public var host: String?
+
+        public init(context: CommandContext, locale: String? = nil, style: LinkStyle = .tether, host: String? = nil) {
+            self.context = context
+            self.locale = Self.locale(locale)
+            self.style = style
+            self.host = host
+        }
+
+        /// The first language tag of `text` (an `Accept-Language` value or a client's choice); `en` when none.
+        static func locale(_ text: String?) -> String {
+            let first = text?.split(separator: ",").first?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces) ?? ""
+            let valid = !first.isEmpty && first.count <= 35 && first.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+            return valid ? first : "en"
+        }
+    }
+
+    /// A code handed to an admin instead of mailed (Firebase's `returnOobLink`).
+    public struct GeneratedLink: Sendable {
+        public var code: String
+        public var link: String
+        public var email: String
+    }
+
+    public let commands: AccountCommands
+    var accounts: AccountService { commands.accounts }
+    /// Nil: no mail can be sent, and every flow that mails answers 503 `mail_unavailable`.
+    let mail: (any MailSender)?
+    let publicURL: URL?
+    /// `tether dev`: links may start from the request's `Host`, and generated links are kept in the outbox.
+    let development: Bool
+    let passwordResetLifetime: TimeInterval
+    let verificationLifetime: TimeInterval
+    let logger: Logger
+
+    /// Mails a user or an address may be sent in ``mailWindow``.
+    public static let mailsPerAddress = 5
+    public static let mailsPerUser = 10
+    public static let mailWindow: TimeInterval = 60 * 60
+
+    public init(
+        commands: AccountCommands, mail: (any MailSender)?, publicURL: URL?, development: Bool,
+        passwordResetLifetime: TimeInterval = UserAccount.defaultPasswordResetCodeLifetime,
+        verificationLifetime: TimeInterval = UserAccount.defaultEmailVerificationCodeLifetime, logger: Logger = Logger(sink: .discarding)
+    ) {
+        self.commands = commands
+        self.mail = mail
+        self.publicURL = publicURL
+        self.development = development
+        self.passwordResetLifetime = passwordResetLifetime
+        self.verificationLifetime = verificationLifetime
+        self.logger = logger
+    }
+
+    // MARK: Sending codes
+
+    /// Mails a password reset code to `email`'s account, if there is one: the same answer either way.
+    public func requestPasswordReset(email: String, _ request: Request) async throws {
+        try AccountCommands.validate(email: email)
+        let mail = try sender()
+        let normalized = ExternalIdentity.normalize(email)
+        try await accounts.reserveSend(
+            .mail, to: [normalized], userId: nil, limit: Self.mailsPerAddress, window: Self.mailWindow, now: request.context.now,
+            refusal: "Too many mails to this address; wait before asking for another.")
+        do {
+            let userId = try await owner(of: normalized)
+            let code = newCode(.passwordReset, for: userId, lifetime: passwordResetLifetime, request)
+            try await issueAndDeliver(code, to: userId, requiring: normalized, mail: mail, request)
+        } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest].contains(error.reason) {
+            return // no account (or none that could use it): nothing is sent, and nothing says so
+        } catch let error as SendFailure {
+            logger.warn("a password reset mail could not be sent", [("reason", error.reason)])
+        }
+    }
+
+    /// Mails a code proving the signed-in user's address.
+    public func sendVerification(userId: UUID, _ request: Request) async throws {
+        let mail = try sender()
+        try await reserveUserSend(userId, request)
+        let code = newCode(.verifyEmail, for: userId, lifetime: verificationLifetime, request)
+        try await issueAndDeliverReporting(code, to: userId, mail: mail, request)
+    }
+
+    /// Mails the signed-in user's new address a code that moves the account to it (a recent sign-in is
+    /// required). Nothing changes until it is used; the new address must be free then as now.
+    public func requestEmailChange(userId: UUID, to newEmail: String, authTime: Date, _ request: Request) async throws {
+        try AccountCommands.validate(email: newEmail)
+        guard request.context.now.timeIntervalSince(authTime) <= UserAccount.recentSignInWindow else { throw AccountError.recentLoginRequired }
+        let mail = try sender()
+        try await reserveUserSend(userId, request, address: ExternalIdentity.normalize(newEmail))
+        var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)
+        code.email = newEmail
+        try await issueAndDeliverReporting(code, to: userId, mail: mail, request)
+    }
+
+    /// Issues a code of `purpose` for the user holding `email` and answers its link instead of mailing
+    /// it (an admin's `generate_password_reset_link`). `newEmail` is the address of an email change.
+    public func generateLink(
+        _ purpose: EmailCodePurpose, email: String, newEmail: String? = nil, _ request: Request
+    ) async throws -> GeneratedLink {
+        let normalized = ExternalIdentity.normalize(email)
+        let userId = try await owner(of: normalized)
+        var code = newCode(purpose, for: userId, lifetime: lifetime(of: purpose), request)
+        code.email = newEmail
+        let (account, bound) = try await accounts.issue(code.issued(requiring: normalized), user: "\(userId)", context: request.context)
+        let message = try code.message(to: bound, links: self, request)
+        if development, let outbox = self.mail as? DevMailOutbox { outbox.keep(message, mailed: false) }
+        return GeneratedLink(code: message.code, link: message.link, email: account.email ?? bound)
+    }
+
+    // MARK: Using codes
+
+    /// Sets a new password with a reset code (``UserAccount/resetPassword(with:passwordHash:now:)``):
+    /// the password is checked against the policy first, so a weak one spends nothing.
+    public func resetPassword(code: String, newPassword: String, context: CommandContext) async throws -> UserAccount {
+        let userId = try Self.user(of: code)
+        try commands.checkPassword(newPassword)
+        let hash = try await commands.hashPassword(newPassword)
+        return try await accounts.use(
+            codeHash: EmailCodeFormat.hash(code), of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
+        ) { account, found in
+            try account.resetPassword(with: found, passwordHash: hash, now: context.now)
+        }.account
+    }
+
+    /// Uses a verification, email-change or undo code (those of `purposes`); a signed-in `caller` may only
+    /// use their own. A changed address mails the old one a notice with a code that undoes the change.
+    public func confirm(
+        code: String, purposes: Set<EmailCodePurpose>, caller: UUID? = nil, _ request: Request
+    ) async throws -> UserAccount {
+        let userId = try Self.user(of: code)
+        let undo = newCode(.undoEmailChange, for: userId, lifetime: UserAccount.emailChangeUndoLifetime, request)
+        let presentedFor: EmailCodePurpose = purposes.contains(.verifyEmail) ? .verifyEmail
+            : purposes.contains(.undoEmailChange) ? .undoEmailChange : .changeEmail
+        let (account, used) = try await accounts.use(
+            codeHash: EmailCodeFormat.hash(code), of: userId, for: purposes, presentedFor: presentedFor,
+            caller: caller, context: request.context
+        ) { account, found in
+            var events = try account.confirmEmail(with: found, now: request.context.now)
+            if found.purpose == .changeEmail, let old = account.email {
+                events += try account.issueEmailCode(
+                    .undoEmailChange, codeId: undo.id, codeHash: undo.hash, email: old, expiresAt: undo.expiresAt,
+                    restoresVerified: account.isEmailVerified)
+            }
+            return events
+        }
+        if used.purpose == .changeEmail, let notice = account.emailCodes[undo.id], let old = notice.email, let mail {
+            // The change is done whatever becomes of its notice; a notice that could not go is recorded.
+            do {
+                try await deliver(undo, to: old, userId: userId, mail: mail, request)
+            } catch let error as SendFailure {
+                logger.warn("an email change notice could not be sent", [("reason", error.reason)])
+            }
+        }
+        return account
+    }
+
+    /// The code's purpose and account, without using it (Firebase's `accounts:resetPassword` with a code only).
+    /// A wrong, used or expired code is refused as it would be when used, and recorded likewise.
+    public func inspect(code: String, context: CommandContext) async throws -> (account: UserAccount, code: EmailCode) {
+        let userId = try Self.user(of: code)
+        return try await accounts.use(
+            codeHash: EmailCodeFormat.hash(code), of: userId, for: Set(EmailCodePurpose.allCases), presentedFor: .passwordReset,
+            context: context) { _, _ in [] }
+    }
+
+    // MARK: Mechanics
+
+    /// A code about to be issued, with its secret.
+    struct PendingCode: Sendable {
+        var id: UUID
+        var code: String
+        var hash: String
+        var purpose: EmailCodePurpose
+        /// The address it goes to; nil for the user's current one.
+        var email: String?
+        var expiresAt: Date
+
+        func issued(requiring address: String? = nil) -> AccountService.NewEmailCode {
+            .init(id: id, hash: hash, purpose: purpose, email: email, requiredAddress: address, expiresAt: expiresAt)
+        }
+
+        func message(to address: String, links: EmailFlows, _ request: Request) throws -> MailMessage {
+            MailMessage(
+                to: address, template: .init(for: purpose), locale: request.locale,
+                link: try links.link(for: purpose, code: code, username: address, request), code: code, expiresAt: expiresAt)
+        }
+    }
+
+    /// A mail that could not be handed over, after its failure was recorded.
+    struct SendFailure: Error {
+        var reason: String
+        var underlying: any Error
+    }
+
+    private func newCode(_ purpose: EmailCodePurpose, for userId: UUID, lifetime: TimeInterval, _ request: Request) -> PendingCode {
+        let (code, hash) = EmailCodeFormat.make(for: userId)
+        let index = 20_000 + (EmailCodePurpose.allCases.firstIndex(of: purpose) ?? 0)
+        return PendingCode(
+            id: AccountEventCodec.eventID(command: request.context.commandId, index: index), code: code, hash: hash, purpose: purpose,
+            email: nil, expiresAt: request.context.now.addingTimeInterval(lifetime))
+    }
+
+    private func lifetime(of purpose: EmailCodePurpose) -> TimeInterval {
+        switch purpose {
+        case .passwordReset: passwordResetLifetime
+        case .verifyEmail, .changeEmail: verificationLifetime
+        case .undoEmailChange: UserAccount.emailChangeUndoLifetime
+        }
+    }
+
+    private func sender() throws -> any MailSender {
+        guard let mail else { throw Self.noMailSender }
+        return mail
+    }
+
+    private func reserveUserSend(_ userId: UUID, _ request: Request, address: String? = nil) async throws {
+        try await accounts.reserveSend(
+            .mail, to: address.map { [$0] } ?? [], userId: userId, limit: address == nil ? Self.mailsPerUser : Self.mailsPerAddress,
+            window: Self.mailWindow, now: request.context.now, refusal: "Too many mails; wait before asking for another.")
+    }
+
+    /// Issues `code` to user `userId` (whose address must be `address`, when given), then mails it.
+    private func issueAndDeliver(
+        _ code: PendingCode, to userId: UUID, requiring address: String? = nil, mail: any MailSender, _ request: Request
+    ) async throws {
+        let (_, bound) = try await accounts.issue(code.issued(requiring: address), user: "\(userId)", context: request.context)
+        try await deliver(code, to: bound, userId: userId, mail: mail, request)
+    }
+
+    /// Like ``issueAndDeliver(_:to:requiring:mail:_:)`` for a signed-in user: a mail that could not go is 503 `mail_unavailable`.
+    private func issueAndDeliverReporting(_ code: PendingCode, to userId: UUID, mail: any MailSender, _ request: Request) async throws {
+        do {
+            try await issueAndDeliver(code, to: userId, mail: mail, request)
+        } catch let error as SendFailure {
+            throw error.underlying
+        }
+    }
+
+    /// The user a password reset (or an admin's link) for `normalized` is for; `not_found` when no one holds it.
+    private func owner(of normalized: String) async throws -> UUID {
+        let rows = try await accounts.database.query("SELECT (\(AccountService.resetOwner(of: normalized)))::uuid AS id")
+        guard let id: UUID = try rows.first?.decode("id", as: UUID?.self) else { throw AccountError.notFound }
+        return id
+    }
+
+    private func deliver(_ code: PendingCode, to address: String, userId: UUID, mail: any MailSender, _ request: Request) async throws {
+        let message = try code.message(to: address, links: self, request)
+        do {
+            try await mail.send(message)
+        } catch {
+            // The problem code only: an error's text may carry the webhook's URL and whatever secret is in it.
+            let reason = (error as? any ProblemConvertible)?.problem.code ?? "send_failed"
+            await accounts.recordDeliveryFailure(of: code.id, userId: userId, reason: reason, context: request.context)
+            throw SendFailure(reason: reason, underlying: error is any ProblemConvertible ? error : Self.mailUnavailable)
+        }
+    }
+
+    /// The page a code of `purpose` is used at, in the request's surface's style.
+    func link(for purpose: EmailCodePurpose, code: String, username: String, _ request: Request) throws -> String {
+        guard let base = publicURL?.absoluteString ?? (development ? request.host.map { "http://\($0)" } : nil) else {
+            throw Self.noPublicURL
+        }
+        let root = base.hasSuffix("/") ? String(base.dropLast()) : base
+        let page = switch purpose {
+        case .passwordReset: "reset-password"
+        case .verifyEmail, .changeEmail: "verify-email"
+        case .undoEmailChange: "undo-email-change"
+        }
+        func query(_ items: [(String, String)]) -> String {
+            var components = URLComponents()
+            components.queryItems = items.map { URLQueryItem(name: $0.0, value: $0.1) }
+            // `+` stays literal in a query; a form decoder reads it as a space.
+            return components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B") ?? ""
+        }
+        switch (request.style, purpose) {
+        case (.parse(let appID), .passwordReset):
+            return "\(root)/parse/apps/\(Self.pathSegment(appID))/request_password_reset?" + query([("token", code), ("username", username)])
+        case (.parse(let appID), .verifyEmail):
+            return "\(root)/parse/apps/\(Self.pathSegment(appID))/verify_email?" + query([("token", code), ("username", username)])
+        case (.firebase, _):
+            return "\(root)/actions/\(page)?" + query([("mode", Self.firebaseMode(purpose)), ("oobCode", code), ("lang", request.locale)])
+        default:
+            return "\(root)/actions/\(page)?" + query([("code", code)])
+        }
+    }
+
+    /// The Firebase action handler's `mode` of a purpose.
+    static func firebaseMode(_ purpose: EmailCodePurpose) -> String {
+        switch purpose {
+        case .passwordReset: "resetPassword"
+        case .verifyEmail: "verifyEmail"
+        case .changeEmail: "verifyAndChangeEmail"
+        case .undoEmailChange: "recoverEmail"
+        }
+    }
+
+    private static func pathSegment(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? text
+    }
+
+    /// The user a code names, or 400 for text that is not a code.
+    static func user(of code: String) throws -> UUID {
+        guard let userId = EmailCodeFormat.userId(of: code.trimmingCharacters(in: .whitespaces)) else { throw EmailCodeFormat.malformed }
+        return userId
+    }
+
+    /// 503 `mail_unavailable`: the mail could not be sent.
+    static var mailUnavailable: Problem {
+        WebhookDeliveryError.Channel.mail.unavailable("The mail could not be sent; nothing else changed, so ask again shortly.")
+    }
+
+    /// 503 `mail_unavailable` of a server with no mail sender configured.
+    static var noMailSender: Problem {
+        WebhookDeliveryError.Channel.mail.unavailable(
+            "This server sends no mail (TETHER_MAIL_WEBHOOK_URL is not set), so it has no email flows.")
+    }
+
+    /// 503 `mail_unavailable` of a server that cannot make links.
+    static var noPublicURL: Problem {
+        WebhookDeliveryError.Channel.mail.unavailable("This server has no TETHER_PUBLIC_URL, which the links in mails start from.")
+    }
+}

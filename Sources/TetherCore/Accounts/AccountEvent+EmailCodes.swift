@@ -1,0 +1,203 @@
+import Foundation
+
+/// What a code mailed to a person lets them do; each code has exactly one.
+public enum EmailCodePurpose: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Set a new password (and prove the address).
+    case passwordReset = "password_reset"
+    /// Prove the account's current address.
+    case verifyEmail = "verify_email"
+    /// Move the account to the new address the code was mailed to.
+    case changeEmail = "change_email"
+    /// Put back the address an email change replaced (mailed to that old address).
+    case undoEmailChange = "undo_email_change"
+}
+
+extension AccountEvent {
+    /// A code was made for one purpose and one address of the user, and is on its way to that address.
+    public struct EmailCodeIssued: Codable, Sendable, Hashable {
+        public var codeId: UUID
+        public var purpose: EmailCodePurpose
+        public var expiresAt: Date
+        /// For an undo code: whether the address it puts back was verified.
+        public var restoresVerified: Bool?
+        /// `email`: the address the code is bound to and mailed to; `codeHash`: the code's hash.
+        /// Both sealed with the user's key: the address is personal, and the hash is the code's only trace.
+        public var personal: PersonalData
+
+        public init(codeId: UUID, purpose: EmailCodePurpose, email: String, codeHash: String, expiresAt: Date, restoresVerified: Bool? = nil) {
+            self.codeId = codeId
+            self.purpose = purpose
+            self.expiresAt = expiresAt
+            self.restoresVerified = restoresVerified
+            self.personal = PersonalData(email: email, codeHash: codeHash)
+        }
+    }
+
+    /// The code did what it was for; it cannot be used again.
+    public struct EmailCodeUsed: Codable, Sendable, Hashable {
+        public var codeId: UUID
+        public var purpose: EmailCodePurpose
+    }
+
+    /// The code was presented after its expiry; it cannot be used any more.
+    public struct EmailCodeExpired: Codable, Sendable, Hashable {
+        public var codeId: UUID
+        public var purpose: EmailCodePurpose
+    }
+
+    /// A code of the user was presented and refused; nothing else changed.
+    public struct EmailCodeRefused: Codable, Sendable, Hashable {
+        /// Nil when the presented code matches none of the user's.
+        public var codeId: UUID?
+        /// What the code was presented for.
+        public var presentedFor: EmailCodePurpose
+        /// `unknown_code`, `used`, `expired`, `wrong_purpose`, `email_changed` (the account's address is no
+        /// longer the one the code was sent to), `other_user` (a signed-in caller presented someone else's code).
+        public var reason: String
+
+        public init(codeId: UUID?, presentedFor: EmailCodePurpose, reason: String) {
+            self.codeId = codeId
+            self.presentedFor = presentedFor
+            self.reason = reason
+        }
+    }
+
+    /// The mail carrying a code could not be handed to the mail webhook.
+    public struct EmailCodeDeliveryFailed: Codable, Sendable, Hashable {
+        public var codeId: UUID
+        /// The delivery problem's code, never its text (which may name the webhook).
+        public var reason: String
+
+        public init(codeId: UUID, reason: String) {
+            self.codeId = codeId
+            self.reason = reason
+        }
+    }
+}
+
+/// A code mailed to the user, as their events describe it.
+public struct EmailCode: Sendable, Hashable {
+    public var id: UUID
+    public var purpose: EmailCodePurpose
+    /// The address it was mailed to and is bound to; nil once the user was erased.
+    public var email: String?
+    public var codeHash: String?
+    public var issuedAt: Date
+    public var expiresAt: Date
+    public var restoresVerified: Bool
+    /// Used, or found expired: it cannot do anything any more.
+    public var isSpent = false
+    public var isUsed = false
+}
+
+extension UserAccount {
+    /// How long codes last unless configured otherwise.
+    public static let defaultPasswordResetCodeLifetime: TimeInterval = 60 * 60
+    public static let defaultEmailVerificationCodeLifetime: TimeInterval = 3 * 24 * 60 * 60
+    /// How long the old address may undo an email change.
+    public static let emailChangeUndoLifetime: TimeInterval = 3 * 24 * 60 * 60
+
+    /// A code for `purpose` bound to `email`. Refused for a user who cannot use it: a disabled one,
+    /// one whose address is already verified (verification), one without an address (verification, reset).
+    public func issueEmailCode(
+        _ purpose: EmailCodePurpose, codeId: UUID, codeHash: String, email: String, expiresAt: Date, restoresVerified: Bool? = nil
+    ) throws(AccountError) -> [AccountEvent] {
+        guard exists else { throw .notFound }
+        guard !isDisabled else { throw .userDisabled }
+        switch purpose {
+        case .verifyEmail, .passwordReset:
+            guard let current = self.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(email) else {
+                throw .invalidRequest("The account has no email address to send a code to.")
+            }
+            if purpose == .verifyEmail, isEmailVerified { throw .emailAlreadyVerified }
+        case .changeEmail:
+            if let current = self.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(email) {
+                throw .invalidRequest("That is already the account's email address.")
+            }
+        case .undoEmailChange:
+            break
+        }
+        return [.emailCodeIssued(.init(
+            codeId: codeId, purpose: purpose, email: email, codeHash: codeHash, expiresAt: expiresAt, restoresVerified: restoresVerified))]
+    }
+
+    /// The user's unspent code whose hash is `codeHash`, and whether it can be used now for one of
+    /// `purposes`: the events to record either way, and the refusal to answer with when it cannot.
+    public func checkEmailCode(
+        _ codeHash: String, for purposes: Set<EmailCodePurpose>, presentedFor: EmailCodePurpose, now: Date
+    ) -> (code: EmailCode?, refusal: (events: [AccountEvent], error: AccountError)?) {
+        func refuse(_ code: EmailCode?, _ reason: String, _ error: AccountError) -> (EmailCode?, ([AccountEvent], AccountError)?) {
+            (nil, ([.emailCodeRefused(.init(codeId: code?.id, presentedFor: presentedFor, reason: reason))], error))
+        }
+        guard exists else { return (nil, ([], .invalidCode(AccountError.unknownEmailCodeDetail))) }
+        guard let code = emailCodes.values.first(where: { $0.codeHash == codeHash }) else {
+            return refuse(nil, "unknown_code", .invalidCode(AccountError.unknownEmailCodeDetail))
+        }
+        if code.isUsed { return refuse(code, "used", .invalidCode("This code was already used.")) }
+        guard purposes.contains(code.purpose) else {
+            return refuse(code, "wrong_purpose", .invalidCode("This code is not for this; use the link of the mail that brought it."))
+        }
+        if code.isSpent { return refuse(code, "expired", .expiredCode) }
+        if now >= code.expiresAt { return (nil, ([.emailCodeExpired(.init(codeId: code.id, purpose: code.purpose))], .expiredCode)) }
+        guard !isDisabled else { return (nil, ([], .userDisabled)) }
+        // A reset or verification proves the address the code went to: if the account moved since, it proves nothing.
+        if code.purpose == .passwordReset || code.purpose == .verifyEmail {
+            guard let current = email, let bound = code.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(bound) else {
+                return refuse(code, "email_changed", .invalidCode("The account's email address changed since this code was sent."))
+            }
+        }
+        return (code, nil)
+    }
+
+    /// A reset code sets `passwordHash`: the address is proved, so it is marked verified, and when it was
+    /// not verified before, every credential that does not vouch for it goes (the takeover rule of a
+    /// trusted provider, for the same reason: whoever set them may not own the address). Every session ends.
+    public func resetPassword(with code: EmailCode, passwordHash: String, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard let email else { throw .invalidRequest("The account has no email address.") }
+        var events: [AccountEvent] = [.emailCodeUsed(.init(codeId: code.id, purpose: code.purpose))]
+        if !isEmailVerified {
+            for existing in identities.values.sorted(by: { $0.provider < $1.provider })
+            where !existing.isEmailVerified && existing.provider != "password" {
+                events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "password_reset")))
+            }
+            events.append(.emailVerified(.init(provider: "email", personal: PersonalData(email: email))))
+        }
+        if identities["password"] == nil {
+            events.append(.identityLinked(.init(
+                provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: true, personal: PersonalData(email: email))))
+        }
+        events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        return events + (try revokeAllSessions(now: now))
+    }
+
+    /// A verification, email-change or undo code does what it was made for.
+    public func confirmEmail(with code: EmailCode, now: Date) throws(AccountError) -> [AccountEvent] {
+        let used = AccountEvent.emailCodeUsed(.init(codeId: code.id, purpose: code.purpose))
+        guard let bound = code.email else { throw .invalidCode(AccountError.unknownEmailCodeDetail) }
+        switch code.purpose {
+        case .verifyEmail:
+            return [used] + (isEmailVerified ? [] : [.emailVerified(.init(provider: "email", personal: PersonalData(email: bound)))])
+        case .changeEmail:
+            return [used] + (try changeEmail(to: bound, verified: true))
+        case .undoEmailChange:
+            // Someone else may have moved the account away: it goes back, and everyone is signed out.
+            return [used] + (try changeEmail(to: bound, verified: code.restoresVerified)) + (try revokeAllSessions(now: now))
+        case .passwordReset:
+            throw .invalidCode("This code is not for this; use the link of the mail that brought it.")
+        }
+    }
+}
+
+extension EmailCode {
+    mutating func apply(_ event: AccountEvent) {
+        switch event {
+        case .emailCodeUsed:
+            isUsed = true
+            isSpent = true
+        case .emailCodeExpired:
+            isSpent = true
+        default:
+            break
+        }
+    }
+}
