@@ -171,6 +171,15 @@ struct DevService: Sendable {
         return code
     }
 
+    /// `accessToken` re-signed with the service's key as it would be `seconds` after its sign-in (an older `auth_time`).
+    func accessToken(_ accessToken: String, signedInSecondsAgo seconds: Double) async throws -> String {
+        let row = try await admin.query("SELECT kid, private_key_pem FROM signing_keys ORDER BY created_at DESC LIMIT 1")[0]
+        var claims = try JOSEObject(parsing: Base64URL.decode(String(accessToken.split(separator: ".")[1])))
+        claims["auth_time"] = .number(Date().timeIntervalSince1970.rounded(.down) - seconds)
+        return try JWTSigner(privateKey: try PrivateKey(pem: try row.decode("private_key_pem", as: String.self)),
+                             algorithm: .es256, keyID: try row.decode("kid", as: String.self)).sign(claims: claims, type: "at+jwt")
+    }
+
     /// A mail the dev outbox holds.
     struct Mail: Decodable, Sendable {
         var to: String

@@ -4,6 +4,7 @@ import TetherAPI
 import TetherCore
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 import TetherTesting
 
 @Suite("/v1 email flows: password reset, verification and email change through the dev outbox")
@@ -109,5 +110,184 @@ struct V1EmailFlowTests {
             #expect(already.status == 409)
             #expect(already.bodyText.contains("email_already_verified"))
         }
+    }
+
+    @Test func aResetOfAnUnprovedAddressDropsCredentialsThatDoNotVouchForIt() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            let apple = try await service.apple("apple-ada", email: "ada@example.com", verified: false)
+            #expect(try await service.link(apple, to: ada.session.accessToken).status == 200)
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let code = try await service.lastMail(to: "ada@example.com").code
+            let reset = try await service.client.post("/v1/password-reset/confirm", json: ["code": code, "newPassword": "a new password"])
+            #expect(reset.status == 200)
+            let user = try #require(try reset.decodeJSON([String: SignedIn.User].self)["user"])
+            #expect(user.emailVerified)
+            #expect(user.identities.map(\.provider) == ["password"], "the Apple identity, which did not prove the address, is gone")
+            let unlinked = try await service.admin.query("""
+                SELECT data ->> 'reason' AS reason FROM events WHERE type = 'IdentityUnlinked' AND user_id = \(ada.user.id)::uuid
+                """)
+            #expect(try unlinked.map { try $0.decode("reason", as: String.self) } == ["password_reset"])
+
+            // A user without a password gets one on their proved address.
+            let bob = try await service.signedIn(try await service.apple("apple-bob", email: "bob@example.com", verified: true))
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "BOB@example.com"])
+            let bobCode = try await service.lastMail(to: "bob@example.com").code
+            let bobReset = try await service.client.post("/v1/password-reset/confirm", json: ["code": bobCode, "newPassword": "bob's password"])
+            #expect(bobReset.status == 200)
+            #expect(try bobReset.decodeJSON([String: SignedIn.User].self)["user"]?.identities.map(\.provider).sorted() == ["apple", "password"])
+            let signedIn = try await service.signedIn(service.password("bob@example.com", "bob's password"))
+            #expect(signedIn.user.id == bob.user.id)
+        }
+    }
+
+    @Test func anEmailChangeMovesTheAccountAndTheOldAddressCanUndoIt() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            _ = try await signUp(service, "taken@example.com")
+            let taken = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "taken@example.com"])
+            #expect(taken.status == 409)
+            #expect(taken.bodyText.contains("email_already_in_use"))
+            #expect(try await service.mails(to: "taken@example.com").isEmpty)
+
+            let asked = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "ada@new.example"])
+            #expect(asked.status == 202)
+            #expect(try await service.me(ada.session.accessToken).bodyText.contains("ada@example.com"), "nothing moves before the new address confirms")
+            let change = try await service.lastMail(to: "ada@new.example")
+            #expect(change.template == "change_email")
+            let moved = try await service.client.post("/v1/email-verification/confirm", json: ["code": change.code])
+            #expect(moved.status == 200)
+            let user = try #require(try moved.decodeJSON([String: SignedIn.User].self)["user"])
+            #expect(user.email == "ada@new.example")
+            #expect(user.emailVerified)
+            #expect(try await service.signIn(service.password("ada@new.example", "first password")).status == 200)
+            #expect(try await service.signIn(service.password("ada@example.com", "first password")).status == 401)
+
+            let notice = try await service.lastMail(to: "ada@example.com")
+            #expect(notice.template == "email_changed")
+            #expect(notice.link.contains("/actions/undo-email-change?code="))
+            #expect(ISO8601Milliseconds.parse(notice.expiresAt)!.timeIntervalSinceNow > 2.9 * 86400)
+            let undone = try await service.client.post("/v1/email-change/undo", json: ["code": notice.code])
+            #expect(undone.status == 200)
+            let back = try #require(try undone.decodeJSON([String: SignedIn.User].self)["user"])
+            #expect(back.email == "ada@example.com")
+            #expect(back.emailVerified == false, "the old address comes back as it was")
+            #expect(try await service.me(ada.session.accessToken).status == 401, "an undo signs everyone out")
+            #expect(try await service.signIn(service.password("ada@example.com", "first password")).status == 200)
+            #expect(try await service.client.post("/v1/email-change/undo", json: ["code": notice.code]).status == 401)
+        }
+    }
+
+    @Test func anEmailChangeNeedsARecentSignInAndAValidAddress() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            let stale = try await service.accessToken(ada.session.accessToken, signedInSecondsAgo: 600)
+            let old = try await service.client.post("/v1/users/me/email", headers: ["Authorization": "Bearer \(stale)"], json: ["email": "a@new.example"])
+            #expect(old.status == 401)
+            #expect(old.bodyText.contains("recent_login_required"))
+            let notEmail = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "not an address"])
+            #expect(notEmail.status == 400)
+            let same = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "ADA@example.com"])
+            #expect(same.status == 400)
+            #expect(try await service.mails().isEmpty)
+            #expect(try await service.eventCount("EmailCodeIssued") == 0)
+        }
+    }
+
+    @Test func badCodesAreClearAndChangeNothing() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            let bob = try await signUp(service, "bob@example.com")
+            for body in [#"{"code": "short"}"#, #"{"code": 12}"#, #"{"cod": "x"}"#, "{not json"] {
+                let response = try await service.client.post("/v1/email-verification/confirm", body: Array(body.utf8))
+                #expect(response.status == 400, "\(body)")
+            }
+            let malformedReset = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": String(repeating: "A", count: 53) + "!", "newPassword": "a new password"])
+            #expect(malformedReset.status == 400)
+            #expect(malformedReset.bodyText.contains("copy the whole link"))
+            // A code that names no user, and one that names a user but matches none of their codes.
+            let nobody = try await service.client.post("/v1/email-verification/confirm", json: ["code": EmailCodeFormat.make(for: UUID()).code])
+            #expect(nobody.status == 401)
+            let forged = EmailCodeFormat.make(for: UUID(uuidString: ada.user.id)!).code
+            #expect(try await service.client.post("/v1/email-verification/confirm", json: ["code": forged]).status == 401)
+
+            // Ada's code, presented by Bob while signed in, does nothing for either of them.
+            #expect(try await service.client.post("/v1/users/me/email-verification", headers: bearer(ada), body: []).status == 202)
+            let adaCode = try await service.lastMail(to: "ada@example.com").code
+            let stolen = try await service.client.post("/v1/email-verification/confirm", headers: bearer(bob), json: ["code": adaCode])
+            #expect(stolen.status == 401)
+            #expect(try await service.me(ada.session.accessToken).bodyText.contains(#""emailVerified":false"#))
+            #expect(try await service.me(bob.session.accessToken).bodyText.contains(#""emailVerified":false"#))
+            let reasons = try await service.admin.query("SELECT data ->> 'reason' AS reason FROM events WHERE type = 'EmailCodeRefused' ORDER BY position")
+            #expect(try reasons.map { try $0.decode("reason", as: String.self) } == ["unknown_code", "other_user"])
+            #expect(try await service.eventCount("EmailVerified") == 0)
+            // The code still works for its owner.
+            #expect(try await service.client.post("/v1/email-verification/confirm", headers: bearer(ada), json: ["code": adaCode]).status == 200)
+        }
+    }
+
+    @Test func aCodeUsedInParallelWinsExactlyOnce() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let code = try await service.lastMail(to: "ada@example.com").code
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        try await service.withNewClient { client in
+                            try await client.post("/v1/password-reset/confirm", json: ["code": code, "newPassword": "password number \(index)"]).status
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 401 }.count == 7)
+            #expect(try await service.eventCount("EmailCodeUsed", userId: ada.user.id) == 1)
+            #expect(try await service.eventCount("PasswordSet", userId: ada.user.id) == 2, "the sign-up's and the winner's")
+        }
+    }
+
+    @Test func whenTheMailWebhookIsDownSignedInUsersAreToldAndStrangersAreNot() async throws {
+        let receiver = try WebhookReceiver()
+        let secret = "a mail webhook secret"
+        try await DevService.run(settings: [
+            "TETHER_MAIL_WEBHOOK_URL": receiver.url.absoluteString, "TETHER_MAIL_WEBHOOK_SECRET": secret,
+            "TETHER_PUBLIC_URL": "https://auth.example.com",
+        ], mail: TetherConfiguration(values: [
+            "TETHER_MAIL_WEBHOOK_URL": receiver.url.absoluteString, "TETHER_MAIL_WEBHOOK_SECRET": secret,
+            "TETHER_PUBLIC_URL": "https://auth.example.com",
+        ]).mailSender()) { service in
+            let ada = try await signUp(service, "ada@example.com")
+            receiver.isUp = false
+            let down = try await service.client.post("/v1/users/me/email-verification", headers: bearer(ada), body: [])
+            #expect(down.status == 503)
+            #expect(try down.decodeJSON(ProblemBody.self).code == "mail_unavailable")
+            #expect(down.headers["retry-after"] != nil)
+            let strangerKnown = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let strangerUnknown = try await service.client.post("/v1/password-reset", json: ["email": "nobody@example.com"])
+            #expect(strangerKnown.status == 202)
+            #expect(strangerKnown.bodyText == strangerUnknown.bodyText, "a stranger cannot tell a failed mail from no account")
+            #expect(try await service.eventCount("EmailCodeDeliveryFailed", userId: ada.user.id) == 2, "support staff see both")
+            #expect(receiver.received.isEmpty)
+
+            receiver.isUp = true
+            #expect(try await service.client.post("/v1/users/me/email-verification", headers: bearer(ada), body: []).status == 202)
+            let received = try #require(receiver.received.last)
+            let members = try received.members()
+            #expect(Set(members.keys) == ["to", "template", "locale", "link", "code", "expiresAt"])
+            #expect(members["to"] == "ada@example.com")
+            #expect(members["template"] == "verify_email")
+            #expect(members["link"] == "https://auth.example.com/actions/verify-email?code=\(members["code"] ?? "")")
+            // The signature covers the exact bytes: t=<seconds>,v1=<HMAC-SHA256(secret, "t." + body)>.
+            let signature = try #require(received.headers["x-tether-signature"])
+            let timestamp = try #require(Int(signature.split(separator: ",")[0].dropFirst(2)))
+            #expect(signature == SignedWebhook.signature(of: received.body, secret: secret, timestamp: timestamp))
+            #expect(received.headers["idempotency-key"] != nil)
+            let verified = try await service.client.post("/v1/email-verification/confirm", json: ["code": members["code"] ?? ""])
+            #expect(verified.status == 200, "the code that went through works")
+        }
+        await receiver.stop()
     }
 }

@@ -205,7 +205,7 @@ struct V1MFATests {
     }
 
     @Test func whenTheSMSWebhookIsDownTheAnswerIs503AndNothingIsLost() async throws {
-        let receiver = try SMSReceiver()
+        let receiver = try WebhookReceiver()
         let sender = WebhookSMSSender(configuration: .init(url: receiver.url, secret: "a webhook secret of some length"))
         try await DevService.run(sms: sender) { app in
             let user = try await app.signedIn(try await app.apple("apple-webhook"))
@@ -483,11 +483,7 @@ struct V1MFATests {
         try await DevService.run { app in
             let (user, _, confirmed, _) = try await userWithTOTP(app, try await app.apple("apple-stale"))
             // The user's own token, as it would be ten minutes after the sign-in.
-            let row = try await app.admin.query("SELECT kid, private_key_pem FROM signing_keys ORDER BY created_at DESC LIMIT 1")[0]
-            var claims = try JOSEObject(parsing: Base64URL.decode(String(user.session.accessToken.split(separator: ".")[1])))
-            claims["auth_time"] = .number(Date().timeIntervalSince1970.rounded(.down) - 600)
-            let stale = try JWTSigner(privateKey: try PrivateKey(pem: try row.decode("private_key_pem", as: String.self)),
-                                      algorithm: .es256, keyID: try row.decode("kid", as: String.self)).sign(claims: claims, type: "at+jwt")
+            let stale = try await app.accessToken(user.session.accessToken, signedInSecondsAgo: 600)
             #expect(try await app.me(stale).status == 200, "the token itself is fine")
             for (method, path) in [("DELETE", "/v1/users/me/mfa/\(confirmed.factor.id)"), ("POST", "/v1/users/me/mfa/totp"),
                                    ("POST", "/v1/users/me/mfa/recovery-codes")] {
@@ -575,48 +571,4 @@ struct UserMFAEnvelope: Decodable {
         var mfa: [Factor]
     }
     var user: User
-}
-
-/// A loopback stand-in for an SMS provider's webhook that can be taken down and brought back.
-final class SMSReceiver: Sendable {
-    private final class State: Sendable {
-        let mutex = Mutex<(isUp: Bool, bodies: [[UInt8]])>((true, []))
-    }
-    private let state = State()
-    private let server: HTTPServer
-    let url: URL
-
-    init() throws {
-        let state = self.state
-        var router = Router()
-        router.post("/sms") { request in
-            let isUp = state.mutex.withLock { current in
-                if current.isUp { current.bodies.append(request.body) }
-                return current.isUp
-            }
-            return isUp ? .noContent() : HTTPResponse(status: 503)
-        }
-        server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: router)
-        try server.start()
-        url = URL(string: "http://127.0.0.1:\(server.boundPort)/sms")!
-    }
-
-    var isUp: Bool {
-        get { state.mutex.withLock { $0.isUp } }
-        set { state.mutex.withLock { $0.isUp = newValue } }
-    }
-
-    /// The six digits of the last message received.
-    func lastCode() throws -> String {
-        guard let body = state.mutex.withLock({ $0.bodies.last }),
-              let message = try JSONSerialization.jsonObject(with: Data(body)) as? [String: String],
-              let text = message["body"], let range = text.range(of: #"\d{6}"#, options: .regularExpression) else {
-            throw HarnessError("the receiver has no message with a code")
-        }
-        return String(text[range])
-    }
-
-    func stop() async {
-        await server.shutdown()
-    }
 }

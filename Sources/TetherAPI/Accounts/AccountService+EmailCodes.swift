@@ -58,7 +58,7 @@ extension AccountService {
            [.changeEmail, .undoEmailChange].contains(peeked.purpose), let email = peeked.email {
             reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
         }
-        let result = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
+        let result = try await namingNoOne { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
             account, rows -> (events: [AccountEvent], result: Result<EmailCode, AccountError>) in
             if let caller, caller != account.id {
                 return ([.emailCodeRefused(.init(codeId: nil, presentedFor: presentedFor, reason: "other_user"))],
@@ -71,8 +71,17 @@ extension AccountService {
                 throw AccountError.emailAlreadyInUse
             }
             return (try act(account, code), .success(code))
-        }
+        } }
         return (result.account, try result.result.get())
+    }
+
+    /// A code naming a user who does not exist is a code that matches nothing, like any other wrong code.
+    private func namingNoOne<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as AccountError where error.reason == .notFound {
+            throw AccountError.invalidCode(AccountError.unknownEmailCodeDetail)
+        }
     }
 
     /// The reads that lock `normalized` and find who holds it (``emailHolders(_:)``).
