@@ -31,6 +31,6 @@ if [ "$#" -gt 0 ]; then
 else
   # Chromium takes both cores while it starts; the browser suite runs after the rest,
   # so it does not starve the other suites' servers and clients into timeouts.
-  swift test --skip-build --skip AdminPageBrowserTests
-  swift test --skip-build --filter AdminPageBrowserTests
+  swift test --skip-build --skip BrowserTests
+  swift test --skip-build --filter BrowserTests
 fi

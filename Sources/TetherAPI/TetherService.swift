@@ -105,6 +105,7 @@ public final class TetherService: Sendable {
             accounts: accounts
         ).register(on: &router)
         AdminPage().register(on: &router)
+        ActionPages(flows: emailFlows).register(on: &router)
         MetricsRoutes(registry: metrics, collectors: [ReplayMetrics(database: database)] + metricsCollectors).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)

@@ -32,20 +32,26 @@ public struct AdminPage: Sendable {
 
         /// The answer, with the headers that keep it out of frames, caches and other sites' hands.
         var response: HTTPResponse {
-            HTTPResponse(
-                status: 200,
-                headers: [
-                    "Content-Type": contentType,
-                    "Content-Security-Policy": AdminPage.contentSecurityPolicy,
-                    "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "no-referrer",
-                    "Cache-Control": "no-store",
-                    "X-Frame-Options": "DENY",
-                    "Cross-Origin-Opener-Policy": "same-origin",
-                    "Cross-Origin-Resource-Policy": "same-origin",
-                ],
-                body: Array(text.utf8))
+            AdminPage.page(status: 200, contentType: contentType, text: text, policy: AdminPage.contentSecurityPolicy)
         }
+    }
+
+    /// A document of a page for people (this one, or the `/actions` pages), with `policy` and the
+    /// headers that keep it out of frames, caches and other sites' hands.
+    static func page(status: Int, contentType: String, text: String, policy: String) -> HTTPResponse {
+        HTTPResponse(
+            status: status,
+            headers: [
+                "Content-Type": contentType,
+                "Content-Security-Policy": policy,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-store",
+                "X-Frame-Options": "DENY",
+                "Cross-Origin-Opener-Policy": "same-origin",
+                "Cross-Origin-Resource-Policy": "same-origin",
+            ],
+            body: Array(text.utf8))
     }
 
     /// The markup, the style sheet and the script.

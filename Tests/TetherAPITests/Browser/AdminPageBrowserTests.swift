@@ -14,13 +14,6 @@ struct AdminPageBrowserTests {
     private static let checkout = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Records every Content-Security-Policy violation the page reports, before any of its own script runs.
-    private static let violationRecorder = """
-        window.__violations = [];
-        document.addEventListener('securitypolicyviolation', (event) =>
-          window.__violations.push(event.effectiveDirective + ' ' + event.blockedURI));
-        """
-
     /// A service with the seeds loaded, a headless browser, and a way to make admin keys.
     private struct Scenario {
         let base: String
@@ -64,28 +57,7 @@ struct AdminPageBrowserTests {
         }
 
         /// CSP violations, uncaught exceptions, console errors and dialogs the page has produced.
-        ///
-        /// Network log entries are left out: an API refusal (a support key's 403) is logged
-        /// there, and what the page does with refusals is what the tests check.
-        func trouble() async throws -> [String] {
-            var found = try await page.evaluate("window.__violations").elements.compactMap(\.string).map { "CSP: \($0)" }
-            for event in page.events {
-                switch event["method"]?.string {
-                case "Runtime.exceptionThrown":
-                    found.append("exception: \(event["params"]?["exceptionDetails"]?["exception"]?["description"] ?? event)")
-                case "Runtime.consoleAPICalled" where event["params"]?["type"]?.string == "error":
-                    found.append("console.error: \(event["params"]?["args"] ?? event)")
-                case "Log.entryAdded" where event["params"]?["entry"]?["level"]?.string == "error"
-                    && event["params"]?["entry"]?["source"]?.string != "network":
-                    found.append("log: \(event["params"]?["entry"]?["text"] ?? event)")
-                case "Page.javascriptDialogOpening":
-                    found.append("dialog: \(event["params"]?["message"] ?? event)")
-                default:
-                    break
-                }
-            }
-            return found
-        }
+        func trouble() async throws -> [String] { try await page.trouble() }
     }
 
     private func withScenario(_ body: (Scenario) async throws -> Void) async throws {
@@ -98,11 +70,7 @@ struct AdminPageBrowserTests {
             let browser = try HeadlessBrowser.launch(width: 1366, height: 860)
             do {
                 let page = try await browser.newPage()
-                for domain in ["Page.enable", "Runtime.enable", "Log.enable"] { try await page.send(domain) }
-                try await page.send("Emulation.setDeviceMetricsOverride", [
-                    "width": 1366, "height": 860, "deviceScaleFactor": 1, "mobile": false,
-                ])
-                try await page.send("Page.addScriptToEvaluateOnNewDocument", ["source": .string(Self.violationRecorder)])
+                try await page.watchForTrouble(width: 1366, height: 860)
                 let seeded = Dictionary(uniqueKeysWithValues: outcomes.map { ($0.seed, $0.userId) })
                 try await body(Scenario(
                     base: "http://127.0.0.1:\(service.server.boundPort)", page: page, client: client, owner: owner, seeded: seeded))

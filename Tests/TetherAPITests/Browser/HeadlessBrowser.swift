@@ -345,3 +345,45 @@ extension JSONValue {
         }
     }
 }
+
+extension BrowserPage {
+    /// Records every Content-Security-Policy violation the page reports, before any of its own script runs.
+    static let violationRecorder = """
+        window.__violations = [];
+        document.addEventListener('securitypolicyviolation', (event) =>
+          window.__violations.push(event.effectiveDirective + ' ' + event.blockedURI));
+        """
+
+    /// Turns on the events ``trouble()`` reads, sets the viewport, and records CSP violations on every document.
+    func watchForTrouble(width: Int, height: Int) async throws {
+        for domain in ["Page.enable", "Runtime.enable", "Log.enable"] { try await send(domain) }
+        try await send("Emulation.setDeviceMetricsOverride", [
+            "width": .int(width), "height": .int(height), "deviceScaleFactor": 1, "mobile": false,
+        ])
+        try await send("Page.addScriptToEvaluateOnNewDocument", ["source": .string(Self.violationRecorder)])
+    }
+
+    /// CSP violations, uncaught exceptions, console errors and dialogs the page has produced.
+    ///
+    /// Network log entries are left out: an API refusal (a support key's 403) is logged
+    /// there, and what the page does with refusals is what the tests check.
+    func trouble() async throws -> [String] {
+        var found = try await evaluate("window.__violations").elements.compactMap(\.string).map { "CSP: \($0)" }
+        for event in events {
+            switch event["method"]?.string {
+            case "Runtime.exceptionThrown":
+                found.append("exception: \(event["params"]?["exceptionDetails"]?["exception"]?["description"] ?? event)")
+            case "Runtime.consoleAPICalled" where event["params"]?["type"]?.string == "error":
+                found.append("console.error: \(event["params"]?["args"] ?? event)")
+            case "Log.entryAdded" where event["params"]?["entry"]?["level"]?.string == "error"
+                && event["params"]?["entry"]?["source"]?.string != "network":
+                found.append("log: \(event["params"]?["entry"]?["text"] ?? event)")
+            case "Page.javascriptDialogOpening":
+                found.append("dialog: \(event["params"]?["message"] ?? event)")
+            default:
+                break
+            }
+        }
+        return found
+    }
+}
