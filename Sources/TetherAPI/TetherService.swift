@@ -83,7 +83,7 @@ public final class TetherService: Sendable {
         if let appID = configuration.parseAppID {
             ParseRoutes(
                 appID: appID, clientKey: configuration.parseClientKey, publicURL: configuration.publicURL, commands: commands,
-                adminKeys: adminKeys, sms: smsSender, appleIssuer: providers.apple.issuer
+                adminKeys: adminKeys, sms: smsSender, appleIssuer: providers.apple.issuer, email: emailFlows
             ).register(on: &router)
         }
         if let projectID = configuration.firebaseProjectID {

@@ -65,6 +65,9 @@ public struct EmailFlows: Sendable {
     let verificationLifetime: TimeInterval
     let logger: Logger
 
+    /// Whether a mail sender is configured (the flows that mail are on).
+    public var sendsMail: Bool { mail != nil }
+
     /// Mails a user or an address may be sent in ``mailWindow``.
     public static let mailsPerAddress = 5
     public static let mailsPerUser = 10
@@ -88,6 +91,15 @@ public struct EmailFlows: Sendable {
 
     /// Mails a password reset code to `email`'s account, if there is one: the same answer either way.
     public func requestPasswordReset(email: String, _ request: Request) async throws {
+        try await mailCode(.passwordReset, toOwnerOf: email, revealing: false, request)
+    }
+
+    /// Mails a code of `purpose` (a reset, or a verification) to the account holding `email`.
+    ///
+    /// - Parameter revealing: whether the caller may learn about the account (an admin, or Parse's master
+    ///   key): then no account is `not_found`, a verified address `email_already_verified`, a failed mail
+    ///   `mail_unavailable`. Otherwise every one of those answers like a mail that went.
+    public func mailCode(_ purpose: EmailCodePurpose, toOwnerOf email: String, revealing: Bool, _ request: Request) async throws {
         try AccountCommands.validate(email: email)
         let mail = try sender()
         let normalized = ExternalIdentity.normalize(email)
@@ -96,12 +108,14 @@ public struct EmailFlows: Sendable {
             refusal: "Too many mails to this address; wait before asking for another.")
         do {
             let userId = try await owner(of: normalized)
-            let code = newCode(.passwordReset, for: userId, lifetime: passwordResetLifetime, request)
+            let code = newCode(purpose, for: userId, lifetime: lifetime(of: purpose), request)
             try await issueAndDeliver(code, to: userId, requiring: normalized, mail: mail, request)
-        } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest].contains(error.reason) {
-            return // no account (or none that could use it): nothing is sent, and nothing says so
+        } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest, .emailAlreadyVerified].contains(error.reason) {
+            // No account (or none that could use it): nothing is sent, and only a caller who may know is told.
+            if revealing { throw error }
         } catch let error as SendFailure {
-            logger.warn("a password reset mail could not be sent", [("reason", error.reason)])
+            if revealing { throw error.underlying }
+            logger.warn("a mail with a code could not be sent", [("purpose", purpose.rawValue), ("reason", error.reason)])
         }
     }
 
@@ -300,10 +314,9 @@ public struct EmailFlows: Sendable {
         case .undoEmailChange: "undo-email-change"
         }
         func query(_ items: [(String, String)]) -> String {
-            var components = URLComponents()
-            components.queryItems = items.map { URLQueryItem(name: $0.0, value: $0.1) }
-            // `+` stays literal in a query; a form decoder reads it as a space.
-            return components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B") ?? ""
+            // Everything but RFC 3986's unreserved characters is escaped, as `encodeURIComponent` does.
+            let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+            return items.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }.joined(separator: "&")
         }
         switch (request.style, purpose) {
         case (.parse(let appID), .passwordReset):

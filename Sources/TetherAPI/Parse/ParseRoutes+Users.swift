@@ -278,6 +278,7 @@ extension ParseRoutes {
         var account = try await accounts.read(userId)
         guard account.exists else { throw ParseError.objectMissing }
         let forbidden = { (what: String) in ParseError(ParseError.operationForbidden, what) }
+        if body["emailVerified"] != nil, !isMaster { throw forbidden("Clients aren't allowed to manually update email verification.") }
 
         // 1. Check everything.
         var newPasswordEmail: String?

@@ -23,12 +23,15 @@ public struct ParseRoutes: Sendable {
     let sms: (any SMSSender)?
     /// Apple's issuer as configured (`TETHER_APPLE_ISSUER`), for the wording of Apple's refusals.
     let appleIssuer: String
+    /// Password reset and email verification; nil leaves them unconfigured (Parse's code 1).
+    let emailFlows: EmailFlows?
     static let surface = "parse"
 
     public init(
         appID: String, clientKey: String?, publicURL: URL?, commands: AccountCommands, adminKeys: AdminKeyStore, sms: (any SMSSender)?,
-        appleIssuer: String = ProvidersConfiguration.TokenIssuer.apple.issuer
+        appleIssuer: String = ProvidersConfiguration.TokenIssuer.apple.issuer, email: EmailFlows? = nil
     ) {
+        self.emailFlows = email
         self.appleIssuer = appleIssuer
         self.appID = appID
         self.clientKey = clientKey
@@ -71,6 +74,7 @@ public struct ParseRoutes: Sendable {
                 try await sessionMe(caller)
             }
         }
+        registerEmail(on: &router)
     }
 
     // MARK: The request around every route
@@ -88,7 +92,7 @@ public struct ParseRoutes: Sendable {
     ///
     /// - Parameter invalidSession: the error for a session token that names no live session; nil lets
     ///   the route run without a caller (log-out answers `{}` whatever the token).
-    private func answer(
+    func answer(
         _ request: HTTPRequest, writes: Bool = false, invalidSession: ParseError? = .invalidSession,
         _ body: @escaping (Caller) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
