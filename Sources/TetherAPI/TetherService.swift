@@ -93,7 +93,7 @@ public final class TetherService: Sendable {
             firebaseIDTokens = idTokens
             FirebaseRoutes(
                 projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
-                acceptsOwner: development
+                emailFlows: emailFlows, acceptsOwner: development
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil

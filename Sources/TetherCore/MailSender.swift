@@ -28,6 +28,16 @@ public struct MailMessage: Sendable, Hashable, Codable {
             case .undoEmailChange: self = .emailChanged
             }
         }
+
+        /// The purpose of the code the mail carries.
+        public var purpose: EmailCodePurpose {
+            switch self {
+            case .passwordReset: .passwordReset
+            case .verifyEmail: .verifyEmail
+            case .changeEmail: .changeEmail
+            case .emailChanged: .undoEmailChange
+            }
+        }
     }
 
     /// The recipient's address.

@@ -47,6 +47,11 @@ enum Help {
         pending). Every database connection acts as the role tether_service, which may
         read and append events but never change or delete them. SIGTERM or SIGINT stops
         accepting connections, lets requests in flight finish, then exits.
+
+        The email flows (password reset, verification, email change) mail through
+        TETHER_MAIL_WEBHOOK_URL, which needs TETHER_MAIL_WEBHOOK_SECRET and
+        TETHER_PUBLIC_URL (the links' base); without a mail webhook they answer 503
+        mail_unavailable.
         """
 
     static let dev = """
@@ -61,9 +66,12 @@ enum Help {
 
         It also mounts the development identity provider at /dev-idp: it mints Apple,
         Facebook and Google tokens with its own keys (kept in .tether/dev-idp), serves
-        their key sets and a fake Facebook Graph API, and shows sent SMS messages.
-        Provider settings point at it unless the environment sets them. GET /dev-idp/
-        lists its endpoints. `tether serve` never mounts it.
+        their key sets and a fake Facebook Graph API, and shows sent SMS messages
+        (GET /dev-idp/sms) and mails (GET /dev-idp/mail: password reset, verification
+        and email change codes with their links, which start from the request's host
+        unless TETHER_PUBLIC_URL is set). Provider settings point at it unless the
+        environment sets them, and mails go to it unless TETHER_MAIL_WEBHOOK_URL is
+        set. GET /dev-idp/ lists its endpoints. `tether serve` never mounts it.
 
         Once the server listens, it loads the sample users of seeds/ (beside schema/;
         seeds/README.md lists them) through the same commands a client sends, with

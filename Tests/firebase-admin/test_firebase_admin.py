@@ -12,6 +12,7 @@ import os
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import firebase_admin
@@ -193,6 +194,42 @@ class Tokens(unittest.TestCase):
         auth.update_user(signed_in["localId"], disabled=True)
         with self.assertRaises(auth.UserDisabledError):
             auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+
+
+class EmailActions(unittest.TestCase):
+    @staticmethod
+    def code_of(link):
+        return urllib.parse.parse_qs(urllib.parse.urlparse(link).query)["oobCode"][0]
+
+    def test_generate_password_reset_link_then_reset_with_its_code(self):
+        signed_in = client_call("signUp", {"email": "dee@example.com", "password": "dee's password",
+                                           "returnSecureToken": True})
+        link = auth.generate_password_reset_link("dee@example.com")
+        self.assertIn("/actions/reset-password?", link)
+        code = self.code_of(link)
+        checked = client_call("resetPassword", {"oobCode": code})
+        self.assertEqual(checked["requestType"], "PASSWORD_RESET")
+        self.assertEqual(checked["email"], "dee@example.com")
+        reset = client_call("resetPassword", {"oobCode": code, "newPassword": "dee's new password"})
+        self.assertEqual(reset["email"], "dee@example.com")
+        user = auth.get_user(signed_in["localId"])
+        self.assertTrue(user.email_verified)
+        self.assertGreater(user.tokens_valid_after_timestamp, 0)
+        client_call("signInWithPassword", {"email": "dee@example.com", "password": "dee's new password"})
+        with self.assertRaises(urllib.error.HTTPError) as refused:
+            client_call("resetPassword", {"oobCode": code, "newPassword": "a third password"})
+        self.assertEqual(json.loads(refused.exception.read())["error"]["message"], "INVALID_OOB_CODE")
+
+    def test_generate_email_verification_link_then_apply_its_code(self):
+        signed_in = client_call("signUp", {"email": "eli@example.com", "password": "eli's password"})
+        link = auth.generate_email_verification_link("eli@example.com")
+        applied = client_call("update", {"oobCode": self.code_of(link)})
+        self.assertTrue(applied["emailVerified"])
+        self.assertTrue(auth.get_user(signed_in["localId"]).email_verified)
+
+    def test_a_link_for_an_unknown_address_is_email_not_found(self):
+        with self.assertRaises(auth.EmailNotFoundError):
+            auth.generate_password_reset_link("nobody@example.com")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,9 @@ public struct EmailFlows: Sendable {
     let verificationLifetime: TimeInterval
     let logger: Logger
 
+    /// `tether dev`'s outbox, when the mails go there.
+    public var devOutbox: DevMailOutbox? { development ? mail as? DevMailOutbox : nil }
+
     /// Whether a mail sender is configured (the flows that mail are on).
     public var sendsMail: Bool { mail != nil }
 
@@ -150,7 +153,7 @@ public struct EmailFlows: Sendable {
         code.email = newEmail
         let (account, bound) = try await accounts.issue(code.issued(requiring: normalized), user: "\(userId)", context: request.context)
         let message = try code.message(to: bound, links: self, request)
-        if development, let outbox = self.mail as? DevMailOutbox { outbox.keep(message, mailed: false) }
+        devOutbox?.keep(message, mailed: false)
         return GeneratedLink(code: message.code, link: message.link, email: account.email ?? bound)
     }
 

@@ -78,6 +78,7 @@ extension FirebaseRoutes {
     /// disables, verifies the email, sets developer claims, revokes (`validSince`) and sets passwords.
     /// Every field is checked before the first write.
     func update(_ request: FirebaseRequest) async throws -> JSONValue {
+        if let code = try request.body.string("oobCode") { return try await applyOobCode(code, request) }
         let body = request.body
         let isAdmin = request.admin != nil
         var (account, claims) = try await subject(request)

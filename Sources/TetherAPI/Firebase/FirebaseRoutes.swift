@@ -23,6 +23,8 @@ public struct FirebaseRoutes: Sendable {
     let serviceAccounts: FirebaseServiceAccounts
     /// Sends the SMS codes of phone factors; nil when none is configured.
     let sms: (any SMSSender)?
+    /// Password reset, verification and email change (`accounts:sendOobCode` and the codes' uses).
+    let emailFlows: EmailFlows
     /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
     /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
@@ -32,8 +34,9 @@ public struct FirebaseRoutes: Sendable {
 
     public init(
         projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, sms: (any SMSSender)?,
-        acceptsOwner: Bool
+        emailFlows: EmailFlows, acceptsOwner: Bool
     ) {
+        self.emailFlows = emailFlows
         self.sms = sms
         self.projectID = projectID
         self.commands = commands
@@ -61,8 +64,8 @@ public struct FirebaseRoutes: Sendable {
             ("accounts:delete", ["deleteAccount"], delete),
             ("accounts:signInWithCustomToken", ["verifyCustomToken"], signInWithCustomToken),
             ("accounts:createAuthUri", ["createAuthUri"], createAuthUri),
-            ("accounts:sendOobCode", ["getOobConfirmationCode"], emailActionsNotServed),
-            ("accounts:resetPassword", ["resetPassword"], emailActionsNotServed),
+            ("accounts:sendOobCode", ["getOobConfirmationCode"], sendOobCode),
+            ("accounts:resetPassword", ["resetPassword"], resetPassword),
         ]
         for (method, aliases, handler) in client {
             router.post("\(v1)/\(method)") { request in try await answer(request, admin: false, handler) }
@@ -89,6 +92,7 @@ public struct FirebaseRoutes: Sendable {
             }
         }
         registerMFA(on: &router)
+        registerEmail(on: &router)
         registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
     }
 
@@ -138,12 +142,6 @@ public struct FirebaseRoutes: Sendable {
     func createAuthUri(_ request: FirebaseRequest) async throws -> JSONValue {
         guard try request.body.string("identifier") != nil else { throw FirebaseError("MISSING_IDENTIFIER") }
         return .object(["kind": "identitytoolkit#CreateAuthUriResponse", "signinMethods": .array([]), "allProviders": .array([])])
-    }
-
-    /// The email actions (codes to reset a password or verify an address) are not served yet: a known code,
-    /// which the SDKs report as "operation not allowed", rather than a 404 they cannot read.
-    func emailActionsNotServed(_ request: FirebaseRequest) async throws -> JSONValue {
-        throw FirebaseError("OPERATION_NOT_ALLOWED", "Email actions (password reset, verification links) are not served by this server yet.")
     }
 
     /// A new command's context; each command a request runs gets its own id.

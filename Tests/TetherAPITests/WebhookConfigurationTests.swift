@@ -4,8 +4,8 @@ import TetherAPI
 import TetherCore
 import TetherProviders
 
-@Suite("SMS webhook settings")
-struct SMSConfigurationTests {
+@Suite("SMS and mail webhook settings")
+struct WebhookConfigurationTests {
     static let url = "https://sms.example.com/hooks/tether"
     static let secret = "whsec-0123456789abcdef"
 
@@ -15,6 +15,13 @@ struct SMSConfigurationTests {
         (["TETHER_SMS_WEBHOOK_URL": "ftp://sms.example.com/", "TETHER_SMS_WEBHOOK_SECRET": secret], "TETHER_SMS_WEBHOOK_URL"),
         (["TETHER_SMS_WEBHOOK_URL": "not a url", "TETHER_SMS_WEBHOOK_SECRET": secret], "TETHER_SMS_WEBHOOK_URL"),
         (["TETHER_SMS_WEBHOOK_URL": url, "TETHER_SMS_WEBHOOK_SECRET": "short"], "TETHER_SMS_WEBHOOK_SECRET"),
+        (["TETHER_MAIL_WEBHOOK_URL": url, "TETHER_MAIL_WEBHOOK_SECRET": secret], "TETHER_PUBLIC_URL"),
+        (["TETHER_MAIL_WEBHOOK_URL": url, "TETHER_PUBLIC_URL": "https://auth.example.com"], "TETHER_MAIL_WEBHOOK_SECRET"),
+        (["TETHER_MAIL_WEBHOOK_SECRET": secret], "TETHER_MAIL_WEBHOOK_URL"),
+        (["TETHER_MAIL_WEBHOOK_URL": "mailto:x@example.com", "TETHER_MAIL_WEBHOOK_SECRET": secret, "TETHER_PUBLIC_URL": "https://a.example"],
+         "TETHER_MAIL_WEBHOOK_URL"),
+        (["TETHER_PASSWORD_RESET_CODE_TTL": "forever"], "TETHER_PASSWORD_RESET_CODE_TTL"),
+        (["TETHER_EMAIL_VERIFICATION_CODE_TTL": "90d"], "TETHER_EMAIL_VERIFICATION_CODE_TTL"),
     ])
     func anUnusableSettingStopsStartUpNamingTheVariable(values: [String: String], variable: String) {
         #expect {
@@ -27,6 +34,18 @@ struct SMSConfigurationTests {
 
     @Test func withoutAWebhookThereIsNoSMSSender() throws {
         #expect(try TetherConfiguration(values: [:]).smsSender() == nil)
+    }
+
+    @Test func aMailWebhookNeedsAPublicURLAndMakesAMailSender() throws {
+        let configuration = try TetherConfiguration(values: [
+            "TETHER_MAIL_WEBHOOK_URL": Self.url, "TETHER_MAIL_WEBHOOK_SECRET": Self.secret, "TETHER_PUBLIC_URL": "https://auth.example.com",
+            "TETHER_PASSWORD_RESET_CODE_TTL": "30m",
+        ])
+        let sender = try #require(configuration.mailSender() as? WebhookMailSender)
+        #expect(sender.configuration.url.absoluteString == Self.url)
+        #expect(configuration.passwordResetCodeLifetime == 1800)
+        #expect(configuration.emailVerificationCodeLifetime == 3 * 86400)
+        #expect(try TetherConfiguration(values: [:]).mailSender() == nil)
     }
 
     @Test func aWebhookAndSecretMakeAWebhookSender() throws {

@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherJOSE
+import TetherTesting
+
+/// The Identity Toolkit's email actions (WIRE-FACTS §3a–c) end to end through the dev outbox.
+@Suite("Firebase surface: sendOobCode, resetPassword and accounts:update with a code")
+struct FirebaseEmailTests {
+    private func signUp(_ firebase: FirebaseApp, _ email: String) async throws -> FirebaseAnswer {
+        let answer = try await firebase.call("accounts:signUp", .object(["email": .string(email), "password": "first password", "returnSecureToken": true]))
+        guard answer.status == 200 else { throw HarnessError("signUp answered \(answer.status): \(answer.text)") }
+        return answer
+    }
+
+    private func signIn(_ firebase: FirebaseApp, _ email: String, _ password: String) async throws -> FirebaseAnswer {
+        try await firebase.call("accounts:signInWithPassword", .object(["email": .string(email), "password": .string(password), "returnSecureToken": true]))
+    }
+
+    @Test func aClientResetChecksTheCodeWithoutSpendingItThenResetsAndEndsTheSessions() async throws {
+        try await FirebaseApp.run { firebase in
+            let ann = try await signUp(firebase, "ann@example.com")
+            let known = try await firebase.call("accounts:sendOobCode", .object(["requestType": "PASSWORD_RESET", "email": "ann@example.com"]))
+            let unknown = try await firebase.call("accounts:sendOobCode", .object(["requestType": "PASSWORD_RESET", "email": "nobody@example.com"]))
+            #expect(known.status == 200)
+            #expect(known.text == #"{"email":"ann@example.com","kind":"identitytoolkit#GetOobConfirmationCodeResponse"}"#)
+            #expect(unknown.text == known.text.replacingOccurrences(of: "ann@", with: "nobody@"), "no answer tells the addresses apart")
+            #expect(known.string("oobCode") == nil, "a client never sees the code")
+
+            let listed = try await firebase.app.client.get("/emulator/v1/projects/\(FirebaseApp.projectID)/oobCodes")
+            let codes = try #require(listed.decodeJSON([String: [[String: String]]].self)["oobCodes"])
+            #expect(codes.count == 1)
+            let entry = try #require(codes.first)
+            #expect(entry["email"] == "ann@example.com")
+            #expect(entry["requestType"] == "PASSWORD_RESET")
+            let code = try #require(entry["oobCode"])
+            #expect(entry["oobLink"]?.contains("/actions/reset-password?mode=resetPassword&oobCode=\(code)&lang=en") == true)
+
+            for _ in 0..<2 {
+                let checked = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code)]))
+                #expect(checked.text == #"{"email":"ann@example.com","kind":"identitytoolkit#ResetPasswordResponse","requestType":"PASSWORD_RESET"}"#)
+            }
+            let weak = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "short"]))
+            #expect(weak.errorMessage?.hasPrefix("WEAK_PASSWORD") == true)
+            let reset = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "second password"]))
+            #expect(reset.status == 200)
+            #expect(reset.string("requestType") == "PASSWORD_RESET")
+            let refreshed = try await firebase.refresh(try #require(ann.string("refreshToken")))
+            #expect(refreshed.errorMessage == "TOKEN_EXPIRED", "the reset ended the Firebase session")
+            #expect(try await signIn(firebase, "ann@example.com", "second password").status == 200)
+            #expect(try await signIn(firebase, "ann@example.com", "first password").errorMessage == "INVALID_LOGIN_CREDENTIALS")
+            let spent = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "third password"]))
+            #expect(spent.errorMessage == "INVALID_OOB_CODE")
+            #expect(try await firebase.call("accounts:resetPassword", .object(["oobCode": "garbage"])).errorMessage == "INVALID_OOB_CODE")
+            #expect(try await firebase.call("accounts:resetPassword", .object([:])).errorMessage == "MISSING_OOB_CODE")
+        }
+    }
+
+    @Test func verificationAndEmailChangeAreAppliedWithAccountsUpdate() async throws {
+        try await FirebaseApp.run { firebase in
+            let bea = try await signUp(firebase, "bea@example.com")
+            let idToken = try #require(bea.string("idToken"))
+            let sent = try await firebase.call("accounts:sendOobCode", .object(["requestType": "VERIFY_EMAIL", "idToken": .string(idToken)]))
+            #expect(sent.string("email") == "bea@example.com")
+            let verify = try await firebase.app.lastMail(to: "bea@example.com")
+            #expect(verify.link.contains("mode=verifyEmail"))
+            // A reset code at accounts:update, and the verification code at resetPassword, are refused.
+            let applied = try await firebase.call("accounts:update", .object(["oobCode": .string(verify.code)]))
+            #expect(applied.status == 200)
+            #expect(applied.body["emailVerified"] == .bool(true))
+            #expect(applied.string("idToken") == nil, "no new tokens")
+            #expect(applied.string("passwordHash") != nil)
+            #expect(try await firebase.call("accounts:update", .object(["oobCode": .string(verify.code)])).errorMessage == "INVALID_OOB_CODE")
+
+            let taken = try await signUp(firebase, "taken@example.com")
+            _ = taken
+            let exists = try await firebase.call("accounts:sendOobCode", .object([
+                "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(idToken), "newEmail": "taken@example.com",
+            ]))
+            #expect(exists.errorMessage == "EMAIL_EXISTS")
+            let change = try await firebase.call("accounts:sendOobCode", .object([
+                "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(idToken), "newEmail": "bea@new.example",
+            ]))
+            #expect(change.string("newEmail") == "bea@new.example")
+            let changeCode = try await firebase.app.lastMail(to: "bea@new.example").code
+            let inspected = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(changeCode)]))
+            #expect(inspected.string("requestType") == "VERIFY_AND_CHANGE_EMAIL")
+            #expect(inspected.string("email") == "bea@example.com")
+            #expect(inspected.string("newEmail") == "bea@new.example")
+            let wrongUse = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(changeCode), "newPassword": "second password"]))
+            #expect(wrongUse.errorMessage == "INVALID_OOB_CODE")
+            let moved = try await firebase.call("accounts:update", .object(["oobCode": .string(changeCode)]))
+            #expect(moved.string("email") == "bea@new.example")
+            let recover = try await firebase.app.lastMail(to: "bea@example.com")
+            #expect(recover.template == "email_changed")
+            #expect(recover.link.contains("mode=recoverEmail"))
+            let recovered = try await firebase.call("accounts:update", .object(["oobCode": .string(recover.code)]))
+            #expect(recovered.string("email") == "bea@example.com")
+        }
+    }
+
+    @Test func anAdminGetsLinksAndIsToldAboutUnknownAddresses() async throws {
+        try await FirebaseApp.run { firebase in
+            _ = try await signUp(firebase, "cat@example.com")
+            let link = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "cat@example.com", "returnOobLink": true,
+            ]))
+            #expect(link.status == 200)
+            let code = try #require(link.string("oobCode"))
+            #expect(code.count == 54)
+            #expect(link.string("oobLink")?.contains("oobCode=\(code)") == true)
+            #expect(try await firebase.app.mails(to: "cat@example.com").allSatisfy { !$0.mailed }, "a generated link is not mailed")
+            let unknown = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "nobody@example.com", "returnOobLink": true,
+            ]))
+            #expect(unknown.errorMessage == "EMAIL_NOT_FOUND")
+            let clientLink = try await firebase.call("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "cat@example.com", "returnOobLink": true,
+            ]))
+            #expect(clientLink.errorMessage == "INSUFFICIENT_PERMISSION")
+            #expect(try await firebase.call("accounts:sendOobCode", .object(["email": "cat@example.com"])).errorMessage == "MISSING_REQ_TYPE")
+            let badContinue = try await firebase.call("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "cat@example.com", "continueUrl": "not a url",
+            ]))
+            #expect(badContinue.errorMessage?.hasPrefix("INVALID_CONTINUE_URI") == true)
+            #expect(try await firebase.call("accounts:sendOobCode", .object(["requestType": "EMAIL_SIGNIN", "email": "cat@example.com"]))
+                .errorMessage?.hasPrefix("OPERATION_NOT_ALLOWED") == true)
+            let reset = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "second password"]))
+            #expect(reset.status == 200)
+        }
+    }
+
+    @Test func anExpiredCodeIsExpiredOobCode() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_PASSWORD_RESET_CODE_TTL": "1s"]) { firebase in
+            _ = try await signUp(firebase, "dan@example.com")
+            let link = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "dan@example.com", "returnOobLink": true,
+            ]))
+            let code = try #require(link.string("oobCode"))
+            try await Task.sleep(for: .milliseconds(1200))
+            #expect(try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code)])).errorMessage == "EXPIRED_OOB_CODE")
+            #expect(try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "second password"]))
+                .errorMessage == "EXPIRED_OOB_CODE")
+        }
+    }
+}
