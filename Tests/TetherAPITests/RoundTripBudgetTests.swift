@@ -155,6 +155,30 @@ struct RoundTripBudgetTests {
         #expect(meter.roundTrips == 3, "\(meter.roundTrips) round trips: \(meter.statements)")
     }
 
+    /// A password reset asked for an address takes the address's place in the mail limits (one transaction
+    /// of one round trip), then issues the code to whoever holds it (one of two: the owner is found in the
+    /// first). Using the code is one transaction of two round trips, whatever it drops and ends.
+    @Test func aPasswordResetIsThreeTransactionsOfFiveRoundTripsInAll() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        let outbox = DevMailOutbox()
+        let flows = EmailFlows(
+            commands: fixture.commands, mail: outbox, publicURL: URL(string: "https://auth.example.com"), development: false)
+        _ = try await fixture.commands.signIn(signIn(fixture.commands))
+        let request = EmailFlows.Request(context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.9", surface: "v1")))
+        let (_, asked) = try await metered { try await flows.requestPasswordReset(email: Self.apple.email!, request) }
+        #expect(asked.transactions == 2, "\(asked.statements)")
+        #expect(asked.roundTrips == 3, "\(asked.roundTrips) round trips: \(asked.statements)")
+        let code = try #require(outbox.mails().last?.code)
+        let (account, used) = try await metered {
+            try await flows.resetPassword(code: code, newPassword: "a new password", context: CommandContext())
+        }
+        #expect(account.isEmailVerified)
+        #expect(account.activeSessions.isEmpty)
+        #expect(used.transactions == 1, "\(used.statements)")
+        #expect(used.roundTrips == 2, "\(used.roundTrips) round trips: \(used.statements)")
+    }
+
     /// A password sign-in reserves its place in the limits (one transaction of two round trips) before
     /// the password is checked (one read of the account), and gives it back in the sign-in's own commit.
     @Test func aPasswordSignInIsTwoTransactionsOfFiveRoundTripsInAll() async throws {

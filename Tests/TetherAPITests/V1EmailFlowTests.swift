@@ -220,7 +220,7 @@ struct V1EmailFlowTests {
             #expect(try await service.me(ada.session.accessToken).bodyText.contains(#""emailVerified":false"#))
             #expect(try await service.me(bob.session.accessToken).bodyText.contains(#""emailVerified":false"#))
             let reasons = try await service.admin.query("SELECT data ->> 'reason' AS reason FROM events WHERE type = 'EmailCodeRefused' ORDER BY position")
-            #expect(try reasons.map { try $0.decode("reason", as: String.self) } == ["unknown_code", "other_user"])
+            #expect(try reasons.map { try $0.decode("reason", as: String.self) } == ["other_user"], "made-up codes leave no trace")
             #expect(try await service.eventCount("EmailVerified") == 0)
             // The code still works for its owner.
             #expect(try await service.client.post("/v1/email-verification/confirm", headers: bearer(ada), json: ["code": adaCode]).status == 200)
@@ -289,5 +289,37 @@ struct V1EmailFlowTests {
             #expect(verified.status == 200, "the code that went through works")
         }
         await receiver.stop()
+    }
+
+    @Test func theHistoryTellsWhatBecameOfEachCodeAndTheLogKeepsNoCodeOrAddressInClear() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let code = try await service.lastMail(to: "ada@example.com").code
+            _ = try await service.client.post("/v1/email-verification/confirm", json: ["code": code])
+            _ = try await service.client.post("/v1/password-reset/confirm", json: ["code": code, "newPassword": "a new password"])
+            let page = try await UserHistory(database: service.admin).all(of: UUID(uuidString: ada.user.id)!)
+            let lines = page.entries.filter { $0.type.hasPrefix("EmailCode") }.map(\.summary.text)
+            #expect(lines.count == 3)
+            #expect(lines.first?.hasPrefix("password_reset code ") == true)
+            #expect(lines.first?.contains("mailed to ada@example.com, expires ") == true)
+            #expect(lines.dropFirst().first?.hasSuffix("refused for verify_email (wrong_purpose)") == true)
+            #expect(lines.last?.hasSuffix(" used") == true)
+
+            let clear: Int = try await service.admin.query("""
+                SELECT count(*)::int AS n FROM events WHERE type LIKE 'EmailCode%'
+                  AND (data::text LIKE '%ada@example.com%' OR data ? 'codeHash' OR data -> 'personal' ? 'codeHash')
+                """)[0].decode("n")
+            #expect(clear == 0, "the code's hash and its address are sealed with the user's key")
+
+            // Ten mails an hour per user, whatever the addresses: the eleventh is refused.
+            let token = try await service.signedIn(service.password("ada@example.com", "a new password")).session.accessToken
+            var statuses: [Int] = []
+            for index in 0...EmailFlows.mailsPerUser {
+                statuses.append(try await service.client.post(
+                    "/v1/users/me/email", headers: ["Authorization": "Bearer \(token)"], json: ["email": "ada\(index)@elsewhere.example"]).status)
+            }
+            #expect(statuses == Array(repeating: 202, count: EmailFlows.mailsPerUser) + [429])
+        }
     }
 }

@@ -4,10 +4,12 @@ import TetherPostgres
 
 /// The transactions of the email flows: issuing a mailed code, and using one.
 extension AccountService {
-    /// A code to issue: its id, hash, purpose, address and expiry, made before the transaction.
+    /// A code to issue: its id, purpose, address and expiry, and its hash when it was made before the
+    /// transaction (for a user known beforehand).
     struct NewEmailCode: Sendable {
         var id: UUID
-        var hash: String
+        /// Nil: the code is made in the command, for the user it finds.
+        var hash: String?
         var purpose: EmailCodePurpose
         /// Nil: the user's current address (known only once their stream is read).
         var email: String?
@@ -17,12 +19,13 @@ extension AccountService {
     }
 
     /// Issues `code` to the user `user` names (an SQL uuid expression): one transaction of two round trips.
-    /// An email change's new address must be free, checked under its lock. Answers the user after it,
-    /// and the address the code is bound to.
-    func issue(_ code: NewEmailCode, user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil },
-               context: CommandContext) async throws -> (account: UserAccount, email: String) {
+    /// An email change's new address must be free, checked under its lock. Answers the user after it, the
+    /// address the code is bound to, and the code when the command made it.
+    func issue(_ code: NewEmailCode, user: PostgresQuery, context: CommandContext)
+        async throws -> (account: UserAccount, email: String, made: (code: String, hash: String)?)
+    {
         let reads = code.purpose == .changeEmail ? code.email.map { Self.emailHolderReads(ExternalIdentity.normalize($0)) } ?? [] : []
-        let result = try await execute(user: user, known: known, reads: reads, context) { account, rows in
+        let result = try await execute(user: user, reads: reads, context) { account, rows in
             if code.purpose == .changeEmail, try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
                 throw AccountError.emailAlreadyInUse
             }
@@ -30,9 +33,12 @@ extension AccountService {
                   code.requiredAddress.map({ $0 == account.email.map(ExternalIdentity.normalize) }) ?? true else {
                 throw AccountError.invalidRequest("The account has no email address to send a code to.")
             }
-            return (try account.issueEmailCode(code.purpose, codeId: code.id, codeHash: code.hash, email: email, expiresAt: code.expiresAt), email)
+            let made = code.hash == nil ? EmailCodeFormat.make(for: account.id) : nil
+            let events = try account.issueEmailCode(
+                code.purpose, codeId: code.id, codeHash: code.hash ?? made?.hash ?? "", email: email, expiresAt: code.expiresAt)
+            return (events, (email, made))
         }
-        return (result.account, result.result)
+        return (result.account, result.result.0, result.result.1)
     }
 
     /// Records that the mail of a code could not be handed over (its own small command).
@@ -61,7 +67,9 @@ extension AccountService {
         let result = try await namingNoOne { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
             account, rows -> (events: [AccountEvent], result: Result<EmailCode, AccountError>) in
             if let caller, caller != account.id {
-                return ([.emailCodeRefused(.init(codeId: nil, presentedFor: presentedFor, reason: "other_user"))],
+                // Someone else's real code in a signed-in caller's hands is worth recording; a made-up one is not.
+                let stolen = account.emailCodes.values.first { $0.codeHash == codeHash }
+                return (stolen.map { [.emailCodeRefused(.init(codeId: $0.id, presentedFor: presentedFor, reason: "other_user"))] } ?? [],
                         .failure(.invalidCode(AccountError.unknownEmailCodeDetail)))
             }
             let (code, refusal) = account.checkEmailCode(codeHash, for: purposes, presentedFor: presentedFor, now: context.now)

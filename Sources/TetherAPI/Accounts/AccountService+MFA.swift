@@ -210,7 +210,7 @@ extension AccountService {
     /// up their sign-in codes.
     private func checkAllowance(of phoneNumber: String, userId: UUID, countsForTheNumber: Bool, now: Date) async throws {
         try await reserveSend(
-            .sms, to: countsForTheNumber ? [phoneNumber] : [], userId: userId, limit: UserAccount.smsPerUser,
+            .sms, to: countsForTheNumber ? [phoneNumber] : [], userId: userId, perAddress: UserAccount.smsPerUser, perUser: UserAccount.smsPerUser,
             window: UserAccount.smsWindow, now: now, refusal: "Too many SMS codes; wait before asking for another.")
     }
 

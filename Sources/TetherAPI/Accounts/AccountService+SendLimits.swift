@@ -7,37 +7,45 @@ import TetherProviders
 /// Limits on codes sent by SMS and by mail, counted in the short-lived `code_sends` rows.
 extension AccountService {
     /// Takes a place for one send of `channel` to each of `addresses` (numbers, email addresses, kept as
-    /// hashes) and for `userId`, or throws 429 `rate_limited` when one of them had `limit` sends in `window`.
+    /// hashes) and for `userId`, or throws 429 `rate_limited` when an address had `perAddress` sends in
+    /// `window`, or the user `perUser`.
     ///
-    /// A send takes its place before it is attempted, in one transaction under a lock per address and
-    /// per user: parallel requests cannot all pass, and a failing webhook cannot be hammered either.
+    /// One transaction in one round trip: under a lock per address and per user, expired places go,
+    /// the places are taken only while every window has room, and otherwise the wait until the fullest
+    /// one frees a place is answered. A send takes its place before it is attempted: parallel requests
+    /// cannot all pass, and a failing webhook cannot be hammered either.
     func reserveSend(
-        _ channel: WebhookDeliveryError.Channel, to addresses: [String], userId: UUID?, limit: Int, window: TimeInterval, now: Date,
-        refusal: String
+        _ channel: WebhookDeliveryError.Channel, to addresses: [String], userId: UUID?, perAddress: Int, perUser: Int,
+        window: TimeInterval, now: Date, refusal: String
     ) async throws {
         let hashes = addresses.map { DigestAlgorithm.sha256.hash(Array("tether \(channel.rawValue) address:\($0)".utf8)).hexString }
-        let oldest: Date? = try await database.withTransaction { connection in
-            let keys = hashes.map { "\(channel.rawValue)-address:" + $0 } + (userId.map { ["\(channel.rawValue)-user:" + $0.lowercasedText] } ?? [])
-            for key in keys.sorted() {
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))")
-            }
-            try await connection.query("DELETE FROM code_sends WHERE sent_at < now() - make_interval(secs => \(Int(window)))")
-            let filters: [PostgresQuery] = hashes.map { "address_hash = \($0)" } + (userId.map { ["user_id = \($0)"] } ?? [])
-            for filter in filters {
-                let rows = try await connection.query("""
-                    SELECT count(*)::int AS sent, min(sent_at) AS oldest FROM code_sends WHERE channel = \(channel.rawValue) AND \(filter)
-                    """)
-                if try rows[0].decode("sent", as: Int.self) >= limit {
-                    return try rows[0].decode("oldest", as: Date?.self) ?? now
-                }
-            }
-            // One row per address; the user is named on the first only, so that a send counts once for them.
-            for (index, hash) in (hashes.isEmpty ? [nil] : hashes.map(Optional.some)).enumerated() {
-                try await connection.query("""
-                    INSERT INTO code_sends (channel, address_hash, user_id) VALUES (\(channel.rawValue), \(hash), \(index == 0 ? userId : nil))
-                    """)
-            }
-            return nil
+        let keys = hashes.map { "\(channel.rawValue)-address:" + $0 } + (userId.map { ["\(channel.rawValue)-user:" + $0.lowercasedText] } ?? [])
+        let kind = channel.rawValue
+        // Each window's count, limit and oldest place: one row per address, and one for the user.
+        let windows: PostgresQuery = """
+            SELECT count(*) AS n, \(perAddress)::int AS cap, min(sent_at) AS oldest FROM code_sends
+            WHERE channel = \(kind) AND address_hash = ANY(\(PostgresArray(hashes))::text[]) GROUP BY address_hash
+            UNION ALL SELECT count(*), \(perUser)::int, min(sent_at) FROM code_sends WHERE channel = \(kind) AND user_id = \(userId)
+            """
+        // One row per address, the user named on the first only, so that a send counts once for them.
+        let places: PostgresQuery = hashes.isEmpty
+            ? "SELECT NULL::text AS address_hash, \(userId)::uuid AS user_id"
+            : """
+              SELECT h, CASE WHEN ord = 1 THEN \(userId)::uuid END FROM unnest(\(PostgresArray(hashes))::text[]) WITH ORDINALITY AS r (h, ord)
+              """
+        var statements: [PostgresQuery] = keys.sorted().map { "SELECT pg_advisory_xact_lock(hashtextextended(\($0), 0))" }
+        statements.append("DELETE FROM code_sends WHERE channel = \(kind) AND sent_at < now() - make_interval(secs => \(Int(window)))")
+        statements.append("""
+            INSERT INTO code_sends (channel, address_hash, user_id)
+            SELECT \(kind), places.* FROM (\(places)) AS places
+            WHERE NOT EXISTS (SELECT 1 FROM (\(windows)) AS w WHERE w.n >= w.cap)
+            RETURNING 1
+            """)
+        statements.append("SELECT max(oldest) AS oldest FROM (\(windows)) AS w WHERE w.n >= w.cap")
+        let oldest: Date? = try await database.withTransactionJob { [statements] transaction in
+            let rows = try transaction.runAlone(statements)
+            guard rows[rows.count - 2].isEmpty else { return nil }
+            return try rows[rows.count - 1].first?.decode("oldest", as: Date?.self) ?? now
         }
         guard let oldest else { return }
         let wait = oldest.addingTimeInterval(window).timeIntervalSince(now)

@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherPostgres
 import TetherProviders
 
 /// Password reset, email verification and email change, as every surface calls them: codes are
@@ -107,12 +108,12 @@ public struct EmailFlows: Sendable {
         let mail = try sender()
         let normalized = ExternalIdentity.normalize(email)
         try await accounts.reserveSend(
-            .mail, to: [normalized], userId: nil, limit: Self.mailsPerAddress, window: Self.mailWindow, now: request.context.now,
+            .mail, to: [normalized], userId: nil, perAddress: Self.mailsPerAddress, perUser: Self.mailsPerUser, window: Self.mailWindow,
+            now: request.context.now,
             refusal: "Too many mails to this address; wait before asking for another.")
         do {
-            let userId = try await owner(of: normalized)
-            let code = newCode(purpose, for: userId, lifetime: lifetime(of: purpose), request)
-            try await issueAndDeliver(code, to: userId, requiring: normalized, mail: mail, request)
+            let code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
+            try await issueAndDeliver(code, to: AccountService.resetOwner(of: normalized), requiring: normalized, mail: mail, request)
         } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest, .emailAlreadyVerified].contains(error.reason) {
             // No account (or none that could use it): nothing is sent, and only a caller who may know is told.
             if revealing { throw error }
@@ -127,7 +128,7 @@ public struct EmailFlows: Sendable {
         let mail = try sender()
         try await reserveUserSend(userId, request)
         let code = newCode(.verifyEmail, for: userId, lifetime: verificationLifetime, request)
-        try await issueAndDeliverReporting(code, to: userId, mail: mail, request)
+        try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
     }
 
     /// Mails the signed-in user's new address a code that moves the account to it (a recent sign-in is
@@ -139,7 +140,7 @@ public struct EmailFlows: Sendable {
         try await reserveUserSend(userId, request, address: ExternalIdentity.normalize(newEmail))
         var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)
         code.email = newEmail
-        try await issueAndDeliverReporting(code, to: userId, mail: mail, request)
+        try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
     }
 
     /// Issues a code of `purpose` for the user holding `email` and answers its link instead of mailing
@@ -148,11 +149,10 @@ public struct EmailFlows: Sendable {
         _ purpose: EmailCodePurpose, email: String, newEmail: String? = nil, _ request: Request
     ) async throws -> GeneratedLink {
         let normalized = ExternalIdentity.normalize(email)
-        let userId = try await owner(of: normalized)
-        var code = newCode(purpose, for: userId, lifetime: lifetime(of: purpose), request)
+        var code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
         code.email = newEmail
-        let (account, bound) = try await accounts.issue(code.issued(requiring: normalized), user: "\(userId)", context: request.context)
-        let message = try code.message(to: bound, links: self, request)
+        let (issued, bound, account) = try await issue(code, to: AccountService.resetOwner(of: normalized), requiring: normalized, request)
+        let message = try issued.message(to: bound, links: self, request)
         devOutbox?.keep(message, mailed: false)
         return GeneratedLink(code: message.code, link: message.link, email: account.email ?? bound)
     }
@@ -188,7 +188,7 @@ public struct EmailFlows: Sendable {
             var events = try account.confirmEmail(with: found, now: request.context.now)
             if found.purpose == .changeEmail, let old = account.email {
                 events += try account.issueEmailCode(
-                    .undoEmailChange, codeId: undo.id, codeHash: undo.hash, email: old, expiresAt: undo.expiresAt,
+                    .undoEmailChange, codeId: undo.id, codeHash: undo.secret?.hash ?? "", email: old, expiresAt: undo.expiresAt,
                     restoresVerified: account.isEmailVerified)
             }
             return events
@@ -215,22 +215,23 @@ public struct EmailFlows: Sendable {
 
     // MARK: Mechanics
 
-    /// A code about to be issued, with its secret.
+    /// A code about to be issued, with its secret once it is known (made beforehand for a known user,
+    /// or by the command for the user it finds).
     struct PendingCode: Sendable {
         var id: UUID
-        var code: String
-        var hash: String
+        var secret: (code: String, hash: String)?
         var purpose: EmailCodePurpose
         /// The address it goes to; nil for the user's current one.
         var email: String?
         var expiresAt: Date
 
         func issued(requiring address: String? = nil) -> AccountService.NewEmailCode {
-            .init(id: id, hash: hash, purpose: purpose, email: email, requiredAddress: address, expiresAt: expiresAt)
+            .init(id: id, hash: secret?.hash, purpose: purpose, email: email, requiredAddress: address, expiresAt: expiresAt)
         }
 
         func message(to address: String, links: EmailFlows, _ request: Request) throws -> MailMessage {
-            MailMessage(
+            let code = secret?.code ?? ""
+            return MailMessage(
                 to: address, template: .init(for: purpose), locale: request.locale,
                 link: try links.link(for: purpose, code: code, username: address, request), code: code, expiresAt: expiresAt)
         }
@@ -242,12 +243,12 @@ public struct EmailFlows: Sendable {
         var underlying: any Error
     }
 
-    private func newCode(_ purpose: EmailCodePurpose, for userId: UUID, lifetime: TimeInterval, _ request: Request) -> PendingCode {
-        let (code, hash) = EmailCodeFormat.make(for: userId)
+    /// A code of `purpose` lasting `lifetime`, its secret made now when its user is known.
+    private func newCode(_ purpose: EmailCodePurpose, for userId: UUID?, lifetime: TimeInterval, _ request: Request) -> PendingCode {
         let index = 20_000 + (EmailCodePurpose.allCases.firstIndex(of: purpose) ?? 0)
         return PendingCode(
-            id: AccountEventCodec.eventID(command: request.context.commandId, index: index), code: code, hash: hash, purpose: purpose,
-            email: nil, expiresAt: request.context.now.addingTimeInterval(lifetime))
+            id: AccountEventCodec.eventID(command: request.context.commandId, index: index), secret: userId.map(EmailCodeFormat.make),
+            purpose: purpose, email: nil, expiresAt: request.context.now.addingTimeInterval(lifetime))
     }
 
     private func lifetime(of purpose: EmailCodePurpose) -> TimeInterval {
@@ -265,32 +266,36 @@ public struct EmailFlows: Sendable {
 
     private func reserveUserSend(_ userId: UUID, _ request: Request, address: String? = nil) async throws {
         try await accounts.reserveSend(
-            .mail, to: address.map { [$0] } ?? [], userId: userId, limit: address == nil ? Self.mailsPerUser : Self.mailsPerAddress,
+            .mail, to: address.map { [$0] } ?? [], userId: userId, perAddress: Self.mailsPerAddress, perUser: Self.mailsPerUser,
             window: Self.mailWindow, now: request.context.now, refusal: "Too many mails; wait before asking for another.")
     }
 
-    /// Issues `code` to user `userId` (whose address must be `address`, when given), then mails it.
+    /// Issues `code` to the user `user` names (an SQL uuid expression; their address must be `address`,
+    /// when given): answers it with its secret, the address it is bound to, and the user after it.
+    private func issue(
+        _ code: PendingCode, to user: PostgresQuery, requiring address: String? = nil, _ request: Request
+    ) async throws -> (code: PendingCode, address: String, account: UserAccount) {
+        let (account, bound, made) = try await accounts.issue(code.issued(requiring: address), user: user, context: request.context)
+        var issued = code
+        if let made { issued.secret = made }
+        return (issued, bound, account)
+    }
+
+    /// Issues `code` to the user `user` names, then mails it.
     private func issueAndDeliver(
-        _ code: PendingCode, to userId: UUID, requiring address: String? = nil, mail: any MailSender, _ request: Request
+        _ code: PendingCode, to user: PostgresQuery, requiring address: String? = nil, mail: any MailSender, _ request: Request
     ) async throws {
-        let (_, bound) = try await accounts.issue(code.issued(requiring: address), user: "\(userId)", context: request.context)
-        try await deliver(code, to: bound, userId: userId, mail: mail, request)
+        let (issued, bound, account) = try await issue(code, to: user, requiring: address, request)
+        try await deliver(issued, to: bound, userId: account.id, mail: mail, request)
     }
 
     /// Like ``issueAndDeliver(_:to:requiring:mail:_:)`` for a signed-in user: a mail that could not go is 503 `mail_unavailable`.
-    private func issueAndDeliverReporting(_ code: PendingCode, to userId: UUID, mail: any MailSender, _ request: Request) async throws {
+    private func issueAndDeliverReporting(_ code: PendingCode, to user: PostgresQuery, mail: any MailSender, _ request: Request) async throws {
         do {
-            try await issueAndDeliver(code, to: userId, mail: mail, request)
+            try await issueAndDeliver(code, to: user, mail: mail, request)
         } catch let error as SendFailure {
             throw error.underlying
         }
-    }
-
-    /// The user a password reset (or an admin's link) for `normalized` is for; `not_found` when no one holds it.
-    private func owner(of normalized: String) async throws -> UUID {
-        let rows = try await accounts.database.query("SELECT (\(AccountService.resetOwner(of: normalized)))::uuid AS id")
-        guard let id: UUID = try rows.first?.decode("id", as: UUID?.self) else { throw AccountError.notFound }
-        return id
     }
 
     private func deliver(_ code: PendingCode, to address: String, userId: UUID, mail: any MailSender, _ request: Request) async throws {

@@ -47,12 +47,12 @@ extension AccountEvent {
 
     /// A code of the user was presented and refused; nothing else changed.
     public struct EmailCodeRefused: Codable, Sendable, Hashable {
-        /// Nil when the presented code matches none of the user's.
+        /// The code presented (nil only in events of earlier builds, which recorded codes that matched none).
         public var codeId: UUID?
         /// What the code was presented for.
         public var presentedFor: EmailCodePurpose
-        /// `unknown_code`, `used`, `expired`, `wrong_purpose`, `email_changed` (the account's address is no
-        /// longer the one the code was sent to), `other_user` (a signed-in caller presented someone else's code).
+        /// `used`, `expired`, `wrong_purpose`, `email_changed` (the account's address is no longer the one the
+        /// code was sent to), `other_user` (a signed-in caller presented someone else's code).
         public var reason: String
 
         public init(codeId: UUID?, presentedFor: EmailCodePurpose, reason: String) {
@@ -130,8 +130,10 @@ extension UserAccount {
             (nil, ([.emailCodeRefused(.init(codeId: code?.id, presentedFor: presentedFor, reason: reason))], error))
         }
         guard exists else { return (nil, ([], .invalidCode(AccountError.unknownEmailCodeDetail))) }
+        // A code that matches none says nothing about this account's codes, and is not recorded: anyone who
+        // knows a user's id could otherwise fill their history with made-up codes.
         guard let code = emailCodes.values.first(where: { $0.codeHash == codeHash }) else {
-            return refuse(nil, "unknown_code", .invalidCode(AccountError.unknownEmailCodeDetail))
+            return (nil, ([], .invalidCode(AccountError.unknownEmailCodeDetail)))
         }
         if code.isUsed { return refuse(code, "used", .invalidCode("This code was already used.")) }
         guard purposes.contains(code.purpose) else {
