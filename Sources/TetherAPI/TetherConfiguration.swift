@@ -79,6 +79,10 @@ public struct TetherConfiguration: Sendable {
     public var passwordResetCodeLifetime: TimeInterval
     /// `TETHER_EMAIL_VERIFICATION_CODE_TTL`: how long a verification or email-change code lasts.
     public var emailVerificationCodeLifetime: TimeInterval
+    /// `TETHER_WEBHOOK_ALLOW_HTTP`: webhook targets may be plain `http`.
+    public var webhookAllowsHTTP: Bool
+    /// `TETHER_WEBHOOK_ALLOWED_HOSTS`: hosts webhooks may reach although they resolve to private addresses.
+    public var webhookAllowedHosts: Set<String>
     /// `TETHER_LOG_LEVEL`.
     public var logLevel: Logger.Level
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
@@ -121,6 +125,8 @@ public struct TetherConfiguration: Sendable {
          "HMAC-SHA256 key of the mail webhook's X-Tether-Signature header, at least 16 characters"),
         ("TETHER_PASSWORD_RESET_CODE_TTL", "1h", "how long a password reset code lasts (a span: 30m, 1h)"),
         ("TETHER_EMAIL_VERIFICATION_CODE_TTL", "3d", "how long an email verification or email change code lasts"),
+        ("TETHER_WEBHOOK_ALLOW_HTTP", "0", "1 lets webhook targets be plain http (https only otherwise; tether dev allows http)"),
+        ("TETHER_WEBHOOK_ALLOWED_HOSTS", "none", "comma list of hosts webhooks may reach although they resolve to private or local addresses"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
@@ -209,6 +215,13 @@ public struct TetherConfiguration: Sendable {
             }
             return span
         }
+        switch value("TETHER_WEBHOOK_ALLOW_HTTP") ?? "0" {
+        case "1", "true", "on": webhookAllowsHTTP = true
+        case "0", "false", "off": webhookAllowsHTTP = false
+        case let other: throw Invalid("TETHER_WEBHOOK_ALLOW_HTTP", "expected 1 or 0, got \"\(other)\"")
+        }
+        webhookAllowedHosts = Set((value("TETHER_WEBHOOK_ALLOWED_HOSTS") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
         passwordResetCodeLifetime = try lifetime("TETHER_PASSWORD_RESET_CODE_TTL", UserAccount.defaultPasswordResetCodeLifetime)
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         schemaDirectory = value("TETHER_SCHEMA_DIR")

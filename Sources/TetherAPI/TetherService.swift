@@ -29,6 +29,8 @@ public final class TetherService: Sendable {
     public let firebaseIDTokens: FirebaseIDTokens?
     /// Counters and histograms served at `GET /metrics`.
     public let metrics: MetricsRegistry
+    /// Delivers webhook subscriptions while the server runs.
+    public let webhooks: WebhookDeliverer
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
@@ -43,7 +45,8 @@ public final class TetherService: Sendable {
     public init(
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
-        sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false
+        sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false,
+        webhookDelivery: WebhookDeliverer.Configuration = WebhookDeliverer.Configuration()
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -99,14 +102,20 @@ public final class TetherService: Sendable {
             firebaseIDTokens = nil
         }
         metrics = MetricsRegistry()
+        let webhooks = WebhookStore(database: database, policy: WebhookTargetPolicy(
+            allowsHTTP: configuration.webhookAllowsHTTP || development, allowedHosts: configuration.webhookAllowedHosts,
+            allowsLoopback: development))
+        self.webhooks = WebhookDeliverer(webhooks: webhooks, configuration: webhookDelivery, metrics: metrics, logger: logger)
         AdminRoutes(
             keys: adminKeys, directory: AdminUserDirectory(database: database),
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
-            accounts: accounts
+            accounts: accounts, webhooks: webhooks
         ).register(on: &router)
         AdminPage().register(on: &router)
         ActionPages(flows: emailFlows).register(on: &router)
-        MetricsRoutes(registry: metrics, collectors: [ReplayMetrics(database: database)] + metricsCollectors).register(on: &router)
+        MetricsRoutes(
+            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database)] + metricsCollectors
+        ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
         }
@@ -125,12 +134,14 @@ public final class TetherService: Sendable {
     /// Starts listening; throws with the address when the port cannot be bound.
     public func start() throws {
         try server.start() // the server logs "listening" with its address
+        webhooks.start()
     }
 
     /// Stops accepting, lets in-flight requests finish, then closes the pool.
     public func stop() async {
         logger.info("shutting down")
         await server.shutdown() // logs "stopped" once requests in flight have finished
+        await webhooks.stop()
         database.shutdown()
     }
 }

@@ -22,7 +22,7 @@ public enum AdminKeyProjection {
             try await connection.query("""
                 UPDATE admin_keys SET revoked_at = \(at)::timestamptz WHERE id = \(payload.keyId) AND revoked_at IS NULL
                 """)
-        case .userViewed, .usersSearched, .historyViewed, .actionRequested:
+        case .userViewed, .usersSearched, .historyViewed, .actionRequested, .eventsRead:
             break
         }
     }

@@ -261,6 +261,73 @@ public struct PostgresEventStore: Sendable {
         return try await decode(rows) { try await client.query($0) }
     }
 
+    /// A page of the log for a reader that follows it (the event feed, webhooks): events of `types`
+    /// (of `userId`'s, when given) after `checkpoint` in `(tx, position)` order, and the checkpoint to
+    /// read on from.
+    ///
+    /// Gap-safe: only transactions below ``followingHorizon()`` are read, so an event whose transaction
+    /// is still open comes on a later page, never skipped. When the page is not full, every event below
+    /// that horizon has been looked at, so the checkpoint moves to the last of them (matched or not)
+    /// and the next page does not scan them again.
+    public func follow(
+        after checkpoint: LogCheckpoint, types: [String], userId: UUID?, limit: Int
+    ) async throws -> (events: [RecordedEvent], next: LogCheckpoint) {
+        let horizon = try await followingHorizon()
+        let after: PostgresQuery = """
+            (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint) AND tx < \(horizon)::xid8
+            """
+        let user: PostgresQuery = userId.map { "AND user_id = \($0)" } ?? ""
+        let rows = try await client.query("""
+            SELECT \(unsafeSQL: Self.columns) FROM events
+            WHERE \(after) AND type = ANY(\(PostgresArray(types))::text[]) \(user)
+            ORDER BY tx, position LIMIT \(limit)
+            """)
+        let events = try await decode(rows) { try await client.query($0) }
+        if let last = events.last, events.count == limit {
+            return (events, LogCheckpoint(transactionId: last.transactionId, position: last.position))
+        }
+        let end = try await client.query("SELECT tx, position FROM events WHERE \(after) ORDER BY tx DESC, position DESC LIMIT 1")
+        guard let row = end.first else { return (events, checkpoint) }
+        return (events, LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
+    }
+
+    /// The checkpoint after every event below ``followingHorizon()``: where a reader that wants only what
+    /// happens from now on starts.
+    public func followingCheckpoint() async throws -> LogCheckpoint {
+        let horizon = try await followingHorizon()
+        let rows = try await client.query("""
+            SELECT tx, position FROM events WHERE tx < \(horizon)::xid8 ORDER BY tx DESC, position DESC LIMIT 1
+            """)
+        guard let row = rows.first else { return .start }
+        return LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position"))
+    }
+
+    /// The oldest transaction that may still commit an event of this database: every event with a
+    /// smaller `tx` that will ever be visible is visible now.
+    ///
+    /// Unlike the snapshot's `xmin`, which is the oldest writer of the whole cluster, it counts only
+    /// writers of this database, so a long transaction in another database of the same server does not
+    /// hold followers back. The snapshot is taken first; the writers of this database are read after
+    /// it (`pg_stat_activity`, whose `backend_xid` every role may see, and `pg_prepared_xacts`): any of
+    /// the snapshot's running transactions still running then shows there with its database, and any
+    /// that has ended since has committed or aborted, which a later read sees.
+    public func followingHorizon() async throws -> UInt64 {
+        let snapshot = try await client.query("""
+            SELECT pg_snapshot_xmax(s)::text AS xmax, array_to_string(ARRAY(SELECT pg_snapshot_xip(s)), ',') AS running
+            FROM (SELECT pg_current_snapshot() AS s) AS q
+            """)[0]
+        let xmax: UInt64 = try snapshot.decode("xmax")
+        let running = try snapshot.decode("running", as: String.self).split(separator: ",").compactMap { UInt64($0) }
+        guard !running.isEmpty else { return xmax }
+        let writers = try await client.query("""
+            SELECT backend_xid::text AS xid FROM pg_stat_activity WHERE datname = current_database() AND backend_xid IS NOT NULL
+            UNION ALL SELECT transaction::text FROM pg_prepared_xacts WHERE database = current_database()
+            """)
+        // `backend_xid` is the 32-bit xid: a running transaction's xid8 is the one whose low 32 bits match.
+        let here = Set(try writers.compactMap { UInt32(try $0.decode("xid", as: String.self)) })
+        return running.filter { here.contains(UInt32(truncatingIfNeeded: $0)) }.min() ?? xmax
+    }
+
     /// How far a reader of the whole log may go.
     public enum LogHorizon: Sendable {
         /// Only transactions older than the oldest one still running: safe while others write.

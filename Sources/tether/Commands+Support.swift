@@ -140,7 +140,7 @@ extension Commands {
     }
 
     /// Runs `body` with a pool on TETHER_DATABASE_URL, and turns a missing table into advice.
-    private static func withDatabase(
+    static func withDatabase(
         _ options: Arguments, for command: String, _ body: (PostgresClient) async throws -> Void
     ) async throws {
         let configuration = try loadConfiguration(options)
@@ -173,7 +173,7 @@ extension Commands {
         }
     }
 
-    private static func jsonText(_ value: some Encodable) throws -> String {
+    static func jsonText(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return String(decoding: try encoder.encode(value), as: UTF8.self)

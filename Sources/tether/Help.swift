@@ -18,6 +18,8 @@ enum Help {
           postgres   start or stop a private PostgreSQL cluster (used by make test)
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
+          webhooks   create, list, disable, enable, delete, rotate-secret or replay the
+                     subscriptions that push the public event feed to backends
           sweep      erase anonymous users nobody has used for a while
           firebase   service-account create, list or revoke: keys firebase-admin signs custom tokens with
           help       show this text, or `tether help COMMAND`
@@ -174,6 +176,32 @@ enum Help {
         revoke   stops the key with this id at once (revoking a revoked key changes nothing)
         """
 
+    static let webhooks = """
+        Usage: tether webhooks create --url URL [--events user.*,identity.linked] [--from now|start|CURSOR] [--no-personal]
+               tether webhooks list [--json]
+               tether webhooks disable|enable|delete|rotate-secret ID
+               tether webhooks replay ID --from start|CURSOR
+               (each takes --config FILE)
+
+        Subscriptions that push the public event feed (GET /v1/admin/events) to a backend:
+        each is a reader of the log with its own position, delivered by the running server
+        (tether serve or dev) at least once, in log order, signed per Standard Webhooks
+        (webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC-SHA256>). Reads
+        and writes TETHER_DATABASE_URL.
+
+        create         --url must be https (TETHER_WEBHOOK_ALLOW_HTTP=1 allows http) and may not
+                       resolve to a private or local address unless its host is listed in
+                       TETHER_WEBHOOK_ALLOWED_HOSTS. --events takes public types or prefixes
+                       (default *). --from: now (default), start, or a cursor. --no-personal
+                       leaves addresses, names and uids out. Prints the signing secret whsec_…
+                       alone on the last line, this once.
+        list           every subscription: status (active, disabled, failing), cursor, attempts
+        disable/enable stops or restarts delivery; enable forgets the failures
+        delete         removes the subscription and its delivery records
+        rotate-secret  a new secret; the old one signs too for 24 hours
+        replay         delivers again every event after --from
+        """
+
     static let sweep = """
         Usage: tether sweep anonymous --inactive-for SPAN [--dry-run] [--config FILE]
 
@@ -214,6 +242,7 @@ enum Help {
         case "postgres": postgres
         case "history": history
         case "admin-keys": adminKeys
+        case "webhooks": webhooks
         case "sweep": sweep
         case "firebase": firebase
         case "help": overview

@@ -40,7 +40,7 @@ struct RunningService: Sendable {
     /// suites test the flows, not the work factor.
     static func start(
         databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
-        metricsCollectors: [any MetricsCollector] = []
+        metricsCollectors: [any MetricsCollector] = [], webhookDelivery: WebhookDeliverer.Configuration = RunningService.fastWebhooks
     ) async throws -> RunningService {
         let idp = devIdP ? try DevIdPServer.start() : nil
         var configuration = idp?.configuration ?? [:]
@@ -52,7 +52,7 @@ struct RunningService: Sendable {
                 logger: Logger(sink: .discarding),
                 passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
                 sms: sms ?? idp?.devIdP.smsOutbox, mail: mail ?? idp?.devIdP.mailOutbox, metricsCollectors: metricsCollectors,
-                development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil)
+                development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil, webhookDelivery: webhookDelivery)
             try service.start()
             return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)
         } catch {
@@ -60,6 +60,16 @@ struct RunningService: Sendable {
             throw error
         }
     }
+
+    /// Webhook delivery as tests want it: looking for work every 50 ms, retrying after 50 ms.
+    static let fastWebhooks: WebhookDeliverer.Configuration = {
+        var configuration = WebhookDeliverer.Configuration()
+        configuration.pollInterval = .milliseconds(50)
+        configuration.initialBackoff = 0.05
+        configuration.maximumBackoff = 0.2
+        configuration.timeout = 5
+        return configuration
+    }()
 
     func stop() async {
         await client.close()

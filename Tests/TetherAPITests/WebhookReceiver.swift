@@ -20,7 +20,7 @@ final class WebhookReceiver: Sendable {
     }
 
     private final class State: Sendable {
-        let mutex = Mutex<(isUp: Bool, received: [Received])>((true, []))
+        let mutex = Mutex<(isUp: Bool, received: [Received], answer: Int, delay: Duration)>((true, [], 204, .zero))
     }
     private let state = State()
     private let server: HTTPServer
@@ -30,11 +30,13 @@ final class WebhookReceiver: Sendable {
         let state = self.state
         var router = Router()
         router.post("/hook") { request in
-            let isUp = state.mutex.withLock { current in
+            let delay = state.mutex.withLock { $0.delay }
+            if delay > .zero { try await Task.sleep(for: delay) }
+            let (isUp, answer) = state.mutex.withLock { current in
                 if current.isUp { current.received.append(Received(body: request.body, headers: request.headers)) }
-                return current.isUp
+                return (current.isUp, current.answer)
             }
-            return isUp ? .noContent() : HTTPResponse(status: 503)
+            return HTTPResponse(status: isUp ? answer : 503)
         }
         server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, log: .discarding), router: router)
         try server.start()
@@ -44,6 +46,18 @@ final class WebhookReceiver: Sendable {
     var isUp: Bool {
         get { state.mutex.withLock { $0.isUp } }
         set { state.mutex.withLock { $0.isUp = newValue } }
+    }
+
+    /// The status it answers while up (204 unless told otherwise).
+    var answer: Int {
+        get { state.mutex.withLock { $0.answer } }
+        set { state.mutex.withLock { $0.answer = newValue } }
+    }
+
+    /// How long it takes before answering.
+    var delay: Duration {
+        get { state.mutex.withLock { $0.delay } }
+        set { state.mutex.withLock { $0.delay = newValue } }
     }
 
     /// Every request taken, oldest first.

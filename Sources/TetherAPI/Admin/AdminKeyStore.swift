@@ -89,7 +89,7 @@ public struct AdminKeyStore: Sendable {
         let stream = StreamName.adminKey(keyId)
         let newEvent = try AdminEventCodec.encode(event)
         let projectsNothing = switch event {
-        case .userViewed, .usersSearched, .historyViewed, .actionRequested: true
+        case .userViewed, .usersSearched, .historyViewed, .actionRequested, .eventsRead: true
         case .keyCreated, .keyRevoked: false
         }
         var attempt = 0

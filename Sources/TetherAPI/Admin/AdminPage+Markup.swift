@@ -51,6 +51,10 @@ extension AdminPage {
               <button type="button" id="more-results" hidden>More results</button>
             </section>
             <article id="user" class="card" hidden></article>
+            <section id="webhooks" class="card" hidden>
+              <h2>Webhooks</h2>
+              <ul id="webhook-list" class="webhooks"></ul>
+            </section>
           </section>
           <section class="detail">
             <div id="placeholder" class="card placeholder">
@@ -125,6 +129,9 @@ extension AdminPage {
         .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.1rem;
           box-shadow: 0 1px 2px rgba(16, 24, 40, 0.04); }
         .muted, .hint { color: var(--muted); }
+        .webhooks { list-style: none; margin: 0; padding: 0; }
+        .webhook { padding: .25rem 0; overflow-wrap: anywhere; }
+        .webhook.failing strong, .webhook.disabled strong { color: #a4161a; }
         .hint { font-size: 0.85rem; margin: 0.5rem 0 0; }
 
         .sign-in-view { display: flex; justify-content: center; padding: 3rem 1rem; }

@@ -193,11 +193,12 @@ extension AdminPage {
             state.generation += 1;
             Object.assign(state, {
               readOnly: false, search: null, results: [], resultsNext: null, userId: null, detail: null,
-              events: [], nextAfter: null, pending: null, busy: false,
+              events: [], nextAfter: null, pending: null, busy: false, webhooksAsked: false,
             });
             $("query").value = "";
             $("results").hidden = true;
             fill($("result-list"), );
+            $("webhooks").hidden = true;
             showUser(false);
             render();
             show(typeof message === "string" ? message : "Signed out.", typeof message === "string" ? "error" : "ok");
@@ -246,6 +247,7 @@ extension AdminPage {
               state.resultsNext = page.nextAfter;
               show("");
               renderResults();
+              if (!state.webhooksAsked) loadWebhooks(); // once, after the key has proved itself
             } catch (error) {
               if (error.status !== 401) show(error.message, "error");
             }
@@ -500,6 +502,28 @@ extension AdminPage {
             $("load-more").hidden = state.nextAfter === null;
           }
 
+          // MARK: Webhooks
+
+          /// With an admin key, the webhook subscriptions that need someone: the failing and disabled ones.
+          async function loadWebhooks() {
+            state.webhooksAsked = true;
+            let body;
+            try {
+              body = await api("/v1/admin/webhooks");
+            } catch (_) {
+              $("webhooks").hidden = true; // a support key may not see them
+              return;
+            }
+            const hooks = body.webhooks || [];
+            $("webhooks").hidden = hooks.length === 0;
+            const troubled = hooks.filter((hook) => hook.status !== "active");
+            fill($("webhook-list"),
+              troubled.map((hook) => el("li", { class: "webhook " + hook.status, "data-webhook-id": hook.id },
+                el("strong", {}, hook.status), " ", hook.url,
+                hook.statusReason ? el("span", { class: "hint" }, " — " + hook.statusReason) : null)),
+              troubled.length === 0 ? el("li", { class: "hint" }, hooks.length + " delivering, none failing") : null);
+          }
+
           // MARK: Start
 
           function start() {
@@ -510,6 +534,7 @@ extension AdminPage {
             $("load-more").addEventListener("click", () => loadHistory(state.generation));
             $("order").addEventListener("change", renderTimeline);
             render();
+            if (sessionStorage.getItem(KEY_ITEM)) loadWebhooks();
             (sessionStorage.getItem(KEY_ITEM) ? $("query") : $("key")).focus();
           }
 

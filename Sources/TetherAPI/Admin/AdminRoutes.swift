@@ -34,8 +34,15 @@ public struct AdminRoutes: Sendable {
     let directory: AdminUserDirectory
     let history: UserHistory
     let accounts: AccountService
+    let feed: EventFeed
+    /// The webhook subscriptions, when this server delivers them.
+    let webhooks: WebhookStore?
 
-    public init(keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService) {
+    public init(
+        keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService, webhooks: WebhookStore? = nil
+    ) {
+        self.feed = EventFeed(store: accounts.store)
+        self.webhooks = webhooks
         self.keys = keys
         self.directory = directory
         self.history = history
@@ -47,6 +54,8 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/users") { request in try await search(request) }
         router.get("/v1/admin/users/{id}") { request in try await detail(request) }
         router.get("/v1/admin/users/{id}/history") { request in try await userHistory(request) }
+        router.get("/v1/admin/events") { request in try await events(request) }
+        if let webhooks { registerWebhooks(on: &router, webhooks: webhooks) }
         let idempotency = IdempotentRequests(database: directory.database)
         // A retry with the same Idempotency-Key gets the first answer and records nothing new;
         // the key is checked first, so no answer is kept for a request without a live key.
@@ -125,6 +134,46 @@ public struct AdminRoutes: Sendable {
         }
     }
 
+    /// A page of the public event feed. Admin keys see personal members; support keys the rest.
+    private func events(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let raw = request.query
+        let named = raw["userId"].flatMap(UUID.init(uuidString:))
+        let failure = { (status: Int) in
+            AdminEvent.eventsRead(.init(userId: named, after: raw["after"], types: nil, returned: nil, status: status))
+        }
+        return try await audited(request, requires: .support, failure: failure) { metadata, key in
+            let query = try AdminQuery(request, accepting: ["after", "limit", "type", "userId", "wait"])
+            let after = try query["after"].map { text throws(AdminError) in
+                guard let cursor = EventFeed.Cursor(parsing: text) else {
+                    throw .invalidRequest("after takes the nextAfter of an earlier page (or 0 for the start), not '\(text)'.")
+                }
+                return cursor
+            } ?? EventFeed.Cursor(.start)
+            let limit = try query.limit(standard: 100, maximum: EventFeed.maxPageSize)
+            let types = query["type"].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            guard let internalTypes = EventFeed.internalTypes(for: types) else {
+                throw AdminError.invalidRequest("type takes a comma list of \(PublicEvent.types.joined(separator: ", ")).")
+            }
+            let userId = try query.userID("userId")
+            let wait = try query["wait"].map { text throws(AdminError) in
+                guard let seconds = Int(text), (0...30).contains(seconds) else { throw .invalidRequest("wait takes 0 to 30 seconds, not '\(text)'.") }
+                return Duration.seconds(seconds)
+            } ?? .zero
+            let page = try await feed.page(
+                after: after, types: internalTypes, userId: userId, limit: limit, personal: key.role == .admin, wait: wait)
+            let record = AdminEvent.eventsRead(.init(
+                userId: userId, after: after.description, types: types, returned: page.events.count, status: 200))
+            do {
+                try await keys.record(record, keyId: key.id, metadata: metadata)
+            } catch {
+                throw Recorded(error: error)
+            }
+            return try HTTPResponse.json([
+                "events": .array(page.events), "nextAfter": .string(page.next.description), "version": .int(PublicEvent.version),
+            ] as JSONValue)
+        }
+    }
+
     private struct ActionBody: Decodable {
         var reason: String?
     }
@@ -162,7 +211,7 @@ public struct AdminRoutes: Sendable {
     /// `body` answers with the response and the event that records it; a thrown
     /// error is recorded through `failure` with the status it is answered with.
     /// When that record cannot be written either, the original error is answered.
-    private func audited(
+    func audited(
         _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
         _ body: (EventMetadata) async throws -> (HTTPResponse, AdminEvent)
     ) async throws -> HTTPResponse {
@@ -178,13 +227,13 @@ public struct AdminRoutes: Sendable {
     }
 
     /// An error the request's record has already been written for (or failed with): not recorded again.
-    private struct Recorded: Error {
+    struct Recorded: Error {
         let error: any Error
     }
 
     /// Runs `body` for the request's admin key, which must have `role`; `body` writes the request's
     /// record itself. Anything else it throws is recorded as `failure` with the error's status.
-    private func audited(
+    func audited(
         _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
         recordingItself body: (EventMetadata, AdminKey) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {

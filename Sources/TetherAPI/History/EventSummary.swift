@@ -60,6 +60,9 @@ public struct EventSummary: Sendable, Hashable {
             let after = payload.text("after").map { " after position \($0)" } ?? ""
             text = payload.statusNote.isEmpty
                 ? "viewed the history (\(payload["returned"]) events\(after))" : "asked for the history" + payload.statusNote
+        case "AdminEventsRead":
+            text = payload.statusNote.isEmpty
+                ? "read the event feed (\(payload["returned"]) events after \(payload.text("after") ?? "0"))" : "asked for the event feed" + payload.statusNote
         case "AdminActionRequested":
             text = "asked to \(payload["action"])" + (payload.text("reason").map { ": \($0)" } ?? "") + payload.statusNote
         case "AdminUsersSearched":

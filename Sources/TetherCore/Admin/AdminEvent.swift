@@ -13,6 +13,7 @@ public enum AdminEvent: Sendable, Hashable {
     case usersSearched(UsersSearched)
     case historyViewed(HistoryViewed)
     case actionRequested(ActionRequested)
+    case eventsRead(EventsRead)
 
     /// An admin key came into being (`tether admin-keys create`); only its hash is kept.
     public struct KeyCreated: Codable, Sendable, Hashable {
@@ -118,6 +119,26 @@ public enum AdminEvent: Sendable, Hashable {
         }
     }
 
+    /// `GET /v1/admin/events`: a page of the public event feed.
+    public struct EventsRead: Codable, Sendable, Hashable {
+        /// The user the feed was filtered to, if any.
+        public var userId: UUID?
+        /// The cursor read after.
+        public var after: String?
+        public var types: [String]?
+        /// How many events the page held.
+        public var returned: Int?
+        public var status: Int
+
+        public init(userId: UUID?, after: String?, types: [String]?, returned: Int?, status: Int) {
+            self.userId = userId
+            self.after = after
+            self.types = types
+            self.returned = returned
+            self.status = status
+        }
+    }
+
     /// The stored event type name.
     public var type: String {
         switch self {
@@ -127,6 +148,7 @@ public enum AdminEvent: Sendable, Hashable {
         case .usersSearched: "AdminUsersSearched"
         case .historyViewed: "AdminHistoryViewed"
         case .actionRequested: "AdminActionRequested"
+        case .eventsRead: "AdminEventsRead"
         }
     }
 
@@ -137,6 +159,7 @@ public enum AdminEvent: Sendable, Hashable {
         case .userViewed(let payload): payload.userId
         case .historyViewed(let payload): payload.userId
         case .actionRequested(let payload): payload.userId
+        case .eventsRead(let payload): payload.userId
         }
     }
 }
@@ -159,6 +182,7 @@ public enum AdminEventCodec {
         case .usersSearched(let payload): data = try encoder.encode(payload)
         case .historyViewed(let payload): data = try encoder.encode(payload)
         case .actionRequested(let payload): data = try encoder.encode(payload)
+        case .eventsRead(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: event.userId)
     }
@@ -174,6 +198,7 @@ public enum AdminEventCodec {
         case "AdminUsersSearched": return .usersSearched(try decoder.decode(AdminEvent.UsersSearched.self, from: data))
         case "AdminHistoryViewed": return .historyViewed(try decoder.decode(AdminEvent.HistoryViewed.self, from: data))
         case "AdminActionRequested": return .actionRequested(try decoder.decode(AdminEvent.ActionRequested.self, from: data))
+        case "AdminEventsRead": return .eventsRead(try decoder.decode(AdminEvent.EventsRead.self, from: data))
         default: return nil
         }
     }

@@ -151,6 +151,28 @@ struct AdminPageBrowserTests {
     }
 
     @Test(.timeLimit(.minutes(2)))
+    func anAdminKeySeesAFailingWebhookAndASupportKeyDoesNot() async throws {
+        try await withScenario { scenario in
+            let store = WebhookStore(database: scenario.owner, policy: WebhookTargetPolicy(allowsHTTP: true, allowedHosts: ["127.0.0.1"]))
+            let (made, _) = try await store.create(url: "http://127.0.0.1:9/hooks/backend", eventTypes: ["user.*"])
+            try await scenario.owner.query("""
+                UPDATE webhook_subscriptions SET status = 'failing', status_reason = 'deliveries failed for longer than the retry period'
+                WHERE id = \(made.id)
+                """)
+            try await scenario.signInAndSearch(key: try await scenario.key(.admin), "ada@example.com")
+            try await scenario.page.waitUntil("document.querySelector('#webhook-list .webhook.failing') !== null", "the failing webhook")
+            let line = try #require(try await scenario.texts("#webhook-list .webhook").first)
+            #expect(line.contains("failing") && line.contains("http://127.0.0.1:9/hooks/backend") && line.contains("retry period"))
+            #expect(try await scenario.trouble() == [])
+
+            try await scenario.page.click("#sign-out")
+            try await scenario.signInAndSearch(key: try await scenario.key(.support), "ada@example.com")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await scenario.page.evaluate("document.getElementById('webhooks').hidden") == .bool(true), "support keys see no webhooks")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
     func anAdminKeyDisablesAUserBehindAConfirmationAndMarkupInANameStaysText() async throws {
         try await withScenario { scenario in
             let page = scenario.page

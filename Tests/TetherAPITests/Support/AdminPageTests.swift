@@ -68,7 +68,7 @@ struct AdminPageTests {
             #expect(script.contains("sessionStorage.setItem(KEY_ITEM, key)"))
             #expect(script.contains("credentials: \"omit\""), "no cookie goes with the API calls")
             // The only URLs the script builds are the API's, and the key is never one of their parts.
-            #expect(Self.matches(#"api\("[^"]*"#, in: script).allSatisfy { $0.hasPrefix("api(\"/v1/admin/users") })
+            #expect(Self.matches(#"api\("[^"]*"#, in: script).allSatisfy { $0.hasPrefix("api(\"/v1/admin/users") || $0 == "api(\"/v1/admin/webhooks" })
             #expect(!script.contains("?key=") && !script.contains("&key="))
         }
     }

@@ -1,0 +1,217 @@
+import Foundation
+import Synchronization
+import TetherCore
+import TetherHTTP
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+
+/// Delivers webhook subscriptions, off the command path: a loop per Tether instance takes a lease on
+/// one due subscription at a time, reads the log after its cursor through the ``EventFeed``, and posts
+/// each matching public event, signed (``WebhookSignature``), in log order.
+///
+/// The cursor moves past an event only after a 2xx answer, in the same statement that checks the
+/// lease is still this instance's: a restart repeats at most the event in flight, and two instances
+/// never deliver one subscription at once. A failure is retried with exponential backoff and jitter;
+/// after ``Configuration/failAfter`` of failures the subscription is marked `failing` and waits for an
+/// admin. A 410 answer disables it. Every attempt is recorded in `webhook_deliveries`.
+public final class WebhookDeliverer: Sendable {
+    public struct Configuration: Sendable {
+        /// How often an idle instance looks for due subscriptions.
+        public var pollInterval: Duration = .seconds(1)
+        /// How long a lease lasts; renewed before every event.
+        public var leaseSeconds = 30
+        /// Seconds an attempt may take, answer included.
+        public var timeout: TimeInterval = 10
+        /// The wait after the first failure; it doubles with each further one, up to ``maximumBackoff``.
+        public var initialBackoff: TimeInterval = 5
+        public var maximumBackoff: TimeInterval = 60 * 60
+        /// How long an event may keep failing before the subscription is marked `failing`.
+        public var failAfter: TimeInterval = 3 * 24 * 60 * 60
+        /// Events read per page.
+        public var batch = 50
+
+        public init() {}
+    }
+
+    let webhooks: WebhookStore
+    let feed: EventFeed
+    let configuration: Configuration
+    let httpClient: any ProviderHTTPClient
+    let logger: Logger
+    let deliveries: Counter
+    /// This instance's name in leases.
+    let instance = UUID()
+    private let loop = Mutex<Task<Void, Never>?>(nil)
+
+    public init(
+        webhooks: WebhookStore, configuration: Configuration = Configuration(), httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        metrics: MetricsRegistry, logger: Logger
+    ) {
+        self.webhooks = webhooks
+        self.feed = EventFeed(store: webhooks.store, pollInterval: configuration.pollInterval)
+        self.configuration = configuration
+        self.httpClient = httpClient
+        self.logger = logger
+        self.deliveries = metrics.counter(
+            "tether_webhook_deliveries_total", help: "Webhook delivery attempts, by result: 2xx, 4xx, 5xx, 410 or error.",
+            labels: ["result"])
+    }
+
+    /// Starts the loop (once).
+    public func start() {
+        loop.withLock { task in
+            guard task == nil else { return }
+            task = Task { [self] in await run() }
+        }
+    }
+
+    /// Stops the loop after the attempt in flight, and gives this instance's leases back.
+    public func stop() async {
+        let task = loop.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        await task?.value
+        _ = try? await webhooks.database.query("UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = \(instance)")
+    }
+
+    private func run() async {
+        while !Task.isCancelled {
+            let worked: Bool
+            do {
+                worked = try await deliverOnce()
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warn("webhook delivery loop failed; retrying", [("error", String(describing: error))])
+                worked = false
+            }
+            if !worked {
+                do { try await Task.sleep(for: configuration.pollInterval) } catch { return }
+            }
+        }
+    }
+
+    /// Takes one due subscription and delivers what it can; answers whether it found one to work on.
+    func deliverOnce() async throws -> Bool {
+        guard let subscription = try await claim() else { return false }
+        do {
+            let worked = try await deliver(subscription)
+            try await release(subscription.id)
+            return worked
+        } catch {
+            try? await release(subscription.id)
+            throw error
+        }
+    }
+
+    /// Delivers the leased `subscription`'s next page of events, in order, until one fails.
+    private func deliver(_ subscription: WebhookSubscription) async throws -> Bool {
+        let types = EventFeed.internalTypes(for: subscription.eventTypes) ?? []
+        let page = try await feed.page(
+            after: subscription.cursor, types: types, userId: nil, limit: configuration.batch, personal: subscription.personal)
+        for item in page.items {
+            try Task.checkCancellation()
+            guard try await renewLease(subscription.id) else { return true }
+            guard try await deliver(item, of: subscription) else { return true }
+        }
+        // Every event of the page went: the cursor moves on past what the page looked at (events no one subscribed to).
+        try await webhooks.database.query("""
+            UPDATE webhook_subscriptions SET cursor_tx = \(page.next.checkpoint.transactionId)::xid8, cursor_position = \(page.next.checkpoint.position),
+                next_attempt_at = now() + make_interval(secs => \(page.items.isEmpty ? Self.seconds(configuration.pollInterval) : 0)), updated_at = now()
+            WHERE id = \(subscription.id) AND lease_owner = \(instance) AND (cursor_tx, cursor_position) <= (\(page.next.checkpoint.transactionId)::xid8, \(page.next.checkpoint.position))
+            """)
+        return !page.items.isEmpty
+    }
+
+    /// Posts one event; answers whether the next may follow (a 2xx).
+    private func deliver(_ item: EventFeed.Page.Item, of subscription: WebhookSubscription) async throws -> Bool {
+        guard case .object(let event) = item.json, case .string(let id)? = event["id"], case .string(let type)? = event["type"] else { return true }
+        let body = try item.json.jsonBytes()
+        let now = Date()
+        let started = ContinuousClock.now
+        var status: Int?
+        var failure: String?
+        do {
+            let url = try await webhooks.policy.check(subscription.url)
+            var headers = WebhookSignature.headers(
+                id: id, timestamp: Int(now.timeIntervalSince1970), body: body, secrets: subscription.signingSecrets(at: now))
+            headers["Content-Type"] = "application/json"
+            headers["User-Agent"] = "Tether-Webhooks/1"
+            status = try await httpClient.post(url: url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 64 * 1024).status
+        } catch let refusal as WebhookTargetPolicy.Refusal {
+            failure = "target refused: \(refusal.description)"
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            failure = String(describing: error).prefix(300).description
+        }
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let attempt = subscription.attempts + 1
+        try await webhooks.database.query("""
+            INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, event_position, attempt, status, duration_ms, error)
+            VALUES (\(subscription.id), \(id), \(type), \(item.checkpoint.position), \(attempt), \(status), \(milliseconds), \(failure))
+            """)
+        switch status {
+        case let code? where (200..<300).contains(code):
+            deliveries.increment("2xx")
+            try await webhooks.database.query("""
+                UPDATE webhook_subscriptions SET cursor_tx = \(item.checkpoint.transactionId)::xid8, cursor_position = \(item.checkpoint.position),
+                    attempts = 0, failing_since = NULL, updated_at = now()
+                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                """)
+            return true
+        case 410?:
+            deliveries.increment("410")
+            try await webhooks.setEnabled(false, subscription.id, reason: "the receiver answered 410 Gone")
+            return false
+        default:
+            deliveries.increment(status.map { $0 >= 500 ? "5xx" : "4xx" } ?? "error")
+            let backoff = min(configuration.maximumBackoff, configuration.initialBackoff * pow(2, Double(min(attempt - 1, 30))))
+            let wait = backoff * Double.random(in: 0.8...1.2)
+            try await webhooks.database.query("""
+                UPDATE webhook_subscriptions SET attempts = \(attempt), failing_since = coalesce(failing_since, now()),
+                    next_attempt_at = now() + make_interval(secs => \(wait)), updated_at = now(),
+                    status = CASE WHEN coalesce(failing_since, now()) < now() - make_interval(secs => \(configuration.failAfter))
+                                  THEN 'failing' ELSE status END,
+                    status_reason = CASE WHEN coalesce(failing_since, now()) < now() - make_interval(secs => \(configuration.failAfter))
+                                  THEN \("deliveries failed for longer than the retry period; enable it to try again") ELSE status_reason END
+                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                """)
+            logger.info("a webhook delivery failed", [("subscription", subscription.id.lowercasedText), ("event", id),
+                                                       ("status", status.map(String.init) ?? "none"), ("attempt", String(attempt))])
+            return false
+        }
+    }
+
+    /// Leases one active, due subscription that no live lease holds.
+    private func claim() async throws -> WebhookSubscription? {
+        try await webhooks.database.query("""
+            UPDATE webhook_subscriptions SET lease_owner = \(instance), lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
+            WHERE id = (SELECT id FROM webhook_subscriptions
+                        WHERE status = 'active' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+                        ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+            RETURNING \(unsafeSQL: WebhookStore.columns)
+            """).first.map(WebhookStore.decode)
+    }
+
+    /// Extends this instance's lease; false when it has lost it (it expired and another took it).
+    private func renewLease(_ id: UUID) async throws -> Bool {
+        !(try await webhooks.database.query("""
+            UPDATE webhook_subscriptions SET lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
+            WHERE id = \(id) AND lease_owner = \(instance) AND status = 'active' RETURNING id
+            """)).isEmpty
+    }
+
+    private func release(_ id: UUID) async throws {
+        try await webhooks.database.query(
+            "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE id = \(id) AND lease_owner = \(instance)")
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// A webhook subscription as its row holds it (the secrets are read only to sign).
+public struct WebhookSubscription: Sendable {
+    public enum Status: String, Sendable {
+        case active
+        /// Turned off by an admin, or by the receiver's 410.
+        case disabled
+        /// Deliveries failed for longer than the retry period; an admin enables it again.
+        case failing
+    }
+
+    public var id: UUID
+    public var url: String
+    public var eventTypes: [String]
+    public var personal: Bool
+    public var status: Status
+    public var statusReason: String?
+    public var cursor: EventFeed.Cursor
+    public var attempts: Int
+    public var failingSince: Date?
+    public var nextAttemptAt: Date
+    public var createdAt: Date
+    var secret: String
+    var previousSecret: String?
+    var previousSecretUntil: Date?
+
+    /// The secrets that sign now: the current one, and the previous one during a rotation's overlap.
+    func signingSecrets(at now: Date) -> [String] {
+        [secret] + (previousSecret.flatMap { secret in previousSecretUntil.map { $0 > now ? secret : nil } ?? nil }.map { [$0] } ?? [])
+    }
+
+    /// The subscription as the admin API and `tether webhooks list` show it (never its secrets).
+    public var json: JSONValue {
+        var body: [String: JSONValue] = [
+            "id": .string(id.lowercasedText), "url": .string(url), "events": .array(eventTypes.map(JSONValue.string)),
+            "personal": .bool(personal), "status": .string(status.rawValue), "cursor": .string(cursor.description),
+            "attempts": .int(attempts), "nextAttemptAt": .string(ISO8601Milliseconds.format(nextAttemptAt)),
+            "createdAt": .string(ISO8601Milliseconds.format(createdAt)),
+        ]
+        body["statusReason"] = statusReason.map(JSONValue.string) ?? .null
+        body["failingSince"] = failingSince.map { .string(ISO8601Milliseconds.format($0)) } ?? .null
+        body["previousSecretUntil"] = previousSecretUntil.map { .string(ISO8601Milliseconds.format($0)) } ?? .null
+        return .object(body)
+    }
+}
+
+/// One delivery attempt, as recorded.
+public struct WebhookDeliveryRecord: Sendable {
+    public var eventId: String
+    public var eventType: String
+    public var attempt: Int
+    public var status: Int?
+    public var durationMilliseconds: Double
+    public var error: String?
+    public var attemptedAt: Date
+
+    public var json: JSONValue {
+        [
+            "eventId": .string(eventId), "eventType": .string(eventType), "attempt": .int(attempt),
+            "status": status.map(JSONValue.int) ?? .null, "durationMs": .double(durationMilliseconds),
+            "error": error.map(JSONValue.string) ?? .null, "attemptedAt": .string(ISO8601Milliseconds.format(attemptedAt)),
+        ]
+    }
+}
+
+/// The webhook subscriptions and their deliveries (`webhook_subscriptions`, `webhook_deliveries`).
+public struct WebhookStore: Sendable {
+    /// Where a new subscription starts reading the log.
+    public enum Start: Sendable {
+        /// After everything already committed.
+        case now
+        /// From the first event.
+        case start
+        case cursor(EventFeed.Cursor)
+
+        /// `now`, `start` or a cursor; nil for anything else.
+        public init?(parsing text: String) {
+            switch text {
+            case "now": self = .now
+            case "start", "0": self = .start
+            default:
+                guard let cursor = EventFeed.Cursor(parsing: text) else { return nil }
+                self = .cursor(cursor)
+            }
+        }
+    }
+
+    /// A request the store refuses, in words for the admin.
+    public struct Refusal: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// How long the old secret still signs after a rotation.
+    public static let rotationOverlap: TimeInterval = 24 * 60 * 60
+
+    let database: PostgresClient
+    let store: PostgresEventStore
+    let policy: WebhookTargetPolicy
+
+    public init(database: PostgresClient, policy: WebhookTargetPolicy) {
+        self.database = database
+        self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
+        self.policy = policy
+    }
+
+    /// A new active subscription, and its secret (shown this once).
+    public func create(url: String, eventTypes: [String], personal: Bool = true, from start: Start = .now) async throws
+        -> (subscription: WebhookSubscription, secret: String)
+    {
+        let checked: URL
+        do { checked = try await policy.check(url) } catch { throw Refusal(description: error.description) }
+        let types = eventTypes.isEmpty ? ["*"] : eventTypes
+        guard EventFeed.internalTypes(for: types) != nil else {
+            throw Refusal(description: "events take a comma list of \(PublicEvent.types.joined(separator: ", ")), or prefixes such as user.*")
+        }
+        let cursor: LogCheckpoint = switch start {
+        case .now: try await store.followingCheckpoint()
+        case .start: .start
+        case .cursor(let cursor): cursor.checkpoint
+        }
+        let id = UUID()
+        let secret = WebhookSignature.newSecret()
+        try await database.query("""
+            INSERT INTO webhook_subscriptions (id, url, event_types, personal, secret, cursor_tx, cursor_position)
+            VALUES (\(id), \(checked.absoluteString), \(PostgresArray(types))::text[], \(personal), \(secret),
+                    \(cursor.transactionId)::xid8, \(cursor.position))
+            """)
+        guard let made = try await subscription(id) else { throw Refusal(description: "the subscription was not stored") }
+        return (made, secret)
+    }
+
+    public func list() async throws -> [WebhookSubscription] {
+        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions ORDER BY created_at, id").map(Self.decode)
+    }
+
+    public func subscription(_ id: UUID) async throws -> WebhookSubscription? {
+        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions WHERE id = \(id)").first.map(Self.decode)
+    }
+
+    /// Turns a subscription on (from where it stopped, its failures forgotten) or off.
+    @discardableResult
+    public func setEnabled(_ enabled: Bool, _ id: UUID, reason: String? = nil) async throws -> WebhookSubscription? {
+        let rows = try await database.query(enabled ? """
+            UPDATE webhook_subscriptions SET status = 'active', status_reason = NULL, attempts = 0, failing_since = NULL,
+                next_attempt_at = now(), updated_at = now()
+            WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
+            """ : """
+            UPDATE webhook_subscriptions SET status = 'disabled', status_reason = \(reason ?? "disabled by an admin"), updated_at = now()
+            WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
+            """)
+        return try rows.first.map(Self.decode)
+    }
+
+    public func delete(_ id: UUID) async throws -> Bool {
+        !(try await database.query("DELETE FROM webhook_subscriptions WHERE id = \(id) RETURNING id")).isEmpty
+    }
+
+    /// A new secret; the old one keeps signing for ``rotationOverlap``. Nil for no such subscription.
+    public func rotateSecret(_ id: UUID) async throws -> String? {
+        let secret = WebhookSignature.newSecret()
+        let rows = try await database.query("""
+            UPDATE webhook_subscriptions SET previous_secret = secret, secret = \(secret),
+                previous_secret_until = now() + make_interval(secs => \(Int(Self.rotationOverlap))), updated_at = now()
+            WHERE id = \(id) RETURNING id
+            """)
+        return rows.isEmpty ? nil : secret
+    }
+
+    /// Delivers again from `cursor` (the events after it), now, whatever failed before.
+    @discardableResult
+    public func replay(_ id: UUID, from cursor: EventFeed.Cursor) async throws -> WebhookSubscription? {
+        let rows = try await database.query("""
+            UPDATE webhook_subscriptions SET cursor_tx = \(cursor.checkpoint.transactionId)::xid8,
+                cursor_position = \(cursor.checkpoint.position), attempts = 0, failing_since = NULL, next_attempt_at = now(), updated_at = now()
+            WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
+            """)
+        return try rows.first.map(Self.decode)
+    }
+
+    /// The latest attempts, newest first.
+    public func deliveries(_ id: UUID, limit: Int = 100) async throws -> [WebhookDeliveryRecord] {
+        try await database.query("""
+            SELECT event_id, event_type, attempt, status, duration_ms, error, attempted_at FROM webhook_deliveries
+            WHERE subscription_id = \(id) ORDER BY id DESC LIMIT \(limit)
+            """).map { row in
+            WebhookDeliveryRecord(
+                eventId: try row.decode("event_id"), eventType: try row.decode("event_type"), attempt: try row.decode("attempt"),
+                status: try row.decode("status"), durationMilliseconds: try row.decode("duration_ms"), error: try row.decode("error"),
+                attemptedAt: try row.decode("attempted_at"))
+        }
+    }
+
+    static let columns = """
+        id, url, to_json(event_types)::text AS event_types, personal, status, status_reason, cursor_tx, cursor_position, attempts, failing_since, next_attempt_at,
+        created_at, secret, previous_secret, previous_secret_until
+        """
+
+    static func decode(_ row: PostgresRow) throws -> WebhookSubscription {
+        WebhookSubscription(
+            id: try row.decode("id"), url: try row.decode("url"), eventTypes: try JSONDecoder().decode([String].self, from: Data(try row.decode("event_types", as: String.self).utf8)),
+            personal: try row.decode("personal"), status: WebhookSubscription.Status(rawValue: try row.decode("status")) ?? .disabled,
+            statusReason: try row.decode("status_reason"),
+            cursor: EventFeed.Cursor(LogCheckpoint(transactionId: try row.decode("cursor_tx"), position: try row.decode("cursor_position"))),
+            attempts: try row.decode("attempts"), failingSince: try row.decode("failing_since"), nextAttemptAt: try row.decode("next_attempt_at"),
+            createdAt: try row.decode("created_at"), secret: try row.decode("secret"), previousSecret: try row.decode("previous_secret"),
+            previousSecretUntil: try row.decode("previous_secret_until"))
+    }
+}
+
+/// `tether webhooks list`'s table.
+public enum WebhookTable {
+    public static func render(_ subscriptions: [WebhookSubscription]) -> String {
+        guard !subscriptions.isEmpty else { return "no webhook subscriptions\n" }
+        return TextTable.render(columns: ["ID", "STATUS", "EVENTS", "CURSOR", "ATTEMPTS", "URL"], rows: subscriptions.map { subscription in
+            [subscription.id.lowercasedText, subscription.status.rawValue, subscription.eventTypes.joined(separator: ","),
+             subscription.cursor.description, String(subscription.attempts), subscription.url]
+        })
+    }
+}

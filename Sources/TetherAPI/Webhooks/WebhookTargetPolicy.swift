@@ -1,0 +1,108 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import TetherCore
+
+/// Where webhooks may be sent, so that an admin key cannot aim the server at its own network.
+///
+/// A target is an `https` URL (`http` too with `TETHER_WEBHOOK_ALLOW_HTTP=1`, or under `tether dev`)
+/// whose host resolves only to public addresses: loopback, link-local, private, shared (CGNAT),
+/// multicast and unspecified ranges are refused unless the host is listed in
+/// `TETHER_WEBHOOK_ALLOWED_HOSTS` (`tether dev` also allows loopback). The check runs when a
+/// subscription is made and again before every delivery, since what a name resolves to can change.
+public struct WebhookTargetPolicy: Sendable {
+    public var allowsHTTP: Bool
+    public var allowedHosts: Set<String>
+    public var allowsLoopback: Bool
+
+    public init(allowsHTTP: Bool, allowedHosts: Set<String>, allowsLoopback: Bool = false) {
+        self.allowsHTTP = allowsHTTP
+        self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
+        self.allowsLoopback = allowsLoopback
+    }
+
+    /// Why a target is refused, in a sentence for the admin who named it.
+    public struct Refusal: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Checks `text` as a target; answers its URL.
+    public func check(_ text: String) async throws(Refusal) -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else {
+            throw Refusal(description: "'\(text)' is not an absolute URL.")
+        }
+        guard scheme == "https" || (scheme == "http" && allowsHTTP) else {
+            throw Refusal(description: "webhook targets must be https (TETHER_WEBHOOK_ALLOW_HTTP=1 allows http).")
+        }
+        guard url.user == nil, url.password == nil else { throw Refusal(description: "a webhook URL may not carry credentials.") }
+        if allowedHosts.contains(host) { return url }
+        let addresses = await Self.resolve(host)
+        guard !addresses.isEmpty else { throw Refusal(description: "\(host) does not resolve.") }
+        for address in addresses where !isPublic(address) {
+            throw Refusal(description: "\(host) resolves to \(address.text), a private or local address; list the host in TETHER_WEBHOOK_ALLOWED_HOSTS to allow it.")
+        }
+        return url
+    }
+
+    /// An address a name resolved to.
+    struct Address: Sendable, Hashable {
+        var bytes: [UInt8]
+        var text: String {
+            if bytes.count == 4 { return bytes.map(String.init).joined(separator: ".") }
+            return stride(from: 0, to: bytes.count, by: 2).map { String(format: "%x", Int(bytes[$0]) << 8 | Int(bytes[$0 + 1])) }.joined(separator: ":")
+        }
+    }
+
+    func isPublic(_ address: Address) -> Bool {
+        let b = address.bytes
+        if b.count == 16 {
+            // IPv4-mapped (::ffff:a.b.c.d): judged as the IPv4 address.
+            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return isPublic(Address(bytes: Array(b[12...]))) }
+            if b.allSatisfy({ $0 == 0 }) { return false } // ::
+            if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return allowsLoopback } // ::1
+            if b[0] & 0xfe == 0xfc { return false } // fc00::/7 unique local
+            if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false } // fe80::/10 link-local
+            if b[0] == 0xff { return false } // multicast
+            return true
+        }
+        guard b.count == 4 else { return false }
+        switch (b[0], b[1]) {
+        case (127, _): return allowsLoopback
+        case (0, _), (10, _), (169, 254), (192, 168): return false
+        case (172, 16...31): return false
+        case (100, 64...127): return false // shared address space (RFC 6598)
+        case (224...255, _): return false // multicast, reserved, broadcast
+        default: return true
+        }
+    }
+
+    /// Every address `host` resolves to (a literal address resolves to itself); off the cooperative pool.
+    static func resolve(_ host: String) async -> [Address] {
+        let name = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return (try? await BlockingWork.run { () -> [Address] in
+            var hints = addrinfo()
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var list: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(name, nil, &hints, &list) == 0 else { return [] }
+            defer { freeaddrinfo(list) }
+            var found: [Address] = []
+            var entry = list
+            while let current = entry {
+                if let socketAddress = current.pointee.ai_addr {
+                    if current.pointee.ai_family == AF_INET {
+                        socketAddress.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { ipv4 in
+                            withUnsafeBytes(of: ipv4.pointee.sin_addr) { found.append(Address(bytes: Array($0))) }
+                        }
+                    } else if current.pointee.ai_family == AF_INET6 {
+                        socketAddress.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { ipv6 in
+                            withUnsafeBytes(of: ipv6.pointee.sin6_addr) { found.append(Address(bytes: Array($0))) }
+                        }
+                    }
+                }
+                entry = current.pointee.ai_next
+            }
+            return Array(Set(found))
+        }) ?? []
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import TetherAPI
+import TetherCore
+import TetherPostgres
+
+/// `tether webhooks`: the subscriptions that push the public event feed, on the database directly.
+extension Commands {
+    static func webhooks(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "url", "events", "from"], switchFlags: ["json", "no-personal"])
+        guard let action = options.positionals.first else {
+            throw UsageError("tether webhooks needs an action: create, list, disable, enable, delete, rotate-secret or replay")
+        }
+        let configuration = try loadConfiguration(options)
+        let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
+        func id() throws -> UUID {
+            guard options.positionals.count == 2, let id = UUID(uuidString: options.positionals[1]) else {
+                throw UsageError("tether webhooks \(action) needs one subscription id (see tether webhooks list)")
+            }
+            return id
+        }
+        func found(_ subscription: WebhookSubscription?, _ id: UUID) throws -> WebhookSubscription {
+            guard let subscription else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
+            return subscription
+        }
+        try await withDatabase(options, for: "tether webhooks") { database in
+            let store = WebhookStore(database: database, policy: policy)
+            switch action {
+            case "create":
+                guard options.positionals.count == 1 else { throw UsageError("tether webhooks create takes no arguments besides its options") }
+                guard let url = options["url"] else { throw UsageError("tether webhooks create needs --url URL") }
+                let events = (options["events"] ?? "*").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                guard let start = WebhookStore.Start(parsing: options["from"] ?? "now") else {
+                    throw UsageError("--from takes now, start or a cursor (the event feed's nextAfter)")
+                }
+                do {
+                    let (made, secret) = try await store.create(url: url, eventTypes: events, personal: !options.has("no-personal"), from: start)
+                    print("created webhook \(made.id.lowercasedText) to \(made.url) for \(made.eventTypes.joined(separator: ",")) from \(made.cursor)")
+                    print("store its signing secret now: it is shown this once")
+                    print(secret)
+                } catch let refusal as WebhookStore.Refusal {
+                    throw CommandFailure(refusal.description)
+                }
+            case "list":
+                let subscriptions = try await store.list()
+                if options.has("json") {
+                    print(try jsonText(JSONValue.array(subscriptions.map(\.json))))
+                } else {
+                    print(WebhookTable.render(subscriptions), terminator: "")
+                }
+            case "disable", "enable":
+                let id = try id()
+                let changed = try found(try await store.setEnabled(action == "enable", id), id)
+                print("webhook \(id.lowercasedText) is \(changed.status.rawValue)")
+            case "delete":
+                let id = try id()
+                guard try await store.delete(id) else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
+                print("deleted webhook \(id.lowercasedText) and its delivery records")
+            case "rotate-secret":
+                let id = try id()
+                guard let secret = try await store.rotateSecret(id) else {
+                    throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)")
+                }
+                print("the old secret of webhook \(id.lowercasedText) signs too for 24 h; store the new one now:")
+                print(secret)
+            case "replay":
+                let id = try id()
+                guard let text = options["from"], text != "now", let start = WebhookStore.Start(parsing: text) else {
+                    throw UsageError("tether webhooks replay needs --from start or --from CURSOR")
+                }
+                let cursor: EventFeed.Cursor = if case .cursor(let cursor) = start { cursor } else { EventFeed.Cursor(.start) }
+                let changed = try found(try await store.replay(id, from: cursor), id)
+                print("webhook \(id.lowercasedText) delivers again from \(changed.cursor)")
+            default:
+                throw UsageError("unknown action \"\(action)\" (create, list, disable, enable, delete, rotate-secret or replay)")
+            }
+        }
+    }
+}

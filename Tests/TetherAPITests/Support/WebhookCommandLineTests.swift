@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherPostgres
+
+@Suite("tether webhooks")
+struct WebhookCommandLineTests {
+    private func tether(_ arguments: [String], _ url: String) async throws -> TetherCommandLine.Run {
+        try await TetherCommandLine.run(arguments, databaseURL: url)
+    }
+
+    @Test func createListRotateDisableEnableReplayAndDelete() async throws {
+        try await SupportHarness.run { harness in
+            let url = harness.database.url
+            let created = try await tether(["webhooks", "create", "--url", "https://93.184.215.14/hook", "--events", "user.*,identity.linked"], url)
+            #expect(created.status == 0, "\(created.stderr)")
+            let secret = try #require(created.lines.last)
+            #expect(secret.hasPrefix("whsec_") && WebhookSignature.isSecret(secret))
+            let id = try #require(created.lines.first?.split(separator: " ").dropFirst(2).first.map(String.init))
+            #expect(UUID(uuidString: id) != nil)
+
+            let listed = try await tether(["webhooks", "list"], url)
+            #expect(listed.lines.first?.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+                    == "ID STATUS EVENTS CURSOR ATTEMPTS URL")
+            #expect(listed.stdout.contains(id) && listed.stdout.contains("user.*,identity.linked") && listed.stdout.contains("active"))
+            #expect(!listed.stdout.contains(secret))
+
+            let rotated = try await tether(["webhooks", "rotate-secret", id], url)
+            #expect(rotated.status == 0)
+            #expect(rotated.lines.last != secret && rotated.lines.last?.hasPrefix("whsec_") == true)
+            #expect(try await tether(["webhooks", "disable", id], url).stdout.contains("disabled"))
+            #expect(try await tether(["webhooks", "enable", id], url).stdout.contains("active"))
+            let replayed = try await tether(["webhooks", "replay", id, "--from", "start"], url)
+            #expect(replayed.stdout.contains("delivers again from 0"), "\(replayed.stdout)\(replayed.stderr)")
+            let json = try JSONDecoder().decode(JSONValue.self, from: Data(try await tether(["webhooks", "list", "--json"], url).stdout.utf8))
+            guard case .array(let subscriptions) = json, case .object(let first)? = subscriptions.first else {
+                throw HarnessError("list --json is not an array of objects")
+            }
+            #expect(first["cursor"] == .string("0"))
+            #expect(first["previousSecretUntil"] != .null)
+
+            let refused = try await tether(["webhooks", "create", "--url", "https://10.0.0.1/hook"], url)
+            #expect(refused.status != 0)
+            #expect(refused.stderr.contains("private or local address"))
+            let plain = try await tether(["webhooks", "create", "--url", "http://93.184.215.14/hook"], url)
+            #expect(plain.stderr.contains("https"))
+            #expect(try await tether(["webhooks", "delete", id], url).status == 0)
+            #expect(try await tether(["webhooks", "delete", id], url).status != 0)
+            #expect(try await tether(["webhooks", "list"], url).stdout == "no webhook subscriptions\n")
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherHTTP
+import TetherPostgres
+import TetherTesting
+
+/// Webhook subscriptions against a real receiver: signed, in order, durable, shared between instances.
+@Suite("Webhooks: the event feed pushed to a receiver")
+struct WebhookTests {
+    private static let allowLoopback = ["TETHER_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1", "TETHER_SIGN_IN_FAILURE_LIMIT": "1000"]
+
+    private func adminKey(_ database: PostgresClient) async throws -> String {
+        try await AdminKeyStore(database: database).create(
+            role: .admin, name: "webhooks", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
+    }
+
+    /// Creates a subscription through the admin API; answers its id and secret.
+    private func subscribe(
+        _ client: HTTPTestClient, key: String, url: URL, events: [String] = ["*"], from: String = "now"
+    ) async throws -> (id: String, secret: String) {
+        let created = try await client.post(
+            "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"],
+            json: ["url": JSONValue.string(url.absoluteString), "events": .array(events.map(JSONValue.string)), "from": .string(from)])
+        guard created.status == 201, case .object(let body) = try created.decodeJSON(JSONValue.self),
+              case .string(let secret)? = body["secret"], case .object(let webhook)? = body["webhook"], case .string(let id)? = webhook["id"] else {
+            throw HarnessError("creating a webhook answered \(created.status): \(created.bodyText)")
+        }
+        return (id, secret)
+    }
+
+    /// Checks a delivery as a receiver would: the Standard Webhooks signature over the exact bytes, by one of `secrets`.
+    private func isSigned(_ received: WebhookReceiver.Received, by secrets: [String]) -> Bool {
+        guard let id = received.headers["webhook-id"], let timestamp = received.headers["webhook-timestamp"],
+              let signatures = received.headers["webhook-signature"], abs((Int(timestamp) ?? 0) - Int(Date().timeIntervalSince1970)) < 300
+        else { return false }
+        let signed = Array("\(id).\(timestamp).".utf8) + received.body
+        let expected = secrets.map { secret in
+            "v1," + Data(HMAC.authenticationCode(for: signed, key: Array(Data(base64Encoded: String(secret.dropFirst(6)))!), digest: .sha256))
+                .base64EncodedString()
+        }
+        return signatures.split(separator: " ").contains { expected.contains(String($0)) }
+    }
+
+    private struct Delivered: Decodable {
+        var id: String
+        var type: String
+        var userId: String
+        var data: [String: JSONValue]
+    }
+
+    private func delivered(_ receiver: WebhookReceiver) throws -> [Delivered] {
+        try receiver.received.map { try JSONDecoder().decode(Delivered.self, from: Data($0.body)) }
+    }
+
+    /// Waits until `condition` holds, failing after `timeout`.
+    private func eventually(_ what: String, timeout: Duration = .seconds(15), _ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try !condition() {
+            guard ContinuousClock.now < deadline else { throw HarnessError("timed out waiting for \(what)") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    private func signUp(_ client: HTTPTestClient, _ email: String) async throws -> SignedIn {
+        try await client.post("/v1/sign-up", json: ["email": email, "password": "a long password"]).decodeJSON(SignedIn.self)
+    }
+
+    @Test func eventsArriveSignedInLogOrderAndTheReceiverGoingDownLosesNothing() async throws {
+        let receiver = try WebhookReceiver()
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            let (id, secret) = try await subscribe(service.client, key: key, url: receiver.url, events: ["user.*", "identity.linked"])
+            #expect(secret.hasPrefix("whsec_"))
+            let listed = try await service.client.get("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"])
+            #expect(!listed.bodyText.contains(secret), "the secret is shown once")
+
+            let ada = try await signUp(service.client, "ada@example.com")
+            try await eventually("ada's two events") { receiver.received.count == 2 }
+            #expect(try delivered(receiver).map(\.type) == ["user.created", "identity.linked"])
+            #expect(try delivered(receiver).first?.data["email"] == .string("ada@example.com"))
+            #expect(receiver.received.allSatisfy { isSigned($0, by: [secret]) })
+            #expect(!receiver.received.contains { isSigned($0, by: [WebhookSignature.newSecret()]) }, "another secret does not verify")
+
+            receiver.isUp = false
+            for index in 0..<3 { _ = try await signUp(service.client, "down\(index)@example.com") }
+            _ = try await service.client.post("/v1/sign-out", headers: ["Authorization": "Bearer \(ada.session.accessToken)"], body: [])
+            try await Task.sleep(for: .milliseconds(400))
+            let failures: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 503")[0].decode("n")
+            #expect(failures >= 2, "the attempts while down are recorded, and retried")
+            receiver.isUp = true
+            try await eventually("the events of the outage") { receiver.received.count == 8 }
+            let all = try delivered(receiver)
+            #expect(Set(all.map(\.id)).count == all.count, "each once")
+            #expect(receiver.received.allSatisfy { isSigned($0, by: [secret]) }, "every delivery is signed")
+            #expect(all.map(\.type) == ["user.created", "identity.linked"] + Array(repeating: ["user.created", "identity.linked"], count: 3).flatMap { $0 })
+            let deliveries = try await service.client.get("/v1/admin/webhooks/\(id)/deliveries", headers: ["Authorization": "Bearer \(key)"])
+            #expect(deliveries.bodyText.contains(#""status":503"#))
+            #expect(deliveries.bodyText.contains(#""status":204"#))
+            let metrics = try await service.client.get("/metrics")
+            #expect(metrics.bodyText.contains("tether_webhook_lag_events{subscription=\"\(id)\",status=\"active\"} 0"))
+            #expect(metrics.bodyText.contains("tether_webhook_deliveries_total{result=\"5xx\"}"))
+        }
+        await receiver.stop()
+    }
+
+    @Test func aGoneReceiverDisablesTheSubscriptionAndPrivateTargetsAreRefused() async throws {
+        let receiver = try WebhookReceiver()
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            let (id, _) = try await subscribe(service.client, key: key, url: receiver.url)
+            receiver.answer = 410
+            _ = try await signUp(service.client, "gone@example.com")
+            try await eventually("the subscription disabled") {
+                false == receiver.received.isEmpty
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            let status: String = try await service.admin.query("SELECT status FROM webhook_subscriptions WHERE id = \(id)::uuid")[0].decode("status")
+            #expect(status == "disabled")
+            #expect(receiver.received.count == 1, "nothing more after a 410")
+
+            for target in ["http://10.1.2.3/hook", "http://192.168.0.10/", "http://169.254.169.254/latest/meta-data", "ftp://example.com/",
+                           "http://[fd00::1]/"] {
+                let refused = try await service.client.post(
+                    "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"], json: ["url": target])
+                #expect(refused.status == 400, "\(target): \(refused.bodyText)")
+            }
+            let supportKey = try await AdminKeyStore(database: service.admin).create(
+                role: .support, name: "support", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
+            #expect(try await service.client.get("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(supportKey)"]).status == 403)
+        }
+        await receiver.stop()
+    }
+
+    @Test func productionTargetsMustBeHTTPSAndPublic() async throws {
+        let strict = WebhookTargetPolicy(allowsHTTP: false, allowedHosts: [])
+        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("http://example.com/hook") }
+        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://127.0.0.1/hook") }
+        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://localhost/hook") }
+        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://[::ffff:10.0.0.1]/hook") }
+        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://user:pw@93.184.215.14/hook") }
+        #expect(try await strict.check("https://93.184.215.14/hook").host == "93.184.215.14", "a public literal address passes without DNS")
+        let allowed = WebhookTargetPolicy(allowsHTTP: false, allowedHosts: ["hooks.internal"])
+        #expect(try await allowed.check("https://hooks.internal/x").host == "hooks.internal")
+    }
+
+    @Test func aRotatedSecretAndTheOldOneBothSignDuringTheOverlapAndErasedUsersCarryNoPersonalData() async throws {
+        let receiver = try WebhookReceiver()
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            let (id, old) = try await subscribe(service.client, key: key, url: receiver.url, events: ["user.created"])
+            let rotated = try await service.client.post(
+                "/v1/admin/webhooks/\(id)/rotate-secret", headers: ["Authorization": "Bearer \(key)"], body: [])
+            guard case .object(let body) = try rotated.decodeJSON(JSONValue.self), case .string(let new)? = body["secret"] else {
+                throw HarnessError("rotate-secret answered \(rotated.bodyText)")
+            }
+            let bob = try await signUp(service.client, "bob@example.com")
+            try await eventually("bob's event") { receiver.received.count == 1 }
+            let received = try #require(receiver.received.first)
+            #expect(isSigned(received, by: [old]))
+            #expect(isSigned(received, by: [new]))
+            #expect(received.headers["webhook-signature"]?.split(separator: " ").count == 2)
+
+            let erased = try await service.client.send(
+                "DELETE", "/v1/admin/users/\(bob.user.id)", fields: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "forget me"}"#.utf8))
+            #expect(erased.status == 200)
+            let replayed = try await service.client.post(
+                "/v1/admin/webhooks/\(id)/replay", headers: ["Authorization": "Bearer \(key)"], json: ["from": "start"])
+            #expect(replayed.status == 200)
+            try await eventually("the replay") { receiver.received.count == 2 }
+            let again = try delivered(receiver)
+            #expect(again[0].id == again[1].id, "a replayed event keeps its id")
+            #expect(again[0].data["email"] == .string("bob@example.com"))
+            #expect(again[1].data["email"] == nil, "after the erasure the replayed event carries nothing personal")
+        }
+        await receiver.stop()
+    }
+
+    @Test func twoInstancesDeliverEachEventOnceAndARestartRepeatsAtMostTheEventInFlight() async throws {
+        let receiver = try WebhookReceiver()
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 2)
+        let first = try await RunningService.start(databaseURL: database.url, values: Self.allowLoopback, devIdP: true)
+        let second = try await RunningService.start(databaseURL: database.url, values: Self.allowLoopback, devIdP: true)
+        do {
+            let key = try await adminKey(owner)
+            _ = try await subscribe(first.client, key: key, url: receiver.url, events: ["user.created"])
+            for index in 0..<12 {
+                _ = try await signUp(index % 2 == 0 ? first.client : second.client, "user\(index)@example.com")
+            }
+            try await eventually("twelve sign-ups") { receiver.received.count >= 12 }
+            try await Task.sleep(for: .milliseconds(300))
+            let ids = try delivered(receiver).map(\.id)
+            #expect(ids.count == 12, "no event twice between two instances")
+            #expect(Set(ids).count == 12)
+
+            // The receiver holds its answer; the instance delivering is stopped meanwhile, and another starts.
+            receiver.delay = .seconds(2)
+            await second.stop()
+            _ = try await signUp(first.client, "inflight@example.com")
+            try await eventually("the delivery in flight") { receiver.received.count == 12 } // not counted until answered
+            try await Task.sleep(for: .milliseconds(300))
+            await first.stop()
+            receiver.delay = .zero
+            let third = try await RunningService.start(databaseURL: database.url, values: Self.allowLoopback, devIdP: true)
+            _ = try await signUp(third.client, "after@example.com")
+            try await eventually("the events after the restart") {
+                Set(try delivered(receiver).map(\.id)).count == 14
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let all = try delivered(receiver).map(\.id)
+            #expect(all.count - Set(all).count <= 1, "at most the event in flight comes twice")
+            await third.stop()
+        } catch {
+            await first.stop()
+            await second.stop()
+            owner.shutdown()
+            await receiver.stop()
+            throw error
+        }
+        owner.shutdown()
+        await receiver.stop()
+    }
+
+    @Test func aSlowReceiverDoesNotSlowSignIns() async throws {
+        let receiver = try WebhookReceiver()
+        receiver.delay = .seconds(3)
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            _ = try await subscribe(service.client, key: key, url: receiver.url)
+            for index in 0..<4 {
+                let started = ContinuousClock.now
+                _ = try await signUp(service.client, "fast\(index)@example.com")
+                #expect(ContinuousClock.now - started < .seconds(1), "a sign-in waits for no delivery")
+            }
+        }
+        await receiver.stop()
+    }
+}
