@@ -28,6 +28,25 @@ extension Commands {
         }
     }
 
+    /// `tether export USER`: everything held about one person, as JSON on standard output; recorded as
+    /// `UserDataExported` in the `operator` stream, naming the user, so their history shows it.
+    static func export(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [])
+        guard options.positionals.count == 1, let text = options.positionals.first else {
+            throw UsageError("tether export needs one USER, EMAIL or PROVIDER:UID")
+        }
+        let reference = try usage { try UserReference(parsing: text) }
+        try await withDatabase(options, for: "tether export") { database in
+            let userId = try await reference.resolve(in: AdminUserDirectory(database: database))
+            guard let document = try await UserExport(database: database).document(userId) else {
+                throw CommandFailure("no user has the \(reference), and no event names it")
+            }
+            let record = NewEvent(type: "UserDataExported", data: Data(#"{"by":"operator"}"#.utf8), userId: userId)
+            try await PostgresEventStore(client: database).appendAtEnd([record], to: StreamName("operator"), metadata: operatorMetadata())
+            print(try jsonText(document))
+        }
+    }
+
     static func adminKeys(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config", "role", "name"], switchFlags: ["json"])
         guard let action = options.positionals.first else {

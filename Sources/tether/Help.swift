@@ -18,6 +18,7 @@ enum Help {
           postgres   start or stop a private PostgreSQL cluster (used by make test)
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
+          export     everything held about one person (USER, EMAIL or PROVIDER:UID) as JSON
           webhooks   create, list, disable, enable, delete, rotate-secret or replay the
                      subscriptions that push the public event feed to backends
           sweep      erase anonymous users nobody has used for a while
@@ -176,6 +177,19 @@ enum Help {
         revoke   stops the key with this id at once (revoking a revoked key changes nothing)
         """
 
+    static let export = """
+        Usage: tether export USER|EMAIL|PROVIDER:UID [--config FILE] > user.json
+
+        Prints one JSON document with everything Tether holds about the person:
+        {"exportedAt", "userId", "erased", "profile", "events"}. The profile is the user
+        with identities, sessions and second factors (null once erased); the events are
+        every event about them from every stream, oldest first, each with its history
+        line and its decrypted payload, admin reads of them included. No secret is
+        exported (password, code and refresh-token hashes, TOTP secrets). For an erased
+        user the events remain without personal data. The export is recorded as
+        UserDataExported, so the person's history shows it. Reads TETHER_DATABASE_URL.
+        """
+
     static let webhooks = """
         Usage: tether webhooks create --url URL [--events user.*,identity.linked] [--from now|start|CURSOR] [--no-personal]
                tether webhooks list [--json]
@@ -243,6 +257,7 @@ enum Help {
         case "history": history
         case "admin-keys": adminKeys
         case "webhooks": webhooks
+        case "export": export
         case "sweep": sweep
         case "firebase": firebase
         case "help": overview

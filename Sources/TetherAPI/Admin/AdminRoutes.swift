@@ -55,6 +55,7 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/users/{id}") { request in try await detail(request) }
         router.get("/v1/admin/users/{id}/history") { request in try await userHistory(request) }
         router.get("/v1/admin/events") { request in try await events(request) }
+        router.get("/v1/admin/users/{id}/export") { request in try await export(request) }
         if let webhooks { registerWebhooks(on: &router, webhooks: webhooks) }
         let idempotency = IdempotentRequests(database: directory.database)
         // A retry with the same Idempotency-Key gets the first answer and records nothing new;
@@ -131,6 +132,20 @@ public struct AdminRoutes: Sendable {
             } catch {
                 throw Recorded(error: error)
             }
+        }
+    }
+
+    /// Everything held about the user (``UserExport``), for an admin key; recorded like an action.
+    private func export(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let named = Self.namedUser(request)
+        let record = { (status: Int) in AdminEvent.actionRequested(.init(userId: named, action: "export", reason: nil, status: status)) }
+        return try await audited(request, requires: .admin, failure: record) { _ in
+            _ = try AdminQuery(request, accepting: [])
+            let id = try Self.userID(request)
+            guard let document = try await UserExport(database: accounts.database).document(id) else { throw AccountError.notFound }
+            var response = try HTTPResponse.json(document)
+            response.headers["Content-Disposition"] = "attachment; filename=\"tether-user-\(id.lowercasedText).json\""
+            return (response, record(200))
         }
     }
 

@@ -60,6 +60,8 @@ public struct EventSummary: Sendable, Hashable {
             let after = payload.text("after").map { " after position \($0)" } ?? ""
             text = payload.statusNote.isEmpty
                 ? "viewed the history (\(payload["returned"]) events\(after))" : "asked for the history" + payload.statusNote
+        case "UserDataExported":
+            text = "everything held about the user was exported (by the \(payload["by"]))"
         case "AdminEventsRead":
             text = payload.statusNote.isEmpty
                 ? "read the event feed (\(payload["returned"]) events after \(payload.text("after") ?? "0"))" : "asked for the event feed" + payload.statusNote
