@@ -2,6 +2,7 @@ import Foundation
 import TetherCore
 import TetherCrypto
 import TetherHTTP
+import TetherJOSE
 import TetherPostgres
 import TetherProviders
 
@@ -110,6 +111,11 @@ public final class TetherService: Sendable {
             keys: adminKeys, directory: AdminUserDirectory(database: database),
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
             accounts: accounts, webhooks: webhooks
+        ).register(on: &router)
+        ProviderCallbackRoutes(
+            accounts: accounts,
+            apple: providers.apple.isEnabled ? try AppleNotificationVerifier(configuration: providers, httpClient: URLSessionHTTPClient()) : nil,
+            facebookAppSecret: providers.facebook.appSecret, publicURL: configuration.publicURL
         ).register(on: &router)
         AdminPage().register(on: &router)
         ActionPages(flows: emailFlows).register(on: &router)

@@ -35,7 +35,7 @@ struct ReplayBulkTests {
         "MFAFactorConfirmed", "MFAFactorRemoved", "MFARecoveryCodesIssued", "MFAChallengeIssued", "MFACodeSent",
         "MFACodeDeliveryFailed", "MFACodeAccepted", "MFACodeRejected", "MFARecoveryCodeUsed", "MFAChallengeEnded",
         "ProfileUpdated", "CustomClaimsSet", "EmailChanged", "EmailCodeIssued", "EmailCodeUsed", "EmailCodeExpired",
-        "EmailCodeRefused", "EmailCodeDeliveryFailed",
+        "EmailCodeRefused", "EmailCodeDeliveryFailed", "ProviderEmailStatusChanged",
     ]
 
     private func pick<T>(_ values: [T], _ random: inout SeededGenerator) -> T? {
@@ -130,6 +130,7 @@ struct ReplayBulkTests {
                 .emailCodeIssued(.init(codeId: id, purpose: .passwordReset, email: "r\(index)@example.com", codeHash: "e\(index)", expiresAt: now + 60)),
                 .emailCodeDeliveryFailed(.init(codeId: id, reason: "mail_unavailable")),
                 .emailCodeRefused(.init(codeId: random.next() % 2 == 0 ? id : nil, presentedFor: .verifyEmail, reason: "wrong_purpose")),
+                .providerEmailStatusChanged(.init(provider: "apple", forwarding: random.next() % 2 == 0)),
                 random.next() % 2 == 0 ? .emailCodeUsed(.init(codeId: id, purpose: .passwordReset))
                     : .emailCodeExpired(.init(codeId: id, purpose: .passwordReset)),
             ]

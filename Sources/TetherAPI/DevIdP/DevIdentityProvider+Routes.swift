@@ -17,6 +17,8 @@ extension DevIdentityProvider {
     /// | `POST /google/token`, `GET /google/certs` | Google ID tokens (`{"idToken"}`) and their JWKS |
     /// | `POST /{apple,facebook,google}/rotate-key` | a new signing key (`{"kid"}`); the old one stays published |
     /// | `GET /sms` (`?phoneNumber=`), `DELETE /sms` | the SMS outbox |
+    /// | `POST /apple/notification` | `{type, sub, email?, jti?, …}` → `{"payload"}`: an Apple server-to-server notification |
+    /// | `POST /facebook/data-deletion` | `{userId}` → `{"signed_request"}`: a Facebook data deletion request |
     /// | `GET /mail` (`?to=`), `DELETE /mail` | the mail outbox (and links generated for admins, `mailed: false`) |
     ///
     /// - Parameter baseURL: the URL the routes are mounted at, such as
@@ -43,6 +45,7 @@ extension DevIdentityProvider {
                 try .json(["kid": try self.rotateKey(provider)])
             }
         }
+        registerCallbacks(on: &router)
         router.post("/facebook/access-token") { request in
             try .json(["accessToken": self.mintAccessToken(try request.decodeJSON(DevAccessTokenRequest.self))])
         }

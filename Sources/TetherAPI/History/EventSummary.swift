@@ -60,6 +60,8 @@ public struct EventSummary: Sendable, Hashable {
             let after = payload.text("after").map { " after position \($0)" } ?? ""
             text = payload.statusNote.isEmpty
                 ? "viewed the history (\(payload["returned"]) events\(after))" : "asked for the history" + payload.statusNote
+        case "ProviderEmailStatusChanged":
+            text = "\(payload["provider"]) " + (payload.text("forwarding") == "false" ? "stopped forwarding mail to its address" : "forwards mail to its address again")
         case "UserDataExported":
             text = "everything held about the user was exported (by the \(payload["by"]))"
         case "AdminEventsRead":

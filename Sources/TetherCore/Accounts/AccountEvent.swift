@@ -81,6 +81,8 @@ public enum AccountEvent: Sendable, Hashable {
     case emailCodeExpired(EmailCodeExpired)
     case emailCodeRefused(EmailCodeRefused)
     case emailCodeDeliveryFailed(EmailCodeDeliveryFailed)
+    /// A provider said whether it forwards mail to the address it gave (Apple's private relay).
+    case providerEmailStatusChanged(ProviderEmailStatusChanged)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -221,6 +223,7 @@ public enum AccountEvent: Sendable, Hashable {
         case .emailCodeExpired: "EmailCodeExpired"
         case .emailCodeRefused: "EmailCodeRefused"
         case .emailCodeDeliveryFailed: "EmailCodeDeliveryFailed"
+        case .providerEmailStatusChanged: "ProviderEmailStatusChanged"
         }
     }
 }
@@ -303,6 +306,7 @@ public enum AccountEventCodec {
         case .emailCodeExpired(let payload): data = try encoder.encode(payload)
         case .emailCodeRefused(let payload): data = try encoder.encode(payload)
         case .emailCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
+        case .providerEmailStatusChanged(let payload): data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
@@ -346,6 +350,8 @@ public enum AccountEventCodec {
         case "EmailCodeRefused": return .emailCodeRefused(try decoder.decode(AccountEvent.EmailCodeRefused.self, from: data))
         case "EmailCodeDeliveryFailed":
             return .emailCodeDeliveryFailed(try decoder.decode(AccountEvent.EmailCodeDeliveryFailed.self, from: data))
+        case "ProviderEmailStatusChanged":
+            return .providerEmailStatusChanged(try decoder.decode(AccountEvent.ProviderEmailStatusChanged.self, from: data))
         default: return nil
         }
     }

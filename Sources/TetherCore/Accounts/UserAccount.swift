@@ -11,6 +11,8 @@ public struct UserAccount: Sendable, Hashable {
         public var displayName: String?
         public var photoURL: String?
         public var linkedAt: Date
+        /// Whether the provider forwards mail to the address it gave; nil until it said (Apple's relay).
+        public var emailForwarding: Bool?
     }
 
     /// A session and where its refresh token has got to.
@@ -182,6 +184,8 @@ public struct UserAccount: Sendable, Hashable {
             emailCodes[payload.codeId]?.apply(event)
         case .emailCodeRefused, .emailCodeDeliveryFailed:
             break
+        case .providerEmailStatusChanged(let payload):
+            identities[payload.provider]?.emailForwarding = payload.forwarding
         }
     }
 

@@ -1,0 +1,54 @@
+import Foundation
+import TetherCore
+import TetherPostgres
+
+/// The commands behind providers' callbacks: a grant that ended, an account the provider deleted, the
+/// status of a relay address.
+extension AccountService {
+    /// What became of the user a provider named.
+    public enum ProviderOutcome: String, Sendable {
+        /// Nobody is linked to that provider identity.
+        case noUser = "no_user"
+        /// The identity was unlinked and the sessions it started ended.
+        case unlinked
+        /// The provider was the user's only way in: the user was erased.
+        case erased
+        /// The provider's news is recorded on the user.
+        case recorded
+        /// Nothing had changed.
+        case unchanged
+    }
+
+    /// The user signed in with `provider` as `uid`, if any.
+    public func user(provider: String, uid: String) async throws -> UUID? {
+        try await database.query("SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)").first?.decode("user_id")
+    }
+
+    /// The provider ended the person's grant: their identity goes and its sessions end; with
+    /// `erasingIfOnly`, a user who had no other way in is erased instead.
+    public func endedByProvider(
+        _ provider: String, uid: String, reason: String, erasingIfOnly: Bool, context: CommandContext
+    ) async throws -> ProviderOutcome {
+        guard let userId = try await user(provider: provider, uid: uid) else { return .noUser }
+        if erasingIfOnly {
+            do {
+                _ = try await erase(userId: userId, reason: reason, context: context) { $0.signsInOnly(with: provider) }
+                return .erased
+            } catch is ConditionNoLongerHolds {
+                // Another way in exists: only the provider's identity goes.
+            }
+        }
+        let account = try await execute(userId, context) { account in (account.endedByProvider(provider, reason: reason), ()) }.account
+        return account.identities[provider] == nil ? .unlinked : .unchanged
+    }
+
+    /// The provider says whether mail to the address it gave reaches the person.
+    public func providerEmailStatus(_ provider: String, uid: String, forwarding: Bool, context: CommandContext) async throws -> ProviderOutcome {
+        guard let userId = try await user(provider: provider, uid: uid) else { return .noUser }
+        let events = try await execute(userId, context) { account in
+            let events = account.providerEmailStatus(provider, forwarding: forwarding)
+            return (events, events.count)
+        }.result
+        return events == 0 ? .unchanged : .recorded
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherPostgres
+import TetherTesting
+
+@Suite("Provider callbacks: Apple server-to-server notifications, Facebook data deletion")
+struct ProviderCallbackTests {
+    private func notification(_ service: DevService, _ fields: [String: JSONValue]) async throws -> String {
+        let minted = try await service.idp.post("/dev-idp/apple/notification", json: JSONValue.object(fields))
+        guard let payload = try minted.decodeJSON([String: String].self)["payload"] else { throw HarnessError("minting answered \(minted.bodyText)") }
+        return payload
+    }
+
+    private func deliver(_ service: DevService, _ payload: String) async throws -> HTTPTestClient.Response {
+        try await service.client.post("/v1/providers/apple/notifications", json: ["payload": payload])
+    }
+
+    @Test func consentRevokedUnlinksAppleEndsItsSessionsAndARepeatChangesNothing() async throws {
+        try await DevService.run { service in
+            let apple = try await service.signedIn(try await service.apple("apple-ada", email: "ada@example.com"))
+            #expect(try await service.link(service.password("ada@example.com", "a long password"), to: apple.session.accessToken).status == 200)
+            let password = try await service.signedIn(service.password("ada@example.com", "a long password"))
+            let payload = try await notification(service, ["type": "consent-revoked", "sub": "apple-ada", "jti": "jti-1"])
+            let first = try await deliver(service, payload)
+            #expect(first.status == 200)
+            #expect(first.bodyText.contains(#""outcome":"unlinked""#))
+            #expect(try await service.me(apple.session.accessToken).status == 401, "the session Apple started ended")
+            #expect(try await service.me(password.session.accessToken).status == 200, "the password's did not")
+            let events = try await service.totalEvents()
+            let again = try await deliver(service, payload)
+            #expect(again.bodyText.contains(#""status":"duplicate""#))
+            #expect(try await service.totalEvents() == events, "a repeat writes nothing")
+            let reason: String = try await service.admin.query("""
+                SELECT data ->> 'reason' AS reason FROM events WHERE type = 'IdentityUnlinked' AND user_id = \(apple.user.id)::uuid
+                """)[0].decode("reason")
+            #expect(reason == "apple_consent_revoked")
+        }
+    }
+
+    @Test func accountDeleteErasesAUserAppleWasTheOnlyWayInForAndOnlyUnlinksOthers() async throws {
+        try await DevService.run { service in
+            let only = try await service.signedIn(try await service.apple("apple-only", email: "only@privaterelay.appleid.com"))
+            let both = try await service.signedIn(try await service.apple("apple-both", email: "both@example.com"))
+            #expect(try await service.link(try await service.google("google-both", email: "both@example.com"), to: both.session.accessToken).status == 200)
+            for (sub, type) in [("apple-only", "account-delete"), ("apple-both", "account-deleted")] {
+                let answer = try await deliver(service, try await notification(service, ["type": .string(type), "sub": .string(sub)]))
+                #expect(answer.status == 200, "\(answer.bodyText)")
+            }
+            #expect(try await service.eventCount("UserErased", userId: only.user.id) == 1)
+            #expect(try await service.eventCount("UserErased", userId: both.user.id) == 0)
+            let remaining = try await service.service.accounts.read(UUID(uuidString: both.user.id)!)
+            #expect(remaining.signInMethods == ["google"])
+            let nobody = try await deliver(service, try await notification(service, ["type": "account-delete", "sub": "apple-stranger"]))
+            #expect(nobody.bodyText.contains(#""outcome":"no_user""#))
+        }
+    }
+
+    @Test func theRelayAddressStatusIsRecordedOnTheUser() async throws {
+        try await DevService.run { service in
+            let user = try await service.signedIn(try await service.apple("apple-relay", email: "relay@privaterelay.appleid.com"))
+            let id = UUID(uuidString: user.user.id)!
+            _ = try await deliver(service, try await notification(service, ["type": "email-disabled", "sub": "apple-relay", "eventsAsString": false]))
+            #expect(try await service.service.accounts.read(id).identities["apple"]?.emailForwarding == false)
+            _ = try await deliver(service, try await notification(service, ["type": "email-enabled", "sub": "apple-relay"]))
+            #expect(try await service.service.accounts.read(id).identities["apple"]?.emailForwarding == true)
+            #expect(try await service.eventCount("ProviderEmailStatusChanged", userId: user.user.id) == 2)
+        }
+    }
+
+    @Test func forgedMisaddressedExpiredAndMalformedNotificationsAreRefusedAndChangeNothing() async throws {
+        try await DevService.run { service in
+            _ = try await service.signedIn(try await service.apple("apple-victim"))
+            let before = try await service.totalEvents()
+            let cases: [[String: JSONValue]] = [
+                ["type": "account-delete", "sub": "apple-victim", "forge": "bad-signature"],
+                ["type": "account-delete", "sub": "apple-victim", "forge": "alg-none"],
+                ["type": "account-delete", "sub": "apple-victim", "aud": "com.someone.else"],
+                ["type": "account-delete", "sub": "apple-victim", "exp": .double(Date().timeIntervalSince1970 - 600)],
+                ["type": "account-delete", "sub": "apple-victim", "iat": .double(Date().timeIntervalSince1970 - 30 * 86400)],
+            ]
+            for fields in cases {
+                let answer = try await deliver(service, try await notification(service, fields))
+                #expect((400..<500).contains(answer.status), "\(fields): \(answer.status) \(answer.bodyText)")
+            }
+            // A sign-in token is not a notification, and the body must be one.
+            let identityToken = try service.token("identityToken", of: try await service.apple("apple-victim"))
+            #expect(try await deliver(service, identityToken).status == 401)
+            #expect(try await service.client.post("/v1/providers/apple/notifications", body: Array("{nope".utf8)).status == 400)
+            #expect(try await service.client.post("/v1/providers/apple/notifications", json: ["payload": "a.b.c"]).status == 401)
+            #expect(try await service.totalEvents() == before)
+        }
+    }
+
+    @Test func facebookDataDeletionErasesAndAnswersAStatusURL() async throws {
+        try await DevService.run { service in
+            let fb = try await service.signedIn(try await service.facebook("10001", email: "fb@example.com"))
+            func signed(_ fields: [String: JSONValue]) async throws -> String {
+                try await service.idp.post("/dev-idp/facebook/data-deletion", json: JSONValue.object(fields)).decodeJSON([String: String].self)["signed_request"]!
+            }
+            func post(_ signedRequest: String) async throws -> HTTPTestClient.Response {
+                try await service.client.post(
+                    "/v1/providers/facebook/data-deletion", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                    body: Array("signed_request=\(signedRequest)".utf8))
+            }
+            #expect(try await post(try await signed(["userId": "10001", "forge": true])).status == 401)
+            #expect(try await post(try await signed(["userId": "10001", "algorithm": "HMAC-SHA1"])).status == 401)
+            #expect(try await post("not-a-signed-request").status == 400)
+            #expect(try await service.eventCount("UserErased") == 0)
+
+            let answer = try await post(try await signed(["userId": "10001"]))
+            #expect(answer.status == 200)
+            let body = try answer.decodeJSON([String: String].self)
+            let code = try #require(body["confirmation_code"])
+            #expect(body["url"] == "http://127.0.0.1:\(service.port)/v1/providers/facebook/data-deletion/\(code)")
+            #expect(try await service.eventCount("UserErased", userId: fb.user.id) == 1, "Facebook was the only way in")
+            let status = try await service.client.get("/v1/providers/facebook/data-deletion/\(code)")
+            #expect(status.bodyText.contains(#""status":"completed""#))
+            let stranger = try await post(try await signed(["userId": "99999"])).decodeJSON([String: String].self)
+            #expect(try await service.client.get("/v1/providers/facebook/data-deletion/\(stranger["confirmation_code"]!)").bodyText
+                .contains(#""status":"no_user""#))
+            #expect(try await service.client.get("/v1/providers/facebook/data-deletion/unknown").status == 404)
+            let uidInClear: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM provider_deletion_requests WHERE uid_hash LIKE '%10001%'")[0].decode("n")
+            #expect(uidInClear == 0)
+        }
+    }
+}
