@@ -147,6 +147,7 @@ public final class TetherService: Sendable {
     public func stop() async {
         logger.info("shutting down")
         await server.shutdown() // logs "stopped" once requests in flight have finished
+        await emailFlows.finishSending()
         await webhooks.stop()
         database.shutdown()
     }

@@ -142,8 +142,9 @@ struct DevService: Sendable {
         try await (other ?? client).post("/v1/sessions/refresh", headers: headers, json: ["refreshToken": refreshToken])
     }
 
-    /// Events of `type` in the log (optionally of one user).
+    /// Events of `type` in the log (optionally of one user), once the mails whose answer already went are sent.
     func eventCount(_ type: String, userId: String? = nil) async throws -> Int {
+        await service.emailFlows.finishSending()
         let rows: PostgresRows
         if let userId {
             rows = try await admin.query("SELECT count(*)::int AS n FROM events WHERE type = \(type) AND user_id = \(userId)::uuid")
@@ -155,7 +156,8 @@ struct DevService: Sendable {
 
     /// Every event in the log.
     func totalEvents() async throws -> Int {
-        try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")
+        await service.emailFlows.finishSending()
+        return try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")
     }
 
     /// The code of the last SMS the dev outbox holds for `phoneNumber`.
@@ -193,6 +195,7 @@ struct DevService: Sendable {
 
     /// The mails the dev outbox holds for `address` (every one when nil), oldest first.
     func mails(to address: String? = nil) async throws -> [Mail] {
+        await service.emailFlows.finishSending() // a reset's mail goes after its answer
         struct Outbox: Decodable { var mails: [Mail] }
         let outbox = try await idp.get("/dev-idp/mail" + (address.map { "?to=\($0.replacingOccurrences(of: "+", with: "%2B"))" } ?? ""))
         return try outbox.decodeJSON(Outbox.self).mails

@@ -166,7 +166,10 @@ struct RoundTripBudgetTests {
             commands: fixture.commands, mail: outbox, publicURL: URL(string: "https://auth.example.com"), development: false)
         _ = try await fixture.commands.signIn(signIn(fixture.commands))
         let request = EmailFlows.Request(context: CommandContext(metadata: EventMetadata(clientIP: "192.0.2.9", surface: "v1")))
-        let (_, asked) = try await metered { try await flows.requestPasswordReset(email: Self.apple.email!, request) }
+        let (_, asked) = try await metered {
+            try await flows.requestPasswordReset(email: Self.apple.email!, request)
+            await flows.finishSending() // the code is issued after the answer went
+        }
         #expect(asked.transactions == 2, "\(asked.statements)")
         #expect(asked.roundTrips == 3, "\(asked.roundTrips) round trips: \(asked.statements)")
         let code = try #require(outbox.mails().last?.code)

@@ -322,4 +322,61 @@ struct V1EmailFlowTests {
             #expect(statuses == Array(repeating: 202, count: EmailFlows.mailsPerUser) + [429])
         }
     }
+
+    @Test func anUndoWithdrawsEveryOtherPendingChangeAndAResetVoidsChangesAskedBeforeIt() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            // An intruder with a fresh session moves the account twice: ada@ gets the first undo, the intruder the second.
+            for address in ["intruder1@example.com", "intruder2@example.com"] {
+                #expect(try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": address]).status == 202)
+                let moved = try await service.client.post("/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: address).code])
+                #expect(moved.status == 200)
+            }
+            let adasUndo = try await service.lastMail(to: "ada@example.com")
+            let intrudersUndo = try await service.lastMail(to: "intruder1@example.com")
+            #expect(adasUndo.template == "email_changed" && intrudersUndo.template == "email_changed")
+            let back = try await service.client.post("/v1/email-change/undo", json: ["code": adasUndo.code])
+            #expect(back.status == 200)
+            #expect(try back.decodeJSON([String: SignedIn.User].self)["user"]?.email == "ada@example.com")
+            let stale = try await service.client.post("/v1/email-change/undo", json: ["code": intrudersUndo.code])
+            #expect(stale.status == 401, "the intruder's undo was withdrawn by ada's")
+            #expect(try await service.lastMail(to: "intruder1@example.com").code == intrudersUndo.code, "and nothing more went to the intruder")
+
+            // A change asked for before a reset (which ends every session) no longer works after it.
+            let bob = try await signUp(service, "bob@example.com")
+            #expect(try await service.client.post("/v1/users/me/email", headers: bearer(bob), json: ["email": "thief@example.com"]).status == 202)
+            let pending = try await service.lastMail(to: "thief@example.com").code
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "bob@example.com"])
+            let reset = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": try await service.lastMail(to: "bob@example.com").code, "newPassword": "bob's new password"])
+            #expect(reset.status == 200)
+            let refused = try await service.client.post("/v1/email-verification/confirm", json: ["code": pending])
+            #expect(refused.status == 401)
+            #expect(refused.bodyText.contains("before every session was ended"))
+            #expect(try await service.signIn(service.password("bob@example.com", "bob's new password")).status == 200)
+        }
+    }
+
+    @Test func aResetOfAnUnprovedAddressKeepsOnlyIdentitiesThatProvedThatAddressAndDropsSecondFactors() async throws {
+        try await DevService.run { service in
+            let squatter = try await signUp(service, "victim@example.com")
+            // The squatter's Google account is verified, but for the squatter's own address.
+            let google = try await service.google("google-squatter", email: "squatter@gmail.com", verified: true)
+            #expect(try await service.link(google, to: squatter.session.accessToken).status == 200)
+            let enrolled = try await service.client.post(
+                "/v1/users/me/mfa/totp", headers: bearer(squatter), json: ["displayName": "squatter's phone"])
+            #expect(enrolled.status == 201 || enrolled.status == 200, "\(enrolled.bodyText)")
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "victim@example.com"])
+            let reset = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": try await service.lastMail(to: "victim@example.com").code, "newPassword": "the victim's password"])
+            #expect(reset.status == 200)
+            let user = try #require(try reset.decodeJSON([String: SignedIn.User].self)["user"])
+            #expect(user.identities.map(\.provider) == ["password"], "the Google identity proved another address")
+            #expect(try await service.eventCount("MFAFactorRemoved", userId: squatter.user.id) == 1)
+            let again = try await service.signedIn(try await service.google("google-squatter", email: "squatter@gmail.com"))
+            #expect(again.user.id != squatter.user.id, "that Google account now signs in as another user, never this one")
+            let signedIn = try await service.signedIn(service.password("victim@example.com", "the victim's password"))
+            #expect(signedIn.user.id == squatter.user.id, "no second factor stands in the owner's way")
+        }
+    }
 }

@@ -59,12 +59,18 @@ extension AccountService {
         context: CommandContext, act: @escaping @Sendable (UserAccount, EmailCode) throws -> [AccountEvent]
     ) async throws -> (account: UserAccount, code: EmailCode) {
         var reads: [PostgresQuery] = []
-        if !purposes.isDisjoint(with: [.changeEmail, .undoEmailChange]),
-           let peeked = try? await read(userId).emailCodes.values.first(where: { $0.codeHash == codeHash }),
-           [.changeEmail, .undoEmailChange].contains(peeked.purpose), let email = peeked.email {
-            reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
+        if !purposes.isDisjoint(with: [.changeEmail, .undoEmailChange]) {
+            let peeked: EmailCode?
+            do {
+                peeked = try await read(userId).emailCodes.values.first(where: { $0.codeHash == codeHash })
+            } catch let error as AccountError where error.reason == .notFound {
+                peeked = nil
+            }
+            if let peeked, [.changeEmail, .undoEmailChange].contains(peeked.purpose), let email = peeked.email {
+                reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
+            }
         }
-        let result = try await namingNoOne { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
+        let result = try await namingNoOne { try await mappingEmailConstraints { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
             account, rows -> (events: [AccountEvent], result: Result<EmailCode, AccountError>) in
             if let caller, caller != account.id {
                 // Someone else's real code in a signed-in caller's hands is worth recording; a made-up one is not.
@@ -75,12 +81,23 @@ extension AccountService {
             let (code, refusal) = account.checkEmailCode(codeHash, for: purposes, presentedFor: presentedFor, now: context.now)
             if let refusal { return (refusal.events, .failure(refusal.error)) }
             guard let code else { return ([], .failure(.invalidCode(AccountError.unknownEmailCodeDetail))) }
-            if [.changeEmail, .undoEmailChange].contains(code.purpose), try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
-                throw AccountError.emailAlreadyInUse
+            if [.changeEmail, .undoEmailChange].contains(code.purpose) {
+                // Fail closed: the address is checked under its lock, or the command does not move the account.
+                guard rows.count >= 3 else { throw AccountError.invalidCode(AccountError.unknownEmailCodeDetail) }
+                if try Self.emailHolders(rows).contains(where: { $0 != account.id }) { throw AccountError.emailAlreadyInUse }
             }
             return (try act(account, code), .success(code))
-        } }
+        } } }
         return (result.account, try result.result.get())
+    }
+
+    /// A password identity moved to an address another account signs in with: the address is taken.
+    private func mappingEmailConstraints<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "identities_provider_uid_key" {
+            throw AccountError.emailAlreadyInUse
+        }
     }
 
     /// A code naming a user who does not exist is a code that matches nothing, like any other wrong code.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 import TetherHTTP
 import TetherPostgres
@@ -14,6 +15,27 @@ import TetherProviders
 /// (`EmailCodeDeliveryFailed`) rather than told to a stranger. Requests of a signed-in user about
 /// themselves say when their mail could not be sent (503 `mail_unavailable`), as SMS codes do.
 public struct EmailFlows: Sendable {
+    /// Tasks started by a request that has already been answered.
+    final class PendingWork: Sendable {
+        private let tasks = Mutex<[UUID: Task<Void, Never>]>([:])
+
+        func add(_ task: Task<Void, Never>) {
+            let id = UUID()
+            tasks.withLock { $0[id] = task }
+            Task { [self] in
+                await task.value
+                _ = tasks.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+
+        func wait() async {
+            while let next = tasks.withLock({ $0.values.first }) {
+                await next.value
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+    }
+
     /// How the links of one surface look, so that a mail sends people where its SDK expects.
     public enum LinkStyle: Sendable, Hashable {
         /// `<base>/actions/<page>?code=<code>`.
@@ -111,16 +133,40 @@ public struct EmailFlows: Sendable {
             .mail, to: [normalized], userId: nil, perAddress: Self.mailsPerAddress, perUser: Self.mailsPerUser, window: Self.mailWindow,
             now: request.context.now,
             refusal: "Too many mails to this address; wait before asking for another.")
-        do {
-            let code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
+        let code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
+        let send = { [self] () async throws in
             try await issueAndDeliver(code, to: AccountService.resetOwner(of: normalized), requiring: normalized, mail: mail, request)
-        } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest, .emailAlreadyVerified].contains(error.reason) {
-            // No account (or none that could use it): nothing is sent, and only a caller who may know is told.
-            if revealing { throw error }
-        } catch let error as SendFailure {
-            if revealing { throw error.underlying }
-            logger.warn("a mail with a code could not be sent", [("purpose", purpose.rawValue), ("reason", error.reason)])
         }
+        guard revealing else {
+            // The answer must not wait for what only a known address costs (the command, the webhook's
+            // retries): it goes now, and the code is issued and mailed after it.
+            let pending = Task { [logger] in
+                do {
+                    try await send()
+                } catch let error as AccountError where [.notFound, .userDisabled, .invalidRequest, .emailAlreadyVerified].contains(error.reason) {
+                    // No account (or none that could use it): nothing is sent.
+                } catch let error as SendFailure {
+                    logger.warn("a mail with a code could not be sent", [("purpose", purpose.rawValue), ("reason", error.reason)])
+                } catch {
+                    logger.warn("a code could not be issued", [("purpose", purpose.rawValue), ("error", String(describing: error))])
+                }
+            }
+            inFlight.add(pending)
+            return
+        }
+        do {
+            try await send()
+        } catch let error as SendFailure {
+            throw error.underlying
+        }
+    }
+
+    /// Codes being issued and mailed after their answer went; ``finishSending()`` waits for them.
+    let inFlight = PendingWork()
+
+    /// Waits for the codes whose answer already went to be issued and mailed (a server stopping, a test).
+    public func finishSending() async {
+        await inFlight.wait()
     }
 
     /// Mails a code proving the signed-in user's address.
@@ -354,7 +400,7 @@ public struct EmailFlows: Sendable {
 
     /// The user a code names, or 400 for text that is not a code.
     static func user(of code: String) throws -> UUID {
-        guard let userId = EmailCodeFormat.userId(of: code.trimmingCharacters(in: .whitespaces)) else { throw EmailCodeFormat.malformed }
+        guard let userId = EmailCodeFormat.userId(of: code) else { throw EmailCodeFormat.malformed }
         return userId
     }
 

@@ -111,7 +111,9 @@ public struct EventSummary: Sendable, Hashable {
         case "EmailCodeUsed":
             text = "\(payload["purpose"]) code \(payload.shortID("codeId")) used"
         case "EmailCodeExpired":
-            text = "\(payload["purpose"]) code \(payload.shortID("codeId")) presented after it expired"
+            text = payload.text("reason") == "superseded"
+                ? "\(payload["purpose"]) code \(payload.shortID("codeId")) withdrawn (superseded)"
+                : "\(payload["purpose"]) code \(payload.shortID("codeId")) presented after it expired"
         case "EmailCodeRefused":
             let code = payload.text("codeId") == nil ? "a code" : "code \(payload.shortID("codeId"))"
             text = "\(code) refused for \(payload["presentedFor"]) (\(payload["reason"]))"

@@ -39,10 +39,19 @@ extension AccountEvent {
         public var purpose: EmailCodePurpose
     }
 
-    /// The code was presented after its expiry; it cannot be used any more.
+    /// The code can no longer be used: presented after its expiry, or (`reason` `superseded`) withdrawn
+    /// because a later use of another code made it stale (an undo withdraws every pending change and undo).
     public struct EmailCodeExpired: Codable, Sendable, Hashable {
         public var codeId: UUID
         public var purpose: EmailCodePurpose
+        /// Nil: it expired; `superseded`: withdrawn.
+        public var reason: String?
+
+        public init(codeId: UUID, purpose: EmailCodePurpose, reason: String? = nil) {
+            self.codeId = codeId
+            self.purpose = purpose
+            self.reason = reason
+        }
     }
 
     /// A code of the user was presented and refused; nothing else changed.
@@ -142,6 +151,11 @@ extension UserAccount {
         if code.isSpent { return refuse(code, "expired", .expiredCode) }
         if now >= code.expiresAt { return (nil, ([.emailCodeExpired(.init(codeId: code.id, purpose: code.purpose))], .expiredCode)) }
         guard !isDisabled else { return (nil, ([], .userDisabled)) }
+        // An email change asked for before every session was ended (a password reset, "sign out everywhere")
+        // may be someone else's: whoever ended the sessions asks again if it was theirs.
+        if code.purpose == .changeEmail, let validSince, code.issuedAt < validSince {
+            return refuse(code, "sessions_revoked", .invalidCode("This email change was asked for before every session was ended; ask for it again."))
+        }
         // A reset or verification proves the address the code went to: if the account moved since, it proves nothing.
         if code.purpose == .passwordReset || code.purpose == .verifyEmail {
             guard let current = email, let bound = code.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(bound) else {
@@ -158,9 +172,17 @@ extension UserAccount {
         guard let email else { throw .invalidRequest("The account has no email address.") }
         var events: [AccountEvent] = [.emailCodeUsed(.init(codeId: code.id, purpose: code.purpose))]
         if !isEmailVerified {
-            for existing in identities.values.sorted(by: { $0.provider < $1.provider })
-            where !existing.isEmailVerified && existing.provider != "password" {
-                events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "password_reset")))
+            // Only an identity that proved this very address vouches for it; second factors enrolled before
+            // the address was proved may be a squatter's, and go too.
+            let address = ExternalIdentity.normalize(email)
+            for existing in identities.values.sorted(by: { $0.provider < $1.provider }) where existing.provider != "password" {
+                let vouches = existing.isEmailVerified && existing.email.map(ExternalIdentity.normalize) == address
+                if !vouches {
+                    events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "password_reset")))
+                }
+            }
+            for factor in mfa.factors.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
+                events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset")))
             }
             events.append(.emailVerified(.init(provider: "email", personal: PersonalData(email: email))))
         }
@@ -180,13 +202,25 @@ extension UserAccount {
         case .verifyEmail:
             return [used] + (isEmailVerified ? [] : [.emailVerified(.init(provider: "email", personal: PersonalData(email: bound)))])
         case .changeEmail:
-            return [used] + (try changeEmail(to: bound, verified: true))
+            // Other pending changes would move the account again: they are withdrawn.
+            return [used] + withdrawing([.changeEmail], except: code.id) + (try changeEmail(to: bound, verified: true))
         case .undoEmailChange:
-            // Someone else may have moved the account away: it goes back, and everyone is signed out.
-            return [used] + (try changeEmail(to: bound, verified: code.restoresVerified)) + (try revokeAllSessions(now: now))
+            // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
+            // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn.
+            return [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id)
+                + (try changeEmail(to: bound, verified: code.restoresVerified)) + (try revokeAllSessions(now: now))
         case .passwordReset:
             throw .invalidCode("This code is not for this; use the link of the mail that brought it.")
         }
+    }
+}
+
+extension UserAccount {
+    /// Withdraws the unspent codes of `purposes` but `except`.
+    func withdrawing(_ purposes: Set<EmailCodePurpose>, except: UUID) -> [AccountEvent] {
+        emailCodes.values.filter { !$0.isSpent && $0.id != except && purposes.contains($0.purpose) }
+            .sorted { ($0.issuedAt, $0.id.uuidString) < ($1.issuedAt, $1.id.uuidString) }
+            .map { .emailCodeExpired(.init(codeId: $0.id, purpose: $0.purpose, reason: "superseded")) }
     }
 }
 

@@ -34,6 +34,7 @@ struct ActionPagesBrowserTests {
         try await withPage { service, idp, client, page in
             #expect(try await client.post("/v1/sign-up", json: ["email": "ada@example.com", "password": "first password"]).status == 201)
             #expect(try await client.post("/v1/password-reset", json: ["email": "ada@example.com"]).status == 202)
+            await service.emailFlows.finishSending()
             let mail = try #require(idp.devIdP.mailOutbox.mails(to: "ada@example.com").last)
             #expect(mail.link.hasPrefix("http://127.0.0.1:\(service.server.boundPort)/actions/reset-password?code="))
 
