@@ -140,7 +140,10 @@ struct WebhookTests {
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("http://example.com/hook") }
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://127.0.0.1/hook") }
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://localhost/hook") }
-        await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://[::ffff:10.0.0.1]/hook") }
+        for embedded in ["https://[::ffff:10.0.0.1]/hook", "https://[::127.0.0.1]/hook", "https://[64:ff9b::a00:1]/hook",
+                         "https://[2002:c0a8:101::1]/hook", "https://[fec0::1]/hook", "https://198.18.0.1/hook", "https://192.0.0.8/hook"] {
+            await #expect(throws: WebhookTargetPolicy.Refusal.self, "\(embedded)") { try await strict.check(embedded) }
+        }
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://user:pw@93.184.215.14/hook") }
         #expect(try await strict.check("https://93.184.215.14/hook").host == "93.184.215.14", "a public literal address passes without DNS")
         let allowed = WebhookTargetPolicy(allowsHTTP: false, allowedHosts: ["hooks.internal"])

@@ -102,6 +102,15 @@ public final class WebhookDeliverer: Sendable {
             try await release(subscription.id)
             return worked
         } catch {
+            // Something failed before any answer (the log could not be read, an event not decoded): the
+            // subscription waits like after a failed attempt, so it does not hold the others up.
+            if !(error is CancellationError) {
+                try? await webhooks.database.query("""
+                    UPDATE webhook_subscriptions SET next_attempt_at = now() + make_interval(secs => \(configuration.initialBackoff * 4)),
+                        failing_since = coalesce(failing_since, now()), updated_at = now()
+                    WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                    """)
+            }
             try? await release(subscription.id)
             throw error
         }
@@ -109,25 +118,35 @@ public final class WebhookDeliverer: Sendable {
 
     /// Delivers the leased `subscription`'s next page of events, in order, until one fails.
     private func deliver(_ subscription: WebhookSubscription) async throws -> Bool {
-        let types = EventFeed.internalTypes(for: subscription.eventTypes) ?? []
+        guard let types = EventFeed.internalTypes(for: subscription.eventTypes) else {
+            // A stored type this build does not know: delivering nothing would skip its events for good.
+            try await webhooks.database.query("""
+                UPDATE webhook_subscriptions SET status = 'failing', status_reason = \("its event types are not all known to this server"),
+                    updated_at = now()
+                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                """)
+            return false
+        }
+        var attempts = subscription.attempts
         let page = try await feed.page(
             after: subscription.cursor, types: types, userId: nil, limit: configuration.batch, personal: subscription.personal)
         for item in page.items {
             try Task.checkCancellation()
             guard try await renewLease(subscription.id) else { return true }
-            guard try await deliver(item, of: subscription) else { return true }
+            guard try await deliver(item, of: subscription, attempts: &attempts) else { return true }
         }
         // Every event of the page went: the cursor moves on past what the page looked at (events no one subscribed to).
         try await webhooks.database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(page.next.checkpoint.transactionId)::xid8, cursor_position = \(page.next.checkpoint.position),
                 next_attempt_at = now() + make_interval(secs => \(page.items.isEmpty ? Self.seconds(configuration.pollInterval) : 0)), updated_at = now()
-            WHERE id = \(subscription.id) AND lease_owner = \(instance) AND (cursor_tx, cursor_position) <= (\(page.next.checkpoint.transactionId)::xid8, \(page.next.checkpoint.position))
+            WHERE id = \(subscription.id) AND lease_owner = \(instance) AND lease_until > now()
+              AND (cursor_tx, cursor_position) <= (\(page.next.checkpoint.transactionId)::xid8, \(page.next.checkpoint.position))
             """)
         return !page.items.isEmpty
     }
 
     /// Posts one event; answers whether the next may follow (a 2xx).
-    private func deliver(_ item: EventFeed.Page.Item, of subscription: WebhookSubscription) async throws -> Bool {
+    private func deliver(_ item: EventFeed.Page.Item, of subscription: WebhookSubscription, attempts: inout Int) async throws -> Bool {
         guard case .object(let event) = item.json, case .string(let id)? = event["id"], case .string(let type)? = event["type"] else { return true }
         let body = try item.json.jsonBytes()
         let now = Date()
@@ -140,17 +159,21 @@ public final class WebhookDeliverer: Sendable {
                 id: id, timestamp: Int(now.timeIntervalSince1970), body: body, secrets: subscription.signingSecrets(at: now))
             headers["Content-Type"] = "application/json"
             headers["User-Agent"] = "Tether-Webhooks/1"
-            status = try await httpClient.post(url: url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 64 * 1024).status
+            // Renewed once the target was checked (resolving its name takes time); the answer's body is not read.
+            guard try await renewLease(subscription.id) else { return false }
+            status = try await httpClient.post(url: url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 1024 * 1024).status
         } catch let refusal as WebhookTargetPolicy.Refusal {
             failure = "target refused: \(refusal.description)"
         } catch is CancellationError {
             throw CancellationError()
         } catch {
+            // Stopping the server cancels the attempt: that is no failure of the receiver.
+            if Task.isCancelled { throw CancellationError() }
             failure = String(describing: error).prefix(300).description
         }
         let elapsed = ContinuousClock.now - started
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-        let attempt = subscription.attempts + 1
+        let attempt = attempts + 1
         try await webhooks.database.query("""
             INSERT INTO webhook_deliveries (subscription_id, event_id, event_type, event_position, attempt, status, duration_ms, error)
             VALUES (\(subscription.id), \(id), \(type), \(item.checkpoint.position), \(attempt), \(status), \(milliseconds), \(failure))
@@ -161,12 +184,16 @@ public final class WebhookDeliverer: Sendable {
             try await webhooks.database.query("""
                 UPDATE webhook_subscriptions SET cursor_tx = \(item.checkpoint.transactionId)::xid8, cursor_position = \(item.checkpoint.position),
                     attempts = 0, failing_since = NULL, updated_at = now()
-                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                WHERE id = \(subscription.id) AND lease_owner = \(instance) AND lease_until > now()
                 """)
+            attempts = 0
             return true
         case 410?:
             deliveries.increment("410")
-            try await webhooks.setEnabled(false, subscription.id, reason: "the receiver answered 410 Gone")
+            try await webhooks.database.query("""
+                UPDATE webhook_subscriptions SET status = 'disabled', status_reason = \("the receiver answered 410 Gone"), updated_at = now()
+                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                """)
             return false
         default:
             deliveries.increment(status.map { $0 >= 500 ? "5xx" : "4xx" } ?? "error")
@@ -181,6 +208,7 @@ public final class WebhookDeliverer: Sendable {
                                   THEN \("deliveries failed for longer than the retry period; enable it to try again") ELSE status_reason END
                 WHERE id = \(subscription.id) AND lease_owner = \(instance)
                 """)
+            attempts = attempt
             logger.info("a webhook delivery failed", [("subscription", subscription.id.lowercasedText), ("event", id),
                                                        ("status", status.map(String.init) ?? "none"), ("attempt", String(attempt))])
             return false

@@ -145,10 +145,11 @@ public struct WebhookStore: Sendable {
     public func setEnabled(_ enabled: Bool, _ id: UUID, reason: String? = nil) async throws -> WebhookSubscription? {
         let rows = try await database.query(enabled ? """
             UPDATE webhook_subscriptions SET status = 'active', status_reason = NULL, attempts = 0, failing_since = NULL,
-                next_attempt_at = now(), updated_at = now()
+                next_attempt_at = now(), lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """ : """
-            UPDATE webhook_subscriptions SET status = 'disabled', status_reason = \(reason ?? "disabled by an admin"), updated_at = now()
+            UPDATE webhook_subscriptions SET status = 'disabled', status_reason = \(reason ?? "disabled by an admin"),
+                lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
         return try rows.first.map(Self.decode)
@@ -169,12 +170,14 @@ public struct WebhookStore: Sendable {
         return rows.isEmpty ? nil : secret
     }
 
-    /// Delivers again from `cursor` (the events after it), now, whatever failed before.
+    /// Delivers again from `cursor` (the events after it), now, whatever failed before: the subscription is
+    /// active again, and a delivery in flight loses its lease, so it cannot move the cursor back over the replay.
     @discardableResult
     public func replay(_ id: UUID, from cursor: EventFeed.Cursor) async throws -> WebhookSubscription? {
         let rows = try await database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(cursor.checkpoint.transactionId)::xid8,
-                cursor_position = \(cursor.checkpoint.position), attempts = 0, failing_since = NULL, next_attempt_at = now(), updated_at = now()
+                cursor_position = \(cursor.checkpoint.position), attempts = 0, failing_since = NULL, next_attempt_at = now(),
+                status = 'active', status_reason = NULL, lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
         return try rows.first.map(Self.decode)

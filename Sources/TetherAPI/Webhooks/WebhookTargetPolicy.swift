@@ -57,12 +57,19 @@ public struct WebhookTargetPolicy: Sendable {
     func isPublic(_ address: Address) -> Bool {
         let b = address.bytes
         if b.count == 16 {
-            // IPv4-mapped (::ffff:a.b.c.d): judged as the IPv4 address.
-            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return isPublic(Address(bytes: Array(b[12...]))) }
             if b.allSatisfy({ $0 == 0 }) { return false } // ::
             if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return allowsLoopback } // ::1
+            // Forms that carry an IPv4 address are judged as it: mapped (::ffff:0:0/96), compatible (::/96),
+            // NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+            if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return isPublic(Address(bytes: Array(b[12...]))) }
+            if b[0..<12].allSatisfy({ $0 == 0 }) { return isPublic(Address(bytes: Array(b[12...]))) }
+            if b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4..<12].allSatisfy({ $0 == 0 }) {
+                return isPublic(Address(bytes: Array(b[12...])))
+            }
+            if b[0] == 0x20 && b[1] == 0x02 { return isPublic(Address(bytes: Array(b[2..<6]))) }
             if b[0] & 0xfe == 0xfc { return false } // fc00::/7 unique local
             if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false } // fe80::/10 link-local
+            if b[0] == 0xfe && b[1] & 0xc0 == 0xc0 { return false } // fec0::/10 site-local
             if b[0] == 0xff { return false } // multicast
             return true
         }
@@ -70,6 +77,8 @@ public struct WebhookTargetPolicy: Sendable {
         switch (b[0], b[1]) {
         case (127, _): return allowsLoopback
         case (0, _), (10, _), (169, 254), (192, 168): return false
+        case (192, 0) where b[2] == 0: return false // IETF protocol assignments (192.0.0.0/24)
+        case (198, 18), (198, 19): return false // benchmarking (198.18.0.0/15)
         case (172, 16...31): return false
         case (100, 64...127): return false // shared address space (RFC 6598)
         case (224...255, _): return false // multicast, reserved, broadcast
