@@ -1,6 +1,8 @@
 import Foundation
 import TetherCore
+import TetherCrypto
 import TetherHTTP
+import TetherPostgres
 import TetherProviders
 
 /// Everything the server reads from `TETHER_*` variables (or a `--config` JSON file).
@@ -83,6 +85,10 @@ public struct TetherConfiguration: Sendable {
     public var webhookAllowsHTTP: Bool
     /// `TETHER_WEBHOOK_ALLOWED_HOSTS`: hosts webhooks may reach although they resolve to private addresses.
     public var webhookAllowedHosts: Set<String>
+    /// `TETHER_MASTER_KEY_FILE`: the key that wraps the personal-data keys stored in the database.
+    public var masterKey: MasterKey?
+    /// The further files of `TETHER_MASTER_KEY_FILE`: they still unwrap (a rotation in progress).
+    public var olderMasterKeys: [MasterKey]
     /// `TETHER_LOG_LEVEL`.
     public var logLevel: Logger.Level
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
@@ -127,6 +133,8 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_EMAIL_VERIFICATION_CODE_TTL", "3d", "how long an email verification or email change code lasts"),
         ("TETHER_WEBHOOK_ALLOW_HTTP", "0", "1 lets webhook targets be plain http (https only otherwise; tether dev allows http)"),
         ("TETHER_WEBHOOK_ALLOWED_HOSTS", "none", "comma list of hosts webhooks may reach although they resolve to private or local addresses"),
+        ("TETHER_MASTER_KEY_FILE", "none (tether dev makes .tether/master.key)",
+         "file of the key (32 bytes, base64) that wraps every user's personal-data key; tether serve needs it. A comma list during a rotation: the first wraps, all unwrap"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
@@ -222,6 +230,18 @@ public struct TetherConfiguration: Sendable {
         }
         webhookAllowedHosts = Set((value("TETHER_WEBHOOK_ALLOWED_HOSTS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
+        // A comma list: the first wraps, every one unwraps (during a rotation: the new file, then the old).
+        var masterKeys: [MasterKey] = []
+        for path in (value("TETHER_MASTER_KEY_FILE") ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) })
+        where !path.isEmpty {
+            do {
+                masterKeys.append(try MasterKey(file: path))
+            } catch {
+                throw Invalid("TETHER_MASTER_KEY_FILE", "\((error as? CryptoError)?.detail ?? String(describing: error))")
+            }
+        }
+        masterKey = masterKeys.first
+        olderMasterKeys = Array(masterKeys.dropFirst())
         passwordResetCodeLifetime = try lifetime("TETHER_PASSWORD_RESET_CODE_TTL", UserAccount.defaultPasswordResetCodeLifetime)
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         schemaDirectory = value("TETHER_SCHEMA_DIR")
@@ -257,6 +277,9 @@ public struct TetherConfiguration: Sendable {
 
     /// The fewest characters a webhook secret may have.
     public static let minimumWebhookSecretLength = 16
+
+    /// The master keys the database pools open stored keys with (the configured one), if any.
+    public var masterKeys: MasterKeyRing? { masterKey.map { MasterKeyRing(current: $0, others: olderMasterKeys) } }
 
     /// The production SMS sender when `TETHER_SMS_WEBHOOK_URL` is set; nil otherwise (no SMS can be sent).
     public func smsSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any SMSSender)? {

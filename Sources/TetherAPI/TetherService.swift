@@ -53,7 +53,8 @@ public final class TetherService: Sendable {
         self.configuration = configuration
         self.logger = logger
         let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
-        database = PostgresClient(configuration: .init(url: databaseURL, maxConnections: 16, role: "tether_service"))
+        database = PostgresClient(configuration: .init(
+            url: databaseURL, maxConnections: 16, role: "tether_service", masterKeys: configuration.masterKeys))
         var router = Router()
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)

@@ -66,19 +66,19 @@ public enum PersonalDataVault {
 
     /// The user's key, made on first use (inside the caller's transaction); nil once the user was erased,
     /// so later events about them (an admin's look at the erased account) are stored without one.
-    static func key(for userId: UUID, on connection: PostgresConnection) async throws -> [UInt8]? {
+    static func key(for userId: UUID, on connection: PostgresConnection, masterKeys: MasterKeyRing?) async throws -> [UInt8]? {
         var rows: PostgresRows?
-        for statement in keyStatements(for: userId) {
+        for statement in try keyStatements(for: userId, masterKeys: masterKeys) {
             rows = try await connection.query(statement)
         }
-        return try key(from: rows!)
+        return try key(from: rows!, of: userId, masterKeys: masterKeys)
     }
 
     /// The statements of ``key(for:on:)``, for a caller that pipelines them; read their last rows with ``key(from:)``.
-    static func keyStatements(for userId: UUID) -> [PostgresQuery] {
+    static func keyStatements(for userId: UUID, masterKeys: MasterKeyRing?) throws -> [PostgresQuery] {
         [
             """
-            INSERT INTO personal_data_keys (user_id, key) VALUES (\(userId), \(SecureRandom.bytes(count: 32)))
+            INSERT INTO personal_data_keys (user_id, key) VALUES (\(userId), \(try newKey(for: userId, masterKeys: masterKeys).stored))
             ON CONFLICT (user_id) DO NOTHING
             """,
             // A second statement: its snapshot sees a key a concurrent first append committed meanwhile.
@@ -86,15 +86,31 @@ public enum PersonalDataVault {
         ]
     }
 
-    /// The key the last of ``keyStatements(for:)`` read: nil once the user was erased.
-    static func key(from rows: PostgresRows) throws -> [UInt8]? {
-        try rows[0].decode("key")
+    /// The key the last of ``keyStatements(for:masterKeys:)`` read: nil once the user was erased.
+    static func key(from rows: PostgresRows, of userId: UUID, masterKeys: MasterKeyRing?) throws -> [UInt8]? {
+        try opened(try rows[0].decode("key"), of: userId, masterKeys: masterKeys)
     }
 
+    /// A new key for `userId`, and the form it is stored in (wrapped with the master key when there is one).
+    public static func newKey(for userId: UUID, masterKeys: MasterKeyRing?) throws -> (key: [UInt8], stored: [UInt8]) {
+        let key = SecureRandom.bytes(count: 32)
+        return (key, try masterKeys.wrap(key, context: wrappingContext(userId)))
+    }
+
+    /// A stored key opened (nil stays nil: a destroyed key).
+    public static func opened(_ stored: [UInt8]?, of userId: UUID, masterKeys: MasterKeyRing?) throws -> [UInt8]? {
+        try stored.map { try masterKeys.unwrap($0, context: wrappingContext(userId)) }
+    }
+
+    /// What a wrapped key is bound to: its row.
+    public static func wrappingContext(_ userId: UUID) -> String { "personal_data_keys:" + userId.lowercasedText }
+
     /// The keys of `userIds` that still exist.
-    static func keys(for userIds: Set<UUID>, query: (PostgresQuery) async throws -> PostgresRows) async throws -> [UUID: [UInt8]] {
+    static func keys(
+        for userIds: Set<UUID>, masterKeys: MasterKeyRing?, query: (PostgresQuery) async throws -> PostgresRows
+    ) async throws -> [UUID: [UInt8]] {
         guard !userIds.isEmpty else { return [:] }
-        return try keys(from: try await query(keysStatement(for: userIds)))
+        return try keys(from: try await query(keysStatement(for: userIds)), masterKeys: masterKeys)
     }
 
     /// The statement of ``keys(for:query:)``, for a caller that pipelines it; read its rows with ``keys(from:)``.
@@ -106,10 +122,11 @@ public enum PersonalDataVault {
     }
 
     /// The keys the rows of ``keysStatement(for:)`` hold.
-    static func keys(from rows: PostgresRows) throws -> [UUID: [UInt8]] {
+    static func keys(from rows: PostgresRows, masterKeys: MasterKeyRing?) throws -> [UUID: [UInt8]] {
         var keys: [UUID: [UInt8]] = [:]
         for row in rows {
-            keys[try row.decode("user_id")] = try row.decode("key")
+            let userId: UUID = try row.decode("user_id")
+            keys[userId] = try opened(try row.decode("key"), of: userId, masterKeys: masterKeys)
         }
         return keys
     }

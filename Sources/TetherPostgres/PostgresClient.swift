@@ -24,11 +24,15 @@ public final class PostgresClient: Sendable {
         /// A role every connection switches to with `SET ROLE` (the service role, which
         /// may not update or delete events); nil keeps the login role.
         public var role: String?
+        /// The master keys that wrap the keys stored in this database (`TETHER_MASTER_KEY_FILE`); nil
+        /// stores new keys unwrapped and reads only unwrapped ones.
+        public var masterKeys: MasterKeyRing?
 
         public init(
             url: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(10),
-            connectTimeoutSeconds: Int = 5, applicationName: String = "tether", role: String? = nil
+            connectTimeoutSeconds: Int = 5, applicationName: String = "tether", role: String? = nil, masterKeys: MasterKeyRing? = nil
         ) {
+            self.masterKeys = masterKeys
             self.url = url
             self.maxConnections = max(1, maxConnections)
             self.acquireTimeout = acquireTimeout

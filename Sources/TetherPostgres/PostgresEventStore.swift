@@ -62,7 +62,7 @@ public struct PostgresEventStore: Sendable {
         // What an event says about its user is sealed with that user's key (PersonalDataVault).
         var keys: [UUID: [UInt8]] = [:]
         for userId in Set(events.compactMap(\.userId)) {
-            keys[userId] = try await PersonalDataVault.key(for: userId, on: connection) ?? nil
+            keys[userId] = try await PersonalDataVault.key(for: userId, on: connection, masterKeys: client.configuration.masterKeys) ?? nil
         }
         try await connection.execute(simple: "SAVEPOINT tether_append")
         do {
@@ -130,11 +130,11 @@ public struct PostgresEventStore: Sendable {
         return try await client.withTransactionJob { transaction in
             var statements = locks
             statements.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
-            if let userId { statements += PersonalDataVault.keyStatements(for: userId) }
+            if let userId { statements += try PersonalDataVault.keyStatements(for: userId, masterKeys: client.configuration.masterKeys) }
             let internalCount = statements.count
             let rows = try transaction.begin(statements + reads)
             let version: Int = try rows[locks.count][0].decode("version")
-            let key = userId == nil ? nil : try PersonalDataVault.key(from: rows[internalCount - 1])
+            let key = try userId.flatMap { try PersonalDataVault.key(from: rows[internalCount - 1], of: $0, masterKeys: client.configuration.masterKeys) }
             let (events, result) = try decide(rows[internalCount...])
             let named = Set(events.compactMap(\.userId))
             guard !events.isEmpty, events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
@@ -424,7 +424,7 @@ public struct PostgresEventStore: Sendable {
 
     /// The events of the rows of ``userEventsStatements(_:after:since:limit:)``, sealed parts opened.
     public func decodeUserEvents(_ rows: ArraySlice<PostgresRows>) throws -> [RecordedEvent] {
-        try decode(rows[rows.startIndex], keys: try PersonalDataVault.keys(from: rows[rows.startIndex + 1]))
+        try decode(rows[rows.startIndex], keys: try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys))
     }
 
     private static let columns =
@@ -467,7 +467,9 @@ public struct PostgresEventStore: Sendable {
         _ rows: PostgresRows, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
         let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
-        return try decode(rows, keys: try await PersonalDataVault.keys(for: userIds, query: query), leavingSealed: leavingSealed)
+        return try decode(
+            rows, keys: try await PersonalDataVault.keys(for: userIds, masterKeys: client.configuration.masterKeys, query: query),
+            leavingSealed: leavingSealed)
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run).

@@ -23,7 +23,8 @@ extension Commands {
         }
         // The login role owns the tables; replay never switches to tether_service. Three connections: the
         // run's own, a second for the other bulk reader or the read-ahead, and --verify's gate beside both.
-        let database = PostgresClient(configuration: .init(url: url, maxConnections: 3, applicationName: "tether replay"))
+        let database = PostgresClient(configuration: .init(
+            url: url, maxConnections: 3, applicationName: "tether replay", masterKeys: try masterKeys(configuration)))
         defer { database.shutdown() }
         let mode: ProjectionReplay.Mode = options.has("verify") ? .verify : .replace
         let display = ReplayProgressDisplay()

@@ -166,7 +166,7 @@ extension Commands {
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: \(command) reads the database")
         }
-        let database = PostgresClient(url: url, maxConnections: 2)
+        let database = PostgresClient(configuration: .init(url: url, maxConnections: 2, masterKeys: try masterKeys(configuration)))
         defer { database.shutdown() }
         do {
             try await body(database)

@@ -12,6 +12,9 @@ enum Commands {
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: tether serve needs a database (tether dev starts its own)")
         }
+        guard configuration.masterKey != nil else {
+            throw CommandFailure("TETHER_MASTER_KEY_FILE is not set: tether serve wraps every stored key with it (make one: head -c 32 /dev/urandom | base64 > master.key)")
+        }
         let logger = Logger(minimumLevel: configuration.logLevel)
         let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
         try await run(service)
@@ -49,7 +52,17 @@ enum Commands {
             // settings point at it unless the environment says otherwise.
             let base = URL(string: "http://\(configuration.listen)/dev-idp")!
             let devIdP = try DevIdentityProvider(keyDirectory: URL(fileURLWithPath: ".tether/dev-idp"))
-            let values = DevIdentityProvider.configuration(baseURL: base).merging(configuration.values) { _, own in own }
+            var own = configuration.values
+            if configuration.masterKey == nil {
+                // Development keeps its master key beside its database; `tether serve` is given one.
+                let path = developmentMasterKeyFile
+                if !FileManager.default.fileExists(atPath: path) {
+                    _ = try MasterKey.create(at: path)
+                    logger.info("made a master key for development", [("file", path)])
+                }
+                own["TETHER_MASTER_KEY_FILE"] = path
+            }
+            let values = DevIdentityProvider.configuration(baseURL: base).merging(own) { _, own in own }
             configuration = try TetherConfiguration(values: values)
             var devRoutes = Router()
             devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
@@ -134,6 +147,21 @@ enum Commands {
             throw CommandFailure(error.description)
         }
     }
+
+    /// The master keys a command opens stored keys with: `TETHER_MASTER_KEY_FILE`, or `tether dev`'s
+    /// `.tether/master.key` when the variable is unset and that file exists (a developer's checkout).
+    static func masterKeys(_ configuration: TetherConfiguration) throws -> MasterKeyRing? {
+        if let ring = configuration.masterKeys { return ring }
+        guard FileManager.default.fileExists(atPath: developmentMasterKeyFile) else { return nil }
+        do {
+            return MasterKeyRing(current: try MasterKey(file: developmentMasterKeyFile))
+        } catch {
+            throw CommandFailure("\(developmentMasterKeyFile): \(error)")
+        }
+    }
+
+    /// Where `tether dev` keeps its master key.
+    static let developmentMasterKeyFile = ".tether/master.key"
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully; `started` runs once the server listens.
     private static func run(_ service: TetherService, started: () async throws -> Void = {}) async throws {

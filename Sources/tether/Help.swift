@@ -19,6 +19,7 @@ enum Help {
           history    a user's timeline, oldest first: USER (id), EMAIL or PROVIDER:UID
           admin-keys create, list or revoke keys of the support and admin API (/v1/admin)
           export     everything held about one person (USER, EMAIL or PROVIDER:UID) as JSON
+          keys       check or rotate the master key that wraps every stored personal-data key
           webhooks   create, list, disable, enable, delete, rotate-secret or replay the
                      subscriptions that push the public event feed to backends
           sweep      erase anonymous users nobody has used for a while
@@ -50,6 +51,10 @@ enum Help {
         pending). Every database connection acts as the role tether_service, which may
         read and append events but never change or delete them. SIGTERM or SIGINT stops
         accepting connections, lets requests in flight finish, then exits.
+
+        It needs TETHER_MASTER_KEY_FILE, the key that wraps every user's personal-data key
+        (make one: head -c 32 /dev/urandom | base64 > master.key), and refuses to start
+        without it.
 
         The email flows (password reset, verification, email change) mail through
         TETHER_MAIL_WEBHOOK_URL, which needs TETHER_MAIL_WEBHOOK_SECRET and
@@ -177,6 +182,24 @@ enum Help {
         revoke   stops the key with this id at once (revoking a revoked key changes nothing)
         """
 
+    static let keys = """
+        Usage: tether keys check [--config FILE]
+               tether keys rotate-master --new FILE [--config FILE]
+
+        Every user's personal-data key is stored wrapped (AES-256-GCM) with the master key of
+        TETHER_MASTER_KEY_FILE (tether dev's is .tether/master.key), so a dump of the
+        database without that file reads nothing personal. Keys stored before wrapping
+        are read as they are until a rotation wraps them.
+
+        check          counts the stored keys by what wraps them: the current master key, an
+                       older one, an unknown one (exit 1: this configuration cannot read them),
+                       none, or destroyed by an erasure
+        rotate-master  re-wraps every stored key with the key in FILE, in one transaction and
+                       without touching an event; until it commits the old file keeps working.
+                       Run the servers with TETHER_MASTER_KEY_FILE=FILE,OLD first (the first
+                       wraps, both unwrap), rotate, then name FILE alone.
+        """
+
     static let export = """
         Usage: tether export USER|EMAIL|PROVIDER:UID [--config FILE] > user.json
 
@@ -258,6 +281,7 @@ enum Help {
         case "admin-keys": adminKeys
         case "webhooks": webhooks
         case "export": export
+        case "keys": keys
         case "sweep": sweep
         case "firebase": firebase
         case "help": overview

@@ -41,6 +41,7 @@ do {
     case "admin-keys": try await Commands.adminKeys(rest)
     case "webhooks": try await Commands.webhooks(rest)
     case "export": try await Commands.export(rest)
+    case "keys": try await Commands.keys(rest)
     case "sweep": try await Commands.sweep(rest)
     case "firebase": try await Commands.firebase(rest)
     case "--version", "version": print("tether 0.1.0")

@@ -15,11 +15,11 @@ enum TetherCommandLine {
     ///
     /// The wait happens on a dispatch thread: blocked in `waitpid` on one of the few
     /// cooperative threads, it would stall every other test's server meanwhile.
-    static func run(_ arguments: [String], databaseURL: String?) async throws -> Run {
-        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL) }
+    static func run(_ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:]) async throws -> Run {
+        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL, extra: extra) }
     }
 
-    private static func runAndWait(_ arguments: [String], databaseURL: String?) throws -> Run {
+    private static func runAndWait(_ arguments: [String], databaseURL: String?, extra: [String: String]) throws -> Run {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let executable = root.appendingPathComponent(".build/debug/tether").path
@@ -40,6 +40,7 @@ enum TetherCommandLine {
         posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         var environment = ["PATH=/usr/bin:/bin", "USER=support-test"]
         if let databaseURL { environment.append("TETHER_DATABASE_URL=\(databaseURL)") }
+        environment += extra.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }

@@ -79,7 +79,7 @@ extension AccountService {
         }
         guard let userId else { return (nil, unknown) }
         let stream = StreamName.user(userId)
-        let key: [UInt8]? = try head.decode("key")
+        let key = try PersonalDataVault.opened(try head.decode("key"), of: userId, masterKeys: database.configuration.masterKeys)
         let recorded = try store.decode(rows[1], keys: key.map { [userId: $0] } ?? [:])
         let streamVersion: Int = try head.decode("stream_version", as: Int?.self) ?? 0
         let base = known.flatMap { $0.account.id == userId ? $0 : nil }
@@ -113,9 +113,9 @@ extension AccountService {
         var statements: [PostgresQuery] = []
         var key = user.key
         if !user.hasKeyRow {
-            let made = SecureRandom.bytes(count: 32)
-            statements.append("INSERT INTO personal_data_keys (user_id, key) VALUES (\(id), \(made))")
-            key = made
+            let made = try PersonalDataVault.newKey(for: id, masterKeys: database.configuration.masterKeys)
+            statements.append("INSERT INTO personal_data_keys (user_id, key) VALUES (\(id), \(made.stored))")
+            key = made.key
         }
         let newEvents = try events.enumerated().map { index, event in
             try AccountEventCodec.encode(event, userId: id, id: AccountEventCodec.eventID(command: context.commandId, index: index))

@@ -1,0 +1,184 @@
+import Foundation
+import TetherCrypto
+
+/// The key that wraps the keys Tether stores (`TETHER_MASTER_KEY_FILE`): each user's personal-data
+/// key is kept in `personal_data_keys` sealed with it (AES-256-GCM, bound to its user), so a dump of
+/// the database without the file reads nothing personal.
+///
+/// The file holds 32 random bytes in base64 on one line; `tether dev` makes one under `.tether/`.
+public struct MasterKey: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count == AESGCM.keyByteCount else {
+            throw CryptoError.invalidInput.with(detail: "a master key is \(AESGCM.keyByteCount) bytes, not \(bytes.count)")
+        }
+        self.bytes = bytes
+    }
+
+    /// A new random key.
+    public static func generate() -> MasterKey {
+        // 32 random bytes are a key.
+        try! MasterKey(bytes: SecureRandom.bytes(count: AESGCM.keyByteCount))
+    }
+
+    /// The key a file holds (base64 of 32 bytes, surrounding whitespace ignored).
+    public init(file path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CryptoError.invalidInput.with(detail: "cannot read the master key file \(path)")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let bytes = Data(base64Encoded: text) else {
+            throw CryptoError.invalidInput.with(detail: "\(path) is not a master key: expected 32 bytes in base64 on one line")
+        }
+        try self.init(bytes: Array(bytes))
+    }
+
+    /// The file's text.
+    public var fileText: String { Data(bytes).base64EncodedString() + "\n" }
+
+    /// Writes a new key to `path`, readable by its owner only; refuses to overwrite a file.
+    public static func create(at path: String) throws -> MasterKey {
+        let key = generate()
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw CryptoError.invalidInput.with(detail: "\(path) exists already: a master key file is never overwritten")
+        }
+        let url = URL(fileURLWithPath: path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: path, contents: Data(key.fileText.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CryptoError.invalidInput.with(detail: "cannot write the master key file \(path)")
+        }
+        return key
+    }
+
+    /// What names the key in what it wraps: the first 8 bytes of a SHA-256 of it (it reveals nothing of the key).
+    public var id: [UInt8] { Array(DigestAlgorithm.sha256.hash(Array("tether master key id".utf8) + bytes).prefix(8)) }
+}
+
+/// The master keys a process knows: the current one wraps; it and the others (a rotation's old one)
+/// unwrap. A stored key is `TMK1` ‖ the master key's id (8 bytes) ‖ nonce ‖ ciphertext ‖ tag, sealed
+/// with the row it belongs to as associated data, so a wrapped key moved to another row does not open.
+/// A stored key of exactly 32 bytes predates wrapping and is read as it is.
+public struct MasterKeyRing: Sendable, Hashable {
+    public var current: MasterKey
+    public var others: [MasterKey]
+
+    public init(current: MasterKey, others: [MasterKey] = []) {
+        self.current = current
+        self.others = others
+    }
+
+    static let magic = Array("TMK1".utf8)
+
+    /// Whether `stored` is wrapped (as opposed to a key from before wrapping).
+    public static func isWrapped(_ stored: [UInt8]) -> Bool {
+        stored.count > magic.count + 8 && Array(stored.prefix(magic.count)) == magic
+    }
+
+    /// The id of the master key that wrapped `stored`; nil for a key stored before wrapping.
+    public static func masterKeyID(of stored: [UInt8]) -> [UInt8]? {
+        isWrapped(stored) ? Array(stored[magic.count..<(magic.count + 8)]) : nil
+    }
+
+    /// `secret` wrapped with the current master key for the row `context` names.
+    public func wrap(_ secret: [UInt8], context: String) throws -> [UInt8] {
+        Self.magic + current.id + (try AESGCM.seal(secret, key: current.bytes, authenticating: Array(context.utf8)).combined)
+    }
+
+    /// The secret `stored` wraps, or `stored` itself when it predates wrapping.
+    ///
+    /// - Throws: when it was wrapped by a master key this ring does not hold, or for another row.
+    public func unwrap(_ stored: [UInt8], context: String) throws -> [UInt8] {
+        guard let id = Self.masterKeyID(of: stored) else { return stored }
+        guard let key = ([current] + others).first(where: { $0.id == id }) else {
+            throw CryptoError.invalidInput.with(detail: "a stored key was wrapped by a master key this server does not have (id \(id.hexString))")
+        }
+        return try AESGCM.open(try AESGCM.SealedBox(combined: Array(stored.dropFirst(Self.magic.count + 8))), key: key.bytes,
+                               authenticating: Array(context.utf8))
+    }
+}
+
+extension Optional where Wrapped == MasterKeyRing {
+    /// `secret` as stored: wrapped when a ring is configured, as it is otherwise.
+    func wrap(_ secret: [UInt8], context: String) throws -> [UInt8] {
+        try self.map { try $0.wrap(secret, context: context) } ?? secret
+    }
+
+    /// A stored key opened: unwrapped when wrapped (which needs the ring), as it is when it predates wrapping.
+    func unwrap(_ stored: [UInt8], context: String) throws -> [UInt8] {
+        guard MasterKeyRing.isWrapped(stored) else { return stored }
+        guard let ring = self else {
+            throw CryptoError.invalidInput.with(detail: "stored keys are wrapped: set TETHER_MASTER_KEY_FILE to read them")
+        }
+        return try ring.unwrap(stored, context: context)
+    }
+}
+
+/// The stored keys' side of the master key: rotating it, and checking what wraps them.
+public enum MasterKeyRotation {
+    /// How the stored keys stand against a ring.
+    public struct Report: Sendable, Hashable {
+        /// Wrapped by the ring's current key.
+        public var current = 0
+        /// Wrapped by another key the ring holds.
+        public var older = 0
+        /// Wrapped by a key the ring does not hold: unreadable here.
+        public var unknown = 0
+        /// Stored before wrapping (readable by anyone who reads the table).
+        public var unwrapped = 0
+        /// Destroyed by an erasure.
+        public var destroyed = 0
+    }
+
+    /// Counts the stored personal-data keys by what wraps them.
+    public static func check(on client: PostgresClient, ring: MasterKeyRing?) async throws -> Report {
+        var report = Report()
+        for row in try await client.query("SELECT key FROM personal_data_keys") {
+            guard let stored: [UInt8] = try row.decode("key") else {
+                report.destroyed += 1
+                continue
+            }
+            switch MasterKeyRing.masterKeyID(of: stored) {
+            case nil: report.unwrapped += 1
+            case ring?.current.id: report.current += 1
+            case let id? where ring?.others.contains(where: { $0.id == id }) == true: report.older += 1
+            default: report.unknown += 1
+            }
+        }
+        return report
+    }
+
+    /// Re-wraps every stored personal-data key with `new` in one transaction, without touching an event:
+    /// until it commits, the keys stay as `ring` (and anyone holding the old file) reads them; after, only
+    /// `new` opens them. Keys stored before wrapping are wrapped too. Answers how many were re-wrapped.
+    ///
+    /// - Parameter afterBatch: called after each batch is written, inside the transaction (a test's crash).
+    public static func rotate(
+        on client: PostgresClient, from ring: MasterKeyRing?, to new: MasterKey, afterBatch: @Sendable () throws -> Void = {}
+    ) async throws -> Int {
+        let target = MasterKeyRing(current: new)
+        return try await client.withTransaction { connection in
+            let rows = try await connection.query("SELECT user_id, key FROM personal_data_keys WHERE key IS NOT NULL ORDER BY user_id FOR UPDATE")
+            var rewrapped: [(UUID, [UInt8])] = []
+            for row in rows {
+                let userId: UUID = try row.decode("user_id")
+                let stored: [UInt8] = try row.decode("key")
+                let context = PersonalDataVault.wrappingContext(userId)
+                rewrapped.append((userId, try target.wrap(try ring.unwrap(stored, context: context), context: context)))
+            }
+            var start = 0
+            while start < rewrapped.count {
+                let batch = rewrapped[start..<min(start + 1000, rewrapped.count)]
+                try await connection.query("""
+                    UPDATE personal_data_keys AS k SET key = v.key
+                    FROM (SELECT unnest(\(PostgresArray(batch.map(\.0)))::uuid[]) AS user_id,
+                                 unnest(\(PostgresArray(batch.map { "\\x" + $0.1.hexString }))::bytea[]) AS key) AS v
+                    WHERE k.user_id = v.user_id
+                    """)
+                try afterBatch()
+                start += 1000
+            }
+            return rewrapped.count
+        }
+    }
+}

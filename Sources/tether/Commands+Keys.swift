@@ -1,0 +1,35 @@
+import Foundation
+import TetherAPI
+import TetherCore
+import TetherPostgres
+
+/// `tether keys`: the master key that wraps every user's personal-data key.
+extension Commands {
+    static func keys(_ arguments: [String]) async throws {
+        let options = try Arguments(arguments, valueFlags: ["config", "new"], switchFlags: [])
+        let configuration = try loadConfiguration(options)
+        guard let url = configuration.databaseURL else { throw CommandFailure("TETHER_DATABASE_URL is not set: tether keys works on the database") }
+        let ring = try masterKeys(configuration)
+        let database = PostgresClient(configuration: .init(url: url, maxConnections: 1, applicationName: "tether keys", masterKeys: ring))
+        defer { database.shutdown() }
+        switch options.positionals {
+        case ["check"]:
+            let report = try await MasterKeyRotation.check(on: database, ring: ring)
+            print("""
+                \(report.current) wrapped by the current master key, \(report.older) by an older one, \
+                \(report.unknown) by an unknown master key, \(report.unwrapped) not wrapped, \(report.destroyed) destroyed by erasures
+                """)
+            if report.unknown > 0 {
+                throw CommandFailure("\(report.unknown) stored keys are wrapped by a master key this configuration does not have")
+            }
+        case ["rotate-master"]:
+            guard let path = options["new"] else { throw UsageError("tether keys rotate-master needs --new FILE (make one: head -c 32 /dev/urandom | base64 > FILE)") }
+            let new: MasterKey
+            do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \(error)") }
+            let count = try await MasterKeyRotation.rotate(on: database, from: ring, to: new)
+            print("re-wrapped \(count) keys with the master key of \(path); TETHER_MASTER_KEY_FILE may now name it alone")
+        default:
+            throw UsageError("tether keys takes check, or rotate-master --new FILE")
+        }
+    }
+}

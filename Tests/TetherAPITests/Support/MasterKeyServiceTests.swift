@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherPostgres
+import TetherTesting
+
+@Suite("The master key on a running service: dumps, checks, serve's refusal")
+struct MasterKeyServiceTests {
+    private func keyFile() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tether-master-\(UUID().uuidString).key").path
+        _ = try MasterKey.create(at: path)
+        return path
+    }
+
+    /// `pg_dump` of the database as plain SQL.
+    private func dump(_ url: String) throws -> String {
+        let binaries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().reversed()
+            .map { "/usr/lib/postgresql/\($0)/bin/pg_dump" }
+        guard let pgDump = binaries.first(where: FileManager.default.isExecutableFile) else { throw HarnessError("pg_dump is missing") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pgDump)
+        process.arguments = ["--no-owner", url]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw HarnessError("pg_dump failed") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test func aDumpWithoutTheKeyFileHoldsNoUsableKeyAndTheLogStaysSealed() async throws {
+        let path = try keyFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await DevService.run(settings: ["TETHER_MASTER_KEY_FILE": path]) { service in
+            let signedUp = try await service.client.post(
+                "/v1/sign-up", json: ["email": "dora@example.com", "password": "a long password", "displayName": "Dora Explorer"])
+            #expect(signedUp.status == 201)
+            let user = try signedUp.decodeJSON(SignedIn.self).user.id
+            let stored: [UInt8] = try #require(try await service.admin.query(
+                "SELECT key FROM personal_data_keys WHERE user_id = \(user)::uuid")[0].decode("key", as: [UInt8]?.self))
+            #expect(MasterKeyRing.isWrapped(stored), "the key is stored wrapped")
+            let key = try MasterKeyRing(current: try MasterKey(file: path)).unwrap(stored, context: PersonalDataVault.wrappingContext(UUID(uuidString: user)!))
+            #expect(try await service.me(try signedUp.decodeJSON(SignedIn.self).session.accessToken).bodyText.contains("dora@example.com"),
+                    "the service reads her data")
+
+            let text = try dump(service.database.url)
+            #expect(text.contains("personal_data_keys"))
+            #expect(!text.contains(key.hexString), "the dump holds the wrapped key only")
+            // What the log says is sealed, and its key wrapped. (The read models still hold addresses and names in
+            // clear for lookups: the master key does not cover them yet.)
+            let events = try await service.admin.query("SELECT count(*)::int AS n FROM events WHERE data::text LIKE '%Dora%'")[0].decode("n", as: Int.self)
+            #expect(events == 0)
+            await #expect(throws: (any Error).self, "without the master key the log's personal data cannot be opened") {
+                _ = try await PostgresEventStore(client: service.admin).readUser(UUID(uuidString: user)!)
+            }
+
+            let check = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
+            #expect(check.status == 0, "\(check.stderr)")
+            #expect(check.stdout.hasPrefix("1 wrapped by the current master key"), "\(check.stdout)")
+            let other = try keyFile()
+            defer { try? FileManager.default.removeItem(atPath: other) }
+            let unknown = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
+            #expect(unknown.status != 0)
+            #expect(unknown.stderr.contains("master key this configuration does not have"))
+            let rotated = try await TetherCommandLine.run(
+                ["keys", "rotate-master", "--new", other], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
+            #expect(rotated.status == 0, "\(rotated.stderr)")
+            let afterRotation = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
+            #expect(afterRotation.stdout.hasPrefix("1 wrapped by the current master key"), "\(afterRotation.stdout)")
+        }
+    }
+
+    @Test func serveRefusesToStartWithoutAMasterKey() async throws {
+        let database = try await TestDatabase.make()
+        let run = try await TetherCommandLine.run(["serve"], databaseURL: database.url)
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("TETHER_MASTER_KEY_FILE"))
+        #expect(run.stderr.dropLast().contains("\n") == false, "one line")
+    }
+}
