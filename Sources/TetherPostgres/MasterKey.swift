@@ -99,6 +99,24 @@ public struct MasterKeyRing: Sendable, Hashable {
 }
 
 extension Optional where Wrapped == MasterKeyRing {
+    /// A text secret (a private key's PEM, a webhook secret) as stored: `tmk1:` and its wrapped bytes in
+    /// base64 when a ring is configured, as it is otherwise.
+    public func wrapText(_ secret: String, context: String) throws -> String {
+        guard self != nil else { return secret }
+        return Self.textPrefix + Data(try wrap(Array(secret.utf8), context: context)).base64EncodedString()
+    }
+
+    /// A stored text secret opened: unwrapped when wrapped, as it is when it predates wrapping.
+    public func unwrapText(_ stored: String, context: String) throws -> String {
+        guard stored.hasPrefix(Self.textPrefix) else { return stored }
+        guard let bytes = Data(base64Encoded: String(stored.dropFirst(Self.textPrefix.count))) else {
+            throw CryptoError.invalidInput.with(detail: "a wrapped secret is not base64")
+        }
+        return String(decoding: try unwrap(Array(bytes), context: context), as: UTF8.self)
+    }
+
+    static var textPrefix: String { "tmk1:" }
+
     /// `secret` as stored: wrapped when a ring is configured, as it is otherwise.
     func wrap(_ secret: [UInt8], context: String) throws -> [UInt8] {
         try self.map { try $0.wrap(secret, context: context) } ?? secret
@@ -148,7 +166,8 @@ public enum MasterKeyRotation {
         return report
     }
 
-    /// Re-wraps every stored personal-data key with `new` in one transaction, without touching an event:
+    /// Re-wraps every stored personal-data key with `new` in one transaction, without touching an event
+    /// (and the other stored secrets: signing keys, Firebase service-account keys, webhook secrets):
     /// until it commits, the keys stay as `ring` (and anyone holding the old file) reads them; after, only
     /// `new` opens them. Keys stored before wrapping are wrapped too. Answers how many were re-wrapped.
     ///
@@ -165,6 +184,29 @@ public enum MasterKeyRotation {
                 let stored: [UInt8] = try row.decode("key")
                 let context = PersonalDataVault.wrappingContext(userId)
                 rewrapped.append((userId, try target.wrap(try ring.unwrap(stored, context: context), context: context)))
+            }
+            // The text secrets: signing keys' private halves, Firebase service accounts' public keys, webhook secrets.
+            let textTables: [(table: String, id: String, columns: [String], context: String)] = [
+                ("signing_keys", "kid", ["private_key_pem"], "signing_keys:"),
+                ("firebase_service_accounts", "key_id", ["public_key_pem"], "firebase_service_accounts:"),
+                ("webhook_subscriptions", "id", ["secret", "previous_secret"], "webhook_subscriptions:"),
+            ]
+            for entry in textTables {
+                for column in entry.columns {
+                    let rows = try await connection.query("""
+                        SELECT \(unsafeSQL: entry.id)::text AS id, \(unsafeSQL: column) AS value FROM \(unsafeSQL: entry.table)
+                        WHERE \(unsafeSQL: column) IS NOT NULL FOR UPDATE
+                        """)
+                    for row in rows {
+                        let id: String = try row.decode("id")
+                        let value: String = try row.decode("value")
+                        let context = entry.context + id
+                        let rewrappedText = try Optional(target).wrapText(try ring.unwrapText(value, context: context), context: context)
+                        try await connection.query("""
+                            UPDATE \(unsafeSQL: entry.table) SET \(unsafeSQL: column) = \(rewrappedText) WHERE \(unsafeSQL: entry.id)::text = \(id)
+                            """)
+                    }
+                }
             }
             var start = 0
             while start < rewrapped.count {

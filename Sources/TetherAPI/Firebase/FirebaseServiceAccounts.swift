@@ -13,6 +13,9 @@ public struct FirebaseServiceAccounts: Sendable {
         self.database = database
     }
 
+    /// What a stored public key is bound to when wrapped: its row.
+    static func wrappingContext(_ keyID: String) -> String { "firebase_service_accounts:" + keyID }
+
     /// Makes a service account for `projectID` and answers the JSON firebase-admin loads, private key
     /// included: it is shown this once, and only the public key is stored.
     public func create(projectID: String) async throws -> (clientEmail: String, json: String) {
@@ -21,7 +24,7 @@ public struct FirebaseServiceAccounts: Sendable {
         let clientEmail = "tether-\(SecureRandom.bytes(count: 4).hexString)@\(projectID).iam.gserviceaccount.com"
         try await database.query("""
             INSERT INTO firebase_service_accounts (key_id, client_email, public_key_pem)
-            VALUES (\(keyID), \(clientEmail), \(try key.publicKey.pemEncoded()))
+            VALUES (\(keyID), \(clientEmail), \(try database.configuration.masterKeys.wrapText(try key.publicKey.pemEncoded(), context: Self.wrappingContext(keyID))))
             """)
         let document: JSONValue = .object([
             "type": "service_account", "project_id": .string(projectID), "private_key_id": .string(keyID),
@@ -60,7 +63,9 @@ public struct FirebaseServiceAccounts: Sendable {
             SELECT client_email, public_key_pem FROM firebase_service_accounts WHERE key_id = \(keyID) AND revoked_at IS NULL
             """)
         guard let row = rows.first else { return nil }
-        let key = try JWK(material: .publicKey(PublicKey(pem: try row.decode("public_key_pem"))), keyID: keyID, algorithm: .rs256, use: "sig")
+        // Wrapped like every stored key: a public key written into the table by someone without the master key opens nothing.
+        let pem = try database.configuration.masterKeys.unwrapText(try row.decode("public_key_pem"), context: Self.wrappingContext(keyID))
+        let key = try JWK(material: .publicKey(PublicKey(pem: pem)), keyID: keyID, algorithm: .rs256, use: "sig")
         return (try row.decode("client_email"), key)
     }
 }

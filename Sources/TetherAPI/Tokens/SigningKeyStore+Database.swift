@@ -19,28 +19,29 @@ extension SigningKeyStore {
     static func loadRing(
         client: PostgresClient, configuration: Configuration, algorithm: JWSAlgorithm, now: Date
     ) async throws -> SigningKeyRing {
+        let masterKeys = client.configuration.masterKeys
         let ring = try await client.withConnection { connection in
             try await eraseRetiredPrivateKeys(connection, now: now)
-            return try await fetchRing(connection, algorithm: algorithm, now: now)
+            return try await fetchRing(connection, algorithm: algorithm, now: now, masterKeys: masterKeys)
         }
         guard ring.rotationStep(at: now, configuration: configuration) != .none else { return ring }
         return try await client.withTransaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(rotationLockID(algorithm))::bigint)")
-            let locked = try await fetchRing(connection, algorithm: algorithm, now: now)
+            let locked = try await fetchRing(connection, algorithm: algorithm, now: now, masterKeys: masterKeys)
             switch locked.rotationStep(at: now, configuration: configuration) {
             case .none:
                 return locked
             case .activateNow:
-                try await insertNewKey(connection, algorithm: algorithm, activatedAt: now, now: now)
+                try await insertNewKey(connection, algorithm: algorithm, activatedAt: now, now: now, masterKeys: masterKeys)
             case .prepublish(let activation):
-                try await insertNewKey(connection, algorithm: algorithm, activatedAt: activation, now: now)
+                try await insertNewKey(connection, algorithm: algorithm, activatedAt: activation, now: now, masterKeys: masterKeys)
                 let retirement = activation.addingTimeInterval(configuration.retention)
                 try await connection.query("""
                     UPDATE signing_keys SET retired_at = \(retirement)
                     WHERE retired_at IS NULL AND activated_at < \(activation) AND algorithm = \(algorithm.rawValue)
                     """)
             }
-            return try await fetchRing(connection, algorithm: algorithm, now: now)
+            return try await fetchRing(connection, algorithm: algorithm, now: now, masterKeys: masterKeys)
         }
     }
 
@@ -52,18 +53,27 @@ extension SigningKeyStore {
             """)
     }
 
-    private static func fetchRing(_ connection: PostgresConnection, algorithm: JWSAlgorithm, now: Date) async throws -> SigningKeyRing {
+    /// What a stored private key is bound to when wrapped: its row.
+    static func wrappingContext(_ keyID: String) -> String { "signing_keys:" + keyID }
+
+    private static func fetchRing(
+        _ connection: PostgresConnection, algorithm: JWSAlgorithm, now: Date, masterKeys: MasterKeyRing?
+    ) async throws -> SigningKeyRing {
         let rows = try await connection.query("""
             SELECT kid, private_key_pem, created_at, activated_at, retired_at FROM signing_keys
             WHERE (retired_at IS NULL OR retired_at > \(now)) AND algorithm = \(algorithm.rawValue)
             """)
         return SigningKeyRing(keys: try rows.map { row in
-            try signingKey(keyID: row.decode("kid"), pem: row.decode("private_key_pem"), algorithm: algorithm,
+            let keyID: String = try row.decode("kid")
+            let pem = try (row.decode("private_key_pem") as String?).map { try masterKeys.unwrapText($0, context: wrappingContext(keyID)) }
+            return try signingKey(keyID: keyID, pem: pem, algorithm: algorithm,
                            createdAt: row.decode("created_at"), activatedAt: row.decode("activated_at"), retiredAt: row.decode("retired_at"))
         })
     }
 
-    private static func insertNewKey(_ connection: PostgresConnection, algorithm: JWSAlgorithm, activatedAt: Date, now: Date) async throws {
+    private static func insertNewKey(
+        _ connection: PostgresConnection, algorithm: JWSAlgorithm, activatedAt: Date, now: Date, masterKeys: MasterKeyRing?
+    ) async throws {
         let privateKey = try PrivateKey.generate(algorithm == .rs256 ? .rsa : .ecP256, rsaBitCount: 2048)
         let keyID = try JWK(material: .privateKey(privateKey)).thumbprint()
         let pem = try privateKey.pemEncoded()
@@ -72,7 +82,7 @@ extension SigningKeyStore {
         // A random key colliding with a stored thumbprint is not a case to handle; the lock already prevents doubles.
         try await connection.query("""
             INSERT INTO signing_keys (kid, algorithm, private_key_pem, public_jwk, created_at, activated_at)
-            VALUES (\(keyID), \(algorithm.rawValue), \(pem), \(publicJWK)::jsonb, \(now), \(activatedAt))
+            VALUES (\(keyID), \(algorithm.rawValue), \(try masterKeys.wrapText(pem, context: wrappingContext(keyID))), \(publicJWK)::jsonb, \(now), \(activatedAt))
             """)
     }
 

@@ -223,7 +223,7 @@ public final class WebhookDeliverer: Sendable {
                         WHERE status = 'active' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
                         ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
             RETURNING \(unsafeSQL: WebhookStore.columns)
-            """).first.map(WebhookStore.decode)
+            """).first.map(webhooks.decode)
     }
 
     /// Extends this instance's lease; false when it has lost it (it expired and another took it).

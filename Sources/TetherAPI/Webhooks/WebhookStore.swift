@@ -28,7 +28,7 @@ public struct WebhookSubscription: Sendable {
     var previousSecretUntil: Date?
 
     /// The secrets that sign now: the current one, and the previous one during a rotation's overlap.
-    func signingSecrets(at now: Date) -> [String] {
+    public func signingSecrets(at now: Date) -> [String] {
         [secret] + (previousSecret.flatMap { secret in previousSecretUntil.map { $0 > now ? secret : nil } ?? nil }.map { [$0] } ?? [])
     }
 
@@ -123,9 +123,10 @@ public struct WebhookStore: Sendable {
         }
         let id = UUID()
         let secret = WebhookSignature.newSecret()
+        let stored = try database.configuration.masterKeys.wrapText(secret, context: Self.wrappingContext(id))
         try await database.query("""
             INSERT INTO webhook_subscriptions (id, url, event_types, personal, secret, cursor_tx, cursor_position)
-            VALUES (\(id), \(checked.absoluteString), \(PostgresArray(types))::text[], \(personal), \(secret),
+            VALUES (\(id), \(checked.absoluteString), \(PostgresArray(types))::text[], \(personal), \(stored),
                     \(cursor.transactionId)::xid8, \(cursor.position))
             """)
         guard let made = try await subscription(id) else { throw Refusal(description: "the subscription was not stored") }
@@ -133,11 +134,11 @@ public struct WebhookStore: Sendable {
     }
 
     public func list() async throws -> [WebhookSubscription] {
-        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions ORDER BY created_at, id").map(Self.decode)
+        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions ORDER BY created_at, id").map(decode)
     }
 
     public func subscription(_ id: UUID) async throws -> WebhookSubscription? {
-        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions WHERE id = \(id)").first.map(Self.decode)
+        try await database.query("SELECT \(unsafeSQL: Self.columns) FROM webhook_subscriptions WHERE id = \(id)").first.map(decode)
     }
 
     /// Turns a subscription on (from where it stopped, its failures forgotten) or off.
@@ -152,7 +153,7 @@ public struct WebhookStore: Sendable {
                 lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
-        return try rows.first.map(Self.decode)
+        return try rows.first.map(decode)
     }
 
     public func delete(_ id: UUID) async throws -> Bool {
@@ -162,8 +163,9 @@ public struct WebhookStore: Sendable {
     /// A new secret; the old one keeps signing for ``rotationOverlap``. Nil for no such subscription.
     public func rotateSecret(_ id: UUID) async throws -> String? {
         let secret = WebhookSignature.newSecret()
+        let stored = try database.configuration.masterKeys.wrapText(secret, context: Self.wrappingContext(id))
         let rows = try await database.query("""
-            UPDATE webhook_subscriptions SET previous_secret = secret, secret = \(secret),
+            UPDATE webhook_subscriptions SET previous_secret = secret, secret = \(stored),
                 previous_secret_until = now() + make_interval(secs => \(Int(Self.rotationOverlap))), updated_at = now()
             WHERE id = \(id) RETURNING id
             """)
@@ -180,7 +182,7 @@ public struct WebhookStore: Sendable {
                 status = 'active', status_reason = NULL, lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
-        return try rows.first.map(Self.decode)
+        return try rows.first.map(decode)
     }
 
     /// The latest attempts, newest first.
@@ -201,14 +203,21 @@ public struct WebhookStore: Sendable {
         created_at, secret, previous_secret, previous_secret_until
         """
 
-    static func decode(_ row: PostgresRow) throws -> WebhookSubscription {
-        WebhookSubscription(
+    /// What wrapped secrets of a subscription are bound to: its row.
+    static func wrappingContext(_ id: UUID) -> String { "webhook_subscriptions:" + id.lowercasedText }
+
+    func decode(_ row: PostgresRow) throws -> WebhookSubscription {
+        let id: UUID = try row.decode("id")
+        let ring = database.configuration.masterKeys
+        let open = { (stored: String?) throws -> String? in try stored.map { try ring.unwrapText($0, context: Self.wrappingContext(id)) } }
+        return WebhookSubscription(
             id: try row.decode("id"), url: try row.decode("url"), eventTypes: try JSONDecoder().decode([String].self, from: Data(try row.decode("event_types", as: String.self).utf8)),
             personal: try row.decode("personal"), status: WebhookSubscription.Status(rawValue: try row.decode("status")) ?? .disabled,
             statusReason: try row.decode("status_reason"),
             cursor: EventFeed.Cursor(LogCheckpoint(transactionId: try row.decode("cursor_tx"), position: try row.decode("cursor_position"))),
             attempts: try row.decode("attempts"), failingSince: try row.decode("failing_since"), nextAttemptAt: try row.decode("next_attempt_at"),
-            createdAt: try row.decode("created_at"), secret: try row.decode("secret"), previousSecret: try row.decode("previous_secret"),
+            createdAt: try row.decode("created_at"), secret: try open(try row.decode("secret")) ?? "",
+            previousSecret: try open(try row.decode("previous_secret")),
             previousSecretUntil: try row.decode("previous_secret_until"))
     }
 }

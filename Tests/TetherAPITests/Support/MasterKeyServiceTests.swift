@@ -57,6 +57,18 @@ struct MasterKeyServiceTests {
                 _ = try await PostgresEventStore(client: service.admin).readUser(UUID(uuidString: user)!)
             }
 
+            // The other stored secrets are wrapped too: the access-token signing key, a webhook's secret.
+            let pem: String = try await service.admin.query("SELECT private_key_pem FROM signing_keys LIMIT 1")[0].decode("private_key_pem")
+            #expect(pem.hasPrefix("tmk1:") && !pem.contains("PRIVATE KEY"))
+            var ringed = service.database.configuration(asServiceRole: false, maxConnections: 1)
+            ringed.masterKeys = MasterKeyRing(current: try MasterKey(file: path))
+            let owner = PostgresClient(configuration: ringed)
+            defer { owner.shutdown() }
+            let (hook, secret) = try await WebhookStore(database: owner, policy: WebhookTargetPolicy(allowsHTTP: false, allowedHosts: []))
+                .create(url: "https://93.184.215.14/hook", eventTypes: ["*"])
+            let storedSecret: String = try await service.admin.query("SELECT secret FROM webhook_subscriptions")[0].decode("secret")
+            #expect(storedSecret.hasPrefix("tmk1:") && !storedSecret.contains(secret.dropFirst(6)))
+
             let check = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(check.status == 0, "\(check.stderr)")
             #expect(check.stdout.hasPrefix("1 wrapped by the current master key"), "\(check.stdout)")
@@ -70,6 +82,12 @@ struct MasterKeyServiceTests {
             #expect(rotated.status == 0, "\(rotated.stderr)")
             let afterRotation = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(afterRotation.stdout.hasPrefix("1 wrapped by the current master key"), "\(afterRotation.stdout)")
+            var rotatedConfiguration = ringed
+            rotatedConfiguration.masterKeys = MasterKeyRing(current: try MasterKey(file: other))
+            let rotatedOwner = PostgresClient(configuration: rotatedConfiguration)
+            defer { rotatedOwner.shutdown() }
+            let reread = try await WebhookStore(database: rotatedOwner, policy: WebhookTargetPolicy(allowsHTTP: false, allowedHosts: [])).subscription(hook.id)
+            #expect(reread?.signingSecrets(at: Date()) == [secret], "the webhook secret was re-wrapped with the new key")
         }
     }
 
