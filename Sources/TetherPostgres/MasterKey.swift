@@ -167,7 +167,7 @@ public enum MasterKeyRotation {
     }
 
     /// Re-wraps every stored personal-data key with `new` in one transaction, without touching an event
-    /// (and the other stored secrets: signing keys, Firebase service-account keys, webhook secrets):
+    /// (and the other stored secrets: signing keys, Firebase service-account keys, webhook secrets, hash keys):
     /// until it commits, the keys stay as `ring` (and anyone holding the old file) reads them; after, only
     /// `new` opens them. Keys stored before wrapping are wrapped too. Answers how many were re-wrapped.
     ///
@@ -190,6 +190,7 @@ public enum MasterKeyRotation {
                 ("signing_keys", "kid", ["private_key_pem"], "signing_keys:"),
                 ("firebase_service_accounts", "key_id", ["public_key_pem"], "firebase_service_accounts:"),
                 ("webhook_subscriptions", "id", ["secret", "previous_secret"], "webhook_subscriptions:"),
+                ("hash_keys", "name", ["key"], "hash_keys:"),
             ]
             for entry in textTables {
                 for column in entry.columns {

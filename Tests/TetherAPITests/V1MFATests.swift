@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import TetherAPI
-import TetherCore
+@testable import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherJOSE
@@ -201,6 +201,35 @@ struct V1MFATests {
             let claims = try JOSEObject(parsing: Base64URL.decode(
                 String(try done.decodeJSON(Completed.self).session.accessToken.split(separator: ".")[1])))
             #expect(claims["amr"]?.arrayValue?.compactMap(\.stringValue) == ["google", "sms", "mfa"])
+        }
+    }
+
+    @Test func recoveryCodesAreStoredAsKeyedHashesAndCodesIssuedBeforeKeysStillWork() async throws {
+        try await DevService.run { app in
+            let (user, _, confirmed, _) = try await userWithTOTP(app, try await app.apple("apple-keyed"))
+            let codes = try #require(confirmed.recoveryCodes)
+            let issued: String = try await app.admin.query("""
+                SELECT data::text AS data FROM events WHERE type = 'MFARecoveryCodesIssued' AND user_id = \(user.user.id)::uuid
+                """)[0].decode("data")
+            #expect(issued.components(separatedBy: "\"k1:").count == 11, "ten keyed hashes")
+            let unkeyed = { (code: String) in
+                DigestAlgorithm.sha256.hash(Array(("recovery:" + code.lowercased().filter { $0.isLetter || $0.isNumber }).utf8)).hexString
+            }
+            #expect(!issued.contains(unkeyed(codes[0])), "the unkeyed hash, searchable offline, is not stored")
+            let stored: String = try await app.admin.query("SELECT key FROM hash_keys WHERE name = 'recovery-codes'")[0].decode("key")
+            #expect(!stored.isEmpty)
+
+            // A code issued before keyed hashes (its unkeyed hash in the log) is still accepted, once.
+            let id = UUID(uuidString: user.user.id)!
+            let version: Int = try await app.admin.query("SELECT max(version)::int AS v FROM events WHERE stream = \("user-" + user.user.id)")[0].decode("v")
+            let legacy = try AccountEventCodec.encode(
+                .mfaRecoveryCodesIssued(.init(codeHashes: [unkeyed("abcde-fghij")])), userId: id, id: UUID())
+            _ = try await PostgresEventStore(client: app.admin).append([legacy], to: .user(id), expected: .exact(version), metadata: EventMetadata())
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-keyed")))
+            let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "recoveryCode": "ABCDE-FGHIJ"])
+            #expect(done.status == 200, "\(done.bodyText)")
+            let again = try mfaRequired(try await app.signIn(try await app.apple("apple-keyed")))
+            #expect(try await verify(app, ["mfaPendingCredential": again.mfaPendingCredential, "recoveryCode": "abcde-fghij"]).status == 401)
         }
     }
 

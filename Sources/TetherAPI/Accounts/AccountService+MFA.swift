@@ -74,20 +74,21 @@ extension AccountService {
         }
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
+        let recoveryHashes = try await hashes(of: recoveryCodes)
         let account = try await committingOutcome(userId, context) { account in
             let enrolment = try account.enrolTOTP(factorId: factorId, secret: secret, displayName: nil, authTime: authTime, now: context.now)
             let enrolled = account.appending(enrolment.map { ($0, context.now) }, version: account.version)
             guard let factor = enrolled.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
             let outcome = try enrolled.confirmFactor(
                 factorId, type: .totp, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
-                recoveryCodeHashes: recoveryCodes.map(Self.recoveryCodeHash), now: context.now)
+                recoveryCodeHashes: recoveryHashes, now: context.now)
             // A wrong first code leaves no half-enrolled factor behind.
             var combined = outcome
             combined.events = outcome.failure == nil ? enrolment + outcome.events : []
             return combined
         }
         guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
-        let issued = account.mfa.recoveryCodes[Self.recoveryCodeHash(recoveryCodes[0])] != nil
+        let issued = account.mfa.recoveryCodes[recoveryHashes[0]] != nil
         return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
     }
 
@@ -96,17 +97,18 @@ extension AccountService {
         userId: UUID, factorId: UUID, type: MFAFactorType, code: String, context: CommandContext
     ) async throws -> ConfirmedFactor {
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
+        let recoveryHashes = try await hashes(of: recoveryCodes)
         let account = try await committingOutcome(userId, context) { account in
             guard let factor = account.mfa.factors[factorId], factor.type == type, !factor.isConfirmed else {
                 throw AccountError.mfaFactorNotFound
             }
             return try account.confirmFactor(
                 factorId, type: type, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
-                recoveryCodeHashes: recoveryCodes.map(Self.recoveryCodeHash), now: context.now)
+                recoveryCodeHashes: recoveryHashes, now: context.now)
         }
         guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
         // These codes were issued if the user now holds them (only a first factor gets codes).
-        let issued = account.mfa.recoveryCodes[Self.recoveryCodeHash(recoveryCodes[0])] != nil
+        let issued = account.mfa.recoveryCodes[recoveryHashes[0]] != nil
         return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
     }
 
@@ -118,8 +120,9 @@ extension AccountService {
     /// Replaces the recovery codes; the new ones are returned once.
     public func regenerateRecoveryCodes(userId: UUID, authTime: Date, context: CommandContext) async throws -> [String] {
         let codes = (0..<10).map { _ in Self.newRecoveryCode() }
+        let hashes = try await hashes(of: codes)
         try await change(userId, context) {
-            try $0.regenerateRecoveryCodes(codes.map(Self.recoveryCodeHash), authTime: authTime, now: context.now)
+            try $0.regenerateRecoveryCodes(hashes, authTime: authTime, now: context.now)
         }
         return codes
     }
@@ -150,10 +153,11 @@ extension AccountService {
         userId: UUID, challengeId: UUID, factorId: UUID?, code: String?, recoveryCode: String?, session: NewSession,
         context: CommandContext
     ) async throws -> UserAccount.Session {
+        let presentedRecovery: [String]? = if let recoveryCode { try await recoveryHasher.candidates(recoveryCode, on: database) } else { nil }
         let account = try await committingOutcome(userId, context) { account in
             let check: MFACodeCheck
-            if let recoveryCode {
-                check = .recoveryCode(codeHash: Self.recoveryCodeHash(recoveryCode))
+            if let presentedRecovery {
+                check = .recoveryCode(codeHashes: presentedRecovery)
             } else if let factorId, let code {
                 guard let factor = account.mfa.factors[factorId], factor.isConfirmed else { throw AccountError.mfaFactorNotFound }
                 check = try Self.check(code, factor: factor, challengeId: challengeId, now: context.now)
@@ -256,9 +260,10 @@ extension AccountService {
         return String(text.prefix(5)) + "-" + String(text.suffix(5))
     }
 
-    /// Recovery codes are compared without case or separators.
-    static func recoveryCodeHash(_ code: String) -> String {
-        let normalized = code.lowercased().filter { $0.isLetter || $0.isNumber }
-        return DigestAlgorithm.sha256.hash(Array(("recovery:" + normalized).utf8)).hexString
+    /// The stored forms of new recovery codes (keyed: ``RecoveryCodeHasher``).
+    private func hashes(of codes: [String]) async throws -> [String] {
+        var hashes: [String] = []
+        for code in codes { hashes.append(try await recoveryHasher.hash(code, on: database)) }
+        return hashes
     }
 }

@@ -63,6 +63,8 @@ public struct AccountService: Sendable {
     public let emailPolicy: TetherConfiguration.EmailPolicy
     /// Users' states between commands, so that a command decodes only the events since (``AccountStateCache``).
     let cache = AccountStateCache()
+    /// The keyed hashes of recovery codes.
+    let recoveryHasher = RecoveryCodeHasher()
     /// How often a command is re-decided after losing a race.
     static let maxAttempts = 6
 

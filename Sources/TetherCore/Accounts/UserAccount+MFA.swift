@@ -115,7 +115,8 @@ public enum MFACodeCheck: Sendable, Hashable {
     /// An SMS code, as the hash the stored one is compared with.
     case sms(codeHash: String)
     /// A recovery code, as its hash.
-    case recoveryCode(codeHash: String)
+    /// A recovery code, as its hashes: the keyed one, then the unkeyed one of codes issued before keys.
+    case recoveryCode(codeHashes: [String])
 }
 
 /// The events of a code check, and whether it let the user in.
@@ -278,9 +279,10 @@ extension UserAccount {
             } else {
                 rejection = "no_code_sent"
             }
-        case .recoveryCode(let codeHash):
+        case .recoveryCode(let codeHashes):
             method = .recoveryCode
-            if let match = mfa.recoveryCodes.first(where: { ConstantTimeText.isEqual($0.key, codeHash) }), !match.value {
+            if let match = mfa.recoveryCodes.first(where: { stored in codeHashes.contains { ConstantTimeText.isEqual(stored.key, $0) } }),
+               !match.value {
                 usedRecoveryCode = match.key
             } else {
                 rejection = "wrong_code"

@@ -1,0 +1,52 @@
+import Foundation
+import Synchronization
+import TetherCore
+import TetherCrypto
+import TetherPostgres
+
+/// Hashes of recovery codes: HMAC-SHA256 under a key of its own (`hash_keys`, wrapped with the master
+/// key, made on first use), so the hashes the log keeps cannot be searched offline for the 50 bits a
+/// code has. Codes issued before keyed hashes keep their unkeyed SHA-256 and are still accepted until
+/// they are used or replaced.
+final class RecoveryCodeHasher: Sendable {
+    static let keyName = "recovery-codes"
+    private let key = Mutex<[UInt8]?>(nil)
+
+    /// The stored form of a new code: `k1:` and the HMAC in hex.
+    func hash(_ code: String, on database: PostgresClient) async throws -> String {
+        "k1:" + HMAC.authenticationCode(for: Array(Self.normalized(code).utf8), key: try await hashKey(on: database), digest: .sha256).hexString
+    }
+
+    /// What a presented code may be stored as: keyed, then unkeyed (codes from before keys).
+    func candidates(_ code: String, on database: PostgresClient) async throws -> [String] {
+        [try await hash(code, on: database), Self.unkeyed(code)]
+    }
+
+    /// The unkeyed hash of codes issued before keyed hashes.
+    static func unkeyed(_ code: String) -> String {
+        DigestAlgorithm.sha256.hash(Array(normalized(code).utf8)).hexString
+    }
+
+    /// Recovery codes are compared without case or separators.
+    private static func normalized(_ code: String) -> String {
+        "recovery:" + code.lowercased().filter { $0.isLetter || $0.isNumber }
+    }
+
+    private func hashKey(on database: PostgresClient) async throws -> [UInt8] {
+        if let known = key.withLock({ $0 }) { return known }
+        let masterKeys = database.configuration.masterKeys
+        let context = "hash_keys:" + Self.keyName
+        let made = try masterKeys.wrapText(Data(SecureRandom.bytes(count: 32)).base64EncodedString(), context: context)
+        // Made once: whoever inserts first wins, and everyone reads what was stored.
+        try await database.query("""
+            INSERT INTO hash_keys (name, key) VALUES (\(Self.keyName), \(made)) ON CONFLICT (name) DO NOTHING
+            """)
+        let stored: String = try await database.query("SELECT key FROM hash_keys WHERE name = \(Self.keyName)")[0].decode("key")
+        let text = try masterKeys.unwrapText(stored, context: context)
+        guard let bytes = Data(base64Encoded: text), bytes.count == 32 else {
+            throw CryptoError.invalidInput.with(detail: "the stored recovery-code hash key is not 32 bytes")
+        }
+        key.withLock { $0 = Array(bytes) }
+        return Array(bytes)
+    }
+}
