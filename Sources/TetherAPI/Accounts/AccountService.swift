@@ -242,8 +242,12 @@ public struct AccountService: Sendable {
     public func erase(
         userId: UUID, reason: String?, context: CommandContext, when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
     ) async throws -> UserAccount {
-        // The short-lived send counts name the user beside a hash of their number or address: gone with them.
-        let afterwards = [PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM code_sends WHERE user_id = \(userId)"]
+        // The short-lived send counts name the user beside a hash of their number or address, and the
+        // answers kept for their retries hold what they were told: both go with them.
+        let afterwards: [PostgresQuery] = [
+            PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM code_sends WHERE user_id = \(userId)",
+            "DELETE FROM idempotent_responses WHERE user_id = \(userId)",
+        ]
         return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
             guard condition(account) else { throw ConditionNoLongerHolds() }
             return (try account.erase(reason: reason), ())

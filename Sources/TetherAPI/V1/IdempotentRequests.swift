@@ -107,8 +107,11 @@ struct IdempotentRequests: Sendable {
         let scope: String
         let requestHash: String
         let sealingKey: [UInt8]
+        /// The caller's session (or admin key): a session names the user whose answer this is.
+        let principal: UUID?
 
         init(request: HTTPRequest, principal: UUID?, key: String) {
+            self.principal = principal
             let caller = principal?.lowercasedText ?? "-"
             // The target, query included: a request whose credentials ride in the query (Parse's
             // log-in by query) must never be answered with another request's answer.
@@ -146,9 +149,10 @@ struct IdempotentRequests: Sendable {
     private func reserve(_ derived: Derived) async throws -> Result<HTTPResponse, Problem>? {
         for _ in 0..<3 {
             let claimed = try await database.query("""
-                INSERT INTO idempotent_responses (scope, request_hash) VALUES (\(derived.scope), \(derived.requestHash))
+                INSERT INTO idempotent_responses (scope, request_hash, user_id)
+                VALUES (\(derived.scope), \(derived.requestHash), (SELECT user_id FROM sessions WHERE id = \(derived.principal)))
                 ON CONFLICT (scope) DO UPDATE SET request_hash = excluded.request_hash, status = NULL, content_type = NULL,
-                    headers = NULL, body = NULL, created_at = now()
+                    headers = NULL, body = NULL, user_id = excluded.user_id, created_at = now()
                 WHERE idempotent_responses.created_at < now() - \(Self.lifetime)::interval
                    OR (idempotent_responses.status IS NULL AND idempotent_responses.created_at < now() - \(Self.abandonedAfter)::interval)
                 RETURNING scope

@@ -1,0 +1,39 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherTesting
+
+@Suite("Erasure takes the operational traces with it")
+struct ErasureCleanupTests {
+    @Test func keptAnswersAndSendCountsOfTheUserGoWithTheErasure() async throws {
+        try await DevService.run { service in
+            let admin = try await AdminKeyStore(database: service.admin).create(
+                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
+            let ada = try await service.client.post("/v1/sign-up", json: ["email": "ada@example.com", "password": "a long password"])
+                .decodeJSON(SignedIn.self)
+            let bearer = "Bearer \(ada.session.accessToken)"
+            // A mailed code counts against the user's sends.
+            #expect(try await service.client.post("/v1/users/me/email-verification", headers: ["Authorization": bearer], body: []).status == 202)
+            let sends: Int = try await service.admin.query("SELECT count(*)::int AS n FROM code_sends WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
+            #expect(sends == 1)
+            let linked = try await service.client.post(
+                "/v1/users/me/identities", headers: ["Authorization": bearer, "Idempotency-Key": "link-1"],
+                json: try await service.apple("apple-ada", email: "ada@example.com"))
+            #expect(linked.status == 200)
+            let kept: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM idempotent_responses WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
+            #expect(kept == 1, "the signed-in request's answer names its user")
+
+            let erased = try await service.client.send(
+                "DELETE", "/v1/admin/users/\(ada.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "forget me"}"#.utf8))
+            #expect(erased.status == 200)
+            for table in ["idempotent_responses", "code_sends"] {
+                let left: Int = try await service.admin.query(
+                    "SELECT count(*)::int AS n FROM \(unsafeSQL: table) WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
+                #expect(left == 0, "\(table)")
+            }
+        }
+    }
+}
