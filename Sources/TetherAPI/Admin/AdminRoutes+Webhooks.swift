@@ -39,7 +39,7 @@ extension AdminRoutes {
         }
         router.get("/v1/admin/webhooks/{id}") { request in
             try await webhookAction("get", request) { id in
-                try HTTPResponse.json(["webhook": try await Self.found(try await webhooks.subscription(id)).json] as JSONValue)
+                try HTTPResponse.json(["webhook": try Self.found(try await webhooks.subscription(id)).json] as JSONValue)
             }
         }
         router.delete("/v1/admin/webhooks/{id}") { request in

@@ -105,7 +105,7 @@ public final class WebhookDeliverer: Sendable {
             // Something failed before any answer (the log could not be read, an event not decoded): the
             // subscription waits like after a failed attempt, so it does not hold the others up.
             if !(error is CancellationError) {
-                try? await webhooks.database.query("""
+                _ = try? await webhooks.database.query("""
                     UPDATE webhook_subscriptions SET next_attempt_at = now() + make_interval(secs => \(configuration.initialBackoff * 4)),
                         failing_since = coalesce(failing_since, now()), updated_at = now()
                     WHERE id = \(subscription.id) AND lease_owner = \(instance)
