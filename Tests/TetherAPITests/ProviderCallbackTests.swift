@@ -126,4 +126,23 @@ struct ProviderCallbackTests {
             #expect(uidInClear == 0)
         }
     }
+
+    @Test func theDevIdentityProviderSendsBothKindsToTheServer() async throws {
+        try await DevService.run { service in
+            _ = try await service.signedIn(try await service.apple("apple-sent"))
+            let apple = try await service.idp.post("/dev-idp/apple/notification", json: JSONValue.object([
+                "type": "consent-revoked", "sub": "apple-sent", "sendTo": .string(service.url("/v1/providers/apple/notifications")),
+            ]))
+            #expect(apple.status == 200)
+            #expect(apple.bodyText.contains(#""status":200"#) && apple.bodyText.contains(#""outcome":"unlinked""#), "\(apple.bodyText)")
+            let facebook = try await service.idp.post("/dev-idp/facebook/data-deletion", json: JSONValue.object([
+                "userId": "10042", "sendTo": .string(service.url("/v1/providers/facebook/data-deletion")),
+            ]))
+            #expect(facebook.bodyText.contains("confirmation_code"), "\(facebook.bodyText)")
+            let outside = try await service.idp.post("/dev-idp/apple/notification", json: JSONValue.object([
+                "type": "consent-revoked", "sub": "apple-sent", "sendTo": "https://appleid.example.com/hook",
+            ]))
+            #expect(outside.status == 400, "the dev identity provider never calls out")
+        }
+    }
 }

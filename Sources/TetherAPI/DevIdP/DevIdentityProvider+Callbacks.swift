@@ -21,6 +21,8 @@ extension DevIdentityProvider {
         var exp: Double?
         var iat: Double?
         var forge: String?
+        /// Where to POST it (a loopback URL, such as the server's `/v1/providers/apple/notifications`).
+        var sendTo: String?
     }
 
     /// `POST /dev-idp/facebook/data-deletion`: what Facebook would POST to `/v1/providers/facebook/data-deletion`.
@@ -30,6 +32,8 @@ extension DevIdentityProvider {
         var algorithm: String?
         /// Signs with another secret, to be refused.
         var forge: Bool?
+        /// Where to POST it (a loopback URL, such as the server's `/v1/providers/facebook/data-deletion`).
+        var sendTo: String?
     }
 
     func registerCallbacks(on router: inout Router) {
@@ -55,7 +59,13 @@ extension DevIdentityProvider {
             if let exp = body.exp { mint["exp"] = .double(exp) }
             if let forge = body.forge { mint["forge"] = .string(forge) }
             let tokenRequest = try JSONDecoder().decode(DevTokenRequest.self, from: Data(try JSONValue.object(mint).jsonBytes()))
-            return try .json(["payload": try self.mintToken(.apple, tokenRequest)])
+            let payload = try self.mintToken(.apple, tokenRequest)
+            var answer: [String: JSONValue] = ["payload": .string(payload)]
+            if let target = body.sendTo {
+                answer.merge(try await Self.send(
+                    try JSONValue.object(["payload": .string(payload)]).jsonBytes(), contentType: "application/json", to: target)) { $1 }
+            }
+            return try .json(JSONValue.object(answer))
         }
         router.post("/facebook/data-deletion") { request in
             let body = try request.decodeJSON(FacebookDeletionRequest.self)
@@ -66,7 +76,25 @@ extension DevIdentityProvider {
             let encoded = Base64URL.encode(try payload.jsonBytes())
             let secret = body.forge == true ? "not the app secret" : Self.facebookAppSecret
             let signature = Base64URL.encode(HMAC.authenticationCode(for: Array(encoded.utf8), key: Array(secret.utf8), digest: .sha256))
-            return try .json(["signed_request": "\(signature).\(encoded)"])
+            let signedRequest = "\(signature).\(encoded)"
+            var answer: [String: JSONValue] = ["signed_request": .string(signedRequest)]
+            if let target = body.sendTo {
+                let form = "signed_request=" + (signedRequest.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? signedRequest)
+                answer.merge(try await Self.send(Array(form.utf8), contentType: "application/x-www-form-urlencoded", to: target)) { $1 }
+            }
+            return try .json(JSONValue.object(answer))
         }
+    }
+
+    /// POSTs what a provider would send to `target`, a loopback URL only (the dev identity provider never
+    /// calls out), and answers the status and JSON answer it got.
+    private static func send(_ body: [UInt8], contentType: String, to target: String) async throws -> [String: JSONValue] {
+        guard let url = URL(string: target), ["http", "https"].contains(url.scheme ?? ""),
+              let host = url.host, host == "localhost" || host == "::1" || host.hasPrefix("127.") else {
+            throw Problem.badRequest(detail: "sendTo must be a loopback http(s) URL, such as http://localhost:8080/v1/providers/…")
+        }
+        let answer = try await URLSessionProviderHTTPClient().post(
+            url: url, headers: ["Content-Type": contentType], body: body, timeout: 10, maxBytes: 64 * 1024)
+        return ["status": .int(answer.status), "answer": (try? JSONValue(parsing: answer.body)) ?? .string(String(decoding: answer.body, as: UTF8.self))]
     }
 }

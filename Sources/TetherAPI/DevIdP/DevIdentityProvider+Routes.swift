@@ -17,8 +17,8 @@ extension DevIdentityProvider {
     /// | `POST /google/token`, `GET /google/certs` | Google ID tokens (`{"idToken"}`) and their JWKS |
     /// | `POST /{apple,facebook,google}/rotate-key` | a new signing key (`{"kid"}`); the old one stays published |
     /// | `GET /sms` (`?phoneNumber=`), `DELETE /sms` | the SMS outbox |
-    /// | `POST /apple/notification` | `{type, sub, email?, jti?, …}` → `{"payload"}`: an Apple server-to-server notification |
-    /// | `POST /facebook/data-deletion` | `{userId}` → `{"signed_request"}`: a Facebook data deletion request |
+    /// | `POST /apple/notification` | `{type, sub, email?, jti?, sendTo?, …}` → `{"payload"}`: an Apple server-to-server notification (POSTed to a loopback `sendTo`) |
+    /// | `POST /facebook/data-deletion` | `{userId, sendTo?}` → `{"signed_request"}`: a Facebook data deletion request (POSTed to a loopback `sendTo`) |
     /// | `GET /mail` (`?to=`), `DELETE /mail` | the mail outbox (and links generated for admins, `mailed: false`) |
     ///
     /// - Parameter baseURL: the URL the routes are mounted at, such as
