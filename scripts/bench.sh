@@ -155,6 +155,9 @@ step "PostgreSQL: $database_url"
 
 port=$(free_port)
 url="http://127.0.0.1:$port"
+# A master key of the run's own, for the server and for the commands run against its database later.
+head -c 32 /dev/urandom | base64 >"$work/master.key"
+export TETHER_MASTER_KEY_FILE="$work/master.key"
 TETHER_DATABASE_URL="$database_url" TETHER_LISTEN="127.0.0.1:$port" TETHER_LOG_LEVEL=warn \
   TETHER_SIGN_IN_FAILURE_LIMIT=100000 "$tether" dev --no-seeds >"$work/tether.log" 2>&1 &
 tether_pid=$!

@@ -133,7 +133,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_EMAIL_VERIFICATION_CODE_TTL", "3d", "how long an email verification or email change code lasts"),
         ("TETHER_WEBHOOK_ALLOW_HTTP", "0", "1 lets webhook targets be plain http (https only otherwise; tether dev allows http)"),
         ("TETHER_WEBHOOK_ALLOWED_HOSTS", "none", "comma list of hosts webhooks may reach although they resolve to private or local addresses"),
-        ("TETHER_MASTER_KEY_FILE", "none (tether dev makes .tether/master.key)",
+        ("TETHER_MASTER_KEY_FILE", "none (tether dev makes and uses .tether/master.key)",
          "file of the key (32 bytes, base64) that wraps every user's personal-data key; tether serve needs it. A comma list during a rotation: the first wraps, all unwrap"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),

@@ -148,16 +148,11 @@ enum Commands {
         }
     }
 
-    /// The master keys a command opens stored keys with: `TETHER_MASTER_KEY_FILE`, or `tether dev`'s
-    /// `.tether/master.key` when the variable is unset and that file exists (a developer's checkout).
+    /// The master keys a command opens stored keys with: `TETHER_MASTER_KEY_FILE`'s. There is no
+    /// fallback to `tether dev`'s file: a command run from a checkout against another database must not
+    /// wrap that database's keys with the checkout's development key.
     static func masterKeys(_ configuration: TetherConfiguration) throws -> MasterKeyRing? {
-        if let ring = configuration.masterKeys { return ring }
-        guard FileManager.default.fileExists(atPath: developmentMasterKeyFile) else { return nil }
-        do {
-            return MasterKeyRing(current: try MasterKey(file: developmentMasterKeyFile))
-        } catch {
-            throw CommandFailure("\(developmentMasterKeyFile): \(error)")
-        }
+        configuration.masterKeys
     }
 
     /// Where `tether dev` keeps its master key.

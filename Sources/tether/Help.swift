@@ -187,7 +187,8 @@ enum Help {
                tether keys rotate-master --new FILE [--config FILE]
 
         Every user's personal-data key is stored wrapped (AES-256-GCM) with the master key of
-        TETHER_MASTER_KEY_FILE (tether dev's is .tether/master.key), so a dump of the
+        TETHER_MASTER_KEY_FILE (tether dev makes .tether/master.key: set the variable to it for
+        commands against tether dev's database), so a dump of the
         database without that file reads nothing personal. Keys stored before wrapping
         are read as they are until a rotation wraps them.
 

@@ -54,6 +54,12 @@ struct ProviderCallbackTests {
             #expect(remaining.signInMethods == ["google"])
             let nobody = try await deliver(service, try await notification(service, ["type": "account-delete", "sub": "apple-stranger"]))
             #expect(nobody.bodyText.contains(#""outcome":"no_user""#))
+            // As after every erasure: the read models match the log, and nothing personal of hers is left in them.
+            #expect(try await ProjectionReplay(projection: .accounts, database: service.admin).run(.verify).drift.isEmpty)
+            let left: Int = try await service.admin.query("""
+                SELECT count(*)::int AS n FROM users WHERE email_normalized = 'only@privaterelay.appleid.com'
+                """)[0].decode("n")
+            #expect(left == 0)
         }
     }
 
@@ -115,6 +121,7 @@ struct ProviderCallbackTests {
             let code = try #require(body["confirmation_code"])
             #expect(body["url"] == "http://127.0.0.1:\(service.port)/v1/providers/facebook/data-deletion/\(code)")
             #expect(try await service.eventCount("UserErased", userId: fb.user.id) == 1, "Facebook was the only way in")
+            #expect(try await ProjectionReplay(projection: .accounts, database: service.admin).run(.verify).drift.isEmpty)
             let status = try await service.client.get("/v1/providers/facebook/data-deletion/\(code)")
             #expect(status.bodyText.contains(#""status":"completed""#))
             let stranger = try await post(try await signed(["userId": "99999"])).decodeJSON([String: String].self)
