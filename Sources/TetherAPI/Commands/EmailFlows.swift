@@ -358,10 +358,10 @@ public struct EmailFlows: Sendable {
 
     /// The page a code of `purpose` is used at, in the request's surface's style.
     func link(for purpose: EmailCodePurpose, code: String, username: String, _ request: Request) throws -> String {
-        guard let base = publicURL?.absoluteString ?? (development ? request.host.map { "http://\($0)" } : nil) else {
+        // Only `tether dev` takes the request's Host: in production it would let a caller aim links elsewhere.
+        guard let root = PublicBase.root(publicURL, host: request.host, allowingHost: development && request.host != nil) else {
             throw Self.noPublicURL
         }
-        let root = base.hasSuffix("/") ? String(base.dropLast()) : base
         let page = switch purpose {
         case .passwordReset: "reset-password"
         case .verifyEmail, .changeEmail: "verify-email"

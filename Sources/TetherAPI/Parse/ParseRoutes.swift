@@ -196,8 +196,7 @@ public struct ParseRoutes: Sendable {
 
     /// `Location` of a user: `TETHER_PUBLIC_URL` (or the request's own host) and `/parse/users/<objectId>`.
     func location(of userId: UUID, for request: HTTPRequest) -> String {
-        var base = publicURL?.absoluteString ?? "http://\(request.headers["host"] ?? "localhost")"
-        while base.hasSuffix("/") { base.removeLast() }
+        let base = PublicBase.root(publicURL, host: request.headers["host"], allowingHost: true) ?? ""
         return "\(base)/parse/users/\(ParseUser.objectId(of: userId))"
     }
 

@@ -3,7 +3,6 @@ import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherJOSE
-import TetherPostgres
 import TetherProviders
 
 /// What providers tell Tether outside a sign-in (API.md "Provider callbacks"):
@@ -17,13 +16,13 @@ import TetherProviders
 ///   secret): unlinks Facebook, or erases a user Facebook was the only way in for, and answers
 ///   `{url, confirmation_code}`; `GET` on that url answers the request's status.
 public struct ProviderCallbackRoutes: Sendable {
-    let accounts: AccountService
+    let callbacks: ProviderCallbacks
     let apple: AppleNotificationVerifier?
     let facebookAppSecret: String?
     let publicURL: URL?
 
     public init(accounts: AccountService, apple: AppleNotificationVerifier?, facebookAppSecret: String?, publicURL: URL?) {
-        self.accounts = accounts
+        self.callbacks = ProviderCallbacks(accounts: accounts)
         self.apple = apple
         self.facebookAppSecret = facebookAppSecret
         self.publicURL = publicURL
@@ -38,7 +37,7 @@ public struct ProviderCallbackRoutes: Sendable {
             let body = try request.decodeJSON(NotificationBody.self)
             guard let apple else { throw ProviderError.unsupportedProvider.with(detail: "Sign in with Apple is not configured (TETHER_APPLE_CLIENT_IDS).") }
             let notification = try await apple.verify(body.payload)
-            let outcome = try await handle(notification, context: Self.context(request, "apple"))
+            let outcome = try await callbacks.apple(notification, context: Self.context(request, "apple"))
             return try HTTPResponse.json(["status": outcome.duplicate ? "duplicate" : "processed", "outcome": outcome.outcome])
         }
         router.post("/v1/providers/facebook/data-deletion") { request in
@@ -50,60 +49,22 @@ public struct ProviderCallbackRoutes: Sendable {
                 throw AccountError.invalidRequest("The form must carry signed_request.")
             }
             let userId = try Self.facebookUser(signedRequest: signed, appSecret: secret)
-            let code = Self.confirmationCode()
-            let outcome = try await accounts.endedByProvider(
-                "facebook", uid: userId, reason: "facebook_data_deletion", erasingIfOnly: true, context: Self.context(request, "facebook"))
-            try await accounts.database.query("""
-                INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
-                VALUES (\(code), 'facebook', \(Self.uidHash(userId)), \(outcome == .noUser ? "no_user" : "completed"))
-                """)
-            return try HTTPResponse.json(["url": try statusURL(code, request), "confirmation_code": code])
+            let code = try await callbacks.facebookDeletion(of: userId, context: Self.context(request, "facebook"))
+            return try HTTPResponse.json(["url": statusURL(code, request), "confirmation_code": code])
         }
         router.get("/v1/providers/facebook/data-deletion/{code}") { request in
             let code = request.pathParameters["code"] ?? ""
-            let rows = try await accounts.database.query("""
-                SELECT status, requested_at FROM provider_deletion_requests WHERE confirmation_code = \(code) AND provider = 'facebook'
-                """)
-            guard let row = rows.first else { throw Problem.notFound(detail: "No data deletion request has this confirmation code.") }
-            let status: String = try row.decode("status")
+            guard let (status, requestedAt) = try await callbacks.facebookDeletionStatus(code) else {
+                throw Problem.notFound(detail: "No data deletion request has this confirmation code.")
+            }
             return try HTTPResponse.json([
                 "confirmation_code": .string(code), "status": .string(status),
-                "requestedAt": .string(ISO8601Milliseconds.format(try row.decode("requested_at"))),
+                "requestedAt": .string(ISO8601Milliseconds.format(requestedAt)),
                 "detail": .string(status == "completed"
                     ? "Tether no longer holds data linked to this Facebook account: the identity was removed, and a user who had no other way in was erased."
                     : "Tether held no account linked to this Facebook user."),
             ] as JSONValue)
         }
-    }
-
-    /// Acts on a notification once: a repeat answers the first outcome and changes nothing.
-    private func handle(_ notification: AppleNotification, context: CommandContext) async throws -> (outcome: String, duplicate: Bool) {
-        let key = notification.deduplicationKey
-        if let seen = try await accounts.database.query("""
-            SELECT outcome FROM provider_notifications WHERE provider = 'apple' AND dedup_key = \(key)
-            """).first {
-            return (try seen.decode("outcome"), true)
-        }
-        // Every action is idempotent, so a delivery whose record below fails is safely acted on again when Apple retries.
-        let outcome: String
-        switch notification.type {
-        case "consent-revoked":
-            outcome = try await accounts.endedByProvider(
-                "apple", uid: notification.sub, reason: "apple_consent_revoked", erasingIfOnly: false, context: context).rawValue
-        case "account-delete", "account-deleted":
-            outcome = try await accounts.endedByProvider(
-                "apple", uid: notification.sub, reason: "apple_account_deleted", erasingIfOnly: true, context: context).rawValue
-        case "email-disabled", "email-enabled":
-            outcome = try await accounts.providerEmailStatus(
-                "apple", uid: notification.sub, forwarding: notification.type == "email-enabled", context: context).rawValue
-        default:
-            outcome = "ignored"
-        }
-        try await accounts.database.query("""
-            INSERT INTO provider_notifications (provider, dedup_key, kind, outcome) VALUES ('apple', \(key), \(notification.type), \(outcome))
-            ON CONFLICT DO NOTHING
-            """)
-        return (outcome, false)
     }
 
     /// The Facebook user id of a `signed_request`: `<base64url signature>.<base64url payload>`, the
@@ -134,18 +95,9 @@ public struct ProviderCallbackRoutes: Sendable {
     }
 
     /// Where the person checks their request: `TETHER_PUBLIC_URL` (or the request's host) and the code.
-    private func statusURL(_ code: String, _ request: HTTPRequest) throws -> String {
-        var base = publicURL?.absoluteString ?? "http://\(request.headers["host"] ?? "localhost")"
-        while base.hasSuffix("/") { base.removeLast() }
+    private func statusURL(_ code: String, _ request: HTTPRequest) -> String {
+        let base = PublicBase.root(publicURL, host: request.headers["host"], allowingHost: true) ?? ""
         return "\(base)/v1/providers/facebook/data-deletion/\(code)"
-    }
-
-    static func confirmationCode() -> String {
-        Base64URL.encode(SecureRandom.bytes(count: 12))
-    }
-
-    static func uidHash(_ uid: String) -> String {
-        DigestAlgorithm.sha256.hash(Array("tether facebook uid:\(uid)".utf8)).hexString
     }
 
     static func context(_ request: HTTPRequest, _ provider: String) -> CommandContext {

@@ -1,0 +1,67 @@
+import Foundation
+import TetherCore
+import TetherCrypto
+import TetherJOSE
+import TetherPostgres
+import TetherProviders
+
+/// What Tether does when a provider reports on an account outside a sign-in; `ProviderCallbackRoutes`
+/// only verifies, decodes and answers.
+struct ProviderCallbacks: Sendable {
+    let accounts: AccountService
+
+    /// Acts on an Apple notification once: a repeat answers the first outcome and changes nothing.
+    func apple(_ notification: AppleNotification, context: CommandContext) async throws -> (outcome: String, duplicate: Bool) {
+        let key = notification.deduplicationKey
+        if let seen = try await accounts.database.query("""
+            SELECT outcome FROM provider_notifications WHERE provider = 'apple' AND dedup_key = \(key)
+            """).first {
+            return (try seen.decode("outcome"), true)
+        }
+        // Every action is idempotent, so a delivery whose record below fails is safely acted on again when Apple retries.
+        let outcome: String
+        switch notification.type {
+        case "consent-revoked":
+            outcome = try await accounts.endedByProvider(
+                "apple", uid: notification.sub, reason: "apple_consent_revoked", erasingIfOnly: false, context: context).rawValue
+        case "account-delete", "account-deleted":
+            outcome = try await accounts.endedByProvider(
+                "apple", uid: notification.sub, reason: "apple_account_deleted", erasingIfOnly: true, context: context).rawValue
+        case "email-disabled", "email-enabled":
+            outcome = try await accounts.providerEmailStatus(
+                "apple", uid: notification.sub, forwarding: notification.type == "email-enabled", context: context).rawValue
+        default:
+            outcome = "ignored"
+        }
+        try await accounts.database.query("""
+            INSERT INTO provider_notifications (provider, dedup_key, kind, outcome) VALUES ('apple', \(key), \(notification.type), \(outcome))
+            ON CONFLICT DO NOTHING
+            """)
+        return (outcome, false)
+    }
+
+    /// Ends Facebook's hold on the account of `facebookUser` (erasing a user it was the only way in for)
+    /// and records the request under a new confirmation code, which it answers.
+    func facebookDeletion(of facebookUser: String, context: CommandContext) async throws -> String {
+        let code = Base64URL.encode(SecureRandom.bytes(count: 12))
+        let outcome = try await accounts.endedByProvider(
+            "facebook", uid: facebookUser, reason: "facebook_data_deletion", erasingIfOnly: true, context: context)
+        try await accounts.database.query("""
+            INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
+            VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(outcome == .noUser ? "no_user" : "completed"))
+            """)
+        return code
+    }
+
+    /// The status of the Facebook deletion request `code` names, or nil for an unknown code.
+    func facebookDeletionStatus(_ code: String) async throws -> (status: String, requestedAt: Date)? {
+        guard let row = try await accounts.database.query("""
+            SELECT status, requested_at FROM provider_deletion_requests WHERE confirmation_code = \(code) AND provider = 'facebook'
+            """).first else { return nil }
+        return (try row.decode("status"), try row.decode("requested_at"))
+    }
+
+    static func uidHash(_ uid: String) -> String {
+        DigestAlgorithm.sha256.hash(Array("tether facebook uid:\(uid)".utf8)).hexString
+    }
+}
