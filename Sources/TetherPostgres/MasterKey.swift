@@ -144,14 +144,14 @@ public enum MasterKeyRotation {
         public var unknown = 0
         /// Stored before wrapping (readable by anyone who reads the table).
         public var unwrapped = 0
-        /// Destroyed by an erasure.
+        /// Destroyed: by an erasure, or a day key of records about no one past its expiry.
         public var destroyed = 0
     }
 
-    /// Counts the stored personal-data keys by what wraps them.
+    /// Counts the stored personal-data keys (and the day keys of records about no one) by what wraps them.
     public static func check(on client: PostgresClient, ring: MasterKeyRing?) async throws -> Report {
         var report = Report()
-        for row in try await client.query("SELECT key FROM personal_data_keys") {
+        for row in try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys") {
             guard let stored: [UInt8] = try row.decode("key") else {
                 report.destroyed += 1
                 continue
@@ -209,6 +209,15 @@ public enum MasterKeyRotation {
                     }
                 }
             }
+            // The day keys of records about no one (few: two a day, destroyed after 30 days).
+            var expiring = 0
+            for row in try await connection.query("SELECT name, key FROM expiring_keys WHERE key IS NOT NULL FOR UPDATE") {
+                let name: String = try row.decode("name")
+                let context = ExpiringKeys.wrappingContext(name)
+                let key = try target.wrap(try ring.unwrap(try row.decode("key"), context: context), context: context)
+                try await connection.query("UPDATE expiring_keys SET key = \(key) WHERE name = \(name)")
+                expiring += 1
+            }
             var start = 0
             while start < rewrapped.count {
                 let batch = rewrapped[start..<min(start + 1000, rewrapped.count)]
@@ -221,7 +230,7 @@ public enum MasterKeyRotation {
                 try afterBatch()
                 start += 1000
             }
-            return rewrapped.count
+            return rewrapped.count + expiring
         }
     }
 }

@@ -12,6 +12,11 @@ import TetherJOSE
 /// `sealedPersonal`, authenticated with the event id, so a box cannot be moved to
 /// another event. Admin records keep their address (the admin's) in clear.
 ///
+/// Events about no known person that still hold something personal (an admin's search terms;
+/// the address of a failed sign-in for an account no one holds) are sealed the same way with a
+/// key of ``ExpiringKeys``, which the payload names (`sealedWith`) and which is destroyed 30 days
+/// after its day began: they read as erased from then on.
+///
 /// Reading opens the box when the key exists. Once it is gone, the event reads as
 /// erased: `personal` is empty, a `uid` reads as ``ExternalIdentity/erasedUID``,
 /// metadata has no address, and `personalErased` is true.
@@ -20,6 +25,8 @@ public enum PersonalDataVault {
     public static let sealedMember = "sealedPersonal"
     /// Set on payloads whose box can no longer be opened.
     public static let erasedMarker = "personalErased"
+    /// The payload member naming the ``ExpiringKeys`` key that sealed an event about no known person.
+    public static let expiringKeyMember = "sealedWith"
     /// Event types whose top-level `uid` names a person.
     static let identifierTypes: Set<String> = ["IdentityLinked", "IdentityUnlinked"]
     /// Event types whose client address stays readable: admin records (the address is the
@@ -141,8 +148,11 @@ public enum PersonalDataVault {
         """
     }
 
-    /// The payload and metadata as stored: personal parts sealed with `key`.
-    static func seal(_ event: NewEvent, metadata: EventMetadata, key: [UInt8]) throws -> (data: Data, metadata: EventMetadata) {
+    /// The payload and metadata as stored: personal parts sealed with `key` (a user's key, or the
+    /// ``ExpiringKeys`` key called `expiringKey`, whose name the payload then carries).
+    static func seal(
+        _ event: NewEvent, metadata: EventMetadata, key: [UInt8], expiringKey: String? = nil
+    ) throws -> (data: Data, metadata: EventMetadata) {
         guard var payload = try? JOSEObject(parsing: event.data) else { return (event.data, metadata) }
         var box = Box()
         var stored = metadata
@@ -161,6 +171,7 @@ public enum PersonalDataVault {
         guard !box.isEmpty else { return (event.data, metadata) }
         let sealed = try AESGCM.seal(box.jsonData, key: key, authenticating: aad(event.id))
         payload[sealedMember] = .string(Data(sealed.combined).base64EncodedString())
+        if let expiringKey { payload[expiringKeyMember] = .string(expiringKey) }
         return (Data(payload.jsonBytes), stored)
     }
 
@@ -187,6 +198,7 @@ public enum PersonalDataVault {
               let combined = Data(base64Encoded: text)
         else { return event }
         payload[sealedMember] = nil
+        payload[expiringKeyMember] = nil
         var opened = event
         if let key {
             let opening = try AESGCM.open(try AESGCM.SealedBox(combined: Array(combined)), key: key, authenticating: aad(event.id))
@@ -204,6 +216,14 @@ public enum PersonalDataVault {
         }
         opened.data = Data(payload.jsonBytes)
         return opened
+    }
+
+    /// The name of the ``ExpiringKeys`` key that sealed `event`, if one did.
+    static func expiringKeyName(of event: RecordedEvent) -> String? {
+        guard event.data.range(of: Data(expiringKeyMember.utf8)) != nil, let payload = try? JOSEObject(parsing: event.data),
+              case .string(let name)? = payload[expiringKeyMember]
+        else { return nil }
+        return name
     }
 
     private static func aad(_ eventId: UUID) -> [UInt8] {

@@ -38,10 +38,14 @@ public struct PostgresEventStore: Sendable {
     /// (including when a concurrent writer won the race for the same version).
     /// When the first event's id is already stored, nothing is written and the
     /// original append's result is returned, so a retried command has one effect.
+    ///
+    /// Events about no known person that keep something personal are sealed with today's key of their
+    /// ``ExpiringKeys/Purpose``: from `expiringKeys` when the caller fetched it in this transaction
+    /// already, otherwise fetched here.
     @discardableResult
     public func append(
         _ events: [NewEvent], to stream: StreamName, expected: ExpectedVersion, metadata: EventMetadata,
-        on connection: PostgresConnection
+        expiringKeys: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:], on connection: PostgresConnection
     ) async throws -> AppendResult {
         guard !events.isEmpty else {
             let version = try await currentVersion(of: stream, on: connection).version
@@ -64,13 +68,17 @@ public struct PostgresEventStore: Sendable {
         for userId in Set(events.compactMap(\.userId)) {
             keys[userId] = try await PersonalDataVault.key(for: userId, on: connection, masterKeys: client.configuration.masterKeys) ?? nil
         }
+        var expiring = expiringKeys
+        for purpose in Self.expiringPurposes(of: events) where expiring[purpose] == nil {
+            expiring[purpose] = try await ExpiringKeys.key(purpose, on: connection, masterKeys: client.configuration.masterKeys)
+        }
         try await connection.execute(simple: "SAVEPOINT tether_append")
         do {
             var positions: [(position: Int64, tx: UInt64)] = []
             positions.reserveCapacity(events.count)
             var version = current.version
             for batch in events.chunked(by: Self.insertBatchSize) {
-                var insert = try Self.insert(batch, to: stream, after: version, metadata: metadata, keys: keys)
+                var insert = try Self.insert(batch, to: stream, after: version, metadata: metadata, keys: keys, expiringKeys: expiring)
                 version += batch.count
                 insert.append(" RETURNING position, tx")
                 for row in try await connection.query(insert) {
@@ -114,7 +122,14 @@ public struct PostgresEventStore: Sendable {
     public func appendAtEnd(_ events: [NewEvent], to stream: StreamName, metadata: EventMetadata) async throws {
         let userIds = Set(events.compactMap(\.userId))
         guard userIds.count <= 1 else { throw AppendAtEndError(count: events.count, users: userIds.count) }
-        try await appendAtEnd(to: stream, about: userIds.first, metadata: metadata) { _ in (events, ()) }
+        try await appendAtEnd(to: stream, about: userIds.first, metadata: metadata, sealing: Self.expiringPurposes(of: events)) { _ in
+            (events, ())
+        }
+    }
+
+    /// The ``ExpiringKeys`` purposes whose keys `events` are sealed with.
+    static func expiringPurposes(of events: [NewEvent]) -> Set<ExpiringKeys.Purpose> {
+        Set(events.lazy.filter { $0.userId == nil }.compactMap { ExpiringKeys.purpose(forUnattributed: $0.type) })
     }
 
     /// Like ``appendAtEnd(_:to:metadata:)``, for events decided from `reads`: statements run in the same
@@ -122,25 +137,43 @@ public struct PostgresEventStore: Sendable {
     /// events (about `userId` only, or no one) and the caller's result. The commit is the second round trip.
     ///
     /// `decide` runs on the connection, between the two round trips: it must not block on anything else.
+    /// Events about no one are sealed with today's ``ExpiringKeys`` key of their purpose when it is in
+    /// `sealing` (fetched in the first round trip), and are stored as erased otherwise.
     public func appendAtEnd<T: Sendable>(
         to stream: StreamName, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery] = [],
+        sealing purposes: Set<ExpiringKeys.Purpose> = [],
         decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (events: [NewEvent], result: T)
     ) async throws -> T {
         let locks = Self.lockStatements(for: stream, users: userId.map { [$0] } ?? [])
+        let masterKeys = client.configuration.masterKeys
         return try await client.withTransactionJob { transaction in
             var statements = locks
             statements.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
-            if let userId { statements += try PersonalDataVault.keyStatements(for: userId, masterKeys: client.configuration.masterKeys) }
+            if let userId { statements += try PersonalDataVault.keyStatements(for: userId, masterKeys: masterKeys) }
+            let userKeyIndex = statements.count - 1
+            var expiringIndexes: [(purpose: ExpiringKeys.Purpose, name: String, index: Int)] = []
+            for purpose in purposes.sorted(by: { $0.rawValue < $1.rawValue }) {
+                let (name, keyStatements) = try ExpiringKeys.keyStatements(purpose, now: Date(), masterKeys: masterKeys)
+                statements += keyStatements
+                expiringIndexes.append((purpose, name, statements.count - 1))
+            }
             let internalCount = statements.count
             let rows = try transaction.begin(statements + reads)
             let version: Int = try rows[locks.count][0].decode("version")
-            let key = try userId.flatMap { try PersonalDataVault.key(from: rows[internalCount - 1], of: $0, masterKeys: client.configuration.masterKeys) }
+            let key = try userId.flatMap { try PersonalDataVault.key(from: rows[userKeyIndex], of: $0, masterKeys: masterKeys) }
+            var expiring: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:]
+            for entry in expiringIndexes {
+                expiring[entry.purpose] = try ExpiringKeys.key(from: rows[entry.index], named: entry.name, masterKeys: masterKeys)
+            }
             let (events, result) = try decide(rows[internalCount...])
             let named = Set(events.compactMap(\.userId))
             guard !events.isEmpty, events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
                 throw AppendAtEndError(count: events.count, users: named.count)
             }
-            try transaction.commit([try appendStatement(events, to: stream, after: version, metadata: metadata, userKey: key)])
+            let userKeys = Dictionary(events.compactMap { event in event.userId.flatMap { id in key.map { (id, $0) } } }) { first, _ in first }
+            try transaction.commit([
+                try Self.insert(events[...], to: stream, after: version, metadata: metadata, keys: userKeys, expiringKeys: expiring),
+            ])
             return result
         }
     }
@@ -175,12 +208,14 @@ public struct PostgresEventStore: Sendable {
         _ events: [NewEvent], to stream: StreamName, after version: Int, metadata: EventMetadata, userKey: [UInt8]?
     ) throws -> PostgresQuery {
         let keys = Dictionary(events.compactMap { event in event.userId.flatMap { id in userKey.map { (id, $0) } } }) { first, _ in first }
-        return try Self.insert(events[...], to: stream, after: version, metadata: metadata, keys: keys)
+        return try Self.insert(events[...], to: stream, after: version, metadata: metadata, keys: keys, expiringKeys: [:])
     }
 
-    /// One multi-row INSERT of `events` at the versions after `version`, sealed with the keys of their users.
+    /// One multi-row INSERT of `events` at the versions after `version`, sealed with the keys of their users
+    /// (events about no one, with the `expiringKeys` of their purposes; without one, they are stored as erased).
     private static func insert(
-        _ events: ArraySlice<NewEvent>, to stream: StreamName, after version: Int, metadata: EventMetadata, keys: [UUID: [UInt8]]
+        _ events: ArraySlice<NewEvent>, to stream: StreamName, after version: Int, metadata: EventMetadata, keys: [UUID: [UInt8]],
+        expiringKeys: [ExpiringKeys.Purpose: ExpiringKeys.Key]
     ) throws -> PostgresQuery {
         var insert: PostgresQuery =
             "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
@@ -191,6 +226,9 @@ public struct PostgresEventStore: Sendable {
             if let userId = event.userId {
                 // No key for a user who has one is a destroyed key: the user was erased.
                 stored = try keys[userId].map { try PersonalDataVault.seal(event, metadata: metadata, key: $0) }
+                    ?? PersonalDataVault.strip(event, metadata: metadata)
+            } else if let purpose = ExpiringKeys.purpose(forUnattributed: event.type) {
+                stored = try expiringKeys[purpose].map { try PersonalDataVault.seal(event, metadata: metadata, key: $0.bytes, expiringKey: $0.name) }
                     ?? PersonalDataVault.strip(event, metadata: metadata)
             } else {
                 stored = (event.data, metadata)
@@ -454,22 +492,36 @@ public struct PostgresEventStore: Sendable {
     ///
     /// Events of the types in `leavingSealed` keep their sealed part sealed, for a reader that reads
     /// nothing of it (their payload then has no `personal` member: the type must decode without one).
+    /// (Events about no one keep theirs sealed: ``readStream(_:after:)`` and the log's other readers open them.)
     public func decode(_ rows: PostgresRows, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
-        try rows.map { row in
-            let event = try decode(row)
-            guard let userId = event.userId, !leavingSealed.contains(event.type) else { return try upcasters.apply(to: event) }
-            return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
-        }
+        try rows.map { row in try opened(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed) }
     }
 
-    /// Decodes rows, opening sealed personal data with the keys of their users (one query for all).
+    /// `event` upcast, with its sealed part opened by its user's key (or, about no one, its ``ExpiringKeys``
+    /// key, when `expiringKeys` is given).
+    private func opened(
+        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
+    ) throws -> RecordedEvent {
+        guard !leavingSealed.contains(event.type) else { return try upcasters.apply(to: event) }
+        if let userId = event.userId {
+            return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
+        }
+        guard let expiringKeys, let name = PersonalDataVault.expiringKeyName(of: event) else { return try upcasters.apply(to: event) }
+        return try upcasters.apply(to: PersonalDataVault.open(event, key: expiringKeys[name]))
+    }
+
+    /// Decodes rows, opening sealed personal data with the keys of their users, and those of events about
+    /// no one with their ``ExpiringKeys`` keys (one query for each kind).
     private func decode(
         _ rows: PostgresRows, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
-        let userIds = Set(try rows.compactMap { try $0.decode("user_id", as: UUID?.self) })
-        return try decode(
-            rows, keys: try await PersonalDataVault.keys(for: userIds, masterKeys: client.configuration.masterKeys, query: query),
-            leavingSealed: leavingSealed)
+        let stored = try rows.map(decode)
+        let masterKeys = client.configuration.masterKeys
+        let keys = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
+        let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
+        let expiring = names.isEmpty
+            ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)
+        return try stored.map { try opened($0, keys: keys, expiringKeys: expiring, leavingSealed: leavingSealed) }
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run).

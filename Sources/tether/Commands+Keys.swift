@@ -17,7 +17,7 @@ extension Commands {
             let report = try await MasterKeyRotation.check(on: database, ring: ring)
             print("""
                 \(report.current) wrapped by the current master key, \(report.older) by an older one, \
-                \(report.unknown) by an unknown master key, \(report.unwrapped) not wrapped, \(report.destroyed) destroyed by erasures
+                \(report.unknown) by an unknown master key, \(report.unwrapped) not wrapped, \(report.destroyed) destroyed (by erasures, or day keys past their 30 days)
                 """)
             if report.unknown > 0 {
                 throw CommandFailure("\(report.unknown) stored keys are wrapped by a master key this configuration does not have")

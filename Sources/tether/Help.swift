@@ -189,12 +189,13 @@ enum Help {
         Every user's personal-data key is stored wrapped (AES-256-GCM) with the master key of
         TETHER_MASTER_KEY_FILE (tether dev makes .tether/master.key: set the variable to it for
         commands against tether dev's database), so a dump of the
-        database without that file reads nothing personal. Keys stored before wrapping
-        are read as they are until a rotation wraps them.
+        database without that file cannot open the log. So are the day keys that seal records
+        about no one (admin search terms, failed sign-ins of unknown accounts) for 30 days.
+        Keys stored before wrapping are read as they are until a rotation wraps them.
 
         check          counts the stored keys by what wraps them: the current master key, an
                        older one, an unknown one (exit 1: this configuration cannot read them),
-                       none, or destroyed by an erasure
+                       none, or destroyed (by an erasure, or a day key past its 30 days)
         rotate-master  re-wraps every stored key with the key in FILE, in one transaction and
                        without touching an event; until it commits the old file keeps working.
                        Run the servers with TETHER_MASTER_KEY_FILE=FILE,OLD first (the first

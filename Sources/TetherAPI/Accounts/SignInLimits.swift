@@ -32,6 +32,8 @@ public struct SignInLimits: Sendable {
 
     let database: PostgresClient
     let configuration: Configuration
+    /// When rows of every key that left the window were last deleted (each check deletes its own keys' rows).
+    private let sweep = PurgeSchedule()
 
     public init(database: PostgresClient, configuration: Configuration = Configuration()) {
         self.database = database
@@ -61,9 +63,12 @@ public struct SignInLimits: Sendable {
             return keys
         }
 
-        /// The stream a failure of an unknown account goes to: named by a hash, never by the email itself.
-        var anonymousStream: StreamName {
-            StreamName("sign-in-failures-" + Self.digest(email.map { "password:" + $0 } ?? "ip:" + (metadata.clientIP ?? "unknown")))
+        /// The stream a failure of an unknown account goes to: named by a hash under today's key of
+        /// failed sign-ins (never by the email or address itself), which links the day's records of one
+        /// account or address only while the key lives (``ExpiringKeys``).
+        func anonymousStream(keyedWith key: ExpiringKeys.Key?) -> StreamName {
+            guard let key else { return StreamName("sign-in-failures-unlinked") }
+            return StreamName("sign-in-failures-" + ExpiringKeys.digest(email.map { "password:" + $0 } ?? "ip:" + (metadata.clientIP ?? "unknown"), key: key))
         }
 
         static func digest(_ text: String) -> String {
@@ -156,9 +161,17 @@ public struct SignInLimits: Sendable {
     /// The record goes to the account's history when the account is known, in a stream named
     /// by its id and sealed with its key like everything else about it; a failure against an
     /// unknown account keeps neither the typed email nor any link to a person.
+    /// A failure against an unknown account is sealed with today's key of failed sign-ins, and reads as
+    /// erased once that key is gone (30 days): what the limits need stays in `sign_in_attempts`, whose
+    /// rows are deleted once they leave the window.
     public func recordFailure(_ attempt: Attempt, reason: String) async throws {
         for key in attempt.keys {
             try await database.query("INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \(key.key), 'failure')")
+        }
+        if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
+            try await database.query("""
+                DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(configuration.windowSeconds))
+                """)
         }
         var userId: UUID?
         if let uid = attempt.verifiedUID ?? attempt.email {
@@ -168,8 +181,7 @@ public struct SignInLimits: Sendable {
         }
         let payload = Failure(
             provider: attempt.provider, reason: reason, personal: PersonalData(email: userId == nil ? nil : attempt.email))
-        let stream = userId.map { StreamName("sign-in-failures-user-" + $0.lowercasedText) } ?? attempt.anonymousStream
-        try await append(type: "SignInFailed", payload, to: stream, metadata: attempt.metadata, userId: userId)
+        try await record(type: "SignInFailed", payload, of: attempt, about: userId)
     }
 
     private struct Failure: Encodable {
@@ -245,32 +257,44 @@ public struct SignInLimits: Sendable {
 
     /// Answers 429, recording the throttled window once as `SignInThrottled`.
     private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
-        let window = configuration.windowSeconds
-        let alreadyRecorded = try await database.query("""
-            SELECT 1 FROM events WHERE stream = \(attempt.anonymousStream.rawValue) AND type = 'SignInThrottled'
-              AND occurred_at > now() - make_interval(secs => \(window)) LIMIT 1
-            """)
-        if alreadyRecorded.isEmpty {
-            try await append(type: "SignInThrottled",
-                             Throttled(provider: attempt.provider, scope: scope, retryAfterSeconds: retryAfter),
-                             to: attempt.anonymousStream, metadata: attempt.metadata, userId: nil)
-        }
+        try await record(
+            type: "SignInThrottled", Throttled(provider: attempt.provider, scope: scope, retryAfterSeconds: retryAfter),
+            of: attempt, about: nil, unlessRecordedWithin: configuration.windowSeconds)
         throw AccountError.rateLimited(
             retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
     }
 
-    private func append(
-        type: String, _ payload: some Encodable, to stream: StreamName, metadata: EventMetadata, userId: UUID?
+    /// Appends a record of `attempt`, in one transaction: to the failures stream of the user `userId`
+    /// names (sealed with their key), or else to the stream of ``Attempt/anonymousStream(keyedWith:)``,
+    /// sealed with today's key of failed sign-ins. With `window`, not when a record of `type` is in
+    /// that stream from the last `window` seconds.
+    private func record(
+        type: String, _ payload: some Encodable, of attempt: Attempt, about userId: UUID?, unlessRecordedWithin window: Int? = nil
     ) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
         let store = PostgresEventStore(client: database)
-        // One stream's records are appended in turn, so parallel failures never race for a version;
-        // a record about a user also waits for that user's lock (PostgresEventStore.lockStatements).
-        try await database.withTransaction { connection in
+        try await database.withTransaction { [database] connection in
+            var expiring: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:]
+            let stream: StreamName
+            if let userId {
+                stream = StreamName("sign-in-failures-user-" + userId.lowercasedText)
+            } else {
+                let key = try await ExpiringKeys.key(.signInFailures, on: connection, masterKeys: database.configuration.masterKeys)
+                expiring[.signInFailures] = key
+                stream = attempt.anonymousStream(keyedWith: key)
+            }
+            // One stream's records are appended in turn, so parallel failures never race for a version;
+            // a record about a user also waits for that user's lock (PostgresEventStore.lockStatements).
             for lock in PostgresEventStore.lockStatements(for: stream, events: [event]) {
                 try await connection.query(lock)
             }
-            try await store.append([event], to: stream, expected: .any, metadata: metadata, on: connection)
+            if let window, !(try await connection.query("""
+                SELECT 1 FROM events WHERE stream = \(stream.rawValue) AND type = \(type)
+                  AND occurred_at > now() - make_interval(secs => \(window)) LIMIT 1
+                """)).isEmpty {
+                return
+            }
+            try await store.append([event], to: stream, expected: .any, metadata: attempt.metadata, expiringKeys: expiring, on: connection)
         }
     }
 }

@@ -56,7 +56,7 @@ public struct PostgresDPoPReplayStore: DPoPReplayStore {
 }
 
 /// When a store last purged, shared by copies of the store value.
-private final class PurgeSchedule: Sendable {
+final class PurgeSchedule: Sendable {
     private let last = Mutex<Date?>(nil)
 
     /// Whether a purge is due at `now`; if so, records `now` so that concurrent callers skip it.

@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherCrypto
+import TetherPostgres
+import TetherTesting
+
+/// What the log keeps about no known person (an admin's search terms; the address of a failed sign-in
+/// for an account no one holds) is sealed with a day key that is destroyed after 30 days.
+@Suite("Records about no one expire with their day keys")
+struct ExpiringRecordsTests {
+    /// How many rows of `events` hold `needle` anywhere in clear (stream, payload or metadata).
+    private static func clearCount(_ needle: String, in service: SupportHarness) async throws -> Int {
+        try await service.owner.query("""
+            SELECT count(*)::int AS n FROM events
+            WHERE strpos(lower(stream || data::text || metadata::text), lower(\(needle))) > 0
+            """)[0].decode("n")
+    }
+
+    /// Makes every live key of `purpose` expire now, as 30 days would.
+    private static func expire(_ purpose: String, in service: SupportHarness) async throws {
+        try await service.owner.query("""
+            UPDATE expiring_keys SET expires_at = now() - interval '1 second' WHERE name LIKE \(purpose + "/%") AND key IS NOT NULL
+            """)
+    }
+
+    @Test func searchTermsAreSealedAndUnreadableOnceTheirKeyExpires() async throws {
+        try await SupportHarness.run { service in
+            let support = try await service.adminKey(.support)
+            let searched = try await service.adminGet(
+                "/v1/admin/users?email=needle.person%40example.com&uid=needle-uid-7&q=Needlewoman", key: support.secret)
+            #expect(searched.status == 200)
+            for term in ["needle.person", "needle-uid-7", "Needlewoman"] {
+                #expect(try await Self.clearCount(term, in: service) == 0, "\(term) is in the log in clear")
+            }
+            let names: [String] = try await service.owner.query(
+                "SELECT name FROM expiring_keys WHERE key IS NOT NULL ORDER BY name").map { try $0.decode("name") }
+            #expect(names.count == 1 && names[0].hasPrefix("search-terms/"), "one day key of search terms: \(names)")
+
+            func records() async throws -> [AdminEvent.UsersSearched] {
+                try await service.events(inStream: .adminKey(support.key.id)).compactMap { event in
+                    if case .usersSearched(let payload)? = try AdminEventCodec.decode(event) { payload } else { nil }
+                }
+            }
+            // While the key lives, the record reads back whole.
+            let live = try await records()
+            #expect(live.map(\.personal) == [.init(email: "needle.person@example.com", uid: "needle-uid-7", q: "Needlewoman")])
+            #expect(live.first?.resultCount == 0)
+
+            // Once it expired, the terms read as erased (the rest of the record stays), and the next
+            // search destroys the key and keeps no terms of its own.
+            try await Self.expire("search-terms", in: service)
+            #expect(try await records().map(\.personal) == [.init()])
+            #expect(try await service.adminGet("/v1/admin/users?q=Needlewoman", key: support.secret).status == 200)
+            let after = try await records()
+            #expect(after.map(\.personal) == [.init(), .init()])
+            #expect(after.map(\.status) == [200, 200])
+            let destroyed: Int = try await service.owner.query("""
+                SELECT count(*)::int AS n FROM expiring_keys WHERE name LIKE 'search-terms/%' AND key IS NULL AND destroyed_at IS NOT NULL
+                """)[0].decode("n")
+            #expect(destroyed == 1)
+            #expect(try await Self.clearCount("Needlewoman", in: service) == 0)
+        }
+    }
+
+    @Test func failuresOfUnknownAccountsKeepNoAddressPastTheirKey() async throws {
+        try await SupportHarness.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.1", "TETHER_SIGN_IN_FAILURE_LIMIT": "2"]) { service in
+            // A row of the limits from an hour ago, of an address that never came back.
+            try await service.owner.query("""
+                INSERT INTO sign_in_attempts (id, scope_key, kind, started_at)
+                VALUES (\(UUID()), 'ip:198.51.100.9', 'failure', now() - interval '1 hour')
+                """)
+            let headers: KeyValuePairs<String, String> = ["X-Forwarded-For": "203.0.113.77", "User-Agent": "needle-agent/9"]
+            let guess = service.password("nobody.needle@example.com", "not the password")
+            let answers = [
+                try await service.signIn(guess, headers: headers).status,
+                try await service.signIn(guess, headers: headers).status,
+                try await service.signIn(guess, headers: headers).status,
+                try await service.signIn(guess, headers: headers).status,
+            ]
+            #expect(answers == [401, 401, 429, 429])
+
+            let types: [String] = try await service.owner.query("""
+                SELECT type FROM events WHERE type IN ('SignInFailed', 'SignInThrottled') ORDER BY position
+                """).map { try $0.decode("type") }
+            #expect(types == ["SignInFailed", "SignInFailed", "SignInThrottled"], "the throttled window is recorded once")
+            // Neither the address, the user agent, the email, nor an unkeyed hash of the email is in the log.
+            let unkeyed = Array(DigestAlgorithm.sha256.hash(Array("password:nobody.needle@example.com".utf8)).prefix(16)).hexString
+            for needle in ["203.0.113.77", "needle-agent", "nobody.needle", unkeyed] {
+                #expect(try await Self.clearCount(needle, in: service) == 0, "\(needle) is in the log in clear")
+            }
+            // The limits' rows that left the window went, whoever they were about.
+            let stale: Int = try await service.owner.query(
+                "SELECT count(*)::int AS n FROM sign_in_attempts WHERE scope_key = 'ip:198.51.100.9'")[0].decode("n")
+            #expect(stale == 0)
+
+            let streams: [String] = try await service.owner.query("""
+                SELECT DISTINCT stream FROM events WHERE type IN ('SignInFailed', 'SignInThrottled')
+                """).map { try $0.decode("stream") }
+            #expect(streams.count == 1, "one account's failures of a day share a stream: \(streams)")
+            let stream = StreamName(try #require(streams.first))
+            // While the day key lives, support can read where the failures came from.
+            let live = try await service.events(inStream: stream)
+            #expect(live.map(\.metadata.clientIP) == ["203.0.113.77", "203.0.113.77", "203.0.113.77"])
+            #expect(live.map(\.metadata.userAgent) == ["needle-agent/9", "needle-agent/9", "needle-agent/9"])
+            // After it, nothing.
+            try await Self.expire("sign-in-failures", in: service)
+            let expired = try await service.events(inStream: stream)
+            #expect(expired.count == 3)
+            #expect(expired.allSatisfy { $0.metadata.clientIP == nil && $0.metadata.userAgent == nil })
+            #expect(expired.allSatisfy { String(decoding: $0.data, as: UTF8.self).contains("\"personalErased\":true") })
+        }
+    }
+}
