@@ -22,6 +22,7 @@ struct AccountRows: BulkFold {
         ],
         "identities": [
             "user_id", "provider", "provider_uid", "email", "email_verified", "display_name", "photo_url", "password_hash", "linked_at",
+            "email_forwarding",
         ],
         "sessions": [
             "id", "user_id", "refresh_token_hash", "generation", "jkt", "amr", "auth_time", "started_at", "last_refreshed_at",
@@ -64,6 +65,7 @@ struct AccountRows: BulkFold {
         var photoURL: String?
         var passwordHash: String?
         var linkedAt: String
+        var emailForwarding: Bool?
     }
 
     struct Session {
@@ -200,6 +202,10 @@ struct AccountRows: BulkFold {
             }
         case .customClaimsSet(let payload):
             updateUser { $0.customClaims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 } }
+        case .providerEmailStatusChanged(let payload):
+            for index in identities.indices where identities[index].provider == payload.provider {
+                identities[index].emailForwarding = payload.forwarding
+            }
         case .userDisabled:
             updateUser { $0.disabled = true }
         case .userEnabled:
@@ -306,6 +312,7 @@ struct AccountRows: BulkFold {
             copy.row("identities") { line in
                 line.add(id); line.add(identity.provider); line.add(identity.uid); line.add(identity.email); line.add(identity.emailVerified)
                 line.add(identity.displayName); line.add(identity.photoURL); line.add(identity.passwordHash); line.add(identity.linkedAt)
+                line.add(identity.emailForwarding)
             }
         }
         for session in sessions {
@@ -376,6 +383,11 @@ public struct CopyRows: Sendable {
         public mutating func add(_ value: Bool) {
             separate()
             bytes.append(value ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        }
+
+        public mutating func add(_ value: Bool?) {
+            guard let value else { return add(nil as String?) }
+            add(value)
         }
 
         public mutating func add(_ value: Int?) {

@@ -127,6 +127,10 @@ public enum AccountProjection {
         case .customClaimsSet(let payload):
             let claims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
             sql.append("UPDATE users SET custom_claims = \(claims) WHERE id = \(userId)")
+        case .providerEmailStatusChanged(let payload):
+            sql.append("""
+                UPDATE identities SET email_forwarding = \(payload.forwarding) WHERE user_id = \(userId) AND provider = \(payload.provider)
+                """)
         case .userDisabled:
             sql.append("UPDATE users SET disabled = true WHERE id = \(userId)")
         case .userEnabled:

@@ -67,11 +67,26 @@ struct ProviderCallbackTests {
         try await DevService.run { service in
             let user = try await service.signedIn(try await service.apple("apple-relay", email: "relay@privaterelay.appleid.com"))
             let id = UUID(uuidString: user.user.id)!
+            let bearer = "Bearer \(user.session.accessToken)"
+            // The user's body says so once Apple did, and not before.
+            func forwarding() async throws -> JSONValue? {
+                let me = try await service.client.get("/v1/users/me", headers: ["Authorization": bearer])
+                #expect(me.status == 200)
+                guard case .object(let answer) = try me.json, case .object(let body)? = answer["user"],
+                      case .array(let identities)? = body["identities"],
+                      case .object(let apple)? = identities.first else { throw HarnessError("no identity in \(me.bodyText)") }
+                return apple["emailForwarding"]
+            }
+            #expect(try await forwarding() == nil)
             _ = try await deliver(service, try await notification(service, ["type": "email-disabled", "sub": "apple-relay", "eventsAsString": false]))
             #expect(try await service.service.accounts.read(id).identities["apple"]?.emailForwarding == false)
+            #expect(try await forwarding() == .bool(false))
             _ = try await deliver(service, try await notification(service, ["type": "email-enabled", "sub": "apple-relay"]))
             #expect(try await service.service.accounts.read(id).identities["apple"]?.emailForwarding == true)
+            #expect(try await forwarding() == .bool(true))
             #expect(try await service.eventCount("ProviderEmailStatusChanged", userId: user.user.id) == 2)
+            // The column is rebuilt from the log like every other.
+            #expect(try await ProjectionReplay(projection: .accounts, database: service.admin).run(.verify).drift.isEmpty)
         }
     }
 

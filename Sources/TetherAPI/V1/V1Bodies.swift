@@ -11,10 +11,13 @@ struct UserBody: Encodable, Sendable {
         var emailVerified: Bool
         var displayName: String?
         var linkedAt: String
+        /// Whether the provider's relay address forwards mail (Apple's `email-disabled` / `email-enabled`);
+        /// absent until the provider said.
+        var emailForwarding: Bool?
 
-        /// Unknown values are `null`, as in `User`, rather than absent.
+        /// Unknown values are `null`, as in `User`, rather than absent (`emailForwarding` is absent unless known).
         func encode(to encoder: any Encoder) throws {
-            enum Keys: String, CodingKey { case provider, uid, email, emailVerified, displayName, linkedAt }
+            enum Keys: String, CodingKey { case provider, uid, email, emailVerified, displayName, linkedAt, emailForwarding }
             var container = encoder.container(keyedBy: Keys.self)
             try container.encode(provider, forKey: .provider)
             try container.encode(uid, forKey: .uid)
@@ -22,6 +25,7 @@ struct UserBody: Encodable, Sendable {
             try container.encode(emailVerified, forKey: .emailVerified)
             try container.encode(displayName, forKey: .displayName)
             try container.encode(linkedAt, forKey: .linkedAt)
+            try container.encodeIfPresent(emailForwarding, forKey: .emailForwarding)
         }
     }
 
@@ -45,7 +49,7 @@ struct UserBody: Encodable, Sendable {
             """)
         guard let row = users.first else { throw AccountError.notFound }
         let identities = try await database.query("""
-            SELECT provider, provider_uid, email, email_verified, display_name, linked_at FROM identities
+            SELECT provider, provider_uid, email, email_verified, display_name, linked_at, email_forwarding FROM identities
             WHERE user_id = \(id) ORDER BY linked_at, provider
             """)
         let factors = try await FactorBody.loadConfirmed(of: id, from: database)
@@ -59,7 +63,8 @@ struct UserBody: Encodable, Sendable {
                     provider: try identity.decode("provider"), uid: try identity.decode("provider_uid"),
                     email: try identity.decode("email"), emailVerified: try identity.decode("email_verified"),
                     displayName: try identity.decode("display_name"),
-                    linkedAt: ISO8601Milliseconds.format(try identity.decode("linked_at")))
+                    linkedAt: ISO8601Milliseconds.format(try identity.decode("linked_at")),
+                    emailForwarding: try identity.decode("email_forwarding"))
             },
             mfa: factors)
     }
@@ -166,7 +171,8 @@ extension UserBody {
             identities: account.identities.values.sorted { ($0.linkedAt, $0.provider) < ($1.linkedAt, $1.provider) }.map { identity in
                 Identity(
                     provider: identity.provider, uid: identity.uid, email: identity.email, emailVerified: identity.isEmailVerified,
-                    displayName: identity.displayName, linkedAt: ISO8601Milliseconds.format(identity.linkedAt))
+                    displayName: identity.displayName, linkedAt: ISO8601Milliseconds.format(identity.linkedAt),
+                    emailForwarding: identity.emailForwarding)
             },
             mfa: account.mfa.confirmedFactors.map { factor in
                 FactorBody(
