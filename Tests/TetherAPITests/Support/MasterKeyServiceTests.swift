@@ -14,23 +14,6 @@ struct MasterKeyServiceTests {
         return path
     }
 
-    /// `pg_dump` of the database as plain SQL.
-    private func dump(_ url: String) throws -> String {
-        let binaries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().reversed()
-            .map { "/usr/lib/postgresql/\($0)/bin/pg_dump" }
-        guard let pgDump = binaries.first(where: FileManager.default.isExecutableFile) else { throw HarnessError("pg_dump is missing") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: pgDump)
-        process.arguments = ["--no-owner", url]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw HarnessError("pg_dump failed") }
-        return String(decoding: data, as: UTF8.self)
-    }
-
     @Test func aDumpWithoutTheKeyFileHoldsNoUsableKeyAndTheLogStaysSealed() async throws {
         let path = try keyFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -46,7 +29,7 @@ struct MasterKeyServiceTests {
             #expect(try await service.me(try signedUp.decodeJSON(SignedIn.self).session.accessToken).bodyText.contains("dora@example.com"),
                     "the service reads her data")
 
-            let text = try dump(service.database.url)
+            let text = try service.dump()
             #expect(text.contains("personal_data_keys"))
             #expect(!text.contains(key.hexString), "the dump holds the wrapped key only")
             // What the log says is sealed, and its key wrapped. (The read models still hold addresses and names in

@@ -56,6 +56,23 @@ extension DevService {
         return try await client.post(target, headers: ["Authorization": "Bearer \(key)"], body: [])
     }
 
+    /// `pg_dump` of the service's database as plain SQL: what someone who copied the database holds.
+    func dump() throws -> String {
+        let binaries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().reversed()
+            .map { "/usr/lib/postgresql/\($0)/bin/pg_dump" }
+        guard let pgDump = binaries.first(where: FileManager.default.isExecutableFile) else { throw HarnessError("pg_dump is missing") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pgDump)
+        process.arguments = ["--no-owner", database.url]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw HarnessError("pg_dump failed") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     /// The events of a stream, as the owner reads them.
     func events(inStream stream: StreamName) async throws -> [RecordedEvent] {
         try await PostgresEventStore(client: owner).readStream(stream, after: 0)
