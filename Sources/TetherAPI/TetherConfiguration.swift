@@ -81,6 +81,8 @@ public struct TetherConfiguration: Sendable {
     public var passwordResetCodeLifetime: TimeInterval
     /// `TETHER_EMAIL_VERIFICATION_CODE_TTL`: how long a verification or email-change code lasts.
     public var emailVerificationCodeLifetime: TimeInterval
+    /// `TETHER_PROVIDER_REVALIDATE_INTERVAL`: how often a session's provider grant is checked on refresh.
+    public var providerRevalidateInterval: TimeInterval
     /// `TETHER_WEBHOOK_ALLOW_HTTP`: webhook targets may be plain `http`.
     public var webhookAllowsHTTP: Bool
     /// `TETHER_WEBHOOK_ALLOWED_HOSTS`: hosts webhooks may reach although they resolve to private addresses.
@@ -108,6 +110,14 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_APPLE_CLIENT_IDS", "none (Apple disabled)", "comma list of bundle ids / Services ids accepted as aud"),
         ("TETHER_APPLE_JWKS_URL", "https://appleid.apple.com/auth/keys", ""),
         ("TETHER_APPLE_ISSUER", "https://appleid.apple.com", ""),
+        ("TETHER_APPLE_TEAM_ID", "none (authorization codes not redeemed)",
+         "the Apple team of the Sign in with Apple key that signs Tether's client secret (with the two below)"),
+        ("TETHER_APPLE_KEY_ID", "none", "the key's id (the kid of the client secret)"),
+        ("TETHER_APPLE_PRIVATE_KEY_FILE", "none", "the team's .p8 key file (PKCS#8 PEM, P-256)"),
+        ("TETHER_APPLE_TOKEN_URL", "https://appleid.apple.com/auth/token", "where authorization codes are redeemed and refresh tokens validated"),
+        ("TETHER_APPLE_REVOKE_URL", "https://appleid.apple.com/auth/revoke", "where tokens are revoked when an identity goes or a user is erased"),
+        ("TETHER_PROVIDER_REVALIDATE_INTERVAL", "24h",
+         "how often a refresh checks that the Apple or Facebook grant behind its session still stands (a span: 12h, 1d)"),
         ("TETHER_FACEBOOK_APP_IDS", "none (Facebook disabled)", "comma list"),
         ("TETHER_FACEBOOK_APP_SECRET", "none", "for appsecret_proof and debug_token"),
         ("TETHER_FACEBOOK_GRAPH_URL", "https://graph.facebook.com/v21.0", ""),
@@ -244,6 +254,7 @@ public struct TetherConfiguration: Sendable {
         olderMasterKeys = Array(masterKeys.dropFirst())
         passwordResetCodeLifetime = try lifetime("TETHER_PASSWORD_RESET_CODE_TTL", UserAccount.defaultPasswordResetCodeLifetime)
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
+        providerRevalidateInterval = try lifetime("TETHER_PROVIDER_REVALIDATE_INTERVAL", 24 * 60 * 60)
         schemaDirectory = value("TETHER_SCHEMA_DIR")
         let known = Set(Self.variables.map(\.name))
         if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {

@@ -32,6 +32,8 @@ public final class TetherService: Sendable {
     public let metrics: MetricsRegistry
     /// Delivers webhook subscriptions while the server runs.
     public let webhooks: WebhookDeliverer
+    /// Works the outbox of calls to providers (revocations) while the server runs.
+    public let providerCalls: ProviderCallWorker
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
@@ -47,7 +49,9 @@ public final class TetherService: Sendable {
         configuration: TetherConfiguration, databaseURL: String, logger: Logger, extraRoutes: Router? = nil,
         identities: (any IdentityVerification)? = nil, passwords: any PasswordHashing = ScryptPasswordHasher(),
         sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false,
-        webhookDelivery: WebhookDeliverer.Configuration = WebhookDeliverer.Configuration()
+        webhookDelivery: WebhookDeliverer.Configuration = WebhookDeliverer.Configuration(),
+        providerCallsConfiguration: ProviderCallWorker.Configuration = ProviderCallWorker.Configuration(),
+        providerHTTPClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -61,10 +65,12 @@ public final class TetherService: Sendable {
         registerJWKSRoute(on: &router, keys: signingKeys)
         let accounts = AccountService(database: database, emailPolicy: configuration.emailPolicy)
         let passwordVerifier = try PasswordVerifier(hasher: passwords)
-        let identityVerification = try identities ?? ProviderIdentityVerification(
-            providers: IdentityProviders(
-                configuration: providers, nonceStore: PostgresNonceStore(client: database),
-                passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts)))
+        let providerSet = identities != nil ? nil : try IdentityProviders(
+            configuration: providers, httpClient: providerHTTPClient, nonceStore: PostgresNonceStore(client: database),
+            passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts))
+        let identityVerification = identities ?? ProviderIdentityVerification(providers: providerSet!)
+        let revalidation = GrantRevalidation(
+            accounts: accounts, grants: providerSet?.grants, interval: configuration.providerRevalidateInterval)
         self.accounts = accounts
         self.identities = identityVerification
         self.passwords = passwordVerifier
@@ -82,7 +88,7 @@ public final class TetherService: Sendable {
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            sms: smsSender, email: emailFlows
+            sms: smsSender, email: emailFlows, revalidation: revalidation
         ).register(on: &router)
         let adminKeys = AdminKeyStore(database: database)
         if let appID = configuration.parseAppID {
@@ -98,7 +104,7 @@ public final class TetherService: Sendable {
             firebaseIDTokens = idTokens
             FirebaseRoutes(
                 projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
-                emailFlows: emailFlows, acceptsOwner: development
+                emailFlows: emailFlows, acceptsOwner: development, revalidation: revalidation
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil
@@ -108,6 +114,8 @@ public final class TetherService: Sendable {
             allowsHTTP: configuration.webhookAllowsHTTP || development, allowedHosts: configuration.webhookAllowedHosts,
             allowsLoopback: development))
         self.webhooks = WebhookDeliverer(webhooks: webhooks, configuration: webhookDelivery, metrics: metrics, logger: logger)
+        providerCalls = ProviderCallWorker(
+            accounts: accounts, grants: providerSet?.grants, configuration: providerCallsConfiguration, metrics: metrics, logger: logger)
         AdminRoutes(
             keys: adminKeys, directory: AdminUserDirectory(database: database),
             history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
@@ -121,7 +129,7 @@ public final class TetherService: Sendable {
         AdminPage().register(on: &router)
         ActionPages(flows: emailFlows).register(on: &router)
         MetricsRoutes(
-            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database)] + metricsCollectors
+            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database)] + metricsCollectors
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
@@ -142,6 +150,7 @@ public final class TetherService: Sendable {
     public func start() throws {
         try server.start() // the server logs "listening" with its address
         webhooks.start()
+        providerCalls.start()
     }
 
     /// Stops accepting, lets in-flight requests finish, then closes the pool.
@@ -150,6 +159,7 @@ public final class TetherService: Sendable {
         await server.shutdown() // logs "stopped" once requests in flight have finished
         await emailFlows.finishSending()
         await webhooks.stop()
+        await providerCalls.stop()
         database.shutdown()
     }
 }

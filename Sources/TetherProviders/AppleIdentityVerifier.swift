@@ -13,19 +13,28 @@ import TetherJOSE
 /// is marked client-asserted.
 public struct AppleIdentityVerifier: IdentityVerifier {
     private let token: IDTokenVerifier
+    /// Redeems authorization codes, when Apple's client secret is configured.
+    private let grants: AppleGrantClient?
 
-    /// A verifier for `configuration`'s Apple settings, fetching keys through `httpClient`.
+    /// A verifier for `configuration`'s Apple settings, fetching keys through `httpClient`; `grants`
+    /// redeems the authorization codes that come with identity tokens.
     public init(
         configuration: ProvidersConfiguration, httpClient: any HTTPClient, nonceStore: any NonceStore,
-        clock: any WallClock = SystemWallClock()
+        clock: any WallClock = SystemWallClock(), grants: AppleGrantClient? = nil
     ) throws {
         token = try IDTokenVerifier(
             .apple, configuration.apple, in: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+        self.grants = grants
     }
 
-    /// Verifies an ``ProviderCredential/apple(identityToken:rawNonce:fullName:)`` credential.
+    /// Verifies an ``ProviderCredential/apple(identityToken:rawNonce:fullName:authorizationCode:)`` credential.
+    ///
+    /// With an authorization code, the identity token is verified first, then the code is redeemed at
+    /// Apple for a refresh token, which must name the same `sub`. A used or expired code refuses the
+    /// sign-in (`invalid_credential`); Apple out of reach does not: the sign-in goes on with the identity
+    /// token alone, and the identity says why the code was not redeemed.
     public func verify(_ credential: ProviderCredential) async throws -> VerifiedIdentity {
-        guard case .apple(let identityToken, let rawNonce, let fullName) = credential else {
+        guard case .apple(let identityToken, let rawNonce, let fullName, let authorizationCode) = credential else {
             throw token.fail(.unsupportedProvider, "not an Apple credential")
         }
         let checked = try await token.check(identityToken, rawNonce: rawNonce)
@@ -50,6 +59,29 @@ public struct AppleIdentityVerifier: IdentityVerifier {
             isNameClientAsserted: fullName != nil, rawClaims: token.rawClaims(checked),
             audience: token.audience(of: checked), tokenExpiresAt: claims.expiresAt, realUserStatus: realUserStatus)
         identity.spentNonce = spentNonce
+        if let authorizationCode {
+            try await redeem(authorizationCode, for: &identity)
+        }
         return identity
+    }
+
+    private func redeem(_ code: String, for identity: inout VerifiedIdentity) async throws {
+        guard let grants, let clientID = identity.audience else {
+            identity.codeNotRedeemed = "not_configured"
+            return
+        }
+        switch await grants.redeem(code: code, clientID: clientID) {
+        case .redeemed(let refreshToken, let subject):
+            guard subject == nil || subject == identity.uid else {
+                throw token.fail(.invalidCredential(.subject), "the authorization code was issued for another Apple ID")
+            }
+            identity.providerGrant = ProviderGrant(kind: "refresh_token", token: refreshToken, clientId: clientID)
+        case .invalidGrant(let reason):
+            throw token.fail(.invalidCredential(.tokenInvalid), "the authorization code was used, has expired or is not this app's (\(reason))")
+        case .refused(let reason):
+            identity.codeNotRedeemed = "refused: " + reason
+        case .unreachable:
+            identity.codeNotRedeemed = "provider_unavailable"
+        }
     }
 }

@@ -35,6 +35,18 @@ final class DevGraphTokens: Sendable {
         records.withLock { $0[token] }
     }
 
+    /// Makes every token of `userID` invalid (the person removed the app); answers how many were live.
+    func invalidate(userID: String) -> Int {
+        records.withLock { records in
+            var ended = 0
+            for (token, record) in records where record.userID == userID && record.isValid {
+                records[token]?.isValid = false
+                ended += 1
+            }
+            return ended
+        }
+    }
+
     /// Random text from the base64url alphabet.
     private static func randomText(count: Int) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")

@@ -41,6 +41,7 @@ extension DevIdentityProvider {
 
     /// `GET /facebook/graph/debug_token?input_token=…` with the app token as a Bearer header.
     public func debugToken(_ request: DevGraphRequest) async throws -> DevGraphAnswer {
+        if isGraphDown { return try Self.graphOutage() }
         guard request.query["access_token"] == nil else {
             return try Self.graphError(100, "The dev Graph API takes the app token only in the Authorization header.")
         }
@@ -65,6 +66,7 @@ extension DevIdentityProvider {
 
     /// `GET /facebook/graph/me?fields=…&appsecret_proof=…` with the user token as a Bearer header.
     public func me(_ request: DevGraphRequest) async throws -> DevGraphAnswer {
+        if isGraphDown { return try Self.graphOutage() }
         guard let token = Self.bearer(request) ?? request.query["access_token"], let record = graph.record(for: token) else {
             return try Self.graphError(190, "Invalid OAuth access token - Cannot parse access token")
         }
@@ -125,6 +127,11 @@ extension DevIdentityProvider {
     }
 
     /// A Graph-style error: 400 with `{"error": {"message", "type", "code"}}`.
+    /// What the Graph API answers while `POST /dev-idp/outage` has it down.
+    static func graphOutage() throws -> DevGraphAnswer {
+        try DevGraphAnswer.json(["error": ["message": "Service temporarily unavailable", "code": 2, "is_transient": true]], status: 503)
+    }
+
     private static func graphError(_ code: Int, _ message: String, type: String = "OAuthException") throws -> DevGraphAnswer {
         try .json(
             ["error": ["message": .string(message), "type": .string(type), "code": .int(code)]] as [String: JSONValue],

@@ -29,6 +29,8 @@ public struct DevIdentityProvider: Sendable {
     public let mailOutbox: DevMailOutbox
     let keys: DevSigningKeys
     let graph: DevGraphTokens
+    /// Apple's codes and refresh tokens, revocations received and outages switched on.
+    let grants: DevProviderGrants
     let clock: any WallClock
 
     /// A dev identity provider.
@@ -44,6 +46,7 @@ public struct DevIdentityProvider: Sendable {
     ) throws {
         keys = try DevSigningKeys(directory: keyDirectory)
         graph = DevGraphTokens()
+        grants = DevProviderGrants()
         self.clock = clock
         self.smsOutbox = smsOutbox ?? DevSMSOutbox(clock: clock)
         self.mailOutbox = mailOutbox ?? DevMailOutbox(clock: clock)
@@ -59,6 +62,11 @@ public struct DevIdentityProvider: Sendable {
         [
             "TETHER_APPLE_CLIENT_IDS": appleClientID,
             "TETHER_APPLE_JWKS_URL": endpoint(baseURL, "apple/auth/keys"),
+            "TETHER_APPLE_TEAM_ID": appleTeam.teamID,
+            "TETHER_APPLE_KEY_ID": appleTeam.keyID,
+            "TETHER_APPLE_PRIVATE_KEY_FILE": appleTeam.file,
+            "TETHER_APPLE_TOKEN_URL": endpoint(baseURL, "apple/auth/token"),
+            "TETHER_APPLE_REVOKE_URL": endpoint(baseURL, "apple/auth/revoke"),
             "TETHER_FACEBOOK_APP_IDS": facebookAppID,
             "TETHER_FACEBOOK_APP_SECRET": facebookAppSecret,
             "TETHER_FACEBOOK_GRAPH_URL": endpoint(baseURL, "facebook/graph"),

@@ -31,6 +31,24 @@ struct FacebookGraph: Sendable {
     let httpClient: any ProviderHTTPClient
     let clock: any WallClock
 
+    /// The Graph API of `configuration`; nil without an app id and secret (only Limited Login works then).
+    init?(_ configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient, clock: any WallClock) {
+        let facebook = configuration.facebook
+        guard let secret = facebook.appSecret, !facebook.appIDs.isEmpty else { return nil }
+        self.init(
+            baseURL: facebook.graphURL, appIDs: facebook.appIDs, appSecret: secret, timeout: facebook.graphTimeout,
+            httpClient: httpClient, clock: clock)
+    }
+
+    init(baseURL: URL, appIDs: [String], appSecret: String, timeout: TimeInterval, httpClient: any ProviderHTTPClient, clock: any WallClock) {
+        self.baseURL = baseURL
+        self.appIDs = appIDs
+        self.appSecret = appSecret
+        self.timeout = timeout
+        self.httpClient = httpClient
+        self.clock = clock
+    }
+
     /// Asks `debug_token` about `token` and checks validity, app, type, user and expiry.
     func inspect(_ token: String) async throws(ProviderError) -> TokenInfo {
         let body = try await call(
@@ -65,6 +83,26 @@ struct FacebookGraph: Sendable {
             bearer: token)
         guard Self.identifier(body["id"]) != nil else { throw unavailable("/me answer has no id") }
         return body
+    }
+
+    /// Revokes every permission the person `userID` gave the app (`DELETE /{user-id}/permissions`, sent as a
+    /// POST with `method=delete`), with their token and its `appsecret_proof`. A token Graph no longer
+    /// accepts (the grant is gone already) counts as revoked; throws `provider_unavailable` otherwise.
+    func revokePermissions(userID: String, token: String) async throws(ProviderError) {
+        let proof = HMAC.authenticationCode(for: Array(token.utf8), key: Array(appSecret.utf8), digest: .sha256).hexString
+        let url = Self.url(baseURL, path: "\(userID)/permissions", query: [("method", "delete"), ("appsecret_proof", proof)])
+        let response: HTTPClientResponse
+        do {
+            response = try await httpClient.post(
+                url: url, headers: ["Authorization": "Bearer \(token)"], body: [], timeout: timeout, maxBytes: Self.maximumResponseBytes)
+        } catch {
+            throw unavailable("permissions: \(error)")
+        }
+        let body = (try? JOSEObject(parsing: response.body)) ?? JOSEObject()
+        if response.status == 200, body["success"]?.boolValue == true { return }
+        // 190: the token is invalid or expired, so the grant it stood for is gone already.
+        if response.status < 500, body["error"]?.objectValue?["code"]?.numberValue == 190 { return }
+        throw unavailable("permissions answered \(response.status)")
     }
 
     /// A Graph id: a string, or (defensively) an integral number written without a fraction.

@@ -24,11 +24,7 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
         let facebook = configuration.facebook
         limitedLogin = try IDTokenVerifier(
             .facebook, facebook.limitedLogin, in: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
-        graph = facebook.appSecret.flatMap { secret in
-            facebook.appIDs.isEmpty ? nil : FacebookGraph(
-                baseURL: facebook.graphURL, appIDs: facebook.appIDs, appSecret: secret, timeout: facebook.graphTimeout,
-                httpClient: httpClient, clock: clock)
-        }
+        graph = FacebookGraph(configuration, httpClient: httpClient, clock: clock)
     }
 
     /// Verifies any of the three Facebook credential forms.
@@ -70,12 +66,15 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
                 throw ProviderError.invalidCredential(.userMismatch).with(detail: "/me id differs from debug_token user_id")
             }
             let picture = profile["picture"]?.objectValue?["data"]?.objectValue?["url"]?.stringValue
-            return VerifiedIdentity(
+            var identity = VerifiedIdentity(
                 provider: ProviderName.facebook.rawValue, credentialForm: .facebookAccessToken, uid: info.userID,
                 email: Self.text(profile["email"]), displayName: Self.text(profile["name"]),
                 givenName: Self.text(profile["first_name"]), familyName: Self.text(profile["last_name"]),
                 photoURL: picture.flatMap(URL.httpURL), rawClaims: Dictionary(profile), audience: info.appID,
                 tokenExpiresAt: info.expiresAt)
+            // Kept to revoke the app's permissions when the identity goes, and to check the grant on refresh.
+            identity.providerGrant = ProviderGrant(kind: "access_token", token: token, clientId: info.appID)
+            return identity
         } catch {
             throw error.with(provider: ProviderName.facebook.rawValue)
         }

@@ -20,16 +20,21 @@ public struct IdentityProviders: IdentityVerifier {
     /// - Throws: ``ProvidersConfiguration/Invalid`` when a key-set URL is unusable.
     /// Where used nonces are recorded.
     public let nonceStore: any NonceStore
+    /// Checks and revocations of stored grants (Apple refresh tokens, Facebook access tokens).
+    public let grants: ProviderGrantCalls
 
     public init(
         configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
         nonceStore: any NonceStore, clock: any WallClock = SystemWallClock(), passwords: PasswordIdentityVerifier? = nil
     ) throws {
         self.nonceStore = nonceStore
+        let apple = configuration.appleGrants.map { AppleGrantClient(configuration: $0, httpClient: httpClient, clock: clock) }
+        grants = ProviderGrantCalls(apple: apple, facebook: FacebookGraph(configuration, httpClient: httpClient, clock: clock))
         var verifiers: [ProviderName: any IdentityVerifier] = [:]
         if configuration.apple.isEnabled {
             verifiers[.apple] = try Self.make("TETHER_APPLE_JWKS_URL") {
-                try AppleIdentityVerifier(configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock)
+                try AppleIdentityVerifier(
+                    configuration: configuration, httpClient: httpClient, nonceStore: nonceStore, clock: clock, grants: apple)
             }
         }
         if configuration.facebook.isEnabled {

@@ -32,7 +32,7 @@ extension ProviderCredential {
         case .apple:
             self = .apple(
                 identityToken: try reader.string("identityToken"), rawNonce: try reader.optionalString("rawNonce"),
-                fullName: try reader.name("fullName"))
+                fullName: try reader.name("fullName"), authorizationCode: try reader.optionalString("authorizationCode"))
         case .facebook:
             self = try Self.facebook(reader)
         case .google:

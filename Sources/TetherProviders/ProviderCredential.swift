@@ -4,9 +4,11 @@ import Foundation
 ///
 /// Secrets never appear in ``description``, so a credential can be logged safely.
 public enum ProviderCredential: Sendable, Hashable, CustomStringConvertible {
-    /// `{"identityToken", "rawNonce"?, "fullName"?}`: an Apple identity token, and the name the app
-    /// received on the user's first sign-in (Apple sends it to the app only then, never in the token).
-    case apple(identityToken: String, rawNonce: String?, fullName: PersonName?)
+    /// `{"identityToken", "rawNonce"?, "fullName"?, "authorizationCode"?}`: an Apple identity token, the
+    /// name the app received on the user's first sign-in (Apple sends it to the app only then, never in
+    /// the token), and the authorization code of the same sign-in, which Tether redeems for a refresh
+    /// token (kept to revoke the grant when the account goes, and to check it now and then).
+    case apple(identityToken: String, rawNonce: String?, fullName: PersonName?, authorizationCode: String? = nil)
     /// `{"accessToken"}`: a classic Facebook user access token.
     case facebookAccessToken(String)
     /// `{"authenticationToken", "rawNonce"?}`: a Facebook Limited Login token.

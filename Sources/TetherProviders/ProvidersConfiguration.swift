@@ -95,6 +95,9 @@ public struct ProvidersConfiguration: Sendable {
     public var leeway: TimeInterval
     /// How long one key-set fetch may take.
     public var jwksTimeout: TimeInterval
+    /// Apple's client secret and token endpoints, for authorization codes, revocation and checks; nil
+    /// when `TETHER_APPLE_TEAM_ID`, `TETHER_APPLE_KEY_ID` and `TETHER_APPLE_PRIVATE_KEY_FILE` are unset.
+    public var appleGrants: AppleGrantsConfiguration?
     /// Whether anonymous users may be made (`TETHER_ANONYMOUS_USERS`, on unless `off`), as Parse's
     /// `enableAnonymousUsers`: when off, the `anonymous` provider is refused like an unconfigured one.
     public var allowsAnonymousUsers = true
@@ -125,6 +128,7 @@ public struct ProvidersConfiguration: Sendable {
         var configuration = ProvidersConfiguration()
         configuration.apple = try reader.tokenIssuer("TETHER_APPLE", defaults: .apple)
         configuration.google = try reader.tokenIssuer("TETHER_GOOGLE", defaults: .google)
+        configuration.appleGrants = try AppleGrantsConfiguration.fromEnvironment(reader)
         let facebook = configuration.facebook
         configuration.facebook = Facebook(
             appIDs: try reader.list("TETHER_FACEBOOK_APP_IDS") ?? facebook.appIDs,

@@ -42,6 +42,11 @@ public struct VerifiedIdentity: Sendable, Codable, Hashable {
     public var tokenExpiresAt: Date?
     /// Apple's `real_user_status`: 0 unsupported, 1 unknown, 2 likely real.
     public var realUserStatus: Int?
+    /// The token for the person's grant the verification obtained: Apple's refresh token for a redeemed
+    /// authorization code, or the Facebook access token presented.
+    public var providerGrant: ProviderGrant?
+    /// Why an authorization code that came with the credential was not redeemed.
+    public var codeNotRedeemed: String?
 
     /// An identity from its parts; optional facts default to unknown, trust flags to false.
     public init(

@@ -30,11 +30,13 @@ struct DevService: Sendable {
     /// SMS codes go to `sms` when given, otherwise to the dev outbox (`GET /dev-idp/sms`).
     static func run(
         settings: [String: String] = [:], sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
-        metricsCollectors: [any MetricsCollector] = [], _ body: (DevService) async throws -> Void
+        metricsCollectors: [any MetricsCollector] = [], providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls,
+        _ body: (DevService) async throws -> Void
     ) async throws {
         let database = try await TestDatabase.make()
         let running = try await RunningService.start(
-            databaseURL: database.url, values: settings, devIdP: true, sms: sms, mail: mail, metricsCollectors: metricsCollectors)
+            databaseURL: database.url, values: settings, devIdP: true, sms: sms, mail: mail, metricsCollectors: metricsCollectors,
+            providerCalls: providerCalls)
         let harness = DevService(
             service: running.service, client: running.client, idp: running.idp!.client(), idpServer: running.idp!.server,
             port: running.service.server.boundPort, database: database, admin: database.client(asServiceRole: false, maxConnections: 2))

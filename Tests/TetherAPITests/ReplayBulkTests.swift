@@ -35,7 +35,9 @@ struct ReplayBulkTests {
         "MFAFactorConfirmed", "MFAFactorRemoved", "MFARecoveryCodesIssued", "MFAChallengeIssued", "MFACodeSent",
         "MFACodeDeliveryFailed", "MFACodeAccepted", "MFACodeRejected", "MFARecoveryCodeUsed", "MFAChallengeEnded",
         "ProfileUpdated", "CustomClaimsSet", "EmailChanged", "EmailCodeIssued", "EmailCodeUsed", "EmailCodeExpired",
-        "EmailCodeRefused", "EmailCodeDeliveryFailed", "ProviderEmailStatusChanged",
+        "EmailCodeRefused", "EmailCodeDeliveryFailed", "ProviderEmailStatusChanged", "ProviderTokenStored",
+        "ProviderCodeNotRedeemed", "ProviderGrantChecked", "ProviderTokenRevoked", "ProviderRevocationFailed",
+        "ProviderRevocationAbandoned",
     ]
 
     private func pick<T>(_ values: [T], _ random: inout SeededGenerator) -> T? {
@@ -131,6 +133,15 @@ struct ReplayBulkTests {
                 .emailCodeDeliveryFailed(.init(codeId: id, reason: "mail_unavailable")),
                 .emailCodeRefused(.init(codeId: random.next() % 2 == 0 ? id : nil, presentedFor: .verifyEmail, reason: "wrong_purpose")),
                 .providerEmailStatusChanged(.init(provider: "apple", forwarding: random.next() % 2 == 0)),
+                // Provider grants change no read model either.
+                .providerTokenStored(.init(
+                    provider: "apple", kind: "refresh_token", source: "authorization_code", clientId: "dev.tether.apple",
+                    personal: PersonalData(providerToken: "r.\(index)"))),
+                .providerCodeNotRedeemed(.init(provider: "apple", reason: "provider_unavailable")),
+                .providerGrantChecked(.init(provider: "facebook", sessionId: session, result: "unreachable")),
+                .providerRevocationFailed(.init(provider: "apple", action: "apple.revoke", callId: id, attempt: 1, error: "503", retryAt: "x")),
+                random.next() % 2 == 0 ? .providerTokenRevoked(.init(provider: "apple", action: "apple.revoke", callId: id, attempt: 2))
+                    : .providerRevocationAbandoned(.init(provider: "apple", action: "apple.revoke", callId: id, attempt: 9, error: "503")),
                 random.next() % 2 == 0 ? .emailCodeUsed(.init(codeId: id, purpose: .passwordReset))
                     : .emailCodeExpired(.init(codeId: id, purpose: .passwordReset)),
             ]

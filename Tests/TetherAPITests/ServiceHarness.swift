@@ -40,7 +40,8 @@ struct RunningService: Sendable {
     /// suites test the flows, not the work factor.
     static func start(
         databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
-        metricsCollectors: [any MetricsCollector] = [], webhookDelivery: WebhookDeliverer.Configuration = RunningService.fastWebhooks
+        metricsCollectors: [any MetricsCollector] = [], webhookDelivery: WebhookDeliverer.Configuration = RunningService.fastWebhooks,
+        providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls
     ) async throws -> RunningService {
         let idp = devIdP ? try DevIdPServer.start() : nil
         var configuration = idp?.configuration ?? [:]
@@ -52,7 +53,8 @@ struct RunningService: Sendable {
                 logger: Logger(sink: .discarding),
                 passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
                 sms: sms ?? idp?.devIdP.smsOutbox, mail: mail ?? idp?.devIdP.mailOutbox, metricsCollectors: metricsCollectors,
-                development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil, webhookDelivery: webhookDelivery)
+                development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil, webhookDelivery: webhookDelivery,
+                providerCallsConfiguration: providerCalls)
             try service.start()
             return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)
         } catch {
@@ -68,6 +70,23 @@ struct RunningService: Sendable {
         configuration.initialBackoff = 0.05
         configuration.maximumBackoff = 0.2
         configuration.timeout = 5
+        return configuration
+    }()
+
+    /// The provider-call outbox as tests want it: looking for work every 50 ms, retrying after 50 ms.
+    static let fastProviderCalls: ProviderCallWorker.Configuration = {
+        var configuration = ProviderCallWorker.Configuration()
+        configuration.pollInterval = .milliseconds(50)
+        configuration.initialBackoff = 0.05
+        configuration.maximumBackoff = 0.2
+        return configuration
+    }()
+
+    /// The outbox looking for work once an hour: suites that are not about provider calls see no
+    /// revocation events appear while they count events (``ProviderGrantTests`` takes the fast one).
+    static let quietProviderCalls: ProviderCallWorker.Configuration = {
+        var configuration = ProviderCallWorker.Configuration()
+        configuration.pollInterval = .seconds(3600)
         return configuration
     }()
 

@@ -124,6 +124,10 @@ extension AccountService {
             newEvents, to: .user(id), after: user.account.version, metadata: context.metadata, userKey: key))
         statements += try AccountProjection.statements(
             for: events, userId: id, at: "now()", recordingVersion: user.account.version + events.count)
+        // Grants the events end (an identity unlinked, the user erased) are revoked at their providers by
+        // the outbox, whose rows commit with the events.
+        statements += try ProviderCallOutbox.insertStatements(
+            for: user.account.grantsEnded(by: events), userId: id, masterKeys: database.configuration.masterKeys)
         return statements
     }
 
@@ -153,16 +157,19 @@ extension AccountService {
     /// first in the same round trip, and their rows go to `decide`; `writingAfter` runs after the
     /// events' writes, in the commit's round trip. `known` answers the kept state the user may have;
     /// `hints` name the user in the cache afterwards.
+    /// With `allowingErased`, an erased user's stream takes the events too (the outbox's records of calls
+    /// an erasure caused; stored without personal data, the key being gone).
     func execute<T: Sendable>(
         user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil }, reads: [PostgresQuery] = [],
-        writingAfter: [PostgresQuery] = [], hints: [String] = [], _ context: CommandContext,
+        writingAfter: [PostgresQuery] = [], hints: [String] = [], allowingErased: Bool = false, _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
         try await retrying { _ in
             try await database.withTransactionJob { transaction in
                 let kept = known()
                 let rows = try transaction.begin(reads + Self.loadStatements(userId: user, known: kept, commandId: context.commandId))
-                guard let loaded = try loaded(from: rows.suffix(3), known: kept).user, loaded.account.exists else {
+                guard let loaded = try loaded(from: rows.suffix(3), known: kept).user,
+                      loaded.account.exists || (allowingErased && loaded.account.isErased) else {
                     throw AccountError.notFound
                 }
                 let decision = try decide(loaded.account, Array(rows.prefix(reads.count)))

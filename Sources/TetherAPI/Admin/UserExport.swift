@@ -15,7 +15,7 @@ import TetherPostgres
 public struct UserExport: Sendable {
     /// Payload members that are secrets (or hashes of them), left out of an export.
     static let secretMembers: Set<String> = [
-        "passwordHash", "totpSecret", "codeHash", "codeHashes", "refreshTokenHash", "previousTokenHash", "keyHash",
+        "passwordHash", "totpSecret", "codeHash", "codeHashes", "refreshTokenHash", "previousTokenHash", "keyHash", "providerToken",
     ]
 
     let database: PostgresClient

@@ -20,6 +20,7 @@ extension DevIdentityProvider {
     /// | `POST /apple/notification` | `{type, sub, email?, jti?, sendTo?, …}` → `{"payload"}`: an Apple server-to-server notification (POSTed to a loopback `sendTo`) |
     /// | `POST /facebook/data-deletion` | `{userId, sendTo?}` → `{"signed_request"}`: a Facebook data deletion request (POSTed to a loopback `sendTo`) |
     /// | `GET /mail` (`?to=`), `DELETE /mail` | the mail outbox (and links generated for admins, `mailed: false`) |
+    /// | `POST /apple/authorization-code`, `/apple/auth/token`, `/apple/auth/revoke`, … | provider grants (``registerGrants(on:)``) |
     ///
     /// - Parameter baseURL: the URL the routes are mounted at, such as
     ///   `http://127.0.0.1:8080/dev-idp`, for the discovery document.
@@ -46,6 +47,7 @@ extension DevIdentityProvider {
             }
         }
         registerCallbacks(on: &router)
+        registerGrants(on: &router)
         router.post("/facebook/access-token") { request in
             try .json(["accessToken": self.mintAccessToken(try request.decodeJSON(DevAccessTokenRequest.self))])
         }

@@ -171,7 +171,7 @@ extension FirebaseRoutes {
     }
 
     /// The provider, its credential and the IdP's token from a `postBody` (`providerId=…&id_token=…&nonce=…`,
-    /// or `access_token` for classic Facebook; Apple's name in `user`).
+    /// or `access_token` for classic Facebook; Apple's name in `user` and its authorization code in `code`).
     static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, String?) {
         var fields: [String: String] = [:]
         for (name, value) in HTTPRequest.formFields(postBody, plusAsSpace: false) where fields[name] == nil {
@@ -189,7 +189,8 @@ extension FirebaseRoutes {
         switch providerId {
         case "apple.com":
             guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "apple.com needs an id_token.") }
-            return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"])), idToken)
+            let code = fields["code"].flatMap { $0.isEmpty || $0.utf8.count > ProviderCredential.maximumFieldLength ? nil : $0 }
+            return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"]), authorizationCode: code), idToken)
         case "facebook.com":
             if let idToken { return (providerId, .facebookLimitedLogin(authenticationToken: idToken, rawNonce: nonce), idToken) }
             guard let accessToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "facebook.com needs an id_token or access_token.") }
@@ -235,6 +236,11 @@ extension FirebaseRoutes {
             (account, session) = try await accounts.liveSession(secretHash: FirebaseTokenFormat().hash(presented), kind: .firebaseTokens)
         } catch let error as AccountError where error.reason == .invalidToken {
             throw FirebaseError.tokenExpired
+        }
+        do {
+            try await revalidation?.check(account, session: session.id, context: context(request, user: account.id))
+        } catch let error as AccountError where error.reason == .invalidToken {
+            throw FirebaseError.tokenExpired // the provider ended the grant: the SDK signs out
         }
         let idToken = try await idTokens.issue(
             account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime,

@@ -62,6 +62,25 @@ public struct EventSummary: Sendable, Hashable {
                 ? "viewed the history (\(payload["returned"]) events\(after))" : "asked for the history" + payload.statusNote
         case "ProviderEmailStatusChanged":
             text = "\(payload["provider"]) " + (payload.text("forwarding") == "false" ? "stopped forwarding mail to its address" : "forwards mail to its address again")
+        case "ProviderTokenStored":
+            text = payload.text("source") == "authorization_code"
+                ? "\(payload["provider"]) authorization code redeemed; its refresh token kept (to revoke and check the grant)"
+                : "\(payload["provider"]) \(payload["kind"]) kept (to revoke and check the grant)"
+        case "ProviderCodeNotRedeemed":
+            text = "\(payload["provider"]) authorization code not redeemed (\(payload["reason"])); signed in on the identity token alone"
+        case "ProviderGrantChecked":
+            let outcome = switch payload.text("result") {
+            case "valid": "still stands"
+            case "revoked": "is gone: the session ends"
+            default: "could not be checked (provider unreachable); the session goes on"
+            }
+            text = "\(payload["provider"]) grant of session \(payload.shortID("sessionId")) \(outcome)"
+        case "ProviderTokenRevoked":
+            text = "\(payload["provider"]) grant revoked at the provider (attempt \(payload["attempt"]))"
+        case "ProviderRevocationFailed":
+            text = "revoking the \(payload["provider"]) grant failed (attempt \(payload["attempt"]): \(payload["error"])); retried at \(payload["retryAt"])"
+        case "ProviderRevocationAbandoned":
+            text = "gave up revoking the \(payload["provider"]) grant after \(payload["attempt"]) attempts (\(payload["error"]))"
         case "UserDataExported":
             text = "everything held about the user was exported (by the \(payload["by"]))"
         case "AdminEventsRead":

@@ -65,7 +65,7 @@ struct ParseAuthData: Sendable {
         }
     }
 
-    /// The credential of one provider's fields, in Parse's names: Apple `{id, token}`, Facebook
+    /// The credential of one provider's fields, in Parse's names: Apple `{id, token, code?}`, Facebook
     /// `{id, access_token}` (classic) or `{id, token}` (Limited Login), Google `{id, id_token}`,
     /// anonymous `{id}`. An optional `nonce` is the raw nonce of a token that carries one.
     static func credential(_ provider: String, _ fields: [String: String]) throws(ParseError) -> ProviderCredential {
@@ -78,7 +78,9 @@ struct ParseAuthData: Sendable {
         }
         switch ProviderName(rawValue: provider) {
         case .apple?:
-            return .apple(identityToken: try required("token"), rawNonce: nonce, fullName: nil)
+            return .apple(
+                identityToken: try required("token"), rawNonce: nonce, fullName: nil,
+                authorizationCode: fields["code"].flatMap { $0.isEmpty ? nil : $0 })
         case .facebook?:
             if fields["access_token"] != nil { return .facebookAccessToken(try required("access_token")) }
             return .facebookLimitedLogin(authenticationToken: try required("token"), rawNonce: nonce)

@@ -135,7 +135,7 @@ extension ParseRoutes {
         do {
             identity = try await commands.verify(claim.credential, context: context(request, caller))
         } catch let error as ProviderError where claim.provider == ProviderName.apple.rawValue && error.rejection != nil {
-            guard case .apple(let token, _, _) = claim.credential, let rejection = error.rejection else { throw ParseError(converting: error) }
+            guard case .apple(let token, _, _, _) = claim.credential, let rejection = error.rejection else { throw ParseError(converting: error) }
             throw ParseError.appleRefusal(rejection, token: token, expectedIssuer: appleIssuer)
         } catch {
             throw ParseError(converting: error, provider: claim.provider)

@@ -19,6 +19,8 @@ public struct ProviderIdentityVerification: IdentityVerification {
             isEmailVerified: verified.provider == "facebook" ? false : verified.isEmailVerified,
             displayName: verified.displayName, photoURL: verified.photoURL?.absoluteString)
         identity.spentNonce = verified.spentNonce
+        identity.providerGrant = verified.providerGrant
+        identity.codeNotRedeemed = verified.codeNotRedeemed
         return identity
     }
 

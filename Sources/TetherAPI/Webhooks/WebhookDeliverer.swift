@@ -42,7 +42,7 @@ public final class WebhookDeliverer: Sendable {
     let deliveries: Counter
     /// This instance's name in leases.
     let instance = UUID()
-    private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let loop = BackgroundLoop()
 
     public init(
         webhooks: WebhookStore, configuration: Configuration = Configuration(), httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
@@ -60,38 +60,13 @@ public final class WebhookDeliverer: Sendable {
 
     /// Starts the loop (once).
     public func start() {
-        loop.withLock { task in
-            guard task == nil else { return }
-            task = Task { [self] in await run() }
-        }
+        loop.start(idle: configuration.pollInterval, logger: logger, name: "webhook delivery loop") { [self] in try await deliverOnce() }
     }
 
     /// Stops the loop after the attempt in flight, and gives this instance's leases back.
     public func stop() async {
-        let task = loop.withLock { task in
-            defer { task = nil }
-            return task
-        }
-        task?.cancel()
-        await task?.value
+        await loop.stop()
         _ = try? await webhooks.database.query("UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = \(instance)")
-    }
-
-    private func run() async {
-        while !Task.isCancelled {
-            let worked: Bool
-            do {
-                worked = try await deliverOnce()
-            } catch is CancellationError {
-                return
-            } catch {
-                logger.warn("webhook delivery loop failed; retrying", [("error", String(describing: error))])
-                worked = false
-            }
-            if !worked {
-                do { try await Task.sleep(for: configuration.pollInterval) } catch { return }
-            }
-        }
     }
 
     /// Takes one due subscription and delivers what it can; answers whether it found one to work on.

@@ -16,11 +16,15 @@ public struct PersonalData: Codable, Sendable, Hashable {
     public var codeHash: String?
     /// Developer claims (a JSON object's text), only on `CustomClaimsSet`: they may say anything about the person.
     public var customClaims: String?
+    /// A provider's token for the person's grant (Apple refresh token, Facebook access token); only on `ProviderTokenStored`.
+    public var providerToken: String?
 
     public init(
         email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil,
-        phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil, customClaims: String? = nil
+        phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil, customClaims: String? = nil,
+        providerToken: String? = nil
     ) {
+        self.providerToken = providerToken
         self.email = email
         self.displayName = displayName
         self.photoURL = photoURL
@@ -83,6 +87,18 @@ public enum AccountEvent: Sendable, Hashable {
     case emailCodeDeliveryFailed(EmailCodeDeliveryFailed)
     /// A provider said whether it forwards mail to the address it gave (Apple's private relay).
     case providerEmailStatusChanged(ProviderEmailStatusChanged)
+    /// A provider token was kept for the identity (Apple's refresh token, Facebook's access token).
+    case providerTokenStored(ProviderTokenStored)
+    /// An authorization code could not be redeemed; the sign-in went on without it.
+    case providerCodeNotRedeemed(ProviderCodeNotRedeemed)
+    /// A session's grant was checked at its provider.
+    case providerGrantChecked(ProviderGrantChecked)
+    /// The outbox revoked the grant at the provider.
+    case providerTokenRevoked(ProviderCall)
+    /// A revocation attempt failed; it is retried at `retryAt`.
+    case providerRevocationFailed(ProviderCall)
+    /// The outbox gave up on a revocation after retrying for its whole window.
+    case providerRevocationAbandoned(ProviderCall)
 
     public struct UserRegistered: Codable, Sendable, Hashable {
         public var userId: UUID
@@ -224,6 +240,12 @@ public enum AccountEvent: Sendable, Hashable {
         case .emailCodeRefused: "EmailCodeRefused"
         case .emailCodeDeliveryFailed: "EmailCodeDeliveryFailed"
         case .providerEmailStatusChanged: "ProviderEmailStatusChanged"
+        case .providerTokenStored: "ProviderTokenStored"
+        case .providerCodeNotRedeemed: "ProviderCodeNotRedeemed"
+        case .providerGrantChecked: "ProviderGrantChecked"
+        case .providerTokenRevoked: "ProviderTokenRevoked"
+        case .providerRevocationFailed: "ProviderRevocationFailed"
+        case .providerRevocationAbandoned: "ProviderRevocationAbandoned"
         }
     }
 }
@@ -307,6 +329,11 @@ public enum AccountEventCodec {
         case .emailCodeRefused(let payload): data = try encoder.encode(payload)
         case .emailCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
         case .providerEmailStatusChanged(let payload): data = try encoder.encode(payload)
+        case .providerTokenStored(let payload): data = try encoder.encode(payload)
+        case .providerCodeNotRedeemed(let payload): data = try encoder.encode(payload)
+        case .providerGrantChecked(let payload): data = try encoder.encode(payload)
+        case .providerTokenRevoked(let payload), .providerRevocationFailed(let payload), .providerRevocationAbandoned(let payload):
+            data = try encoder.encode(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
@@ -352,6 +379,14 @@ public enum AccountEventCodec {
             return .emailCodeDeliveryFailed(try decoder.decode(AccountEvent.EmailCodeDeliveryFailed.self, from: data))
         case "ProviderEmailStatusChanged":
             return .providerEmailStatusChanged(try decoder.decode(AccountEvent.ProviderEmailStatusChanged.self, from: data))
+        case "ProviderTokenStored": return .providerTokenStored(try decoder.decode(AccountEvent.ProviderTokenStored.self, from: data))
+        case "ProviderCodeNotRedeemed":
+            return .providerCodeNotRedeemed(try decoder.decode(AccountEvent.ProviderCodeNotRedeemed.self, from: data))
+        case "ProviderGrantChecked": return .providerGrantChecked(try decoder.decode(AccountEvent.ProviderGrantChecked.self, from: data))
+        case "ProviderTokenRevoked": return .providerTokenRevoked(try decoder.decode(AccountEvent.ProviderCall.self, from: data))
+        case "ProviderRevocationFailed": return .providerRevocationFailed(try decoder.decode(AccountEvent.ProviderCall.self, from: data))
+        case "ProviderRevocationAbandoned":
+            return .providerRevocationAbandoned(try decoder.decode(AccountEvent.ProviderCall.self, from: data))
         default: return nil
         }
     }

@@ -20,6 +20,12 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
 
     /// The nonce its verification spent, to give back if the command then fails on the server's side.
     public var spentNonce: UsedNonce?
+    /// The provider token its verification obtained (Apple's refresh token for a redeemed authorization
+    /// code, the Facebook access token presented), stored with the identity by the command.
+    public var providerGrant: ProviderGrant?
+    /// Why an authorization code that came with the credential was not redeemed (`provider_unavailable`,
+    /// `not_configured`); the command records it, and the sign-in goes on with the identity token alone.
+    public var codeNotRedeemed: String?
 
     public init(
         provider: String, uid: String, email: String? = nil, isEmailVerified: Bool = false,

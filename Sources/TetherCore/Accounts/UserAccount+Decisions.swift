@@ -66,7 +66,7 @@ extension UserAccount {
         if let session {
             events += Self.started(session, provider: identity.provider, outcome: "new_user", now: now)
         }
-        return events
+        return events + UserAccount(id: id).grantEvents(of: identity)
     }
 
     /// A returning user signs in with an identity already linked to them.
@@ -81,7 +81,7 @@ extension UserAccount {
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
                 expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]
         }
-        return starting(session, provider: identity.provider, outcome: "returning", now: now)
+        return starting(session, provider: identity.provider, outcome: "returning", now: now) + grantEvents(of: identity)
     }
 
     /// A trusted provider proved the email of an account whose email is unverified: the
@@ -108,7 +108,7 @@ extension UserAccount {
         }
         events.append(.sessionsRevoked(.init(validSince: now)))
         events += Self.started(session, provider: identity.provider, outcome: "takeover", now: now)
-        return events
+        return events + grantEvents(of: identity)
     }
 
     /// Links another provider's identity (the caller has checked it belongs to nobody), with the
@@ -150,7 +150,7 @@ extension UserAccount {
         if let anonymous = identities[ExternalIdentity.anonymousProvider] {
             events.append(.identityUnlinked(.init(provider: anonymous.provider, uid: anonymous.uid, reason: "upgraded")))
         }
-        return events
+        return events + grantEvents(of: identity)
     }
 
     /// Replaces the password of a user who has one: every session ends (whoever knew the old password

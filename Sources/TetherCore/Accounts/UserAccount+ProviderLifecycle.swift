@@ -39,3 +39,59 @@ extension UserAccount {
         return [.providerEmailStatusChanged(.init(provider: provider, forwarding: forwarding))]
     }
 }
+
+/// Decisions about the provider grants behind identities and sessions (issue #18).
+extension UserAccount {
+    /// The events that keep what verifying `identity` obtained of its grant: the token (when it is not the
+    /// one already stored), or why an authorization code was not redeemed.
+    func grantEvents(of identity: ExternalIdentity) -> [AccountEvent] {
+        var events: [AccountEvent] = []
+        if let grant = identity.providerGrant, identities[identity.provider]?.grant != grant {
+            events.append(.providerTokenStored(.init(
+                provider: identity.provider, kind: grant.kind,
+                source: grant.kind == "refresh_token" ? "authorization_code" : "credential", clientId: grant.clientId,
+                personal: PersonalData(providerToken: grant.token))))
+        }
+        if let reason = identity.codeNotRedeemed {
+            events.append(.providerCodeNotRedeemed(.init(provider: identity.provider, reason: reason)))
+        }
+        return events
+    }
+
+    /// The grants `events` end, with the tokens to revoke: an identity unlinked, or every identity of a
+    /// user erased. Decided on the state before the events; `uid` is the provider's id for the person.
+    public func grantsEnded(by events: [AccountEvent]) -> [(provider: String, uid: String, grant: ProviderGrant)] {
+        var ended: [String: (uid: String, grant: ProviderGrant)] = [:]
+        for event in events {
+            switch event {
+            case .identityUnlinked(let payload):
+                if let identity = identities[payload.provider], let grant = identity.grant { ended[payload.provider] = (identity.uid, grant) }
+            case .userErased:
+                for (provider, identity) in identities { if let grant = identity.grant { ended[provider] = (identity.uid, grant) } }
+            default:
+                break
+            }
+        }
+        return ended.sorted { $0.key < $1.key }.map { ($0.key, $0.value.uid, $0.value.grant) }
+    }
+
+    /// The grant a refresh of session `id` should check at its provider: the session was opened by a
+    /// provider whose token is stored, and its grant was last checked (or the session started) `interval` ago.
+    public func grantToCheck(session id: UUID, now: Date, interval: TimeInterval) -> (provider: String, grant: ProviderGrant)? {
+        guard let session = sessions[id], session.isActive else { return nil }
+        for provider in session.amr {
+            guard let grant = identities[provider]?.grant else { continue }
+            if now.timeIntervalSince(session.grantCheckedAt ?? session.startedAt) >= interval { return (provider, grant) }
+        }
+        return nil
+    }
+
+    /// What a check of session `id`'s grant found (`valid`, `revoked`, `unreachable`): recorded, and a
+    /// revoked grant ends the session (`provider_revoked`).
+    public func grantChecked(session id: UUID, provider: String, result: String) -> [AccountEvent] {
+        guard sessions[id]?.isActive == true else { return [] }
+        var events: [AccountEvent] = [.providerGrantChecked(.init(provider: provider, sessionId: id, result: result))]
+        if result == "revoked" { events.append(.sessionEnded(.init(sessionId: id, reason: "provider_revoked"))) }
+        return events
+    }
+}

@@ -13,6 +13,8 @@ public struct UserAccount: Sendable, Hashable {
         public var linkedAt: Date
         /// Whether the provider forwards mail to the address it gave; nil until it said (Apple's relay).
         public var emailForwarding: Bool?
+        /// The provider's token for the person's grant, when one was stored (`ProviderTokenStored`).
+        public var grant: ProviderGrant?
     }
 
     /// A session and where its refresh token has got to.
@@ -31,6 +33,8 @@ public struct UserAccount: Sendable, Hashable {
         public var expiresAt: Date?
         /// Developer claims the session's tokens carry (a Firebase custom token's).
         public var developerClaims: String?
+        /// When the session's provider grant was last checked (valid or revoked; nil: never).
+        public var grantCheckedAt: Date?
     }
 
     public let id: UUID
@@ -186,6 +190,14 @@ public struct UserAccount: Sendable, Hashable {
             break
         case .providerEmailStatusChanged(let payload):
             identities[payload.provider]?.emailForwarding = payload.forwarding
+        case .providerTokenStored(let payload):
+            if let token = payload.personal.providerToken {
+                identities[payload.provider]?.grant = ProviderGrant(kind: payload.kind, token: token, clientId: payload.clientId)
+            }
+        case .providerGrantChecked(let payload):
+            if payload.result != "unreachable" { sessions[payload.sessionId]?.grantCheckedAt = date }
+        case .providerCodeNotRedeemed, .providerTokenRevoked, .providerRevocationFailed, .providerRevocationAbandoned:
+            break
         }
     }
 

@@ -91,11 +91,12 @@ struct SupportCommandLineTests {
             let lines = byEmail.lines
             #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
                     == "TIME EVENT SURFACE ACTOR CLIENT IP SUMMARY")
-            #expect(lines.count == 1 + 8 + 1)
+            #expect(lines.count == 1 + 9 + 1)
             #expect(lines[6].contains("IdentityLinked") && lines[6].contains(" self ") && lines[6].hasSuffix("linked facebook 10001: email ada@fb.example (unverified)"))
-            #expect(lines[7].contains("SessionsRevoked") && lines[7].contains("admin:"))
-            #expect(lines[8].hasSuffix("asked to revoke-sessions"))
-            #expect(lines.last == "8 events of user \(ada.id.uuidString.lowercased())")
+            #expect(lines[7].contains("ProviderTokenStored") && lines[7].hasSuffix("facebook access_token kept (to revoke and check the grant)"))
+            #expect(lines[8].contains("SessionsRevoked") && lines[8].contains("admin:"))
+            #expect(lines[9].hasSuffix("asked to revoke-sessions"))
+            #expect(lines.last == "9 events of user \(ada.id.uuidString.lowercased())")
 
             #expect(try await Self.tether(["history", "facebook:10001"], databaseURL: url).stdout == byEmail.stdout)
             #expect(try await Self.tether(["history", ada.id.uuidString], databaseURL: url).stdout == byEmail.stdout)
@@ -108,7 +109,7 @@ struct SupportCommandLineTests {
             #expect(json.status == 0)
             let page = try JSONDecoder().decode(JSONValue.self, from: Data(json.stdout.utf8))
             #expect(page["userId"]?.string == ada.id.uuidString.lowercased())
-            #expect(page["events"]?.elements.count == 8)
+            #expect(page["events"]?.elements.count == 9)
             #expect(page["events"]?.elements.first?["summary"]?.string == "registered: email ada@example.com (unverified), name Ada")
             #expect(page["nextAfter"] == .null)
 

@@ -24,8 +24,8 @@ struct UserHistoryTests {
     }
 
     private static let expectedTypes = [
-        "UserRegistered", "IdentityLinked", "PasswordSet", "SignedIn", "SessionStarted", "IdentityLinked", "IdentityUnlinked",
-        "SessionEnded", "AdminUserViewed", "UserDisabled", "SessionsRevoked", "AdminActionRequested",
+        "UserRegistered", "IdentityLinked", "PasswordSet", "SignedIn", "SessionStarted", "IdentityLinked", "ProviderTokenStored",
+        "IdentityUnlinked", "SessionEnded", "AdminUserViewed", "UserDisabled", "SessionsRevoked", "AdminActionRequested",
     ]
 
     @Test func historyWithLinkedUnlinkedSignInSessionAndAdminEventsRendersInJSON() async throws {
@@ -60,27 +60,29 @@ struct UserHistoryTests {
             #expect(summaries[3].hasPrefix("signed in with password (new_user), session "))
             #expect(summaries[4].hasSuffix(" started (amr pwd)"))
             #expect(summaries[5] == "linked facebook 10001: email ada@fb.example (unverified)")
-            #expect(summaries[6] == "unlinked facebook 10001 (user)")
-            #expect(summaries[7].hasSuffix(" ended (sign_out)"))
-            #expect(summaries[8] == "viewed the user's detail")
-            #expect(summaries[9] == "user disabled: asked by the user")
-            #expect(summaries[10].hasPrefix("every session revoked; tokens issued before 20"))
-            #expect(summaries[11] == "asked to disable: asked by the user")
+            #expect(summaries[6] == "facebook access_token kept (to revoke and check the grant)")
+            #expect(summaries[7] == "unlinked facebook 10001 (user)")
+            #expect(summaries[8].hasSuffix(" ended (sign_out)"))
+            #expect(summaries[9] == "viewed the user's detail")
+            #expect(summaries[10] == "user disabled: asked by the user")
+            #expect(summaries[11].hasPrefix("every session revoked; tokens issued before 20"))
+            #expect(summaries[12] == "asked to disable: asked by the user")
+            #expect(!response.bodyText.contains("EAA"), "the stored Facebook token never shows")
             #expect(!response.bodyText.contains("scrypt"), "the password hash never shows")
 
             #expect(events[5]["actor"] == ["kind": "user", "id": .string(id)])
             let adminActor: JSONValue = ["kind": "admin", "id": .string(admin.id.uuidString.lowercased())]
-            for index in [8, 9, 10, 11] {
+            for index in [9, 10, 11, 12] {
                 #expect(events[index]["actor"] == adminActor, "\(Self.expectedTypes[index])")
                 #expect(events[index]["surface"]?.string == "admin")
             }
-            #expect(events[8]["stream"]?.string == "admin-key-\(admin.id.uuidString.lowercased())")
+            #expect(events[9]["stream"]?.string == "admin-key-\(admin.id.uuidString.lowercased())")
 
             // This read is itself on record, and shows in the next one.
             let again = try await harness.adminGet("/v1/admin/users/\(id)/history", key: secret).json
             let last = try #require(again["events"]?.elements.last)
             #expect(last["type"]?.string == "AdminHistoryViewed")
-            #expect(last["summary"]?.string == "viewed the history (12 events after position 0)")
+            #expect(last["summary"]?.string == "viewed the history (13 events after position 0)")
         }
     }
 
@@ -89,12 +91,12 @@ struct UserHistoryTests {
             let (user, admin, _) = try await livedThrough(harness)
             let table = HistoryTable.render(try await UserHistory(database: harness.owner).all(of: user))
             let lines = table.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-            #expect(lines.count == 15, "header, 12 events, closing line, and the empty rest after the final line feed")
+            #expect(lines.count == 16, "header, 13 events, closing line, and the empty rest after the final line feed")
             let header = lines[0]
             #expect(header.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
                     == "TIME EVENT SURFACE ACTOR CLIENT IP SUMMARY")
             let columnStarts = ["EVENT", "SURFACE", "ACTOR", "CLIENT IP", "SUMMARY"].map { header.range(of: $0)!.lowerBound.utf16Offset(in: header) }
-            let rows = lines[1...12]
+            let rows = lines[1...13]
             for (row, type) in zip(rows, Self.expectedTypes) {
                 let offset = { (text: String) in row.range(of: text).map { $0.lowerBound.utf16Offset(in: row) } }
                 #expect(offset(type) == columnStarts[0], "\(row)")
@@ -104,12 +106,13 @@ struct UserHistoryTests {
             #expect(row(1).contains("  v1  ") && row(1).contains("anonymous") && row(1).contains("127.0.0.1"))
             #expect(row(1).hasSuffix("registered: email ada@example.com (unverified), name Ada"))
             #expect(row(6).contains(" self ") && row(6).hasSuffix("linked facebook 10001: email ada@fb.example (unverified)"))
-            #expect(row(7).hasSuffix("unlinked facebook 10001 (user)"))
+            #expect(row(7).hasSuffix("facebook access_token kept (to revoke and check the grant)"))
+            #expect(row(8).hasSuffix("unlinked facebook 10001 (user)"))
             let adminColumn = "admin:" + admin.id.uuidString.lowercased().prefix(8)
-            #expect(row(9).contains(" admin ") && row(9).contains(adminColumn) && row(9).hasSuffix("viewed the user's detail"))
-            #expect(row(12).hasSuffix("asked to disable: asked by the user"))
-            #expect(lines[13] == "12 events of user \(user.uuidString.lowercased())")
-            #expect(lines[14] == "")
+            #expect(row(10).contains(" admin ") && row(10).contains(adminColumn) && row(10).hasSuffix("viewed the user's detail"))
+            #expect(row(13).hasSuffix("asked to disable: asked by the user"))
+            #expect(lines[14] == "13 events of user \(user.uuidString.lowercased())")
+            #expect(lines[15] == "")
         }
     }
 
@@ -131,8 +134,8 @@ struct UserHistoryTests {
                 after = String(next)
             }
             // Each page read is recorded after it is read, so later pages also show the earlier reads.
-            #expect(Array(seen.prefix(12)) == Self.expectedTypes)
-            #expect(seen.dropFirst(12).allSatisfy { $0 == "AdminHistoryViewed" })
+            #expect(Array(seen.prefix(13)) == Self.expectedTypes)
+            #expect(seen.dropFirst(13).allSatisfy { $0 == "AdminHistoryViewed" })
             #expect(pages >= 3)
 
             for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=first", "page=2"] {
