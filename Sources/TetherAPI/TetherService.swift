@@ -51,7 +51,8 @@ public final class TetherService: Sendable {
         sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false,
         webhookDelivery: WebhookDeliverer.Configuration = WebhookDeliverer.Configuration(),
         providerCallsConfiguration: ProviderCallWorker.Configuration = ProviderCallWorker.Configuration(),
-        providerHTTPClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()
+        providerHTTPClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
@@ -70,7 +71,8 @@ public final class TetherService: Sendable {
             passwords: PasswordIdentityVerifier(passwords: passwordVerifier, directory: accounts))
         let identityVerification = identities ?? ProviderIdentityVerification(providers: providerSet!)
         let revalidation = GrantRevalidation(
-            accounts: accounts, grants: providerSet?.grants, interval: configuration.providerRevalidateInterval)
+            accounts: accounts, grants: providerSet?.grants, interval: configuration.providerRevalidateInterval,
+            minimums: ["apple": appleRevalidateMinimum])
         self.accounts = accounts
         self.identities = identityVerification
         self.passwords = passwordVerifier

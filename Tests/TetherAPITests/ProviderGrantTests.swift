@@ -239,8 +239,12 @@ struct ProviderGrantTests {
     // MARK: Re-validation on refresh
 
     @Test func refreshesCheckTheGrantAtMostOncePerIntervalAndOnlyARevokedGrantSignsOut() async throws {
-        try await DevService.run(settings: ["TETHER_PROVIDER_REVALIDATE_INTERVAL": "1s"], providerCalls: RunningService.fastProviderCalls) { service in
+        try await DevService.run(
+            settings: ["TETHER_PROVIDER_REVALIDATE_INTERVAL": "1s"], providerCalls: RunningService.fastProviderCalls, appleRevalidateMinimum: 0
+        ) { service in
             let apple = try await service.signedIn(try await appleWithCode(service, "apple-check"))
+            // A second Apple session of the same person: a revoked grant ends it too.
+            let otherDevice = try await service.signedIn(try await appleWithCode(service, "apple-check"))
             let facebook = try await service.signedIn(try await service.facebook("7200002"))
             func refresh(_ token: String) async throws -> (status: Int, next: String?) {
                 let answer = try await service.refresh(token)
@@ -273,12 +277,25 @@ struct ProviderGrantTests {
             #expect(try await service.idp.post("/dev-idp/apple/revoke-grant", json: ["sub": "apple-check"]).status == 200)
             try await Task.sleep(for: .milliseconds(1100))
             #expect(try await refresh(appleToken).status == 401)
-            for user in [apple.user.id, facebook.user.id] {
+            #expect(try await refresh(otherDevice.session.refreshToken).status == 401, "every session Apple opened ends")
+            for (user, count) in [(apple.user.id, 2), (facebook.user.id, 1)] {
                 let reasons: [String] = try await service.admin.query("""
                     SELECT data ->> 'reason' AS reason FROM events WHERE type = 'SessionEnded' AND user_id = \(user)::uuid
                     """).map { try $0.decode("reason") }
-                #expect(reasons == ["provider_revoked"], "\(user)")
+                #expect(reasons == Array(repeating: "provider_revoked", count: count), "\(user)")
             }
+        }
+    }
+
+    @Test func appleGrantsAreCheckedAtMostOnceADayWhateverTheInterval() async throws {
+        try await DevService.run(settings: ["TETHER_PROVIDER_REVALIDATE_INTERVAL": "1s"]) { service in
+            let apple = try await service.signedIn(try await appleWithCode(service, "apple-daily"))
+            let facebook = try await service.signedIn(try await service.facebook("7300003"))
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await service.refresh(apple.session.refreshToken).status == 200)
+            #expect(try await service.refresh(facebook.session.refreshToken).status == 200)
+            #expect(try await service.eventCount("ProviderGrantChecked", userId: apple.user.id) == 0, "Apple asks for once a day")
+            #expect(try await service.eventCount("ProviderGrantChecked", userId: facebook.user.id) == 1)
         }
     }
 }

@@ -41,7 +41,8 @@ struct RunningService: Sendable {
     static func start(
         databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
         metricsCollectors: [any MetricsCollector] = [], webhookDelivery: WebhookDeliverer.Configuration = RunningService.fastWebhooks,
-        providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls
+        providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls,
+        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum
     ) async throws -> RunningService {
         let idp = devIdP ? try DevIdPServer.start() : nil
         var configuration = idp?.configuration ?? [:]
@@ -54,7 +55,7 @@ struct RunningService: Sendable {
                 passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
                 sms: sms ?? idp?.devIdP.smsOutbox, mail: mail ?? idp?.devIdP.mailOutbox, metricsCollectors: metricsCollectors,
                 development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil, webhookDelivery: webhookDelivery,
-                providerCallsConfiguration: providerCalls)
+                providerCallsConfiguration: providerCalls, appleRevalidateMinimum: appleRevalidateMinimum)
             try service.start()
             return RunningService(service: service, client: HTTPTestClient(port: service.server.boundPort, timeout: .seconds(30)), idp: idp)
         } catch {

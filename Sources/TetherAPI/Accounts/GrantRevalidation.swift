@@ -4,7 +4,7 @@ import TetherProviders
 
 /// Checks, on a refresh, that the provider grant a session came from still stands: at most once per
 /// ``interval`` per session (`TETHER_PROVIDER_REVALIDATE_INTERVAL`, 24 h by default; Apple asks for no
-/// more than once a day). Facebook sessions are checked with `debug_token` on the stored access token,
+/// more than once a day, which holds whatever the interval). Facebook sessions are checked with `debug_token` on the stored access token,
 /// Apple sessions by validating the stored refresh token.
 ///
 /// A grant the provider says is gone ends the session (`provider_revoked`): the refresh is refused and
@@ -14,17 +14,27 @@ public struct GrantRevalidation: Sendable {
     let accounts: AccountService
     let grants: ProviderGrantCalls?
     public let interval: TimeInterval
+    /// The least time between two checks of one provider's grant: Apple's refresh tokens are validated at
+    /// most once a day (``appleMinimum``), whatever the interval.
+    public let minimums: [String: TimeInterval]
 
-    public init(accounts: AccountService, grants: ProviderGrantCalls?, interval: TimeInterval) {
+    /// Apple's rule: at most one validation of a refresh token a day.
+    public static let appleMinimum: TimeInterval = 24 * 60 * 60
+
+    public init(
+        accounts: AccountService, grants: ProviderGrantCalls?, interval: TimeInterval,
+        minimums: [String: TimeInterval] = ["apple": GrantRevalidation.appleMinimum]
+    ) {
         self.accounts = accounts
         self.grants = grants
         self.interval = interval
+        self.minimums = minimums
     }
 
     /// Checks session `sessionId` of `account` (its state after the refresh) when it is due; throws
     /// `invalid_token` when the provider ended the grant (the session is ended first).
     public func check(_ account: UserAccount, session sessionId: UUID, context: CommandContext) async throws {
-        guard let grants, let due = account.grantToCheck(session: sessionId, now: context.now, interval: interval),
+        guard let grants, let due = account.grantToCheck(session: sessionId, now: context.now, interval: interval, minimums: minimums),
               grants.handles(due.provider) else { return }
         let status = await grants.check(due.provider, grant: due.grant)
         // A command of its own, with an id derived from the refresh's, so a retried refresh records it once.

@@ -76,22 +76,31 @@ extension UserAccount {
     }
 
     /// The grant a refresh of session `id` should check at its provider: the session was opened by a
-    /// provider whose token is stored, and its grant was last checked (or the session started) `interval` ago.
-    public func grantToCheck(session id: UUID, now: Date, interval: TimeInterval) -> (provider: String, grant: ProviderGrant)? {
+    /// provider whose token is stored, and nothing has vouched for that grant for `interval` (or, for a
+    /// provider in `minimums`, for the longer of the two: Apple asks that its refresh tokens be validated
+    /// at most once a day). What vouches: the session's start (a sign-in verified the credential), and
+    /// the last check of the grant, through any of the user's sessions.
+    public func grantToCheck(
+        session id: UUID, now: Date, interval: TimeInterval, minimums: [String: TimeInterval] = [:]
+    ) -> (provider: String, grant: ProviderGrant)? {
         guard let session = sessions[id], session.isActive else { return nil }
         for provider in session.amr {
-            guard let grant = identities[provider]?.grant else { continue }
-            if now.timeIntervalSince(session.grantCheckedAt ?? session.startedAt) >= interval { return (provider, grant) }
+            guard let identity = identities[provider], let grant = identity.grant else { continue }
+            let vouched = max(session.startedAt, session.grantCheckedAt ?? .distantPast, identity.grantCheckedAt ?? .distantPast)
+            if now.timeIntervalSince(vouched) >= max(interval, minimums[provider] ?? 0) { return (provider, grant) }
         }
         return nil
     }
 
     /// What a check of session `id`'s grant found (`valid`, `revoked`, `unreachable`): recorded, and a
-    /// revoked grant ends the session (`provider_revoked`).
+    /// revoked grant ends every session the provider opened (`provider_revoked`), this one first.
     public func grantChecked(session id: UUID, provider: String, result: String) -> [AccountEvent] {
         guard sessions[id]?.isActive == true else { return [] }
         var events: [AccountEvent] = [.providerGrantChecked(.init(provider: provider, sessionId: id, result: result))]
-        if result == "revoked" { events.append(.sessionEnded(.init(sessionId: id, reason: "provider_revoked"))) }
+        if result == "revoked" {
+            let ended = activeSessions.filter { $0.id == id || $0.amr.contains(provider) }.sorted { ($0.id != id ? 1 : 0, $0.startedAt) < ($1.id != id ? 1 : 0, $1.startedAt) }
+            events += ended.map { .sessionEnded(.init(sessionId: $0.id, reason: "provider_revoked")) }
+        }
         return events
     }
 }

@@ -15,6 +15,8 @@ public struct UserAccount: Sendable, Hashable {
         public var emailForwarding: Bool?
         /// The provider's token for the person's grant, when one was stored (`ProviderTokenStored`).
         public var grant: ProviderGrant?
+        /// When a check of the grant last got an answer (`ProviderGrantChecked`, valid or revoked).
+        public var grantCheckedAt: Date?
     }
 
     /// A session and where its refresh token has got to.
@@ -195,7 +197,10 @@ public struct UserAccount: Sendable, Hashable {
                 identities[payload.provider]?.grant = ProviderGrant(kind: payload.kind, token: token, clientId: payload.clientId)
             }
         case .providerGrantChecked(let payload):
-            if payload.result != "unreachable" { sessions[payload.sessionId]?.grantCheckedAt = date }
+            if payload.result != "unreachable" {
+                sessions[payload.sessionId]?.grantCheckedAt = date
+                identities[payload.provider]?.grantCheckedAt = date
+            }
         case .providerCodeNotRedeemed, .providerTokenRevoked, .providerRevocationFailed, .providerRevocationAbandoned:
             break
         }
