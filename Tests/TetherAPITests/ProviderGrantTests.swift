@@ -195,45 +195,70 @@ struct ProviderGrantTests {
         }
     }
 
-    @Test func callsPendingWhenAnInstanceStopsAreMadeByTheNextOne() async throws {
+    @Test func aTetherServeKilledWithCallsPendingLeavesThemToTheNextOne() async throws {
         let database = try await TestDatabase.make()
         let idp = try DevIdPServer.start()
-        defer { Task { await idp.server.shutdown() } }
-        let values = idp.configuration
         let idpClient = idp.client()
-        let first = try await RunningService.start(databaseURL: database.url, values: values, devIdP: false, providerCalls: RunningService.fastProviderCalls)
-        let token = try await idpClient.post("/dev-idp/apple/token", json: ["sub": "apple-restart"]).decodeJSON([String: String].self)["identityToken"]!
-        let code = try await idpClient.post("/dev-idp/apple/authorization-code", json: ["sub": "apple-restart"])
-            .decodeJSON([String: String].self)["authorizationCode"]!
-        let signedIn = try await first.client.post(
-            "/v1/sign-in", json: ["provider": "apple", "credential": ["identityToken": .string(token), "authorizationCode": .string(code)]] as JSONValue)
-        #expect(signedIn.status == 201)
-        #expect(try await idpClient.post("/dev-idp/outage", json: ["endpoint": "apple/auth/revoke", "down": true] as JSONValue).status == 204)
-        let userId = try signedIn.decodeJSON(SignedIn.self).user.id
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("tether-kill-\(UUID().uuidString).key").path
+        _ = try MasterKey.create(at: keyFile)
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        let port = try LocalPostgresServer.freeLoopbackPort()
+        var environment = idp.configuration
+        environment["TETHER_MASTER_KEY_FILE"] = keyFile
+        environment["TETHER_LISTEN"] = "127.0.0.1:\(port)"
+        func serve() async throws -> TetherCommandLine.Process {
+            let process = try TetherCommandLine.spawn(["serve"], databaseURL: database.url, environment: environment)
+            let probe = HTTPTestClient(port: port, timeout: .seconds(2))
+            defer { Task { await probe.close() } }
+            for _ in 0..<200 {
+                if (try? await probe.get("/readyz").status) == 200 { return process }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            process.send(SIGKILL)
+            throw HarnessError("tether serve did not get ready: \(try await process.wait().stderr)")
+        }
         let owner = database.client(asServiceRole: false, maxConnections: 1)
         defer { owner.shutdown() }
+        func count(_ condition: String) async throws -> Int {
+            try await owner.query("SELECT count(*)::int AS n FROM provider_calls WHERE \(unsafeSQL: condition)")[0].decode("n")
+        }
+
+        let first = try await serve()
+        let client = HTTPTestClient(port: port, timeout: .seconds(10))
+        let token = try await idpClient.post("/dev-idp/apple/token", json: ["sub": "apple-killed"]).decodeJSON([String: String].self)["identityToken"]!
+        let code = try await idpClient.post("/dev-idp/apple/authorization-code", json: ["sub": "apple-killed"])
+            .decodeJSON([String: String].self)["authorizationCode"]!
+        let signedIn = try await client.post(
+            "/v1/sign-in", json: ["provider": "apple", "credential": ["identityToken": .string(token), "authorizationCode": .string(code)]] as JSONValue)
+        #expect(signedIn.status == 201, "\(signedIn.bodyText)")
+        #expect(try await idpClient.post("/dev-idp/outage", json: ["endpoint": "apple/auth/revoke", "down": true] as JSONValue).status == 204)
         let admin = try await AdminKeyStore(database: owner).create(
             role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
-        #expect(try await first.client.send(
+        let userId = try signedIn.decodeJSON(SignedIn.self).user.id
+        #expect(try await client.send(
             "DELETE", "/v1/admin/users/\(userId)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
             body: Array("{}".utf8)).status == 200)
-        try await Task.sleep(for: .milliseconds(300))
-        await first.stop()
-        // Nothing was revoked, and the call waits in the outbox.
-        let pending: Int = try await owner.query("SELECT count(*)::int AS n FROM provider_calls WHERE done_at IS NULL")[0].decode("n")
-        #expect(pending == 1)
-        #expect(try await idpClient.post("/dev-idp/outage", json: ["endpoint": "apple/auth/revoke", "down": false] as JSONValue).status == 204)
-        let next = try await RunningService.start(databaseURL: database.url, values: values, devIdP: false, providerCalls: RunningService.fastProviderCalls)
-        var done = 0
-        for _ in 0..<200 where done == 0 {
-            done = try await owner.query("SELECT count(*)::int AS n FROM provider_calls WHERE done_at IS NOT NULL")[0].decode("n")
-            if done == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        await client.close()
+        // The first attempt fails against the outage; then the process dies without a word.
+        for _ in 0..<200 where try await count("attempts > 0 AND lease_owner IS NULL") == 0 {
+            try await Task.sleep(for: .milliseconds(50))
         }
-        #expect(done == 1)
+        first.send(SIGKILL)
+        #expect(try await first.wait().status == 128 + SIGKILL)
+        #expect(try await count("done_at IS NULL") == 1, "the call waits in the outbox")
+
+        #expect(try await idpClient.post("/dev-idp/outage", json: ["endpoint": "apple/auth/revoke", "down": false] as JSONValue).status == 204)
+        let next = try await serve()
+        for _ in 0..<400 where try await count("done_at IS NOT NULL") == 0 { // the retry is due within about 6 s
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try await count("done_at IS NOT NULL") == 1)
         struct Revocations: Decodable { struct Entry: Decodable { var subject: String }; var revocations: [Entry] }
-        #expect(try await idpClient.get("/dev-idp/apple/revocations").decodeJSON(Revocations.self).revocations.map(\.subject) == ["apple-restart"])
-        await next.stop()
+        #expect(try await idpClient.get("/dev-idp/apple/revocations").decodeJSON(Revocations.self).revocations.map(\.subject) == ["apple-killed"])
+        next.send(SIGTERM)
+        #expect(try await next.wait().status == 0)
         await idpClient.close()
+        await idp.server.shutdown()
     }
 
     // MARK: Re-validation on refresh

@@ -20,6 +20,45 @@ enum TetherCommandLine {
     }
 
     private static func runAndWait(_ arguments: [String], databaseURL: String?, extra: [String: String]) throws -> Run {
+        let process = try spawn(arguments, databaseURL: databaseURL, environment: extra)
+        return try process.waitBlocking()
+    }
+
+    /// A `tether` process started by ``spawn(_:databaseURL:environment:)``, still running until waited for.
+    final class Process: Sendable {
+        let pid: pid_t
+        let directory: URL
+
+        init(pid: pid_t, directory: URL) {
+            self.pid = pid
+            self.directory = directory
+        }
+
+        /// Sends `signal` (SIGKILL: the process gets no chance to clean up).
+        func send(_ signal: Int32) {
+            kill(pid, signal)
+        }
+
+        /// Waits for the exit (on a dispatch thread), and answers its status and output.
+        func wait() async throws -> Run {
+            try await BlockingWork.run { try self.waitBlocking() }
+        }
+
+        fileprivate func waitBlocking() throws -> Run {
+            defer { try? FileManager.default.removeItem(at: directory) }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 {
+                guard errno == EINTR else { throw HarnessError("waitpid failed: errno \(errno)") }
+            }
+            let read = { (name: String) in
+                String(decoding: FileManager.default.contents(atPath: self.directory.appendingPathComponent(name).path) ?? Data(), as: UTF8.self)
+            }
+            return Run(status: status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: read("stdout"), stderr: read("stderr"))
+        }
+    }
+
+    /// Starts `.build/debug/tether` with `arguments`, only the given `TETHER_DATABASE_URL` and `environment`, and returns at once.
+    static func spawn(_ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:]) throws -> Process {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let executable = root.appendingPathComponent(".build/debug/tether").path
@@ -28,7 +67,6 @@ enum TetherCommandLine {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tether-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("stdout").path
         let err = directory.appendingPathComponent("stderr").path
 
@@ -46,13 +84,11 @@ enum TetherCommandLine {
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard spawned == 0 else { throw HarnessError("cannot run \(executable): errno \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw HarnessError("waitpid failed: errno \(errno)") }
+        guard spawned == 0 else {
+            try? FileManager.default.removeItem(at: directory)
+            throw HarnessError("cannot run \(executable): errno \(spawned)")
         }
-        let read = { (path: String) in String(decoding: FileManager.default.contents(atPath: path) ?? Data(), as: UTF8.self) }
-        return Run(status: status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: read(out), stderr: read(err))
+        return Process(pid: pid, directory: directory)
     }
 
 }
