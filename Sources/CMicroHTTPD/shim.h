@@ -13,12 +13,15 @@
 typedef void *(*CMicroHTTPD_URILogCallback)(void *cls, const char *uri, struct MHD_Connection *connection);
 
 /* Starts a daemon bound to `address` with exactly the options TetherHTTP uses.
-   A `thread_pool_size` below 2 means one internal polling thread. */
+   A `thread_pool_size` below 2 means one internal polling thread; a `per_ip_connection_limit`
+   of 0 means none. Connections past either limit are closed as soon as they are accepted. */
 static inline struct MHD_Daemon *
 CMicroHTTPD_start_daemon(unsigned int flags,
                          const struct sockaddr *address,
                          unsigned int thread_pool_size,
                          unsigned int connection_timeout_seconds,
+                         unsigned int connection_limit,
+                         unsigned int per_ip_connection_limit,
                          MHD_AccessHandlerCallback handler, void *handler_cls,
                          MHD_RequestCompletedCallback completed, void *completed_cls,
                          CMicroHTTPD_URILogCallback uri_log, void *uri_log_cls,
@@ -28,6 +31,8 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size < 2 ? 0u : thread_pool_size,
                             MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,

@@ -97,6 +97,13 @@ public struct TetherConfiguration: Sendable {
     public var signInFailureLimit: Int
     /// `TETHER_TRUSTED_PROXIES`: addresses of reverse proxies whose `X-Forwarded-For` names the client.
     public var trustedProxies: Set<String>
+    /// `TETHER_MAX_CONNECTIONS`: connections open at once; more are closed on accept.
+    public var maxConnections: Int
+    /// `TETHER_MAX_CONNECTIONS_PER_ADDRESS`: connections open at once from one peer address; 0 for none
+    /// (the default behind `TETHER_TRUSTED_PROXIES`, whose connections all come from the proxy).
+    public var maxConnectionsPerAddress: Int
+    /// `TETHER_IDLE_TIMEOUT`: how long a connection may stay silent, mid-request or between requests.
+    public var idleTimeout: TimeInterval
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
     public var schemaDirectory: String?
     /// Every `TETHER_*` value, for the layers that read their own (identity providers).
@@ -148,6 +155,10 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
+        ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; more are closed as soon as they are accepted"),
+        ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
+         "connections open at once from one peer address, so idle or slow clients cannot take every place"),
+        ("TETHER_IDLE_TIMEOUT", "60s", "how long a connection may stay silent, mid-request or between requests, before it is closed"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -208,6 +219,15 @@ public struct TetherConfiguration: Sendable {
             proxies.insert(address)
         }
         trustedProxies = proxies
+        func count(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>) throws(Invalid) -> Int {
+            guard let text = value(name) else { return defaultValue }
+            guard let number = Int(text), range.contains(number) else {
+                throw Invalid(name, "expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"")
+            }
+            return number
+        }
+        maxConnections = try count("TETHER_MAX_CONNECTIONS", 1000, 1...100_000)
+        maxConnectionsPerAddress = try count("TETHER_MAX_CONNECTIONS_PER_ADDRESS", proxies.isEmpty ? 64 : 0, 0...100_000)
         parseAppID = value("TETHER_PARSE_APP_ID")
         parseClientKey = value("TETHER_PARSE_CLIENT_KEY")
         if let text = value("TETHER_PUBLIC_URL") {
@@ -255,6 +275,7 @@ public struct TetherConfiguration: Sendable {
         passwordResetCodeLifetime = try lifetime("TETHER_PASSWORD_RESET_CODE_TTL", UserAccount.defaultPasswordResetCodeLifetime)
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         providerRevalidateInterval = try lifetime("TETHER_PROVIDER_REVALIDATE_INTERVAL", 24 * 60 * 60)
+        idleTimeout = try lifetime("TETHER_IDLE_TIMEOUT", 60)
         schemaDirectory = value("TETHER_SCHEMA_DIR")
         let known = Set(Self.variables.map(\.name))
         if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {

@@ -139,6 +139,9 @@ public final class TetherService: Sendable {
         var serverConfiguration = HTTPServer.Configuration(
             host: configuration.listen.host, port: configuration.listen.port, log: logger.filteredSink)
         serverConfiguration.trustedProxies = configuration.trustedProxies
+        serverConfiguration.connectionLimit = configuration.maxConnections
+        serverConfiguration.perAddressConnectionLimit = configuration.maxConnectionsPerAddress
+        serverConfiguration.connectionTimeout = .milliseconds(Int(configuration.idleTimeout * 1000))
         if configuration.parseAppID != nil {
             serverConfiguration.problemRenderers.append(ParseRoutes.problemRenderer)
         }

@@ -13,6 +13,11 @@ extension HTTPServer {
         public var connectionTimeout: Duration
         /// The number of libmicrohttpd polling threads; handlers run on the Swift concurrency pool, not on these.
         public var threadCount: Int
+        /// The most connections open at once; one more is closed as soon as it is accepted.
+        public var connectionLimit = 1000
+        /// The most connections open at once from one address (the TCP peer, a proxy's when there is one);
+        /// 0 for no limit. Many idle or slow connections from one client cannot take every place.
+        public var perAddressConnectionLimit = 64
         /// How long ``HTTPServer/shutdown()`` waits for in-flight requests before answering them 503.
         public var shutdownGracePeriod: Duration
         /// Where request and server log lines go.

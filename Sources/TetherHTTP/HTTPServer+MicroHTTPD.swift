@@ -320,6 +320,7 @@ extension HTTPServer.Core {
         let daemon = address.withSocketAddress { socketAddress in
             CMicroHTTPD_start_daemon(
                 flags, socketAddress, UInt32(clamping: configuration.threadCount), UInt32(clamping: idleSeconds),
+                UInt32(clamping: configuration.connectionLimit), UInt32(clamping: configuration.perAddressConnectionLimit),
                 accessHandler, closure, completeRequest, closure, beginRequest, closure, logLibraryMessage, closure)
         }
         let messages = captureLibraryMessages(false)

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd that runs async handlers.
@@ -33,6 +34,20 @@ public final class HTTPServer: Sendable {
     private struct Running: Sendable {
         let daemon: DaemonHandle
         let deadlineSweep: Task<Void, Never>
+    }
+
+    /// Raises this process's soft limit of open files to its hard limit (Debian's default soft limit,
+    /// 1024, is below ``Configuration/connectionLimit`` plus the database pool); answers the new soft limit.
+    @discardableResult
+    public static func raiseOpenFileLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
     }
 
     /// Creates a server; nothing listens until ``start()``.

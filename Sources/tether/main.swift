@@ -1,4 +1,5 @@
 import Foundation
+import TetherHTTP
 
 // `tether COMMAND [OPTIONS]`: every failure is one line on standard error and a
 // non-zero exit status (2 for a usage mistake).
@@ -23,6 +24,8 @@ if ["--help", "-h", "help"].contains(command) {
     }
     exit(0)
 }
+// Every connection and pooled database connection is a descriptor: lift the soft limit first.
+_ = HTTPServer.raiseOpenFileLimit()
 let rest = Array(arguments.dropFirst())
 if rest.contains("--help") || rest.contains("-h") {
     guard let text = Help.text(for: command) else { fail("unknown command \"\(command)\" (see tether --help)", status: 2) }

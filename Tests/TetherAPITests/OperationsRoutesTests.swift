@@ -54,6 +54,12 @@ struct TetherConfigurationTests {
         #expect(configuration.emailPolicy == .oneAccountPerEmail)
         #expect(configuration.logLevel == .info)
         #expect(configuration.databaseURL == nil)
+        #expect(configuration.maxConnections == 1000 && configuration.maxConnectionsPerAddress == 64)
+        #expect(configuration.idleTimeout == 60 && configuration.providerRevalidateInterval == 86_400)
+        // Behind a proxy every connection has the proxy's address: no per-address cap unless one is given.
+        #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1"]).maxConnectionsPerAddress == 0)
+        #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1", "TETHER_MAX_CONNECTIONS_PER_ADDRESS": "500"])
+            .maxConnectionsPerAddress == 500)
     }
 
     @Test(arguments: [
@@ -66,6 +72,10 @@ struct TetherConfigurationTests {
         ("TETHER_APPLE_CLIENT_ID", "com.example.app"),
         ("TETHER_TRUSTED_PROXIES", "10.0.0.1, proxy.internal"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "0"),
+        ("TETHER_MAX_CONNECTIONS", "0"),
+        ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "many"),
+        ("TETHER_IDLE_TIMEOUT", "forever"),
+        ("TETHER_PROVIDER_REVALIDATE_INTERVAL", "0s"),
     ])
     func anUnusableSettingNamesItsVariable(variable: String, value: String) {
         #expect {

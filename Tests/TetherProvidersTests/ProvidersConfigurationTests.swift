@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TetherAPI
+import TetherCrypto
 import TetherProviders
 
 @Suite("Provider configuration from TETHER_* variables")
@@ -16,6 +17,32 @@ struct ProvidersConfigurationTests {
         #expect(configuration.google.jwksURL.absoluteString == "https://www.googleapis.com/oauth2/v3/certs")
         #expect(configuration.google.issuer == "https://accounts.google.com")
         #expect(configuration.facebook.appSecret == nil)
+    }
+
+    @Test func appleClientSecretSettingsComeTogetherWithAP256Key() throws {
+        #expect(try ProvidersConfiguration.fromEnvironment([:]).appleGrants == nil)
+        #expect {
+            try ProvidersConfiguration.fromEnvironment(["TETHER_APPLE_TEAM_ID": "ABCDE12345", "TETHER_APPLE_KEY_ID": "KEY123"])
+        } throws: { ($0 as? ProvidersConfiguration.Invalid)?.variable == "TETHER_APPLE_PRIVATE_KEY_FILE" }
+        let directory = FileManager.default.temporaryDirectory
+        let rsa = directory.appendingPathComponent("tether-rsa-\(UUID().uuidString).p8").path
+        let ec = directory.appendingPathComponent("tether-ec-\(UUID().uuidString).p8").path
+        defer { [rsa, ec].forEach { try? FileManager.default.removeItem(atPath: $0) } }
+        try PrivateKey.generate(.rsa).pemEncoded().write(toFile: rsa, atomically: true, encoding: .utf8)
+        try PrivateKey.generate(.ecP256).pemEncoded().write(toFile: ec, atomically: true, encoding: .utf8)
+        let given = ["TETHER_APPLE_TEAM_ID": "ABCDE12345", "TETHER_APPLE_KEY_ID": "KEY123"]
+        #expect {
+            try ProvidersConfiguration.fromEnvironment(given.merging(["TETHER_APPLE_PRIVATE_KEY_FILE": rsa]) { $1 })
+        } throws: { ($0 as? ProvidersConfiguration.Invalid)?.variable == "TETHER_APPLE_PRIVATE_KEY_FILE" }
+        #expect {
+            try ProvidersConfiguration.fromEnvironment(given.merging([
+                "TETHER_APPLE_PRIVATE_KEY_FILE": ec, "TETHER_APPLE_REVOKE_URL": "http://apple.example/auth/revoke",
+            ]) { $1 })
+        } throws: { ($0 as? ProvidersConfiguration.Invalid)?.variable == "TETHER_APPLE_REVOKE_URL" }
+        let grants = try #require(try ProvidersConfiguration.fromEnvironment(given.merging(["TETHER_APPLE_PRIVATE_KEY_FILE": ec]) { $1 }).appleGrants)
+        #expect(grants.teamID == "ABCDE12345" && grants.keyID == "KEY123")
+        #expect(grants.tokenURL.absoluteString == "https://appleid.apple.com/auth/token")
+        #expect(grants.revokeURL.absoluteString == "https://appleid.apple.com/auth/revoke")
     }
 
     @Test func listsAreCommaSeparatedAndTrimmed() throws {
