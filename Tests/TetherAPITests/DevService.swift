@@ -55,9 +55,27 @@ struct DevService: Sendable {
         admin.shutdown()
     }
 
-    /// Runs `body` with a connection of its own (one per concurrent caller), closed afterwards.
-    func withNewClient<T: Sendable>(_ body: (HTTPTestClient) async throws -> T) async throws -> T {
-        let client = HTTPTestClient(port: port, timeout: .seconds(60))
+    /// Runs `body` with the ports of two Tether instances on this database and dev identity provider: this
+    /// one, and a second started for it (its own pool, caches and background loops), stopped afterwards.
+    func withTwoInstances<T: Sendable>(_ body: (_ ports: [Int]) async throws -> T) async throws -> T {
+        let second = try await RunningService.start(
+            databaseURL: database.url,
+            values: DevIdentityProvider.configuration(baseURL: URL(string: "http://127.0.0.1:\(idpServer.boundPort)/dev-idp")!),
+            devIdP: false)
+        do {
+            let result = try await body([port, second.service.server.boundPort])
+            await second.stop()
+            return result
+        } catch {
+            await second.stop()
+            throw error
+        }
+    }
+
+    /// Runs `body` with a connection of its own (one per concurrent caller), closed afterwards; to
+    /// the instance at `port` when given (``withTwoInstances(_:)``), otherwise this one.
+    func withNewClient<T: Sendable>(port: Int? = nil, _ body: (HTTPTestClient) async throws -> T) async throws -> T {
+        let client = HTTPTestClient(port: port ?? self.port, timeout: .seconds(60))
         do {
             let result = try await body(client)
             await client.close()

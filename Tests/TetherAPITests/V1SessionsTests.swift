@@ -28,6 +28,26 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func aTokenReusedAtAnotherInstanceEndsTheSessionThere() async throws {
+        try await DevService.run { app in try await app.withTwoInstances { ports in
+            // Each instance keeps users' states between commands: the rotation made at the first must be
+            // seen by the second, which has the user's older state in its cache.
+            let user = try await app.signedIn(try await app.apple("apple-two-rotate"))
+            let warmed = try await app.withNewClient(port: ports[1]) { try await app.refresh(user.session.refreshToken, on: $0) }
+            #expect(warmed.status == 200)
+            let second = try warmed.decodeJSON(SignedIn.self).session
+            let third = try await app.withNewClient(port: ports[0]) { try await app.refresh(second.refreshToken, on: $0) }
+            #expect(third.status == 200)
+            let reused = try await app.withNewClient(port: ports[1]) { try await app.refresh(second.refreshToken, on: $0) }
+            #expect(reused.status == 401)
+            #expect(try reused.decodeJSON(ProblemBody.self).code == "refresh_token_reused")
+            let latest = try third.decodeJSON(SignedIn.self).session.refreshToken
+            for port in ports {
+                #expect(try await app.withNewClient(port: port) { try await app.refresh(latest, on: $0) }.status == 401, "ended at both")
+            }
+        } }
+    }
+
     @Test func revokingAllSessionsVoidsEveryEarlierToken() async throws {
         try await DevService.run { app in
             let phone = try await app.signedIn(try await app.apple("apple-revoke"))
@@ -282,17 +302,18 @@ struct V1SessionsTests {
     }
 
     @Test func fiftyParallelSignInsOfOneNewAppleIdentityMakeOneUser() async throws {
-        try await DevService.run { app in
+        try await DevService.run { app in try await app.withTwoInstances { ports in
             // Fifty devices, each with its own token for the same Apple identity (a token is accepted once).
             var credentials: [Credential] = []
             for _ in 0..<50 {
                 credentials.append(try await app.apple("apple-crowd", email: "crowd@privaterelay.appleid.com"))
             }
+            // Half the requests go to each of two Tether instances on the one database.
             let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
-                for credential in credentials {
+                for (index, credential) in credentials.enumerated() {
                     group.addTask {
                         // No retry: a 503 here is a failure of the server (the pool once lost its waiters).
-                        let response = try await app.withNewClient { try await app.signIn(credential, on: $0) }
+                        let response = try await app.withNewClient(port: ports[index % 2]) { try await app.signIn(credential, on: $0) }
                         guard let user = try? response.decodeJSON(SignedIn.self).user.id else {
                             return (response.status, response.bodyText)
                         }
@@ -306,20 +327,20 @@ struct V1SessionsTests {
             #expect(answers.allSatisfy { $0.0 == 200 || $0.0 == 201 })
             let users: Int = try await app.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n")
             #expect(users == 1)
-        }
+        } }
     }
 
     @Test func fiftyParallelLinksOfOneIdentitySucceedOnce() async throws {
-        try await DevService.run { app in
+        try await DevService.run { app in try await app.withTwoInstances { ports in
             var tokens: [String] = []
             for index in 0..<50 {
                 tokens.append(try await app.signedIn(try await app.apple("apple-linker-\(index)")).session.accessToken)
             }
             let credential = try await app.google("google-contested")
             let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
-                for token in tokens {
+                for (index, token) in tokens.enumerated() {
                     group.addTask {
-                        let response = try await app.withNewClient { try await app.link(credential, to: token, on: $0) }
+                        let response = try await app.withNewClient(port: ports[index % 2]) { try await app.link(credential, to: token, on: $0) }
                         return (response.status, response.status == 200 ? nil : try response.decodeJSON(ProblemBody.self).code)
                     }
                 }
@@ -327,11 +348,11 @@ struct V1SessionsTests {
             }
             #expect(statuses.filter { $0.0 == 200 }.count == 1)
             #expect(statuses.filter { $0.1 == "credential_already_in_use" }.count == 49)
-        }
+        } }
     }
 
     @Test func racingLinksAndUnlinksOfOneProviderKeepBothUniqueRules() async throws {
-        try await DevService.run { app in
+        try await DevService.run { app in try await app.withTwoInstances { ports in
             let user = try await app.signedIn(try await app.apple("apple-racer"))
             let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
             var credentials: [Credential] = []
@@ -339,10 +360,10 @@ struct V1SessionsTests {
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for credential in credentials {
                     group.addTask {
-                        try await app.withNewClient { try await app.link(credential, to: user.session.accessToken, on: $0) }.status
+                        try await app.withNewClient(port: ports[0]) { try await app.link(credential, to: user.session.accessToken, on: $0) }.status
                     }
                     group.addTask {
-                        try await app.withNewClient { try await $0.delete("/v1/users/me/identities/google", headers: auth) }.status
+                        try await app.withNewClient(port: ports[1]) { try await $0.delete("/v1/users/me/identities/google", headers: auth) }.status
                     }
                 }
                 for try await status in group {
@@ -356,17 +377,17 @@ struct V1SessionsTests {
             let me = try await app.me(user.session.accessToken).decodeJSON(UserEnvelope.self).user
             #expect(me.identities.filter { $0.provider == "google" }.count <= 1)
             try await expectProjectionsMatchTheLog(app)
-        }
+        } }
     }
 
     @Test func signOutRacingRefreshNeverLeavesALiveSession() async throws {
-        try await DevService.run { app in
+        try await DevService.run { app in try await app.withTwoInstances { ports in
             for round in 0..<10 {
                 let user = try await app.signedIn(try await app.apple("apple-race-\(round)"))
-                async let signOut = app.withNewClient {
+                async let signOut = app.withNewClient(port: ports[round % 2]) {
                     try await $0.post("/v1/sign-out", headers: ["Authorization": "Bearer \(user.session.accessToken)"], body: [])
                 }
-                async let refresh = app.withNewClient { try await app.refresh(user.session.refreshToken, on: $0) }
+                async let refresh = app.withNewClient(port: ports[(round + 1) % 2]) { try await app.refresh(user.session.refreshToken, on: $0) }
                 let (out, refreshed) = try await (signOut, refresh)
                 #expect([204, 401].contains(out.status))
                 if refreshed.status == 200 {
@@ -381,7 +402,7 @@ struct V1SessionsTests {
                     """)[0].decode("n")
                 #expect(out.status != 204 || live == 0, "a session that was signed out stays ended")
             }
-        }
+        } }
     }
 
     @Test func theProjectionsOfAFullScenarioAreExplainedByTheLog() async throws {
