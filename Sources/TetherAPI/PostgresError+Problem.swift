@@ -8,6 +8,10 @@ extension PostgresError: ProblemConvertible {
         if isUnavailable || isTransient {
             return .serviceUnavailable(retryAfterSeconds: 2, detail: "the database is unavailable; retry shortly")
         }
+        if isTimeout {
+            // Rolled back: nothing of the request was written, and it can be sent again.
+            return .serviceUnavailable(retryAfterSeconds: 2, detail: "the database did not answer in time; nothing was changed; retry shortly")
+        }
         return .internal
     }
 }

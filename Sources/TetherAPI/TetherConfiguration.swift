@@ -104,6 +104,8 @@ public struct TetherConfiguration: Sendable {
     public var maxConnectionsPerAddress: Int
     /// `TETHER_IDLE_TIMEOUT`: how long a connection may stay silent, mid-request or between requests.
     public var idleTimeout: TimeInterval
+    /// `TETHER_DATABASE_STATEMENT_TIMEOUT`: the server pool's `statement_timeout`, below the 30 s request deadline.
+    public var databaseStatementTimeout: TimeInterval
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
     public var schemaDirectory: String?
     /// Every `TETHER_*` value, for the layers that read their own (identity providers).
@@ -158,6 +160,8 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; more are closed as soon as they are accepted"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
          "connections open at once from one peer address, so idle or slow clients cannot take every place"),
+        ("TETHER_DATABASE_STATEMENT_TIMEOUT", "20s",
+         "statement_timeout of the server's database connections: a statement stuck behind a lock is cancelled and rolled back, and the request answered 503, within the 30 s deadline"),
         ("TETHER_IDLE_TIMEOUT", "60s", "how long a connection may stay silent, mid-request or between requests, before it is closed"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
@@ -276,6 +280,10 @@ public struct TetherConfiguration: Sendable {
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         providerRevalidateInterval = try lifetime("TETHER_PROVIDER_REVALIDATE_INTERVAL", 24 * 60 * 60)
         idleTimeout = try lifetime("TETHER_IDLE_TIMEOUT", 60)
+        databaseStatementTimeout = try lifetime("TETHER_DATABASE_STATEMENT_TIMEOUT", 20)
+        guard databaseStatementTimeout < 30 else {
+            throw Invalid("TETHER_DATABASE_STATEMENT_TIMEOUT", "must be below the 30 s request deadline, got \(Int(databaseStatementTimeout)) s")
+        }
         schemaDirectory = value("TETHER_SCHEMA_DIR")
         let known = Set(Self.variables.map(\.name))
         if let unknown = values.keys.sorted().first(where: { $0.hasPrefix("TETHER_") && !known.contains($0) && !$0.hasPrefix("TETHER_TEST_") }) {

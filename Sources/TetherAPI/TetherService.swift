@@ -59,7 +59,8 @@ public final class TetherService: Sendable {
         self.logger = logger
         let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
         database = PostgresClient(configuration: .init(
-            url: databaseURL, maxConnections: 16, role: "tether_service", masterKeys: configuration.masterKeys))
+            url: databaseURL, maxConnections: 16, role: "tether_service", masterKeys: configuration.masterKeys,
+            statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000))))
         var router = Router()
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)

@@ -27,11 +27,17 @@ public final class PostgresClient: Sendable {
         /// The master keys that wrap the keys stored in this database (`TETHER_MASTER_KEY_FILE`); nil
         /// stores new keys unwrapped and reads only unwrapped ones.
         public var masterKeys: MasterKeyRing?
+        /// PostgreSQL's `statement_timeout` on every connection; nil keeps the server's (none by default).
+        /// A server's pool sets one below the request deadline, so a statement stuck behind a lock is
+        /// cancelled (and its transaction rolled back) before the client is told 503, never after.
+        public var statementTimeout: Duration?
 
         public init(
             url: String, maxConnections: Int = 8, acquireTimeout: Duration = .seconds(10),
-            connectTimeoutSeconds: Int = 5, applicationName: String = "tether", role: String? = nil, masterKeys: MasterKeyRing? = nil
+            connectTimeoutSeconds: Int = 5, applicationName: String = "tether", role: String? = nil, masterKeys: MasterKeyRing? = nil,
+            statementTimeout: Duration? = nil
         ) {
+            self.statementTimeout = statementTimeout
             self.masterKeys = masterKeys
             self.url = url
             self.maxConnections = max(1, maxConnections)

@@ -80,6 +80,10 @@ public final class PostgresConnection: @unchecked Sendable {
         if let role = configuration.role {
             setup += "; SET ROLE \(quoteIdentifier(role))"
         }
+        if let timeout = configuration.statementTimeout {
+            let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            setup += "; SET statement_timeout = \(max(1, milliseconds))"
+        }
         do {
             try connection.executeBlocking(simple: setup)
         } catch let error as PostgresError {

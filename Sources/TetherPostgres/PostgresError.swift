@@ -57,6 +57,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// True for serialization failures and deadlocks, which a retry resolves.
     public var isTransient: Bool { sqlState == "40001" || sqlState == "40P01" }
 
+    /// True for a statement cancelled by `statement_timeout` (57014) or a lock wait past `lock_timeout`
+    /// (55P03): the database did not get to it in time, and the transaction rolled back.
+    public var isTimeout: Bool { sqlState == "57014" || sqlState == "55P03" }
+
     public var description: String {
         var text = message
         if let sqlState { text += " (SQLSTATE \(sqlState))" }
