@@ -7,7 +7,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev libcrypt-dev pkg-config
 # Debian packages only `make test` needs: a headless browser for the support page's test, and a
 # Python to run the real firebase-admin SDK (from PyPI, pinned in Tests/firebase-admin) in.
-TEST_PACKAGES := chromium python3 python3-venv
+TEST_PACKAGES := chromium python3 python3-venv pgbouncer
 FIREBASE_ADMIN_VENV := .tether/firebase-admin-venv
 # Debian packages only `make bench` needs: the HTTP load generator and what scripts/bench.sh
 # drives it with (pgbench comes with postgresql).

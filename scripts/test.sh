@@ -10,7 +10,10 @@ if [ -d "$data" ]; then
   rm -rf "$(readlink -f "$data")" "$data"
 fi
 url=$("$tether" postgres start --data "$data" --throwaway | tail -n 1)
+bouncer="$data-pgbouncer"
 cleanup() {
+  scripts/pgbouncer.sh stop "$bouncer" >/dev/null 2>&1 || true
+  rm -rf "$bouncer"
   "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
   rm -rf "$(readlink -f "$data")" "$data"
 }
@@ -33,4 +36,12 @@ else
   # so it does not starve the other suites' servers and clients into timeouts.
   swift test --skip-build --skip BrowserTests
   swift test --skip-build --filter BrowserTests
+  # The API suites once more, every connection through PgBouncer in session mode (README "Connection poolers").
+  if [ -x /usr/sbin/pgbouncer ]; then
+    pooler=$(scripts/pgbouncer.sh start "$url" "$bouncer")
+    echo "The API suites through PgBouncer (session mode): $pooler"
+    TETHER_TEST_POOLER_URL="$pooler" swift test --skip-build --filter TetherAPITests --skip BrowserTests
+  else
+    echo "pgbouncer is not installed (make test installs it): the pooled run of the API suites is skipped" >&2
+  fi
 fi

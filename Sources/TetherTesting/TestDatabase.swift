@@ -7,7 +7,8 @@ import TetherPostgres
 /// (a superuser URL). Without it, the first test starts a cluster under
 /// `.tether/test-pg` itself, so `swift test` works alone too. Migrated databases
 /// are cloned from a template built once per schema version, which takes a few
-/// milliseconds instead of a migration run per test.
+/// milliseconds instead of a migration run per test. `TETHER_TEST_POOLER_URL` sends the tests'
+/// connections through a connection pooler (`scripts/test.sh` runs the API suites once more that way).
 public struct TestDatabase: Sendable {
     /// The database's name.
     public let name: String
@@ -26,7 +27,10 @@ public struct TestDatabase: Sendable {
         } else {
             try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         }
-        return TestDatabase(name: name, url: try TestCluster.replacingDatabase(in: cluster, with: name))
+        // With `TETHER_TEST_POOLER_URL` (a PgBouncer in front of the cluster), the database is reached through
+        // it; creating and dropping databases still goes straight to the cluster.
+        let pooler = ProcessInfo.processInfo.environment["TETHER_TEST_POOLER_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        return TestDatabase(name: name, url: try TestCluster.replacingDatabase(in: pooler ?? cluster, with: name))
     }
 
     /// A pool on this database; by default it acts as the service role, like the server.
