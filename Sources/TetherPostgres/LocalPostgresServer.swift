@@ -12,6 +12,8 @@ public struct LocalPostgresServer: Sendable {
     public let port: Int
     /// Turns off durability (fsync) for throwaway test clusters, which makes them much faster.
     public let isThrowaway: Bool
+    /// Further `postgresql.conf` settings (`name=value`), after Tether's own (replication tests).
+    public var extraSettings: [String] = []
 
     /// Describes a cluster; `port` 0 reuses the port recorded by an earlier start, or picks a free one.
     public init(dataDirectory: URL, port: Int = 0, isThrowaway: Bool = false) throws {
@@ -62,6 +64,7 @@ public struct LocalPostgresServer: Sendable {
         } else {
             settings += ["max_connections=200"]
         }
+        settings += extraSettings
         let config = dataDirectory.appendingPathComponent("tether.conf")
         try (settings.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
         let mainConfig = dataDirectory.appendingPathComponent("postgresql.conf")
@@ -83,6 +86,33 @@ public struct LocalPostgresServer: Sendable {
         guard isRunning else { return }
         try Self.run(try Self.binaryDirectory() + "/pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"],
                      as: Self.unprivilegedUser(), what: "pg_ctl stop")
+    }
+
+    /// A streaming standby of this running cluster in `directory`, copied with `pg_basebackup` and set up
+    /// to follow it (`standby.signal`, `primary_conninfo` naming it `name`, the name a primary's
+    /// `synchronous_standby_names` lists); not started yet.
+    public func makeStandby(at directory: URL, name: String) throws -> LocalPostgresServer {
+        let standby = try LocalPostgresServer(dataDirectory: directory, port: try Self.freeLoopbackPort())
+        let owner = Self.unprivilegedUser()
+        let fileManager = FileManager.default
+        try? fileManager.removeItem(at: standby.dataDirectory)
+        try fileManager.createDirectory(at: standby.dataDirectory.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if let owner {
+            try fileManager.createDirectory(at: standby.dataDirectory, withIntermediateDirectories: true)
+            try Self.run("/bin/chown", ["-R", owner, standby.dataDirectory.path])
+            try Self.run("/bin/chmod", ["0700", standby.dataDirectory.path])
+        }
+        try Self.run(try Self.binaryDirectory() + "/pg_basebackup", [
+            "-D", standby.dataDirectory.path, "-d", "host=127.0.0.1 port=\(port) user=postgres application_name=\(name)",
+            "-R", "-X", "stream", "-c", "fast",
+        ], as: owner, what: "pg_basebackup (a standby of port \(port))")
+        return standby
+    }
+
+    /// Promotes a standby to a primary and waits until it accepts writes.
+    public func promote() throws {
+        try Self.run(try Self.binaryDirectory() + "/pg_ctl", ["-D", dataDirectory.path, "-w", "promote"],
+                     as: Self.unprivilegedUser(), what: "pg_ctl promote")
     }
 
     /// Whether a server is running on the data directory (its postmaster.pid is live).

@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+import Testing
+import TetherAPI
+import TetherCore
+import TetherPostgres
+import TetherTesting
+
+/// PostgreSQL failover under load: a primary with a synchronous streaming standby (Debian's
+/// PostgreSQL), Tether on a multi-host URL with `target_session_attrs=read-write`. The primary is
+/// stopped and the standby promoted while sign-ins run; Tether reconnects by itself.
+@Suite("Failover: the primary stops, the standby is promoted, nothing acknowledged is lost")
+struct FailoverTests {
+    private final class Outcomes: Sendable {
+        struct Entry: Sendable {
+            var status: Int
+            var userId: String?
+            var retryAfter: String?
+            var at: ContinuousClock.Instant
+        }
+        private let entries = Mutex<[Entry]>([])
+        func record(_ entry: Entry) { entries.withLock { $0.append(entry) } }
+        var all: [Entry] { entries.withLock { $0 } }
+    }
+
+    @Test func signInsGo503DuringThePromotionAndEveryAcknowledgedOneSurvives() async throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tether-failover-\(UUID().uuidString.prefix(8))")
+        var primary = try LocalPostgresServer(dataDirectory: base.appendingPathComponent("primary"))
+        primary.extraSettings = ["synchronous_commit=on", "wal_level=replica", "max_wal_senders=4"]
+        try primary.start()
+        var standby: LocalPostgresServer?
+        defer {
+            try? standby?.stop()
+            try? primary.stop()
+            try? FileManager.default.removeItem(at: base)
+        }
+        let setup = PostgresClient(url: primary.url, maxConnections: 1)
+        try await setup.query("CREATE DATABASE tether")
+        setup.shutdown()
+        _ = try await MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory())
+            .migrate(PostgresClient.Configuration(url: primary.url(database: "tether"), maxConnections: 1))
+        standby = try primary.makeStandby(at: base.appendingPathComponent("standby"), name: "standby")
+        try standby!.start()
+        let standbyPort = standby!.port
+        // Commits wait for the standby from now on; the test goes on once it streams synchronously.
+        let admin = PostgresClient(url: primary.url, maxConnections: 1)
+        try await admin.query("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+        try await admin.query("SELECT pg_reload_conf()")
+        var syncing = false
+        for _ in 0..<200 where !syncing {
+            syncing = !(try await admin.query("SELECT 1 FROM pg_stat_replication WHERE application_name = 'standby' AND sync_state = 'sync'")).isEmpty
+            if !syncing { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        admin.shutdown()
+        #expect(syncing, "the standby replicates synchronously")
+        let url = "postgresql://postgres@127.0.0.1:\(primary.port),127.0.0.1:\(standbyPort)/tether?target_session_attrs=read-write"
+
+        let running = try await RunningService.start(databaseURL: url, values: [:], devIdP: true)
+        let idp = running.idp!.client()
+        // Each sign-in makes a new user: an acknowledged one (201) must be on the promoted standby.
+        let outcomes = Outcomes()
+        let stop = Mutex(false)
+        let load = Task {
+            var index = 0
+            while !stop.withLock({ $0 }) {
+                index += 1
+                let minted = try await idp.post("/dev-idp/apple/token", json: ["sub": "apple-failover-\(index)"])
+                let token = try minted.decodeJSON([String: String].self)["identityToken"]!
+                let answer = try await running.client.post(
+                    "/v1/sign-in", json: ["provider": "apple", "credential": ["identityToken": .string(token)]] as JSONValue)
+                let user = answer.status == 201 ? try? answer.decodeJSON(SignedIn.self).user.id : nil
+                outcomes.record(.init(status: answer.status, userId: user, retryAfter: answer.headers["Retry-After"], at: .now))
+                if answer.status != 201 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(800))
+        let stopped = ContinuousClock.now
+        try primary.stop()
+        try await Task.sleep(for: .milliseconds(300))
+        try standby!.promote()
+        let promotedAt = ContinuousClock.now
+        try await Task.sleep(for: .milliseconds(1500))
+        stop.withLock { $0 = true }
+        try await load.value
+        await running.stop()
+        await idp.close()
+
+        let all = outcomes.all
+        let acknowledged = all.compactMap(\.userId)
+        #expect(all.allSatisfy { $0.status == 201 || ($0.status == 503 && $0.retryAfter != nil) },
+                "only sign-ins and 503s with Retry-After: \(Set(all.map(\.status)))")
+        #expect(all.contains { $0.status == 503 }, "the outage was seen")
+        let before = all.filter { $0.at < stopped && $0.status == 201 }.count
+        let after = all.filter { $0.at > promotedAt && $0.status == 201 }
+        #expect(before > 0 && !after.isEmpty, "sign-ins before the stop and after the promotion, with no restart")
+        // The write outage: from the last sign-in before the first 503 to the first one after it.
+        if let first503 = all.first(where: { $0.status == 503 }),
+           let lastBefore = all.last(where: { $0.status == 201 && $0.at < first503.at }),
+           let firstAfter = all.first(where: { $0.status == 201 && $0.at > first503.at }) {
+            print("FailoverTests: \(acknowledged.count) acknowledged sign-ins; write outage \(firstAfter.at - lastBefore.at) "
+                  + "(\(all.filter { $0.status == 503 }.count) answered 503; promotion \(promotedAt - stopped) after the stop began)")
+        }
+        // Nothing acknowledged was lost, and the promoted standby's read models match its log.
+        let promoted = PostgresClient(url: "postgresql://postgres@127.0.0.1:\(standbyPort)/tether", maxConnections: 2)
+        defer { promoted.shutdown() }
+        let users = Set(try await promoted.query("SELECT id::text AS id FROM users").map { try $0.decode("id", as: String.self) })
+        #expect(Set(acknowledged).isSubset(of: users), "lost: \(Set(acknowledged).subtracting(users).sorted())")
+        #expect(try await ProjectionReplay(projection: .accounts, database: promoted).run(.verify).drift.isEmpty)
+    }
+}
