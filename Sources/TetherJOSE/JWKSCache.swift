@@ -78,11 +78,19 @@ public actor JWKSCache {
 
     /// A set for verifying a token with `keyID`: when the cached set lacks that `kid`,
     /// it is refetched once (shared by concurrent callers, limited by the cooldown).
+    ///
+    /// Throws ``JOSEError/unavailable`` when the `kid` is still unknown and the last refetch failed:
+    /// the provider may have rotated to that key, so "no such key" cannot be concluded (a real user
+    /// with a freshly rotated key must hear "retry", not "your credential is bad").
     public func keySet(forKeyID keyID: String?) async throws -> JWKSet {
         let set = try await keySet()
         guard let keyID, !set.containsKey(withID: keyID) else { return set }
         if inFlight != nil || isCooldownOver() { await refresh() }
-        return current ?? set
+        let latest = current ?? set
+        if !latest.containsKey(withID: keyID), let lastFailure {
+            throw JOSEError.unavailable.with(detail: "kid \(keyID) is not in the cached key set, and refetching it failed: \(lastFailure)")
+        }
+        return latest
     }
 
     private func isCooldownOver() -> Bool {

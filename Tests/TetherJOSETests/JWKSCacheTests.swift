@@ -85,6 +85,27 @@ struct JWKSCacheTests {
         }
     }
 
+    @Test func anUnknownKidWhileTheRefetchFailsIsUnavailableNotAnUnknownKey() async throws {
+        try await JWKSEndpoint.run { endpoint in
+            try endpoint.publish([first])
+            let cache = try makeCache(endpoint.url)
+            _ = try await cache.keySet()
+            // The provider rotates to key-2, but its key set cannot be fetched right now.
+            endpoint.respond(with: JWKSEndpoint.Response(status: 503, body: Array("down".utf8)))
+            clock.advance(by: 31)
+            await #expect(throws: JOSEError.unavailable) { try await verifier.verify(token(second), keys: cache) }
+            // Within the cooldown no refetch is tried, and the answer stays "cannot tell".
+            await #expect(throws: JOSEError.unavailable) { try await verifier.verify(token(second), keys: cache) }
+            #expect(try await verifier.verify(token(first), keys: cache).key.keyID == "key-1", "known keys still verify")
+            // Back: the new key verifies, and a kid that really is unknown is unknown again.
+            try endpoint.publish([first, second])
+            clock.advance(by: 31)
+            #expect(try await verifier.verify(token(second), keys: cache).key.keyID == "key-2")
+            clock.advance(by: 31)
+            await #expect(throws: JOSEError.unknownKey) { try await verifier.verify(token(first, kid: "no-such-key"), keys: cache) }
+        }
+    }
+
     @Test func concurrentCallersShareASingleFetch() async throws {
         try await JWKSEndpoint.run { endpoint in
             try endpoint.publish([first])
