@@ -96,7 +96,7 @@ public struct TetherConfiguration: Sendable {
     /// `TETHER_SIGN_IN_FAILURE_LIMIT`: failed sign-ins a minute per client address and per password account.
     public var signInFailureLimit: Int
     /// `TETHER_TRUSTED_PROXIES`: addresses of reverse proxies whose `X-Forwarded-For` names the client.
-    public var trustedProxies: Set<String>
+    public var trustedProxies: [IPAddressRange]
     /// `TETHER_MAX_CONNECTIONS`: connections open at once; more are closed on accept.
     public var maxConnections: Int
     /// `TETHER_MAX_CONNECTIONS_PER_ADDRESS`: connections open at once from one peer address; 0 for none
@@ -156,7 +156,7 @@ public struct TetherConfiguration: Sendable {
          "file of the key (32 bytes, base64) that wraps every user's personal-data key; tether serve needs it. A comma list during a rotation: the first wraps, all unwrap"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
-        ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses whose X-Forwarded-For names the client"),
+        ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses or CIDR ranges whose X-Forwarded-For names the client"),
         ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; more are closed as soon as they are accepted"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
          "connections open at once from one peer address, so idle or slow clients cannot take every place"),
@@ -212,15 +212,14 @@ public struct TetherConfiguration: Sendable {
             throw Invalid("TETHER_SIGN_IN_FAILURE_LIMIT", "expected a whole number from 1 to 100000, got \"\(limitText)\"")
         }
         signInFailureLimit = limit
-        var proxies = Set<String>()
+        var proxies: [IPAddressRange] = []
         for entry in (value("TETHER_TRUSTED_PROXIES") ?? "").split(separator: ",") {
             let address = entry.trimmingCharacters(in: .whitespaces)
             guard !address.isEmpty else { continue }
-            guard ListenAddress(parsing: address.contains(":") ? "[\(address)]:0" : "\(address):0") != nil,
-                  address.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }) else {
-                throw Invalid("TETHER_TRUSTED_PROXIES", "expected a comma list of IP addresses, got \"\(address)\"")
+            guard let range = IPAddressRange(address) else {
+                throw Invalid("TETHER_TRUSTED_PROXIES", "expected a comma list of IP addresses or CIDR ranges (10.0.0.0/8), got \"\(address)\"")
             }
-            proxies.insert(address)
+            proxies.append(range)
         }
         trustedProxies = proxies
         func count(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>) throws(Invalid) -> Int {

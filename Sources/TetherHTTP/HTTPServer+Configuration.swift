@@ -22,13 +22,13 @@ extension HTTPServer {
         public var shutdownGracePeriod: Duration
         /// Where request and server log lines go.
         public var log: LogSink
-        /// Addresses of reverse proxies (TLS terminators, load balancers) in front of the server.
+        /// Addresses (or CIDR ranges) of reverse proxies (TLS terminators, load balancers) in front of the server.
         ///
         /// A request from one of them gets its ``HTTPRequest/remoteAddress`` from `X-Forwarded-For`:
         /// the rightmost entry that is not itself a trusted proxy, since every hop appends the address
         /// it saw and only those appended by trusted hops can be believed. From anyone else the
         /// header is ignored, so a client cannot choose its own address for the abuse limits.
-        public var trustedProxies: Set<String> = []
+        public var trustedProxies: [IPAddressRange] = []
         /// How the server's own problems (413, 404, a handler's uncaught error) are written for paths
         /// under a prefix whose clients expect another error shape than problem details (`/parse`).
         public var problemRenderers: [ProblemRenderer] = []

@@ -170,10 +170,11 @@ extension HTTPServer.Core {
 
     /// The client's address: the socket's peer, or, behind trusted proxies, the rightmost address
     /// of `X-Forwarded-For` that no trusted proxy claims.
-    static func clientAddress(peer: String?, forwardedFor: [String], trustedProxies: Set<String>) -> String? {
-        guard let peer, trustedProxies.contains(peer) else { return peer }
+    static func clientAddress(peer: String?, forwardedFor: [String], trustedProxies: [IPAddressRange]) -> String? {
+        let isTrusted = { (address: String) in trustedProxies.contains { $0.contains(address) } }
+        guard let peer, isTrusted(peer) else { return peer }
         let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let client = hops.last(where: { !trustedProxies.contains($0) }) else { return peer }
+        guard let client = hops.last(where: { !isTrusted($0) }) else { return peer }
         // Whatever a proxy passed on from the client is only believed when it is an address at all.
         return isIPAddress(client) ? client : peer
     }

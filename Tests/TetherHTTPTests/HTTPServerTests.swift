@@ -314,16 +314,20 @@ struct HTTPServerTests {
     @Test func behindATrustedProxyTheClientAddressComesFromXForwardedFor() async throws {
         var router = Router()
         router.get("/who") { request in .text(request.remoteAddress ?? "-") }
-        let cases: [(trusted: Set<String>, forwarded: String?, expected: String)] = [
+        let cases: [(trusted: [String], forwarded: String?, expected: String)] = [
             ([], "203.0.113.7", "127.0.0.1"),                          // not from a trusted proxy: the header is ignored
             (["127.0.0.1"], "203.0.113.7", "203.0.113.7"),
             (["127.0.0.1", "10.0.0.2"], "198.51.100.1, 203.0.113.7, 10.0.0.2", "203.0.113.7"),  // rightmost untrusted hop
+            (["127.0.0.0/8", "10.0.0.0/8"], "198.51.100.1, 203.0.113.7, 10.1.2.3", "203.0.113.7"),  // CIDR ranges
+            (["127.0.0.0/8", "2001:db8:1::/48"], "198.51.100.1, 2001:db8:1:ff::9", "198.51.100.1"),
             (["127.0.0.1"], "2001:db8::1", "2001:db8::1"),
             (["127.0.0.1"], "not-an-address", "127.0.0.1"),            // garbage from the client is not believed
             (["127.0.0.1"], nil, "127.0.0.1"),
         ]
         for (trusted, forwarded, expected) in cases {
-            try await withServer(router, configure: { $0.trustedProxies = trusted }) { _, client, _ in
+            let ranges = trusted.compactMap(IPAddressRange.init)
+            #expect(ranges.count == trusted.count)
+            try await withServer(router, configure: { $0.trustedProxies = ranges }) { _, client, _ in
                 let response: HTTPTestClient.Response
                 if let forwarded {
                     response = try await client.get("/who", headers: ["X-Forwarded-For": forwarded])
@@ -333,6 +337,23 @@ struct HTTPServerTests {
                 #expect(response.bodyText == expected, "\(trusted) \(forwarded ?? "-")")
             }
         }
+    }
+
+    @Test func addressRangesContainTheirAddressesAndLimitsGroupIPv6By64() {
+        let v4 = IPAddressRange("10.0.0.0/8")!
+        #expect(v4.contains("10.255.1.2") && !v4.contains("11.0.0.1") && v4.contains("::ffff:10.0.0.1"))
+        let v6 = IPAddressRange("2001:db8::/32")!
+        #expect(v6.contains("2001:db8:ffff::1") && !v6.contains("2001:db9::1") && !v6.contains("10.0.0.1"))
+        #expect(IPAddressRange("192.0.2.7")!.contains("192.0.2.7") && !IPAddressRange("192.0.2.7")!.contains("192.0.2.8"))
+        #expect(IPAddressRange("0.0.0.0/0")!.contains("198.51.100.1"))
+        for bad in ["10.0.0.0/33", "2001:db8::/129", "proxy.internal", "10.0.0.0/x", ""] {
+            #expect(IPAddressRange(bad) == nil, "\(bad)")
+        }
+        #expect(IPAddressRange.limitKey(for: "203.0.113.9") == "203.0.113.9")
+        #expect(IPAddressRange.limitKey(for: "::ffff:203.0.113.9") == "203.0.113.9")
+        #expect(IPAddressRange.limitKey(for: "2001:db8:1:2:aaaa:bbbb:cccc:dddd") == "2001:db8:1:2::/64")
+        #expect(IPAddressRange.limitKey(for: "2001:db8:1:2::1") == IPAddressRange.limitKey(for: "2001:db8:1:2:ffff::9"))
+        #expect(IPAddressRange.limitKey(for: "2001:db8:1:3::1") != IPAddressRange.limitKey(for: "2001:db8:1:2::1"))
     }
 
     @Test func gracefulShutdownFinishesInFlightRequestsAndRefusesNewConnections() async throws {

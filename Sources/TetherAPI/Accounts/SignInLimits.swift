@@ -59,7 +59,8 @@ public struct SignInLimits: Sendable {
         var keys: [(key: String, scope: String)] {
             var keys: [(key: String, scope: String)] = []
             if let email { keys.append(("account:" + Self.digest("password:" + email), "account")) }
-            if let ip = metadata.clientIP { keys.append(("ip:" + ip, "client address")) }
+            // An IPv6 client counts as its /64: one subscriber holds the whole of it.
+            if let ip = metadata.clientIP { keys.append(("ip:" + IPAddressRange.limitKey(for: ip), "client address")) }
             return keys
         }
 
@@ -119,7 +120,7 @@ public struct SignInLimits: Sendable {
     /// to ask for in bulk. The places are kept for the window, not given back.
     public func reserveSignUp(from clientIP: String?) async throws {
         guard let clientIP else { return }
-        let key = "sign-up:" + clientIP
+        let key = "sign-up:" + IPAddressRange.limitKey(for: clientIP)
         let window = configuration.windowSeconds
         let limit = configuration.failures
         // One transaction in one round trip: under the address's lock, expired places go, and a new one is

@@ -64,6 +64,23 @@ struct ExpiringRecordsTests {
         }
     }
 
+    @Test func failuresFromOneIPv6SlashSixtyFourCountTogether() async throws {
+        try await SupportHarness.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.0/8", "TETHER_SIGN_IN_FAILURE_LIMIT": "2"]) { service in
+            // A guess at another account each time, so only the address limit can refuse.
+            func attempt(_ index: Int, from address: String) async throws -> Int {
+                try await service.signIn(service.password("nobody\(index)@example.com", "not the password"), headers: ["X-Forwarded-For": address]).status
+            }
+            // Three addresses of one /64 share the limit; an address of the next /64 has its own.
+            #expect(try await attempt(1, from: "2001:db8:1:2::1") == 401)
+            #expect(try await attempt(2, from: "2001:db8:1:2::ffff") == 401)
+            #expect(try await attempt(3, from: "2001:db8:1:2:aaaa::3") == 429)
+            #expect(try await attempt(4, from: "2001:db8:1:3::1") == 401)
+            let keys: [String] = try await service.owner.query(
+                "SELECT DISTINCT scope_key FROM sign_in_attempts WHERE scope_key LIKE 'ip:%' ORDER BY 1").map { try $0.decode("scope_key") }
+            #expect(keys == ["ip:2001:db8:1:2::/64", "ip:2001:db8:1:3::/64"], "\(keys)")
+        }
+    }
+
     @Test func failuresOfUnknownAccountsKeepNoAddressPastTheirKey() async throws {
         try await SupportHarness.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.1", "TETHER_SIGN_IN_FAILURE_LIMIT": "2"]) { service in
             // A row of the limits from an hour ago, of an address that never came back.
