@@ -14,7 +14,7 @@ FIREBASE_ADMIN_VENV := .tether/firebase-admin-venv
 BENCH_PACKAGES := wrk python3 curl
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all deps test-deps bench-deps build run test bench bench-crypto bench-service clean
+.PHONY: all deps test-deps bench-deps build run test fuzz bench bench-crypto bench-service clean
 
 all: build
 
@@ -68,6 +68,12 @@ run: deps
 test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
+
+## fuzz: the hostile-input suite for longer (FUZZ_ROUNDS rounds over every route, default 50; make test runs 2)
+FUZZ_ROUNDS ?= 50
+fuzz: test-deps
+	swift build $(SWIFT_BUILD_FLAGS) --build-tests
+	TETHER_FUZZ_ROUNDS=$(FUZZ_ROUNDS) scripts/test.sh --filter HostileInputTests
 
 ## bench: every benchmark, as ratios against baselines measured in the same run (BENCHMARKS.md)
 bench: bench-crypto bench-service

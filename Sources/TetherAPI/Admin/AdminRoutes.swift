@@ -189,8 +189,26 @@ public struct AdminRoutes: Sendable {
         }
     }
 
+    /// `{"reason"}`, or nothing: any other member is refused, so a body meant for another route does not pass
+    /// for a reasonless action.
     private struct ActionBody: Decodable {
         var reason: String?
+
+        private struct Member: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let members = try decoder.container(keyedBy: Member.self)
+            if let unknown = members.allKeys.first(where: { $0.stringValue != "reason" }) {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: [unknown], debugDescription: "unknown member \(unknown.stringValue): an action takes only {\"reason\"}"))
+            }
+            reason = try members.decodeIfPresent(String.self, forKey: Member(stringValue: "reason"))
+        }
     }
 
     private func act(_ action: Action, _ request: HTTPRequest) async throws -> HTTPResponse {
