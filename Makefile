@@ -14,7 +14,7 @@ FIREBASE_ADMIN_VENV := .tether/firebase-admin-venv
 BENCH_PACKAGES := wrk python3 curl
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all deps test-deps bench-deps build run test fuzz bench bench-crypto bench-service clean
+.PHONY: all deps test-deps bench-deps build run test fuzz soak bench bench-crypto bench-service clean
 
 all: build
 
@@ -68,6 +68,12 @@ run: deps
 test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
+
+## soak: tether dev under mixed load for SOAK_DURATION (default 30m); memory, files and connections must stay flat (make test runs 2m)
+SOAK_DURATION ?= 30m
+soak: test-deps
+	swift build $(SWIFT_BUILD_FLAGS)
+	SOAK_DURATION=$(SOAK_DURATION) scripts/soak.sh
 
 ## fuzz: the hostile-input suite for longer (FUZZ_ROUNDS rounds over every route, default 50; make test runs 2)
 FUZZ_ROUNDS ?= 50

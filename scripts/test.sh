@@ -44,4 +44,6 @@ else
   else
     echo "pgbouncer is not installed (make test installs it): the pooled run of the API suites is skipped" >&2
   fi
+  # Two minutes of make soak: tether dev under mixed load, its memory, files and connections flat.
+  SOAK_DURATION="${TETHER_TEST_SOAK_DURATION:-120s}" scripts/soak.sh
 fi

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Mixed load against a running `tether dev` for scripts/soak.sh (make soak).
+
+    soak.py URL TETHER_PID DATABASE_URL ADMIN_KEY SECONDS
+
+Eight workers, each a keep-alive connection, loop over: /v1 Apple sign-ins of new and returning
+users, refreshes, Google links and unlinks, TOTP sign-ins through a challenge, Parse log-ins with
+Apple authData, Firebase signInWithIdp. A webhook subscription delivers every public event to a
+receiver in this process. Every SAMPLE seconds it reads tether's resident memory, open file
+descriptors and database connections; at the end it prints the first and last samples and fails
+(exit 1) on any 5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors
+or connections did not stay flat.
+"""
+import base64
+import hashlib
+import hmac
+import http.client
+import http.server
+import json
+import os
+import random
+import secrets
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+WORKERS = 8
+SAMPLE = 10
+RUN = secrets.token_hex(4)
+
+
+class Failure(Exception):
+    pass
+
+
+class Client:
+    def __init__(self, base):
+        url = urllib.parse.urlsplit(base)
+        self.connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+
+    def call(self, method, path, body=None, headers=None, expect=(200,)):
+        data = None if body is None else json.dumps(body).encode()
+        all_headers = {"Content-Type": "application/json"} if data is not None else {}
+        all_headers.update(headers or {})
+        try:
+            self.connection.request(method, path, body=data, headers=all_headers)
+            response = self.connection.getresponse()
+            text = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            self.connection.close()
+            raise Failure(f"{method} {path}: {error}")
+        if response.status not in expect:
+            raise Failure(f"{method} {path}: {response.status} {text[:200].decode(errors='replace')}")
+        return json.loads(text) if text else None
+
+
+def totp(secret, step):
+    key = base64.b32decode(secret.upper() + "=" * (-len(secret) % 8))
+    digest = hmac.new(key, struct.pack(">Q", step), hashlib.sha1).digest()
+    offset = digest[-1] & 0x0F
+    return f"{(struct.unpack('>I', digest[offset:offset + 4])[0] & 0x7FFFFFFF) % 1_000_000:06d}"
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    delivered = 0
+    lock = threading.Lock()
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with Receiver.lock:
+            Receiver.delivered += 1
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def sample(pid, database_url):
+    with open(f"/proc/{pid}/status") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1000
+    descriptors = len(os.listdir(f"/proc/{pid}/fd"))
+    connections = int(subprocess.run(
+        ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c",
+         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"],
+        check=True, capture_output=True, text=True).stdout.strip())
+    return {"rss_mb": round(rss, 1), "fds": descriptors, "db_connections": connections}
+
+
+def main(argv):
+    if len(argv) != 6:
+        sys.exit(__doc__)
+    base, pid, database_url, admin_key, seconds = argv[1], int(argv[2]), argv[3], argv[4], float(argv[5])
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    setup = Client(base)
+    admin = {"Authorization": "Bearer " + admin_key}
+    setup.call("POST", "/v1/admin/webhooks", {"url": f"http://127.0.0.1:{receiver.server_port}/hook", "eventTypes": ["*"]},
+               headers=admin, expect=(201,))
+
+    def apple(sub):
+        return setup.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
+
+    # TOTP users, signed in through a challenge by the load: each worker has its own, and uses one at
+    # most once per 30 s step (a code is accepted once), so no code is ever wrong or reused.
+    totp_users = []
+    for index in range(WORKERS * 6):
+        sub = f"soak.{RUN}.totp.{index}"
+        signed = setup.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": apple(sub)}}, expect=(201,))
+        bearer = {"Authorization": "Bearer " + signed["session"]["accessToken"]}
+        factor = setup.call("POST", "/v1/users/me/mfa/totp", {"displayName": "soak"}, headers=bearer, expect=(201,))
+        setup.call("POST", "/v1/users/me/mfa/totp/verify",
+                   {"factorId": factor["factorId"], "code": totp(factor["secret"], int(time.time()) // 30)}, headers=bearer)
+        totp_users.append((sub, factor, int(time.time()) // 30))  # the step the enrolment used
+
+    counts = {}
+    errors = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def worker(index):
+        client, tokens, rng = Client(base), Client(base), random.Random(index)
+        sessions = []
+        mine = [(sub, factor) for sub, factor, _ in totp_users[index * 6:(index + 1) * 6]]
+        last_step = {sub: step for sub, _, step in totp_users[index * 6:(index + 1) * 6]}
+        while time.monotonic() < deadline:
+            kind = rng.choice(["sign-in", "sign-in", "refresh", "link", "mfa", "parse", "firebase"])
+            try:
+                if kind == "sign-in" or (kind in ("refresh", "link") and not sessions):
+                    kind = "sign-in"
+                    sub = f"soak.{RUN}.{index}.{rng.randrange(200)}"
+                    token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
+                    signed = client.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}},
+                                         expect=(200, 201))
+                    sessions = (sessions + [signed["session"]])[-20:]
+                elif kind == "refresh":
+                    session = sessions.pop(rng.randrange(len(sessions)))
+                    sessions.append(client.call("POST", "/v1/sessions/refresh", {"refreshToken": session["refreshToken"]})["session"])
+                elif kind == "link":
+                    bearer = {"Authorization": "Bearer " + sessions[-1]["accessToken"]}
+                    google = tokens.call("POST", "/dev-idp/google/token", {"sub": f"soak.{RUN}.g.{secrets.token_hex(6)}"})["idToken"]
+                    client.call("POST", "/v1/users/me/identities", {"provider": "google", "credential": {"idToken": google}},
+                                headers=bearer)
+                    client.call("DELETE", "/v1/users/me/identities/google", headers=bearer)
+                elif kind == "mfa":
+                    step = int(time.time()) // 30
+                    free = [user for user in mine if last_step.get(user[0], -1) < step]
+                    if not free or time.time() % 30 > 25:  # no unused user this step, or the step is about to end
+                        continue
+                    sub, factor = free[0]
+                    last_step[sub] = step
+                    token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
+                    challenge = client.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}},
+                                            expect=(401,))
+                    client.call("POST", "/v1/mfa/verify", {
+                        "mfaPendingCredential": challenge["mfaPendingCredential"], "factorId": factor["factorId"],
+                        "code": totp(factor["secret"], step)})
+                elif kind == "parse":
+                    sub = f"soak.{RUN}.parse.{index}.{rng.randrange(50)}"
+                    token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
+                    client.call("POST", "/parse/users", {"authData": {"apple": {"id": sub, "token": token}}},
+                                headers={"X-Parse-Application-Id": "soak"}, expect=(200, 201))
+                else:
+                    sub = f"soak.{RUN}.firebase.{index}.{rng.randrange(50)}"
+                    token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
+                    client.call("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp?key=soak",
+                                {"postBody": f"providerId=apple.com&id_token={token}", "requestUri": "http://localhost",
+                                 "returnSecureToken": True})
+                with lock:
+                    counts[kind] = counts.get(kind, 0) + 1
+            except Failure as failure:
+                with lock:
+                    errors.append(f"{kind}: {failure}")
+                client = Client(base)
+
+    threads = [threading.Thread(target=worker, args=(index,)) for index in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    samples = []
+    time.sleep(min(5, seconds / 4))  # warmed up: caches, pools, key sets
+    while any(thread.is_alive() for thread in threads):
+        samples.append(sample(pid, database_url))
+        for _ in range(SAMPLE * 10):
+            if not any(thread.is_alive() for thread in threads):
+                break
+            time.sleep(0.1)
+    for thread in threads:
+        thread.join()
+    samples.append(sample(pid, database_url))
+    events = int(subprocess.run(
+        ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c", "SELECT count(*) FROM events"],
+        check=True, capture_output=True, text=True).stdout.strip())
+    time.sleep(3)  # webhooks catch up
+    first, last = samples[0], samples[-1]
+    print(f"soak: {seconds:.0f} s, {sum(counts.values())} operations {dict(sorted(counts.items()))}, {len(errors)} errors, "
+          f"{events} events, {Receiver.delivered} webhook deliveries")
+    print(f"soak: start {first}")
+    print(f"soak: end   {last}")
+    problems = list(errors[:5])
+    if last["rss_mb"] > max(first["rss_mb"] * 1.5, first["rss_mb"] + 40):
+        problems.append(f"memory grew from {first['rss_mb']} to {last['rss_mb']} MB")
+    if last["fds"] > first["fds"] + 32:
+        problems.append(f"file descriptors grew from {first['fds']} to {last['fds']}")
+    if last["db_connections"] > max(first["db_connections"] + 4, 20):
+        problems.append(f"database connections grew from {first['db_connections']} to {last['db_connections']}")
+    if Receiver.delivered == 0:
+        problems.append("no webhook was delivered")
+    if problems:
+        print("soak: FAILED: " + "; ".join(problems), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
