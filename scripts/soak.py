@@ -4,8 +4,9 @@
     soak.py URL TETHER_PID DATABASE_URL ADMIN_KEY SECONDS
 
 Eight workers, each a keep-alive connection, loop over: /v1 Apple sign-ins of new and returning
-users, refreshes, Google links and unlinks, TOTP sign-ins through a challenge, Parse log-ins with
-Apple authData, Firebase signInWithIdp. A webhook subscription delivers every public event to a
+users (the oldest of a worker's sessions signed out once it holds more than 12), refreshes, Google
+links and unlinks, TOTP sign-ins through a challenge, Parse log-ins with Apple authData (and
+log-outs, likewise), Firebase signInWithIdp and, mostly, Firebase token refreshes. A webhook subscription delivers every public event to a
 receiver in this process. Every SAMPLE seconds it reads tether's resident memory, open file
 descriptors and database connections; at the end it prints the first and last samples and fails
 (exit 1) on any 5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors
@@ -124,6 +125,7 @@ def main(argv):
     def worker(index):
         client, tokens, rng = Client(base), Client(base), random.Random(index)
         sessions = []
+        parse_sessions, firebase_tokens = [], []
         mine = [(sub, factor) for sub, factor, _ in totp_users[index * 6:(index + 1) * 6]]
         last_step = {sub: step for sub, _, step in totp_users[index * 6:(index + 1) * 6]}
         while time.monotonic() < deadline:
@@ -135,7 +137,15 @@ def main(argv):
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
                     signed = client.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}},
                                          expect=(200, 201))
-                    sessions = (sessions + [signed["session"]])[-20:]
+                    sessions.append(signed["session"])
+                    # Devices sign out as others sign in: the oldest session is refreshed (its access token may
+                    # have expired) and signed out, so live sessions stay about as many as the workers hold.
+                    if len(sessions) > 12:
+                        oldest = sessions.pop(0)
+                        fresh = client.call("POST", "/v1/sessions/refresh", {"refreshToken": oldest["refreshToken"]})["session"]
+                        client.call("POST", "/v1/sign-out", headers={"Authorization": "Bearer " + fresh["accessToken"]}, expect=(204,))
+                        with lock:
+                            counts["sign-out"] = counts.get("sign-out", 0) + 1
                 elif kind == "refresh":
                     session = sessions.pop(rng.randrange(len(sessions)))
                     sessions.append(client.call("POST", "/v1/sessions/refresh", {"refreshToken": session["refreshToken"]})["session"])
@@ -161,14 +171,24 @@ def main(argv):
                 elif kind == "parse":
                     sub = f"soak.{RUN}.parse.{index}.{rng.randrange(50)}"
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
-                    client.call("POST", "/parse/users", {"authData": {"apple": {"id": sub, "token": token}}},
-                                headers={"X-Parse-Application-Id": "soak"}, expect=(200, 201))
+                    user = client.call("POST", "/parse/users", {"authData": {"apple": {"id": sub, "token": token}}},
+                                       headers={"X-Parse-Application-Id": "soak"}, expect=(200, 201))
+                    parse_sessions.append(user["sessionToken"])
+                    if len(parse_sessions) > 12:
+                        client.call("POST", "/parse/logout", {}, expect=(200,), headers={
+                            "X-Parse-Application-Id": "soak", "X-Parse-Session-Token": parse_sessions.pop(0)})
+                elif firebase_tokens and rng.random() < 0.8:
+                    # A Firebase app mostly refreshes its ID token; it signs in again now and then.
+                    kind = "firebase-refresh"
+                    client.call("POST", "/securetoken.googleapis.com/v1/token?key=soak",
+                                {"grantType": "refresh_token", "refreshToken": rng.choice(firebase_tokens)})
                 else:
                     sub = f"soak.{RUN}.firebase.{index}.{rng.randrange(50)}"
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
-                    client.call("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp?key=soak",
-                                {"postBody": f"providerId=apple.com&id_token={token}", "requestUri": "http://localhost",
-                                 "returnSecureToken": True})
+                    signed = client.call("POST", "/identitytoolkit.googleapis.com/v1/accounts:signInWithIdp?key=soak",
+                                         {"postBody": f"providerId=apple.com&id_token={token}", "requestUri": "http://localhost",
+                                          "returnSecureToken": True})
+                    firebase_tokens = (firebase_tokens + [signed["refreshToken"]])[-50:]
                 with lock:
                     counts[kind] = counts.get(kind, 0) + 1
             except Failure as failure:
@@ -199,6 +219,7 @@ def main(argv):
           f"{events} events, {Receiver.delivered} webhook deliveries")
     print(f"soak: start {first}")
     print(f"soak: end   {last}")
+    print("soak: resident MB every %d s: %s" % (SAMPLE, " ".join(str(entry["rss_mb"]) for entry in samples)))
     problems = list(errors[:5])
     if last["rss_mb"] > max(first["rss_mb"] * 1.5, first["rss_mb"] + 40):
         problems.append(f"memory grew from {first['rss_mb']} to {last['rss_mb']} MB")

@@ -113,7 +113,7 @@ extension DevIdentityProvider {
         let key = try! PrivateKey.generate(.ecP256)
         let file = FileManager.default.temporaryDirectory
             .appendingPathComponent("tether-dev-apple-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8)).p8").path
-        FileManager.default.createFile(atPath: file, contents: Data(try! key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: file, contents: Data(try! key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
         return ("DEVTEAM001", "DEVKEY0001", key, file)
     }()
 

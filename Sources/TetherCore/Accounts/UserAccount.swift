@@ -59,6 +59,7 @@ public struct UserAccount: Sendable, Hashable {
     /// Linked identities by provider (`password` included).
     public private(set) var identities: [String: Identity] = [:]
     public private(set) var passwordHash: String?
+    /// Live sessions by id (an ended one leaves the state: see `SessionEnded`).
     public private(set) var sessions: [UUID: Session] = [:]
     /// Second factors, recovery codes and open challenges.
     public private(set) var mfa = MFAState()
@@ -145,10 +146,12 @@ public struct UserAccount: Sendable, Hashable {
             sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash
             sessions[payload.sessionId]?.generation = payload.generation
         case .sessionEnded(let payload):
-            sessions[payload.sessionId]?.isActive = false
+            // An ended session decides nothing any more (its secrets are refused like unknown ones): the
+            // state keeps live sessions only, so a user who signs in often does not grow it for good.
+            sessions[payload.sessionId] = nil
         case .sessionsRevoked(let payload):
             validSince = payload.validSince
-            for id in sessions.keys { sessions[id]?.isActive = false }
+            sessions = [:]
         case .userDisabled:
             isDisabled = true
         case .userEnabled:
@@ -162,7 +165,7 @@ public struct UserAccount: Sendable, Hashable {
             photoURL = nil
             identities = [:]
             passwordHash = nil
-            for id in sessions.keys { sessions[id]?.isActive = false }
+            sessions = [:]
             mfa = MFAState()
             customClaims = nil
             emailCodes = [:]
