@@ -3,18 +3,24 @@
 -- request is one command and counts once (link=N unlink=N say how many of each succeeded).
 -- Each thread owns a disjoint slice of the users and sends at most one request per user at
 -- a time; the request's X-Request-Id names the user. A user whose request failed is not
--- used again (lost=N). Arguments: USERS_FILE ("<access token> <Facebook token>" a line) THREADS.
+-- used again (lost=N). Unlinking revokes the Facebook token at the provider, so each link uses the
+-- user's next token; a user out of tokens stops (exhausted=N). Arguments: USERS_FILE ("<access token>
+-- <Facebook token> ..." a line) THREADS.
 dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") .. "common.lua")
 
 function init(args)
-  links, unlinks, linked = {}, {}, {}
+  links, unlinks, linked, next_token = {}, {}, {}, {}
   sessions_init("link")
   for index, line in ipairs(my_lines(args[1], tonumber(args[2]))) do
-    local access, facebook = line:match("^(%S+) (%S+)$")
+    local access, rest = line:match("^(%S+) (.+)$")
     local id = prefix .. index
-    links[index] = wrk.format("POST", "/v1/users/me/identities",
-      { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. access, ["X-Request-Id"] = id },
-      '{"provider":"facebook","credential":{"accessToken":"' .. facebook .. '"}}')
+    links[index] = {}
+    for facebook in rest:gmatch("%S+") do
+      table.insert(links[index], wrk.format("POST", "/v1/users/me/identities",
+        { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. access, ["X-Request-Id"] = id },
+        '{"provider":"facebook","credential":{"accessToken":"' .. facebook .. '"}}'))
+    end
+    next_token[index] = 1
     unlinks[index] = wrk.format("DELETE", "/v1/users/me/identities/facebook",
       { ["Authorization"] = "Bearer " .. access, ["X-Request-Id"] = id })
     linked[index] = false
@@ -28,7 +34,13 @@ function request()
     bump("starved")
     return wrk.format("DELETE", "/v1/users/me/identities/facebook")
   end
-  return linked[index] and unlinks[index] or links[index]
+  if linked[index] then return unlinks[index] end
+  local link = links[index][next_token[index]]
+  if not link then
+    bump("exhausted")
+    return wrk.format("DELETE", "/v1/users/me/identities/facebook")
+  end
+  return link
 end
 
 function response(status, headers, body)
@@ -39,6 +51,7 @@ function response(status, headers, body)
   if not index then return end
   if succeeded then
     bump(linked[index] and "unlink" or "link")
+    if not linked[index] then next_token[index] = next_token[index] + 1 end
     linked[index] = not linked[index]
   end
   session_settle(index, succeeded)

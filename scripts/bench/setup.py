@@ -8,7 +8,7 @@
           refresh_tokens.txt  the refresh token of that first sign-in's session, one a line
         For each link user: an Apple sign-in plus a classic Facebook access token of the
         dev identity provider's Graph API. Writes:
-          link_users.txt      "<access token> <Facebook access token>" a line
+          link_users.txt      "<access token> <Facebook access token> ..." a line (one token per link)
 
     setup.py signup BASE OUT_DIR COUNT
         Mints COUNT identity tokens of Apple users Tether has never seen. Writes:
@@ -38,6 +38,7 @@ import time
 import urllib.parse
 
 WORKERS = 8
+LINK_TOKENS = 24  # Facebook tokens a link user has: one per link (a user out of them stops: "exhausted")
 RUN = secrets.token_hex(4)  # keeps subjects and emails unique if the dev keys or a database are reused
 
 
@@ -123,12 +124,15 @@ def users(client, out, sign_in_users, link_users):
 
     def linker(index):
         session = sign_in(client, apple_token(client, "link", index))
-        facebook = client.post(
+        # Unlinking Facebook revokes the app's permissions, and with them every token of that Facebook user:
+        # each link takes a token of another Facebook user of its own.
+        run = RUN[:4].translate(str.maketrans('abcdef', '123456'))
+        facebook = [client.post(
             "/dev-idp/facebook/access-token",
-            {"userId": f"9{index:08d}{RUN[:4].translate(str.maketrans('abcdef', '123456'))}", "email": f"fb{index}.{RUN}@bench.example"},
+            {"userId": f"9{index:05d}{link:03d}{run}", "email": f"fb{index}.{link}.{RUN}@bench.example"},
             expect={200},
-        )
-        return session["accessToken"] + " " + facebook["accessToken"]
+        )["accessToken"] for link in range(LINK_TOKENS)]
+        return session["accessToken"] + " " + " ".join(facebook)
 
     write_lines(os.path.join(out, "link_users.txt"), parallel(linker, link_users))
 
