@@ -81,7 +81,7 @@ public final class TetherService: Sendable {
         let pendingCredentials = MFAPendingCredentials(keys: signingKeys)
         commands = AccountCommands(
             accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials,
-            passwords: passwordVerifier)
+            passwords: passwordVerifier, revalidation: revalidation)
         let smsSender = sms ?? configuration.smsSender()
         emailFlows = EmailFlows(
             commands: commands, mail: mail ?? configuration.mailSender(), publicURL: configuration.publicURL, development: development,
@@ -91,7 +91,7 @@ public final class TetherService: Sendable {
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
-            sms: smsSender, email: emailFlows, revalidation: revalidation
+            sms: smsSender, email: emailFlows
         ).register(on: &router)
         let adminKeys = AdminKeyStore(database: database)
         if let appID = configuration.parseAppID {
@@ -107,7 +107,7 @@ public final class TetherService: Sendable {
             firebaseIDTokens = idTokens
             FirebaseRoutes(
                 projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
-                emailFlows: emailFlows, acceptsOwner: development, revalidation: revalidation
+                emailFlows: emailFlows, acceptsOwner: development
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil

@@ -147,12 +147,8 @@ struct FacebookGraph: Sendable {
 
     /// `base/path?query`, every query value percent-encoded beyond the unreserved set.
     static func url(_ base: URL, path: String, query: [(String, String)]) -> URL {
-        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        let encoded = query.map { name, value in
-            "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")"
-        }
         var text = base.absoluteString
         if !text.hasSuffix("/") { text += "/" }
-        return URL(string: text + path + "?" + encoded.joined(separator: "&"))!
+        return URL(string: text + path + "?" + formEncoded(query.map { ($0.0, $0.1) }))!
     }
 }

@@ -156,7 +156,7 @@ public final class AppleGrantClient: Sendable {
         var form = fields
         form["client_id"] = clientID
         form["client_secret"] = secret
-        let body = Array(Self.formEncoded(form).utf8)
+        let body = Array(formEncoded(form.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }).utf8)
         do {
             let response = try await httpClient.post(
                 url: url, headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
@@ -166,13 +166,6 @@ public final class AppleGrantClient: Sendable {
         } catch {
             return .failure("\(url.host ?? "Apple"): \(error)")
         }
-    }
-
-    static func formEncoded(_ fields: [String: String]) -> String {
-        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        return fields.sorted { $0.key < $1.key }.map { name, value in
-            "\(name)=\(value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")"
-        }.joined(separator: "&")
     }
 
     private static func errorCode(_ body: JOSEObject) -> String? {

@@ -8,3 +8,10 @@ extension URL {
         return url
     }
 }
+
+/// `name=value&…` with every value percent-encoded beyond RFC 3986's unreserved characters (as
+/// `encodeURIComponent` does): query strings and `application/x-www-form-urlencoded` bodies.
+public func formEncoded(_ fields: [(name: String, value: String)]) -> String {
+    let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    return fields.map { "\($0.name)=\($0.value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }.joined(separator: "&")
+}

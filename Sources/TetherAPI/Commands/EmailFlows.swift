@@ -368,9 +368,7 @@ public struct EmailFlows: Sendable {
         case .undoEmailChange: "undo-email-change"
         }
         func query(_ items: [(String, String)]) -> String {
-            // Everything but RFC 3986's unreserved characters is escaped, as `encodeURIComponent` does.
-            let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-            return items.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }.joined(separator: "&")
+            formEncoded(items.map { ($0.0, $0.1) })
         }
         switch (request.style, purpose) {
         case (.parse(let appID), .passwordReset):

@@ -81,11 +81,14 @@ public struct AccountCommands: Sendable {
     let limits: SignInLimits
     let pendingCredentials: MFAPendingCredentials
     let passwords: PasswordVerifier
+    /// The provider-grant check a refresh makes now and then.
+    let revalidation: GrantRevalidation?
 
     public init(
         accounts: AccountService, identities: (any IdentityVerification)?, limits: SignInLimits,
-        pendingCredentials: MFAPendingCredentials, passwords: PasswordVerifier
+        pendingCredentials: MFAPendingCredentials, passwords: PasswordVerifier, revalidation: GrantRevalidation? = nil
     ) {
+        self.revalidation = revalidation
         self.accounts = accounts
         self.identities = identities
         self.limits = limits
@@ -285,6 +288,27 @@ public struct AccountCommands: Sendable {
         }
         guard let account = outcome.account else { throw AccountError.notFound }
         return .signedIn(account: account, isNewUser: outcome.isNewUser)
+    }
+
+    /// Rotates a `/v1` refresh token (``AccountService/refresh(presentedHash:newHash:presentedJKT:kind:context:)``),
+    /// then checks the provider grant behind the session when it is due (``GrantRevalidation``): a grant
+    /// the provider ended refuses the refresh with `invalid_token`.
+    public func refresh(
+        presentedHash: String, newHash: String, presentedJKT: String?, context: CommandContext
+    ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount) {
+        let rotated = try await accounts.refresh(presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT, context: context)
+        try await revalidation?.check(rotated.account, session: rotated.sessionId, context: context)
+        return rotated
+    }
+
+    /// The live session of a secret that does not rotate (``AccountService/liveSession(secretHash:kind:)``), its
+    /// provider grant checked when due, like ``refresh(presentedHash:newHash:presentedJKT:context:)``.
+    public func liveSession(
+        secretHash: String, kind: SessionSecretKind, context: CommandContext
+    ) async throws -> (account: UserAccount, session: UserAccount.Session) {
+        let live = try await accounts.liveSession(secretHash: secretHash, kind: kind)
+        try await revalidation?.check(live.account, session: live.session.id, context: context)
+        return live
     }
 
     /// Verifies `credential` with the configured identity providers.

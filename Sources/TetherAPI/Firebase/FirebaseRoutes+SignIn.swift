@@ -233,14 +233,11 @@ extension FirebaseRoutes {
         guard FirebaseTokenFormat.format.isWellFormed(presented) else { throw FirebaseError.tokenExpired }
         let (account, session): (UserAccount, UserAccount.Session)
         do {
-            (account, session) = try await accounts.liveSession(secretHash: FirebaseTokenFormat().hash(presented), kind: .firebaseTokens)
+            // A session whose provider ended the grant is refused like an ended one: the SDK signs out.
+            (account, session) = try await commands.liveSession(
+                secretHash: FirebaseTokenFormat().hash(presented), kind: .firebaseTokens, context: context(request))
         } catch let error as AccountError where error.reason == .invalidToken {
             throw FirebaseError.tokenExpired
-        }
-        do {
-            try await revalidation?.check(account, session: session.id, context: context(request, user: account.id))
-        } catch let error as AccountError where error.reason == .invalidToken {
-            throw FirebaseError.tokenExpired // the provider ended the grant: the SDK signs out
         }
         let idToken = try await idTokens.issue(
             account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime,

@@ -28,17 +28,14 @@ public struct FirebaseRoutes: Sendable {
     /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
     /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
-    /// The provider-grant check a refresh makes now and then.
-    let revalidation: GrantRevalidation?
     static let surface = "firebase"
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
 
     public init(
         projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, sms: (any SMSSender)?,
-        emailFlows: EmailFlows, acceptsOwner: Bool, revalidation: GrantRevalidation? = nil
+        emailFlows: EmailFlows, acceptsOwner: Bool
     ) {
-        self.revalidation = revalidation
         self.emailFlows = emailFlows
         self.sms = sms
         self.projectID = projectID

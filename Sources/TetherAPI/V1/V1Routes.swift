@@ -34,15 +34,12 @@ public struct V1Routes: Sendable {
     let sms: (any SMSSender)?
     /// Password reset, verification and email change.
     let email: EmailFlows
-    /// The provider-grant check a refresh makes now and then.
-    let revalidation: GrantRevalidation?
 
     public init(
         commands: AccountCommands, issuer: AccessTokenIssuer, verifier: AccessTokenVerifier, dpop: DPoPBinding,
-        sms: (any SMSSender)?, email: EmailFlows, revalidation: GrantRevalidation? = nil
+        sms: (any SMSSender)?, email: EmailFlows
     ) {
         self.email = email
-        self.revalidation = revalidation
         self.commands = commands
         self.accounts = commands.accounts
         self.issuer = issuer
@@ -154,11 +151,9 @@ public struct V1Routes: Sendable {
         guard RefreshTokens.isWellFormed(body.refreshToken) else { throw AccountError.invalidToken }
         let presentedJKT = try await proofKey(of: request)
         let next = RefreshTokens.generate()
-        let commandContext = context(request, nil)
-        let rotated = try await accounts.refresh(
+        let rotated = try await commands.refresh(
             presentedHash: RefreshTokens.hash(body.refreshToken), newHash: RefreshTokens.hash(next), presentedJKT: presentedJKT,
-            context: commandContext)
-        try await revalidation?.check(rotated.account, session: rotated.sessionId, context: commandContext)
+            context: context(request, nil))
         let access = try await issuer.issue(
             userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr, jkt: rotated.jkt)
         let session = SessionBody(
