@@ -157,6 +157,14 @@ public final class TetherService: Sendable {
         try server.start() // the server logs "listening" with its address
         webhooks.start()
         providerCalls.start()
+        commands.limits.startFlushingTallies(logger: logger)
+    }
+
+    /// Records the closed minutes of the tallies of refused sign-ins about no known account as
+    /// `SignInFailuresCounted` events now (the server does it every 30 s); answers how many it appended.
+    @discardableResult
+    public func flushSignInFailureTallies() async throws -> Int {
+        try await commands.limits.flushTallies()
     }
 
     /// Stops accepting, lets in-flight requests finish, then closes the pool.
@@ -166,6 +174,7 @@ public final class TetherService: Sendable {
         await emailFlows.finishSending()
         await webhooks.stop()
         await providerCalls.stop()
+        await commands.limits.stopFlushingTallies()
         database.shutdown()
     }
 }

@@ -15,7 +15,8 @@ public enum ExpiringKeys {
         /// The email, provider uid and free text of an admin's user search (`AdminUsersSearched`).
         case searchTerms = "search-terms"
         /// The client address and user agent of a failed or throttled sign-in for an account no one
-        /// holds, and the hash that names its stream.
+        /// holds, and the hash that names its stream. No longer written (such refusals are only counted,
+        /// `026_sign_in_failure_tallies.sql`); logs from before keep reading until their keys expire.
         case signInFailures = "sign-in-failures"
     }
 

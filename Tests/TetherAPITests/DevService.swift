@@ -174,6 +174,18 @@ struct DevService: Sendable {
         return try rows[0].decode("n")
     }
 
+    /// Refused sign-ins of no known account (`kind` `failed` or `throttled`) counted so far, whether their
+    /// minute is still in the tallies or already recorded as a `SignInFailuresCounted` event (one snapshot).
+    func tallied(_ kind: String, detail: String? = nil) async throws -> Int {
+        try await admin.query("""
+            SELECT ((SELECT coalesce(sum(count), 0) FROM sign_in_failure_tallies
+                     WHERE kind = \(kind) AND (\(detail)::text IS NULL OR detail = \(detail)))
+                  + (SELECT coalesce(sum((c->>'count')::bigint), 0)
+                     FROM events e, jsonb_array_elements(e.data->'counts') c
+                     WHERE e.type = 'SignInFailuresCounted' AND c->>'kind' = \(kind) AND (\(detail)::text IS NULL OR c->>'detail' = \(detail))))::int AS n
+            """)[0].decode("n")
+    }
+
     /// Every event in the log.
     func totalEvents() async throws -> Int {
         await service.emailFlows.finishSending()

@@ -250,7 +250,7 @@ struct V1SessionsTests {
             _ = try await app.signIn(app.password("zoe@example.com", "the right one"))
 
             #expect(try await app.eventCount("SignInFailed", userId: userId) == 3, "failures show in the user's history")
-            #expect(try await app.eventCount("SignInThrottled") == 1, "a throttled window is recorded once")
+            #expect(try await app.tallied("throttled", detail: "account") == 2, "throttled attempts are counted, not logged one by one")
 
             // The client address is limited too: other accounts from it are refused as well.
             let stranger = try await app.signIn(try await app.apple("apple-after-limit"))
@@ -261,11 +261,19 @@ struct V1SessionsTests {
     @Test func aFailedSignInOfAnUnknownAccountKeepsNoEmail() async throws {
         try await DevService.run { app in
             #expect(try await app.signIn(app.password("nobody-here@example.com", "a guess")).status == 401)
-            let rows = try await app.admin.query("SELECT data::text AS data, stream, user_id FROM events WHERE type = 'SignInFailed'")
+            #expect(try await app.totalEvents() == 0, "a refusal about no one is counted, not logged")
+            #expect(try await app.tallied("failed", detail: "invalid_credential") == 1)
+            #expect(try await app.service.flushSignInFailureTallies() == 0, "the minute is still open")
+            // Once its minute has closed, the count becomes one event, which names no one either.
+            try await app.admin.query("UPDATE sign_in_failure_tallies SET minute = minute - interval '1 day'")
+            #expect(try await app.service.flushSignInFailureTallies() == 1)
+            let rows = try await app.admin.query("SELECT data::text AS data, stream, user_id FROM events")
             #expect(rows.count == 1)
             #expect(try !rows[0].decode("data", as: String.self).contains("nobody-here"))
-            #expect(try !rows[0].decode("stream", as: String.self).contains("nobody-here"))
+            #expect(try rows[0].decode("stream", as: String.self) == "sign-in-failures-counted")
             #expect(try rows[0].decode("user_id", as: UUID?.self) == nil)
+            #expect(try await app.tallied("failed", detail: "invalid_credential") == 1, "counted once, in the event")
+            #expect(try await app.admin.query("SELECT 1 FROM sign_in_failure_tallies").isEmpty)
         }
     }
 

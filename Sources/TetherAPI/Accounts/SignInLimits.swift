@@ -4,14 +4,17 @@ import TetherCrypto
 import TetherHTTP
 import TetherPostgres
 
-/// Limits failed sign-ins per client address and per password account, and records them as events.
+/// Limits failed sign-ins per client address and per password account, and records them.
 ///
-/// Every failed sign-in is a `SignInFailed` event, so support staff see why a
-/// user could not get in; the limits count the short-lived operational table
-/// `sign_in_attempts` (`011_sign_in_attempts.sql`), not the log, so the record of
-/// a known account's failure can be sealed like the rest of its data. A refused
-/// attempt is 429 `rate_limited` with `Retry-After`, recorded once per window as
-/// `SignInThrottled`.
+/// A failed sign-in of a known account is a `SignInFailed` event in that account's history, so
+/// support staff see why the user could not get in (the account's limit bounds how many).
+/// A failure that concerns no known account (a forged or garbled token, a guess at an email
+/// nobody holds) and every throttled attempt is only counted, per minute, provider and reason
+/// (`026_sign_in_failure_tallies.sql`); each closed minute becomes one `SignInFailuresCounted`
+/// event, so no volume of forged sign-ins grows the log by more than an event a minute.
+/// The limits count the short-lived operational table `sign_in_attempts`
+/// (`011_sign_in_attempts.sql`), not the log. A refused attempt is 429 `rate_limited` with
+/// `Retry-After`.
 ///
 /// Per identity, only password sign-ins count: a password can be guessed, a
 /// signed provider token cannot, and counting by the unverified subject of a
@@ -34,6 +37,10 @@ public struct SignInLimits: Sendable {
     let configuration: Configuration
     /// When rows of every key that left the window were last deleted (each check deletes its own keys' rows).
     private let sweep = PurgeSchedule()
+    /// Turns closed minutes of the tallies into events while the server runs.
+    private let tallies = BackgroundLoop()
+    /// The stream of ``flushTallies()``'s events.
+    static let talliesStream = StreamName("sign-in-failures-counted")
 
     public init(database: PostgresClient, configuration: Configuration = Configuration()) {
         self.database = database
@@ -62,14 +69,6 @@ public struct SignInLimits: Sendable {
             // An IPv6 client counts as its /64: one subscriber holds the whole of it.
             if let ip = metadata.clientIP { keys.append(("ip:" + IPAddressRange.limitKey(for: ip), "client address")) }
             return keys
-        }
-
-        /// The stream a failure of an unknown account goes to: named by a hash under today's key of
-        /// failed sign-ins (never by the email or address itself), which links the day's records of one
-        /// account or address only while the key lives (``ExpiringKeys``).
-        func anonymousStream(keyedWith key: ExpiringKeys.Key?) -> StreamName {
-            guard let key else { return StreamName("sign-in-failures-unlinked") }
-            return StreamName("sign-in-failures-" + ExpiringKeys.digest(email.map { "password:" + $0 } ?? "ip:" + (metadata.clientIP ?? "unknown"), key: key))
         }
 
         static func digest(_ text: String) -> String {
@@ -160,42 +159,115 @@ public struct SignInLimits: Sendable {
     /// Counts a failed sign-in against its keys and records it (`reason` is the problem code it was answered with).
     ///
     /// The record goes to the account's history when the account is known, in a stream named
-    /// by its id and sealed with its key like everything else about it; a failure against an
-    /// unknown account keeps neither the typed email nor any link to a person.
-    /// A failure against an unknown account is sealed with today's key of failed sign-ins, and reads as
-    /// erased once that key is gone (30 days): what the limits need stays in `sign_in_attempts`, whose
+    /// by its id and sealed with its key like everything else about it. A failure against an
+    /// unknown account keeps neither the typed email, the address nor any link to a person: it is
+    /// one more in its minute's tally. What the limits need stays in `sign_in_attempts`, whose
     /// rows are deleted once they leave the window.
     public func recordFailure(_ attempt: Attempt, reason: String) async throws {
-        for key in attempt.keys {
-            try await database.query("INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \(key.key), 'failure')")
-        }
-        if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
-            try await database.query("""
-                DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(configuration.windowSeconds))
-                """)
-        }
         var userId: UUID?
         if let uid = attempt.verifiedUID ?? attempt.email {
             userId = try await database.query("""
                 SELECT user_id FROM identities WHERE provider = \(attempt.provider) AND provider_uid = \(uid)
                 """).first?.decode("user_id")
         }
-        let payload = Failure(
-            provider: attempt.provider, reason: reason, personal: PersonalData(email: userId == nil ? nil : attempt.email))
+        var writes: [PostgresQuery] = attempt.keys.map {
+            "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \($0.key), 'failure')"
+        }
+        if userId == nil { writes.append(Self.tally("failed", provider: attempt.provider, detail: reason)) }
+        if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
+            writes.append("DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(configuration.windowSeconds))")
+        }
+        if !writes.isEmpty {
+            _ = try await database.withTransactionJob { [writes] in try $0.runAlone(writes) }
+        }
+        guard let userId else { return }
+        let payload = Failure(provider: attempt.provider, reason: reason, personal: PersonalData(email: attempt.email))
         try await record(type: "SignInFailed", payload, of: attempt, about: userId)
+    }
+
+    /// Adds one to the current minute's tally of `kind` (`failed` or `throttled`), `provider` and `detail`.
+    private static func tally(_ kind: String, provider: String, detail: String) -> PostgresQuery {
+        """
+        INSERT INTO sign_in_failure_tallies (minute, kind, provider, detail, count)
+        VALUES (date_trunc('minute', now()), \(kind), \(provider), \(detail), 1)
+        ON CONFLICT (minute, kind, provider, detail) DO UPDATE SET count = sign_in_failure_tallies.count + 1
+        """
+    }
+
+    /// Appends one `SignInFailuresCounted` event for each minute of the tallies that has closed (five
+    /// seconds ago, so a transaction that began in it has ended) and deletes its rows, in one
+    /// transaction: of instances flushing at once, each row goes to exactly one event. Answers how
+    /// many events it appended.
+    @discardableResult
+    public func flushTallies() async throws -> Int {
+        try await database.withTransaction { connection in
+            let rows = try await connection.query("""
+                DELETE FROM sign_in_failure_tallies WHERE minute < date_trunc('minute', now() - interval '5 seconds')
+                RETURNING to_char(minute AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS minute, kind, provider, detail, count
+                """)
+            var minutes: [String: Counted] = [:]
+            for row in rows {
+                let minute: String = try row.decode("minute")
+                let count = Counted.Count(
+                    kind: try row.decode("kind"), provider: try row.decode("provider"), detail: try row.decode("detail"),
+                    count: try row.decode("count"))
+                minutes[minute, default: Counted(minute: minute, seconds: 60, total: 0, counts: [])].add(count)
+            }
+            let events = try minutes.keys.sorted().map { minute in
+                var counted = minutes[minute]!
+                counted.counts.sort { ($0.kind, $0.provider, $0.detail) < ($1.kind, $1.provider, $1.detail) }
+                return NewEvent(type: "SignInFailuresCounted", data: try PostgresJSON(encoding: counted).data, userId: nil)
+            }
+            guard !events.isEmpty else { return 0 }
+            for lock in PostgresEventStore.lockStatements(for: Self.talliesStream, events: events) {
+                try await connection.query(lock)
+            }
+            try await PostgresEventStore(client: database).append(
+                events, to: Self.talliesStream, expected: .any,
+                metadata: EventMetadata(actor: .system("sign-in limits"), surface: "system"), on: connection)
+            return events.count
+        }
+    }
+
+    /// Flushes the tallies every `interval` while the server runs (every instance: ``flushTallies()`` is safe to race).
+    func startFlushingTallies(every interval: Duration = .seconds(30), logger: Logger) {
+        tallies.start(idle: interval, logger: logger, name: "sign-in failure tallies") { [self] in
+            try await flushTallies()
+            return false
+        }
+    }
+
+    /// Stops the flushing loop, then flushes the minutes that have closed.
+    func stopFlushingTallies() async {
+        await tallies.stop()
+        _ = try? await flushTallies()
+    }
+
+    /// A minute's tally, as its event records it.
+    private struct Counted: Encodable {
+        struct Count: Encodable {
+            var kind: String
+            var provider: String
+            var detail: String
+            var count: Int
+        }
+
+        /// The minute's start (UTC).
+        var minute: String
+        var seconds: Int
+        var total: Int
+        var counts: [Count]
+
+        mutating func add(_ count: Count) {
+            counts.append(count)
+            total += count.count
+        }
     }
 
     private struct Failure: Encodable {
         var provider: String
         var reason: String
         var personal: PersonalData
-    }
-
-    private struct Throttled: Encodable {
-        var provider: String
-        /// `client address` or `account`.
-        var scope: String
-        var retryAfterSeconds: Int
     }
 
     /// Deletes the rows of `key` that have left the window (short-lived operational records, not the log).
@@ -256,46 +328,24 @@ public struct SignInLimits: Sendable {
         try await refuse(attempt, scope: refusal.scope, retryAfter: refusal.retryAfter)
     }
 
-    /// Answers 429, recording the throttled window once as `SignInThrottled`.
+    /// Answers 429, counting the refusal in its minute's tally.
     private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
-        try await record(
-            type: "SignInThrottled", Throttled(provider: attempt.provider, scope: scope, retryAfterSeconds: retryAfter),
-            of: attempt, about: nil, unlessRecordedWithin: configuration.windowSeconds)
+        _ = try? await database.query(Self.tally("throttled", provider: attempt.provider, detail: scope))
         throw AccountError.rateLimited(
             retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
     }
 
-    /// Appends a record of `attempt`, in one transaction: to the failures stream of the user `userId`
-    /// names (sealed with their key), or else to the stream of ``Attempt/anonymousStream(keyedWith:)``,
-    /// sealed with today's key of failed sign-ins. With `window`, not when a record of `type` is in
-    /// that stream from the last `window` seconds.
-    private func record(
-        type: String, _ payload: some Encodable, of attempt: Attempt, about userId: UUID?, unlessRecordedWithin window: Int? = nil
-    ) async throws {
+    /// Appends a record of `attempt` to the failures stream of the user `userId` names (sealed with their key).
+    private func record(type: String, _ payload: some Encodable, of attempt: Attempt, about userId: UUID) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
-        let store = PostgresEventStore(client: database)
+        let stream = StreamName("sign-in-failures-user-" + userId.lowercasedText)
         try await database.withTransaction { [database] connection in
-            var expiring: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:]
-            let stream: StreamName
-            if let userId {
-                stream = StreamName("sign-in-failures-user-" + userId.lowercasedText)
-            } else {
-                let key = try await ExpiringKeys.key(.signInFailures, on: connection, masterKeys: database.configuration.masterKeys)
-                expiring[.signInFailures] = key
-                stream = attempt.anonymousStream(keyedWith: key)
-            }
             // One stream's records are appended in turn, so parallel failures never race for a version;
             // a record about a user also waits for that user's lock (PostgresEventStore.lockStatements).
             for lock in PostgresEventStore.lockStatements(for: stream, events: [event]) {
                 try await connection.query(lock)
             }
-            if let window, !(try await connection.query("""
-                SELECT 1 FROM events WHERE stream = \(stream.rawValue) AND type = \(type)
-                  AND occurred_at > now() - make_interval(secs => \(window)) LIMIT 1
-                """)).isEmpty {
-                return
-            }
-            try await store.append([event], to: stream, expected: .any, metadata: attempt.metadata, expiringKeys: expiring, on: connection)
+            try await PostgresEventStore(client: database).append([event], to: stream, expected: .any, metadata: attempt.metadata, on: connection)
         }
     }
 }

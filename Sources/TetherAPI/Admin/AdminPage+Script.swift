@@ -23,7 +23,7 @@ extension AdminPage {
             { id: "identity", label: "Identities", types: ["IdentityLinked", "IdentityUnlinked"] },
             { id: "mfa", label: "MFA", prefix: "MFA" },
             { id: "support", label: "Support", prefix: "Admin" },
-            { id: "failure", label: "Failures", types: ["SignInFailed", "SignInThrottled", "MFACodeRejected", "MFACodeDeliveryFailed"] },
+            { id: "failure", label: "Failures", types: ["SignInFailed", "SignInThrottled", "SignInFailuresCounted", "MFACodeRejected", "MFACodeDeliveryFailed"] },
           ];
 
           const ACTIONS = {

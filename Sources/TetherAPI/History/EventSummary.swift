@@ -96,6 +96,8 @@ public struct EventSummary: Sendable, Hashable {
             text = "admin key revoked"
         case "SignInFailed":
             text = "sign-in with \(payload["provider"]) refused (\(payload["reason"]))"
+        case "SignInFailuresCounted":
+            text = "\(payload["total"]) sign-ins of no known account refused or throttled in the minute from \(payload["minute"])"
         case "SignInThrottled":
             text = "sign-ins from this \(payload["scope"]) refused for \(payload["retryAfterSeconds"]) s after repeated failures"
         case "MFAFactorEnrolled":

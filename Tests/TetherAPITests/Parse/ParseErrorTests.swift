@@ -74,7 +74,7 @@ struct ParseErrorTests {
             #expect(facebook.text == #"{"code":101,"error":"Facebook auth is invalid for this user."}"#)
             #expect(try await parse.accountEvents() == 0)
             // The refused tokens count against the client's limits, as on /v1.
-            #expect(try await parse.app.eventCount("SignInFailed") == 2)
+            #expect(try await parse.app.tallied("failed") == 2)
         }
     }
 

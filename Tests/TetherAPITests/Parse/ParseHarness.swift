@@ -17,7 +17,7 @@ struct ParseApp: Sendable {
     }
 
     /// Events in users' streams: what a refused request must not add to (refused credentials are recorded
-    /// apart, as `SignInFailed`, for the limits and support staff).
+    /// apart: counted for the limits, and as `SignInFailed` in the history of a known account).
     func accountEvents() async throws -> Int {
         try await app.admin.query("SELECT count(*)::int AS n FROM events WHERE stream LIKE 'user-%'")[0].decode("n")
     }

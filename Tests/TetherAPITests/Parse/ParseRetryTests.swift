@@ -58,9 +58,10 @@ struct ParseRetryTests {
             let refusalId = UUID().uuidString
             let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: refusalId), json: bad)
             #expect(refused.code == 101)
-            let failures = try await parse.app.eventCount("SignInFailed")
+            let failures = try await parse.app.tallied("failed")
+            #expect(failures == 1, "the refused token is counted")
             #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: refusalId), json: bad).text == refused.text)
-            #expect(try await parse.app.eventCount("SignInFailed") == failures)
+            #expect(try await parse.app.tallied("failed") == failures)
         }
     }
 }
