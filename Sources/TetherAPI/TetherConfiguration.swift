@@ -104,6 +104,8 @@ public struct TetherConfiguration: Sendable {
     public var maxConnectionsPerAddress: Int
     /// `TETHER_IDLE_TIMEOUT`: how long a connection may stay silent, mid-request or between requests.
     public var idleTimeout: TimeInterval
+    /// `TETHER_DATABASE_READ_URL`: a standby for support reads and the event feed; nil sends every read to the primary.
+    public var databaseReadURL: String?
     /// `TETHER_DATABASE_STATEMENT_TIMEOUT`: the server pool's `statement_timeout`, below the 30 s request deadline.
     public var databaseStatementTimeout: TimeInterval
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
@@ -160,6 +162,8 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; more are closed as soon as they are accepted"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
          "connections open at once from one peer address, so idle or slow clients cannot take every place"),
+        ("TETHER_DATABASE_READ_URL", "none (every read on the primary)",
+         "a standby (streaming replica) that answers admin search, user detail, history and the event feed; commands and users' own reads stay on the primary"),
         ("TETHER_DATABASE_STATEMENT_TIMEOUT", "20s",
          "statement_timeout of the server's database connections: a statement stuck behind a lock is cancelled and rolled back, and the request answered 503, within the 30 s deadline"),
         ("TETHER_IDLE_TIMEOUT", "60s", "how long a connection may stay silent, mid-request or between requests, before it is closed"),
@@ -191,6 +195,10 @@ public struct TetherConfiguration: Sendable {
         databaseURL = value("TETHER_DATABASE_URL")
         if let url = databaseURL, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=")) {
             throw Invalid("TETHER_DATABASE_URL", "expected a postgresql:// URL or a key=value connection string")
+        }
+        databaseReadURL = value("TETHER_DATABASE_READ_URL")
+        if let url = databaseReadURL, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=")) {
+            throw Invalid("TETHER_DATABASE_READ_URL", "expected a postgresql:// URL or a key=value connection string")
         }
         let listenText = value("TETHER_LISTEN") ?? "127.0.0.1:8080"
         guard let listen = ListenAddress(parsing: listenText) else {

@@ -34,6 +34,8 @@ public final class TetherService: Sendable {
     public let webhooks: WebhookDeliverer
     /// Works the outbox of calls to providers (revocations) while the server runs.
     public let providerCalls: ProviderCallWorker
+    /// The standby of `TETHER_DATABASE_READ_URL`, when set.
+    public let replica: ReadReplica?
     let logger: Logger
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
@@ -61,6 +63,12 @@ public final class TetherService: Sendable {
         database = PostgresClient(configuration: .init(
             url: databaseURL, maxConnections: 16, role: "tether_service", masterKeys: configuration.masterKeys,
             statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000))))
+        let replica = configuration.databaseReadURL.map { url in
+            ReadReplica(database: PostgresClient(configuration: .init(
+                url: url, maxConnections: 8, role: "tether_service", masterKeys: configuration.masterKeys,
+                statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000)))))
+        }
+        self.replica = replica
         var router = Router()
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)
@@ -120,9 +128,9 @@ public final class TetherService: Sendable {
         providerCalls = ProviderCallWorker(
             accounts: accounts, grants: providerSet?.grants, configuration: providerCallsConfiguration, metrics: metrics, logger: logger)
         AdminRoutes(
-            keys: adminKeys, directory: AdminUserDirectory(database: database),
-            history: UserHistory(database: database, latency: UserHistory.latencyHistogram(in: metrics)),
-            accounts: accounts, webhooks: webhooks
+            keys: adminKeys, directory: AdminUserDirectory(database: replica?.database ?? database),
+            history: UserHistory(database: replica?.database ?? database, latency: UserHistory.latencyHistogram(in: metrics)),
+            accounts: accounts, webhooks: webhooks, replica: replica
         ).register(on: &router)
         ProviderCallbackRoutes(
             accounts: accounts,
@@ -132,7 +140,8 @@ public final class TetherService: Sendable {
         AdminPage().register(on: &router)
         ActionPages(flows: emailFlows).register(on: &router)
         MetricsRoutes(
-            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database)] + metricsCollectors
+            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database)]
+                + (replica.map { [ReplicaMetrics(replica: $0)] } ?? []) + metricsCollectors
         ).register(on: &router)
         if let extraRoutes {
             router.mount("", extraRoutes)
@@ -176,5 +185,6 @@ public final class TetherService: Sendable {
         await providerCalls.stop()
         await commands.limits.stopFlushingTallies()
         database.shutdown()
+        replica?.database.shutdown()
     }
 }

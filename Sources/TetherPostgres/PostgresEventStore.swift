@@ -349,11 +349,18 @@ public struct PostgresEventStore: Sendable {
     /// it (`pg_stat_activity`, whose `backend_xid` every role may see, and `pg_prepared_xacts`): any of
     /// the snapshot's running transactions still running then shows there with its database, and any
     /// that has ended since has committed or aborted, which a later read sees.
+    ///
+    /// On a standby (a read replica) the writers run on the primary, where `pg_stat_activity` cannot
+    /// be seen: the horizon is then the snapshot's `xmin`, the oldest transaction the primary's
+    /// records say is running, in any database.
     public func followingHorizon() async throws -> UInt64 {
         let snapshot = try await client.query("""
-            SELECT pg_snapshot_xmax(s)::text AS xmax, array_to_string(ARRAY(SELECT pg_snapshot_xip(s)), ',') AS running
+            SELECT pg_snapshot_xmax(s)::text AS xmax, array_to_string(ARRAY(SELECT pg_snapshot_xip(s)), ',') AS running,
+                   pg_snapshot_xmin(s)::text AS xmin, pg_is_in_recovery() AS standby
             FROM (SELECT pg_current_snapshot() AS s) AS q
             """)[0]
+        // A snapshot taken during recovery lists no running transactions (it keeps them apart), but its xmin holds.
+        if try snapshot.decode("standby", as: Bool.self) { return try snapshot.decode("xmin") }
         let xmax: UInt64 = try snapshot.decode("xmax")
         let running = try snapshot.decode("running", as: String.self).split(separator: ",").compactMap { UInt64($0) }
         guard !running.isEmpty else { return xmax }

@@ -60,6 +60,10 @@ enum Help {
         TETHER_MAIL_WEBHOOK_URL, which needs TETHER_MAIL_WEBHOOK_SECRET and
         TETHER_PUBLIC_URL (the links' base); without a mail webhook they answer 503
         mail_unavailable.
+
+        With TETHER_DATABASE_READ_URL (a streaming standby), admin search, user detail,
+        history and the event feed are read there; commands and users' own reads stay
+        on TETHER_DATABASE_URL.
         """
 
     static let dev = """

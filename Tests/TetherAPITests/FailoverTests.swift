@@ -24,35 +24,10 @@ struct FailoverTests {
     }
 
     @Test func signInsGo503DuringThePromotionAndEveryAcknowledgedOneSurvives() async throws {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tether-failover-\(UUID().uuidString.prefix(8))")
-        var primary = try LocalPostgresServer(dataDirectory: base.appendingPathComponent("primary"))
-        primary.extraSettings = ["synchronous_commit=on", "wal_level=replica", "max_wal_senders=4"]
-        try primary.start()
-        var standby: LocalPostgresServer?
-        defer {
-            try? standby?.stop()
-            try? primary.stop()
-            try? FileManager.default.removeItem(at: base)
-        }
-        let setup = PostgresClient(url: primary.url, maxConnections: 1)
-        try await setup.query("CREATE DATABASE tether")
-        setup.shutdown()
-        _ = try await MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory())
-            .migrate(PostgresClient.Configuration(url: primary.url(database: "tether"), maxConnections: 1))
-        standby = try primary.makeStandby(at: base.appendingPathComponent("standby"), name: "standby")
-        try standby!.start()
-        let standbyPort = standby!.port
-        // Commits wait for the standby from now on; the test goes on once it streams synchronously.
-        let admin = PostgresClient(url: primary.url, maxConnections: 1)
-        try await admin.query("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
-        try await admin.query("SELECT pg_reload_conf()")
-        var syncing = false
-        for _ in 0..<200 where !syncing {
-            syncing = !(try await admin.query("SELECT 1 FROM pg_stat_replication WHERE application_name = 'standby' AND sync_state = 'sync'")).isEmpty
-            if !syncing { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        admin.shutdown()
-        #expect(syncing, "the standby replicates synchronously")
+        let replicated = try await ReplicatedPostgres.start("failover", synchronous: true)
+        defer { replicated.stop() }
+        let primary = replicated.primary, standby = replicated.standby
+        let standbyPort = standby.port
         let url = "postgresql://postgres@127.0.0.1:\(primary.port),127.0.0.1:\(standbyPort)/tether?target_session_attrs=read-write"
 
         let running = try await RunningService.start(databaseURL: url, values: [:], devIdP: true)
@@ -77,7 +52,7 @@ struct FailoverTests {
         let stopped = ContinuousClock.now
         try primary.stop()
         try await Task.sleep(for: .milliseconds(300))
-        try standby!.promote()
+        try standby.promote()
         let promotedAt = ContinuousClock.now
         try await Task.sleep(for: .milliseconds(1500))
         stop.withLock { $0 = true }

@@ -37,11 +37,16 @@ public struct AdminRoutes: Sendable {
     let feed: EventFeed
     /// The webhook subscriptions, when this server delivers them.
     let webhooks: WebhookStore?
+    /// The standby that answers search, detail, history and the feed, when there is one; `directory`
+    /// and `history` then read on it too.
+    let replica: ReadReplica?
 
     public init(
-        keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService, webhooks: WebhookStore? = nil
+        keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService, webhooks: WebhookStore? = nil,
+        replica: ReadReplica? = nil
     ) {
-        self.feed = EventFeed(store: accounts.store)
+        self.feed = EventFeed(store: replica.map { PostgresEventStore(client: $0.database, upcasters: accounts.store.upcasters) } ?? accounts.store)
+        self.replica = replica
         self.webhooks = webhooks
         self.keys = keys
         self.directory = directory
@@ -57,7 +62,7 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/events") { request in try await events(request) }
         router.get("/v1/admin/users/{id}/export") { request in try await export(request) }
         if let webhooks { registerWebhooks(on: &router, webhooks: webhooks) }
-        let idempotency = IdempotentRequests(database: directory.database)
+        let idempotency = IdempotentRequests(database: accounts.database)
         // A retry with the same Idempotency-Key gets the first answer and records nothing new;
         // the key is checked first, so no answer is kept for a request without a live key.
         let idempotent: @Sendable (Action, HTTPRequest) async throws -> HTTPResponse = { action, request in
@@ -113,20 +118,38 @@ public struct AdminRoutes: Sendable {
             let id = try Self.userID(request)
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
-            // The page is read in its record's transaction, in the same round trip as the record's locks:
-            // the reader waits for one round trip more than the read, the commit of the record.
             let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.existsStatement(id)]
-            let page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads) { [history] rows in
+            // The page and its record, from the rows of `reads`.
+            let answer: @Sendable (ArraySlice<PostgresRows>) throws -> (AdminEvent, Result<HistoryPage, AccountError>) = { [history] rows in
                 let page = try history.page(of: id, from: rows.prefix(2), limit: limit)
                 // An erased user's history outlives their row; an id with neither is no user at all.
                 if page.entries.isEmpty, after == 0, rows[rows.startIndex + 2].isEmpty {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
-                    return (record, Result<HistoryPage, AccountError>.failure(.notFound))
+                    return (record, .failure(.notFound))
                 }
                 let record = AdminEvent.historyViewed(.init(
                     userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
                 return (record, .success(page))
-            } }
+            }
+            let page: Result<HistoryPage, AccountError>
+            if let replica {
+                // On the standby, in one round trip with its lag; then the record, on the primary.
+                let rows = try await history.timed {
+                    try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
+                }
+                let (record, read) = try answer(rows.dropLast())
+                do {
+                    try await keys.record(record, keyId: key.id, metadata: metadata)
+                } catch {
+                    throw Recorded(error: error)
+                }
+                let lag = try ReadReplica.lag(from: rows[rows.endIndex - 1])
+                page = read.map { var page = $0; page.replicaLagSeconds = lag; return page }
+            } else {
+                // The page is read in its record's transaction, in the same round trip as the record's locks:
+                // the reader waits for one round trip more than the read, the commit of the record.
+                page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads, decide: answer) }
+            }
             do {
                 return HTTPResponse.json(text: try page.get().jsonBytes())
             } catch {

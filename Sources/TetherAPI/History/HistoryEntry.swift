@@ -61,14 +61,17 @@ public struct HistoryPage: Sendable, Hashable {
     public var entries: [HistoryEntry]
     /// Where the next page starts (`after=`); nil when this page reaches the end.
     public var nextAfter: Int64?
+    /// When a read replica answered (`TETHER_DATABASE_READ_URL`): how far behind the primary it may be, in seconds.
+    public var replicaLagSeconds: Double?
 
-    public init(userId: UUID, entries: [HistoryEntry], nextAfter: Int64?) {
+    public init(userId: UUID, entries: [HistoryEntry], nextAfter: Int64?, replicaLagSeconds: Double? = nil) {
         self.userId = userId
         self.entries = entries
         self.nextAfter = nextAfter
+        self.replicaLagSeconds = replicaLagSeconds
     }
 
-    /// `{"userId", "events": [...], "nextAfter"}`.
+    /// `{"userId", "events": [...], "nextAfter"}`, and `replicaLagSeconds` when a replica answered.
     public var json: JSONValue {
         .object(Dictionary(uniqueKeysWithValues: members(events: .array(entries.map(\.json))).map { ($0.name, $0.value) }))
     }
@@ -101,6 +104,7 @@ public struct HistoryPage: Sendable, Hashable {
         [
             ("events", events),
             ("nextAfter", nextAfter.map { .int(Int($0)) } ?? .null),
+        ] + (replicaLagSeconds.map { [("replicaLagSeconds", JSONValue.double($0))] } ?? []) + [
             ("userId", .string(userId.lowercasedText)),
         ]
     }
