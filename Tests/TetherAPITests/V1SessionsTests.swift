@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TetherAPI
+import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherJOSE
@@ -255,6 +256,26 @@ struct V1SessionsTests {
             // The client address is limited too: other accounts from it are refused as well.
             let stranger = try await app.signIn(try await app.apple("apple-after-limit"))
             #expect(stranger.status == 429)
+        }
+    }
+
+    @Test func aUserHoldsAtMostAHundredLiveSessionsAndTheOldestEndsFirst() async throws {
+        try await DevService.run { app in
+            var sessions: [SignedIn.Session] = []
+            for _ in 0...UserAccount.maxLiveSessions {
+                sessions.append(try await app.signedIn(try await app.apple("apple-many-devices")).session)
+            }
+            let userId = try await app.signedIn(try await app.apple("apple-many-devices")).user.id
+            // 102 sign-ins: the two oldest sessions ended, in order, as the 101st and 102nd began.
+            let ended = try await app.admin.query("""
+                SELECT id::text AS id FROM sessions WHERE user_id = \(userId)::uuid AND end_reason = 'session_limit' ORDER BY started_at, id
+                """).map { try $0.decode("id", as: String.self) }
+            #expect(ended == [sessions[0].id, sessions[1].id])
+            let live: Int = try await app.admin.query(
+                "SELECT count(*)::int AS n FROM sessions WHERE user_id = \(userId)::uuid AND ended_at IS NULL")[0].decode("n")
+            #expect(live == UserAccount.maxLiveSessions)
+            #expect(try await app.refresh(sessions[0].refreshToken).status == 401, "the oldest session's refresh token is refused")
+            #expect(try await app.refresh(sessions[2].refreshToken).status == 200, "the next oldest goes on")
         }
     }
 

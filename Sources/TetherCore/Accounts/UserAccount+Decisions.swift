@@ -246,14 +246,25 @@ extension UserAccount {
         return events
     }
 
+    /// Live sessions one user may hold; the next sign-in ends the oldest (`session_limit`). Sessions that
+    /// never expire by themselves (Firebase refresh tokens, Parse `r:` tokens) would otherwise pile up
+    /// with every sign-in on a new device or a cleared app, and with them the user's state and rows.
+    public static let maxLiveSessions = 100
+
     /// The events that open `session` on this account: a session for an app installation replaces
-    /// the user's earlier sessions of that installation (Parse's rule), which end first.
+    /// the user's earlier sessions of that installation (Parse's rule), which end first; past
+    /// ``maxLiveSessions``, the oldest sessions end too.
     func starting(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
         var events: [AccountEvent] = []
+        var live = activeSessions // oldest first
         if let installation = session.installationId {
-            for active in activeSessions where active.installationId == installation {
+            for active in live where active.installationId == installation {
                 events.append(.sessionEnded(.init(sessionId: active.id, reason: "replaced")))
             }
+            live.removeAll { $0.installationId == installation }
+        }
+        for oldest in live.prefix(max(0, live.count + 1 - Self.maxLiveSessions)) {
+            events.append(.sessionEnded(.init(sessionId: oldest.id, reason: "session_limit")))
         }
         return events + Self.started(session, provider: provider, outcome: outcome, now: now)
     }
