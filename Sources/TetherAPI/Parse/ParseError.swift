@@ -128,7 +128,8 @@ struct ParseError: Error, Sendable, Hashable {
         case 400 where problem.code == "invalid_request":
             return ParseError(invalidJSON, problem.detail ?? "Invalid JSON")
         default:
-            return ParseError(otherCause, problem.detail ?? problem.title, status: problem.status)
+            // 405 keeps its `Allow`.
+            return ParseError(otherCause, problem.detail ?? problem.title, status: problem.status, headers: problem.headers["Allow"].map { ["Allow": $0] } ?? [:])
         }
     }
 

@@ -101,6 +101,11 @@ struct ParseErrorTests {
             #expect(unknown.status == 404)
             #expect(unknown.code == -1)
             #expect(unknown.string("error") != nil)
+            // A method the route does not take: 405 in Parse's shape, with the methods it does take.
+            let wrongMethod = try await parse.send("PATCH", "/logout")
+            #expect(wrongMethod.status == 405)
+            #expect(wrongMethod.code == -1)
+            #expect(wrongMethod.header("Allow") == "POST")
             #expect(try await parse.app.totalEvents() == 0)
         }
     }
