@@ -9,6 +9,8 @@ PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev libcrypt-dev pkg-c
 # Python to run the real firebase-admin SDK (from PyPI, pinned in Tests/firebase-admin) in.
 TEST_PACKAGES := chromium python3 python3-venv pgbouncer
 FIREBASE_ADMIN_VENV := .tether/firebase-admin-venv
+# schemathesis (PyPI, pinned in Tests/schemathesis), run against schema/openapi.yaml by scripts/schemathesis.sh.
+SCHEMATHESIS_VENV := .tether/schemathesis-venv
 # Debian packages only `make bench` needs: the HTTP load generator and what scripts/bench.sh
 # drives it with (pgbench comes with postgresql).
 BENCH_PACKAGES := wrk python3 curl
@@ -42,13 +44,19 @@ deps:
 ## test-deps: deps, and what only the tests need
 test-deps: deps
 	$(call install-missing,$(TEST_PACKAGES))
-	@$(MAKE) --no-print-directory $(FIREBASE_ADMIN_VENV)/.installed
+	@$(MAKE) --no-print-directory $(FIREBASE_ADMIN_VENV)/.installed $(SCHEMATHESIS_VENV)/.installed
 
 # firebase-admin in a virtualenv of its own, made again when the pinned requirements change.
 $(FIREBASE_ADMIN_VENV)/.installed: Tests/firebase-admin/requirements.txt
 	rm -rf $(FIREBASE_ADMIN_VENV)
 	python3 -m venv $(FIREBASE_ADMIN_VENV)
 	$(FIREBASE_ADMIN_VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/firebase-admin/requirements.txt
+	touch $@
+
+$(SCHEMATHESIS_VENV)/.installed: Tests/schemathesis/requirements.txt
+	rm -rf $(SCHEMATHESIS_VENV)
+	python3 -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/schemathesis/requirements.txt
 	touch $@
 
 ## bench-deps: deps, and what only the benchmarks need
@@ -75,11 +83,13 @@ soak: test-deps
 	swift build $(SWIFT_BUILD_FLAGS)
 	SOAK_DURATION=$(SOAK_DURATION) scripts/soak.sh
 
-## fuzz: the hostile-input suite for longer (FUZZ_ROUNDS rounds over every route, default 50; make test runs 2)
+## fuzz: the hostile-input suite for longer (FUZZ_ROUNDS rounds over every route, default 50; make test runs 2), then schemathesis with FUZZ_EXAMPLES examples per operation (default 100; make test runs 10)
 FUZZ_ROUNDS ?= 50
+FUZZ_EXAMPLES ?= 100
 fuzz: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	TETHER_FUZZ_ROUNDS=$(FUZZ_ROUNDS) scripts/test.sh --filter HostileInputTests
+	SCHEMATHESIS_EXAMPLES=$(FUZZ_EXAMPLES) scripts/schemathesis.sh
 
 ## bench: every benchmark, as ratios against baselines measured in the same run (BENCHMARKS.md)
 bench: bench-crypto bench-service

@@ -45,6 +45,12 @@ else
   else
     echo "pgbouncer is not installed (make test installs it): the pooled run of the API suites is skipped" >&2
   fi
+  # schemathesis against schema/openapi.yaml and a tether dev: no 5xx, nothing the document does not describe.
+  if [ -x .tether/schemathesis-venv/bin/st ]; then
+    scripts/schemathesis.sh
+  else
+    echo "schemathesis is not installed (make test installs it): its run is skipped" >&2
+  fi
   # Two minutes of make soak: tether dev under mixed load, its memory, files and connections flat.
   SOAK_DURATION="${TETHER_TEST_SOAK_DURATION:-120s}" scripts/soak.sh
 fi

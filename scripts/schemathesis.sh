@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# schemathesis (PyPI, pinned in Tests/schemathesis) against schema/openapi.yaml and a throwaway
+# `tether dev`: the /v1 routes without and with a user's session, the admin API with an admin key,
+# Parse, Firebase and the operations routes. SCHEMATHESIS_EXAMPLES examples per operation (make test
+# runs 10; make fuzz more). Fails on any 5xx and on any answer the document does not describe: its
+# status, content type, headers or body schema, or an operation that ignores its authentication.
+# Not checked (README "Hostile input"): that the server refuses everything the document's schemas
+# would refuse, and accepts everything they allow; their request schemas are looser than the server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tether="${SCHEMATHESIS_TETHER:-.build/debug/tether}"
+st=".tether/schemathesis-venv/bin/st"
+[ -x "$st" ] || { echo "schemathesis: $st is missing (make test installs it)" >&2; exit 1; }
+examples="${SCHEMATHESIS_EXAMPLES:-10}"
+source scripts/lib/throwaway-dev.sh
+throwaway_dev_traps schemathesis
+
+# Limits high enough that fuzzing does not mostly see 429s; the seeds give the admin routes users to read.
+throwaway_dev_start schemathesis TETHER_LOG_LEVEL=info TETHER_SIGN_IN_FAILURE_LIMIT=100000
+app="schemathesis"
+user_token=$(python3 - "$base_url" <<'PY'
+import json, sys, urllib.request
+request = urllib.request.Request(sys.argv[1] + "/v1/sign-up", method="POST", headers={"Content-Type": "application/json"},
+    data=json.dumps({"email": "schemathesis@example.com", "password": "a long enough password"}).encode())
+print(json.load(urllib.request.urlopen(request, timeout=10))["session"]["accessToken"])
+PY
+)
+# The feed's long poll (`wait`, up to 30 s) is held at 0 so no request outlives the client's timeout.
+printf '[parameters]\n"path.projectId" = "%s-project"\n"path.appId" = "%s"\n"query.wait" = 0\n[auth]\nauto-signup = false\n' \
+  "$app" "$app" >"$work/schemathesis.toml"
+
+checks="not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,ignored_auth,missing_required_header"
+failed=0
+# run NAME EXTRA-CHECKS ARGS...: one schemathesis run; its output goes to $work/NAME.out, its summary to stdout.
+run() {
+  local name=$1 extra=$2
+  shift 2
+  local status=0
+  "$st" --config-file "$work/schemathesis.toml" run schema/openapi.yaml --url "$base_url" --checks "$checks$extra" \
+    --max-examples "$examples" --workers 1 --phases examples,coverage,fuzzing --request-timeout 10 --seed 1 \
+    --output-truncate false "$@" >"$work/$name.out" 2>&1 || status=$?
+  local tested cases
+  tested=$(grep -E "^ *Tested: [0-9]+" "$work/$name.out" | tr -s ' ' | sed 's/^ //' || true)
+  cases=$(grep -A1 "^Test cases:" "$work/$name.out" | tail -n 1 | tr -s ' ' | sed 's/^ //' || true)
+  echo "schemathesis $name: ${tested:-Tested: ?} operations; test cases: ${cases:-?}; exit $status"
+  if [ "$status" != 0 ]; then
+    failed=1
+    sed -n '/FAILURES/,$p' "$work/$name.out" | head -120 >&2
+  fi
+}
+
+# A method a path does not take is 405, except on the Firebase surface (404, as Google answers). Its
+# `Allow` is not checked: a path that is also a parameter route's (/v1/users/me/mfa/phone and
+# DELETE /v1/users/me/mfa/{factorId}, /parse/users/me and PUT /parse/users/{id}) lists that route's methods.
+run v1 ",unsupported_method" --include-path-regex '^/v1/' --exclude-path-regex '^/v1/admin'
+# With a session; the route that ends every session is left out so it lives to the end.
+run v1-session ",unsupported_method" --include-path-regex '^/v1/(users/me|mfa)' \
+  --exclude-path-regex '^/v1/users/me/sessions/revoke$' -H "Authorization: Bearer $user_token"
+run admin ",unsupported_method" --include-path-regex '^/v1/admin' -H "Authorization: Bearer $admin_key"
+run parse ",unsupported_method" --include-path-regex '^/parse/' -H "X-Parse-Application-Id: $app"
+run firebase "" --include-path-regex '^/(identitytoolkit|securetoken|www)\.googleapis\.com/'
+run firebase-admin "" --include-path-regex '^/identitytoolkit\.googleapis\.com/v1/projects/' -H "Authorization: Bearer $admin_key"
+run operations ",unsupported_method" --include-path-regex '^/(healthz|readyz|metrics|\.well-known/)'
+if grep -q '"status":5[0-9][0-9]' "$work/tether.log"; then
+  echo "schemathesis: the server logged a 5xx:" >&2
+  grep '"status":5[0-9][0-9]' "$work/tether.log" | head -20 >&2
+  failed=1
+fi
+exit "$failed"
