@@ -180,9 +180,13 @@ public final class TetherService: Sendable {
     public func stop() async {
         logger.info("shutting down")
         await server.shutdown() // logs "stopped" once requests in flight have finished
+        logger.debug("shutting down: mails in flight")
         await emailFlows.finishSending()
+        logger.debug("shutting down: webhook deliveries")
         await webhooks.stop()
+        logger.debug("shutting down: provider calls")
         await providerCalls.stop()
+        logger.debug("shutting down: sign-in failure tallies")
         await commands.limits.stopFlushingTallies()
         database.shutdown()
         replica?.database.shutdown()
