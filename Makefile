@@ -77,11 +77,12 @@ test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
 
-## soak: tether dev under mixed load for SOAK_DURATION (default 30m); memory, files and connections must stay flat (make test runs 2m)
+## soak: tether dev under mixed load for SOAK_DURATION (default 30m); memory, files and connections must stay flat (make test runs 2m); then 100,000 forged sign-ins (make test sends 20,000)
 SOAK_DURATION ?= 30m
 soak: test-deps
-	swift build $(SWIFT_BUILD_FLAGS)
+	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	SOAK_DURATION=$(SOAK_DURATION) scripts/soak.sh
+	TETHER_FORGED_SIGN_INS=100000 scripts/test.sh --filter ForgedSignInGrowthTests
 
 ## fuzz: the hostile-input suite for longer (FUZZ_ROUNDS rounds over every route, default 50; make test runs 2), then schemathesis with FUZZ_EXAMPLES examples per operation (default 100; make test runs 10)
 FUZZ_ROUNDS ?= 50

@@ -5,12 +5,12 @@ import TetherTesting
 
 /// Forged sign-ins cost their sender nothing, so they must not cost the log anything either: a refusal
 /// that concerns no known account is counted per minute, and only the minute's count is an event.
-/// `TETHER_FORGED_SIGN_INS` sets how many are sent (100,000 unless told).
+/// `TETHER_FORGED_SIGN_INS` sets how many are sent: 20,000 unless told (about 30 s); `make soak` sends 100,000.
 @Suite("Forged sign-ins grow the log by a bounded amount")
 struct ForgedSignInGrowthTests {
-    static var total: Int { ProcessInfo.processInfo.environment["TETHER_FORGED_SIGN_INS"].flatMap(Int.init) ?? 100_000 }
+    static var total: Int { ProcessInfo.processInfo.environment["TETHER_FORGED_SIGN_INS"].flatMap(Int.init) ?? 20_000 }
 
-    @Test func aHundredThousandForgedSignInsAddAnEventAMinute() async throws {
+    @Test func forgedSignInsAddAnEventAMinuteWhateverTheirNumber() async throws {
         try await DevService.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.1"]) { app in
             // One real token with its signature changed: every request reaches verification and fails there.
             guard case .object(var members) = try await app.apple("apple-forged").credential,
