@@ -46,17 +46,12 @@ test-deps: deps
 	$(call install-missing,$(TEST_PACKAGES))
 	@$(MAKE) --no-print-directory $(FIREBASE_ADMIN_VENV)/.installed $(SCHEMATHESIS_VENV)/.installed
 
-# firebase-admin in a virtualenv of its own, made again when the pinned requirements change.
-$(FIREBASE_ADMIN_VENV)/.installed: Tests/firebase-admin/requirements.txt
-	rm -rf $(FIREBASE_ADMIN_VENV)
-	python3 -m venv $(FIREBASE_ADMIN_VENV)
-	$(FIREBASE_ADMIN_VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/firebase-admin/requirements.txt
-	touch $@
-
-$(SCHEMATHESIS_VENV)/.installed: Tests/schemathesis/requirements.txt
-	rm -rf $(SCHEMATHESIS_VENV)
-	python3 -m venv $(SCHEMATHESIS_VENV)
-	$(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/schemathesis/requirements.txt
+# Each Python tool (firebase-admin, schemathesis) in a virtualenv of its own, .tether/NAME-venv, made
+# again when its pinned Tests/NAME/requirements.txt changes.
+.tether/%-venv/.installed: Tests/%/requirements.txt
+	rm -rf $(@D)
+	python3 -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check -r $<
 	touch $@
 
 ## bench-deps: deps, and what only the benchmarks need

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+checkout=$PWD
 tether="${SCHEMATHESIS_TETHER:-.build/debug/tether}"
 st=".tether/schemathesis-venv/bin/st"
 [ -x "$st" ] || { echo "schemathesis: $st is missing (make test installs it)" >&2; exit 1; }
@@ -37,9 +38,10 @@ run() {
   local name=$1 extra=$2
   shift 2
   local status=0
-  "$st" --config-file "$work/schemathesis.toml" run schema/openapi.yaml --url "$base_url" --checks "$checks$extra" \
-    --max-examples "$examples" --workers 1 --phases examples,coverage,fuzzing --request-timeout 10 --seed 1 \
-    --output-truncate false "$@" >"$work/$name.out" 2>&1 || status=$?
+  # From $work, where schemathesis leaves its cache (.schemathesis/), not in the checkout.
+  (cd "$work" && "$checkout/$st" --config-file schemathesis.toml run "$checkout/schema/openapi.yaml" --url "$base_url" \
+    --checks "$checks$extra" --max-examples "$examples" --workers 1 --phases examples,coverage,fuzzing --request-timeout 10 \
+    --seed 1 --output-truncate false "$@") >"$work/$name.out" 2>&1 || status=$?
   local tested cases
   tested=$(grep -E "^ *Tested: [0-9]+" "$work/$name.out" | tr -s ' ' | sed 's/^ //' || true)
   cases=$(grep -A1 "^Test cases:" "$work/$name.out" | tail -n 1 | tr -s ' ' | sed 's/^ //' || true)

@@ -4,18 +4,16 @@ import TetherHTTP
 
 /// Work that runs beside the server in every instance (webhook deliveries, the provider-call outbox):
 /// `work` runs again at once while it finds something to do, and after `idle` when it did not. A
-/// failure is logged and waited out like an idle round; cancellation (``stop()``) ends the loop.
+/// failure is logged and waited out like an idle round; cancellation (``stop(within:)``) ends the loop.
 final class BackgroundLoop: Sendable {
-    private let task = Mutex<Task<Void, Never>?>(nil)
-    /// The logger and name of ``start(idle:logger:name:_:)``, for ``stop(within:)``.
-    private let named = Mutex<(logger: Logger, name: String)?>(nil)
+    /// The running loop, with the logger and name it was started with.
+    private let running = Mutex<(task: Task<Void, Never>, logger: Logger, name: String)?>(nil)
 
     /// Starts the loop (once); `name` says what failed in the log.
     func start(idle: Duration, logger: Logger, name: String, _ work: @escaping @Sendable () async throws -> Bool) {
-        named.withLock { $0 = (logger, name) }
-        task.withLock { task in
-            guard task == nil else { return }
-            task = Task {
+        running.withLock { running in
+            guard running == nil else { return }
+            let task = Task {
                 while !Task.isCancelled {
                     let worked: Bool
                     do {
@@ -31,6 +29,7 @@ final class BackgroundLoop: Sendable {
                     }
                 }
             }
+            running = (task, logger, name)
         }
     }
 
@@ -38,21 +37,21 @@ final class BackgroundLoop: Sendable {
     /// heed cancellation (a network call past its own timeout) must not hold a shutdown. Its leases then
     /// expire by themselves.
     func stop(within limit: Duration = .seconds(5)) async {
-        guard let running = task.withLock({ task in
-            defer { task = nil }
-            return task
+        guard let stopping = running.withLock({ running in
+            defer { running = nil }
+            return running
         }) else { return }
-        running.cancel()
+        stopping.task.cancel()
         let finished: Bool = await withCheckedContinuation { continuation in
             let resumed = Mutex(false)
             let resume: @Sendable (Bool) -> Void = { value in
                 if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: value) }
             }
-            Task { await running.value; resume(true) }
+            Task { await stopping.task.value; resume(true) }
             Task { try? await Task.sleep(for: limit); resume(false) }
         }
-        if !finished, let named = named.withLock({ $0 }) {
-            named.logger.warn("\(named.name) did not stop within \(limit) of the shutdown; going on without it")
+        if !finished {
+            stopping.logger.warn("\(stopping.name) did not stop within \(limit) of the shutdown; going on without it")
         }
     }
 }

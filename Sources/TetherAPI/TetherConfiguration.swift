@@ -192,14 +192,15 @@ public struct TetherConfiguration: Sendable {
             return text
         }
         self.values = values
-        databaseURL = value("TETHER_DATABASE_URL")
-        if let url = databaseURL, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=")) {
-            throw Invalid("TETHER_DATABASE_URL", "expected a postgresql:// URL or a key=value connection string")
+        func connectionString(_ name: String) throws(Invalid) -> String? {
+            guard let url = value(name) else { return nil }
+            guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=") else {
+                throw Invalid(name, "expected a postgresql:// URL or a key=value connection string")
+            }
+            return url
         }
-        databaseReadURL = value("TETHER_DATABASE_READ_URL")
-        if let url = databaseReadURL, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=")) {
-            throw Invalid("TETHER_DATABASE_READ_URL", "expected a postgresql:// URL or a key=value connection string")
-        }
+        databaseURL = try connectionString("TETHER_DATABASE_URL")
+        databaseReadURL = try connectionString("TETHER_DATABASE_READ_URL")
         let listenText = value("TETHER_LISTEN") ?? "127.0.0.1:8080"
         guard let listen = ListenAddress(parsing: listenText) else {
             throw Invalid("TETHER_LISTEN", "expected address:port (like 127.0.0.1:8080), got \"\(listenText)\"")

@@ -60,14 +60,13 @@ public final class TetherService: Sendable {
         self.configuration = configuration
         self.logger = logger
         let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
-        database = PostgresClient(configuration: .init(
-            url: databaseURL, maxConnections: 16, role: "tether_service", masterKeys: configuration.masterKeys,
-            statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000))))
-        let replica = configuration.databaseReadURL.map { url in
-            ReadReplica(database: PostgresClient(configuration: .init(
-                url: url, maxConnections: 8, role: "tether_service", masterKeys: configuration.masterKeys,
-                statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000)))))
+        func pool(_ url: String, maxConnections: Int) -> PostgresClient {
+            PostgresClient(configuration: .init(
+                url: url, maxConnections: maxConnections, role: "tether_service", masterKeys: configuration.masterKeys,
+                statementTimeout: .milliseconds(Int(configuration.databaseStatementTimeout * 1000))))
         }
+        database = pool(databaseURL, maxConnections: 16)
+        let replica = configuration.databaseReadURL.map { ReadReplica(database: pool($0, maxConnections: 8)) }
         self.replica = replica
         var router = Router()
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)

@@ -177,12 +177,13 @@ public struct SignInLimits: Sendable {
         if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
             writes.append("DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(configuration.windowSeconds))")
         }
-        if !writes.isEmpty {
+        if let userId {
+            // The limits' rows go in the transaction of the account's record.
+            let payload = Failure(provider: attempt.provider, reason: reason, personal: PersonalData(email: attempt.email))
+            try await record(type: "SignInFailed", payload, of: attempt, about: userId, writing: writes)
+        } else if !writes.isEmpty {
             _ = try await database.withTransactionJob { [writes] in try $0.runAlone(writes) }
         }
-        guard let userId else { return }
-        let payload = Failure(provider: attempt.provider, reason: reason, personal: PersonalData(email: attempt.email))
-        try await record(type: "SignInFailed", payload, of: attempt, about: userId)
     }
 
     /// Adds one to the current minute's tally of `kind` (`failed` or `throttled`), `provider` and `detail`.
@@ -205,17 +206,14 @@ public struct SignInLimits: Sendable {
                 DELETE FROM sign_in_failure_tallies WHERE minute < date_trunc('minute', now() - interval '5 seconds')
                 RETURNING to_char(minute AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS minute, kind, provider, detail, count
                 """)
-            var minutes: [String: Counted] = [:]
-            for row in rows {
-                let minute: String = try row.decode("minute")
-                let count = Counted.Count(
+            let counts = try rows.map { row in
+                (minute: try row.decode("minute", as: String.self), count: Counted.Count(
                     kind: try row.decode("kind"), provider: try row.decode("provider"), detail: try row.decode("detail"),
-                    count: try row.decode("count"))
-                minutes[minute, default: Counted(minute: minute, seconds: 60, total: 0, counts: [])].add(count)
+                    count: try row.decode("count")))
             }
-            let events = try minutes.keys.sorted().map { minute in
-                var counted = minutes[minute]!
-                counted.counts.sort { ($0.kind, $0.provider, $0.detail) < ($1.kind, $1.provider, $1.detail) }
+            let events = try Dictionary(grouping: counts, by: \.minute).sorted { $0.key < $1.key }.map { minute, rows in
+                let counts = rows.map(\.count).sorted { ($0.kind, $0.provider, $0.detail) < ($1.kind, $1.provider, $1.detail) }
+                let counted = Counted(minute: minute, seconds: 60, total: counts.reduce(0) { $0 + $1.count }, counts: counts)
                 return NewEvent(type: "SignInFailuresCounted", data: try PostgresJSON(encoding: counted).data, userId: nil)
             }
             guard !events.isEmpty else { return 0 }
@@ -257,11 +255,6 @@ public struct SignInLimits: Sendable {
         var seconds: Int
         var total: Int
         var counts: [Count]
-
-        mutating func add(_ count: Count) {
-            counts.append(count)
-            total += count.count
-        }
     }
 
     private struct Failure: Encodable {
@@ -335,15 +328,18 @@ public struct SignInLimits: Sendable {
             retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
     }
 
-    /// Appends a record of `attempt` to the failures stream of the user `userId` names (sealed with their key).
-    private func record(type: String, _ payload: some Encodable, of attempt: Attempt, about userId: UUID) async throws {
+    /// Appends a record of `attempt` to the failures stream of the user `userId` names (sealed with their
+    /// key), with `writes` in the same transaction.
+    private func record(
+        type: String, _ payload: some Encodable, of attempt: Attempt, about userId: UUID, writing writes: [PostgresQuery]
+    ) async throws {
         let event = NewEvent(type: type, data: try PostgresJSON(encoding: payload).data, userId: userId)
         let stream = StreamName("sign-in-failures-user-" + userId.lowercasedText)
         try await database.withTransaction { [database] connection in
             // One stream's records are appended in turn, so parallel failures never race for a version;
             // a record about a user also waits for that user's lock (PostgresEventStore.lockStatements).
-            for lock in PostgresEventStore.lockStatements(for: stream, events: [event]) {
-                try await connection.query(lock)
+            for statement in PostgresEventStore.lockStatements(for: stream, events: [event]) + writes {
+                try await connection.query(statement)
             }
             try await PostgresEventStore(client: database).append([event], to: stream, expected: .any, metadata: attempt.metadata, on: connection)
         }
