@@ -21,6 +21,16 @@ struct FailoverTests {
         private let entries = Mutex<[Entry]>([])
         func record(_ entry: Entry) { entries.withLock { $0.append(entry) } }
         var all: [Entry] { entries.withLock { $0 } }
+
+        /// Polls until `condition` holds over the outcomes so far, or `limit` has passed; says which.
+        func wait(upTo limit: Duration, until condition: ([Entry]) -> Bool) async throws -> Bool {
+            let deadline = ContinuousClock.now + limit
+            while ContinuousClock.now < deadline {
+                if condition(all) { return true }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return condition(all)
+        }
     }
 
     @Test func signInsGo503DuringThePromotionAndEveryAcknowledgedOneSurvives() async throws {
@@ -48,15 +58,25 @@ struct FailoverTests {
                 if answer.status != 201 { try await Task.sleep(for: .milliseconds(20)) }
             }
         }
-        try await Task.sleep(for: .milliseconds(800))
+        // The steps wait for what they need, not for fixed times: on a busy machine (CI runs this
+        // beside other suites) the first sign-in alone can take longer than a fixed pause.
+        // At least 0.8 s of load before the stop and 1.5 s after the promotion, and at least three
+        // sign-ins acknowledged in each.
+        let loadStarted = ContinuousClock.now
+        let sawSignIns = try await outcomes.wait(upTo: .seconds(60)) {
+            ContinuousClock.now - loadStarted >= .milliseconds(800) && $0.filter { $0.status == 201 }.count >= 3
+        }
         let stopped = ContinuousClock.now
         try primary.stop()
         try await Task.sleep(for: .milliseconds(300))
         try standby.promote()
         let promotedAt = ContinuousClock.now
-        try await Task.sleep(for: .milliseconds(1500))
+        let sawRecovery = try await outcomes.wait(upTo: .seconds(60)) {
+            ContinuousClock.now - promotedAt >= .milliseconds(1500) && $0.filter { $0.status == 201 && $0.at > promotedAt }.count >= 3
+        }
         stop.withLock { $0 = true }
         try await load.value
+        #expect(sawSignIns && sawRecovery, "the load saw sign-ins before the stop and after the promotion")
         await running.stop()
         await idp.close()
 
