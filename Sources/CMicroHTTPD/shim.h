@@ -25,6 +25,7 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                          MHD_AccessHandlerCallback handler, void *handler_cls,
                          MHD_RequestCompletedCallback completed, void *completed_cls,
                          CMicroHTTPD_URILogCallback uri_log, void *uri_log_cls,
+                         MHD_NotifyConnectionCallback notify_connection, void *notify_connection_cls,
                          MHD_LogCallback logger, void *logger_cls)
 {
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
@@ -35,6 +36,7 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip_connection_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
                             MHD_OPTION_END);
 }

@@ -104,6 +104,10 @@ public struct TetherConfiguration: Sendable {
     public var maxConnectionsPerAddress: Int
     /// `TETHER_IDLE_TIMEOUT`: how long a connection may stay silent, mid-request or between requests.
     public var idleTimeout: TimeInterval
+    /// `TETHER_HEADER_TIMEOUT`: how long a request's head may take to arrive, however its bytes trickle in.
+    public var headerTimeout: TimeInterval
+    /// `TETHER_BODY_TIMEOUT`: how long a request's body may take to arrive once its head has.
+    public var bodyTimeout: TimeInterval
     /// `TETHER_DATABASE_READ_URL`: a standby for support reads and the event feed; nil sends every read to the primary.
     public var databaseReadURL: String?
     /// `TETHER_DATABASE_STATEMENT_TIMEOUT`: the server pool's `statement_timeout`, below the 30 s request deadline.
@@ -159,7 +163,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
         ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses or CIDR ranges whose X-Forwarded-For names the client"),
-        ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; more are closed as soon as they are accepted"),
+        ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; past it, new ones wait in the listen queue until there is room"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
          "connections open at once from one peer address, so idle or slow clients cannot take every place"),
         ("TETHER_DATABASE_READ_URL", "none (every read on the primary)",
@@ -167,6 +171,9 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_DATABASE_STATEMENT_TIMEOUT", "20s",
          "statement_timeout of the server's database connections: a statement stuck behind a lock is cancelled and rolled back, and the request answered 503, within the 30 s deadline"),
         ("TETHER_IDLE_TIMEOUT", "60s", "how long a connection may stay silent, mid-request or between requests, before it is closed"),
+        ("TETHER_HEADER_TIMEOUT", "10s",
+         "how long a request's line and headers may take to arrive, however slowly they trickle in: from the connection's opening, or for a later request from the previous answer plus TETHER_IDLE_TIMEOUT; the connection is closed then"),
+        ("TETHER_BODY_TIMEOUT", "30s", "how long a request's body may take to arrive once its headers have; the connection is closed then"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -288,6 +295,8 @@ public struct TetherConfiguration: Sendable {
         emailVerificationCodeLifetime = try lifetime("TETHER_EMAIL_VERIFICATION_CODE_TTL", UserAccount.defaultEmailVerificationCodeLifetime)
         providerRevalidateInterval = try lifetime("TETHER_PROVIDER_REVALIDATE_INTERVAL", 24 * 60 * 60)
         idleTimeout = try lifetime("TETHER_IDLE_TIMEOUT", 60)
+        headerTimeout = try lifetime("TETHER_HEADER_TIMEOUT", 10)
+        bodyTimeout = try lifetime("TETHER_BODY_TIMEOUT", 30)
         databaseStatementTimeout = try lifetime("TETHER_DATABASE_STATEMENT_TIMEOUT", 20)
         guard databaseStatementTimeout < 30 else {
             throw Invalid("TETHER_DATABASE_STATEMENT_TIMEOUT", "must be below the 30 s request deadline, got \(Int(databaseStatementTimeout)) s")

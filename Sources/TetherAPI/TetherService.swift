@@ -151,6 +151,8 @@ public final class TetherService: Sendable {
         serverConfiguration.connectionLimit = configuration.maxConnections
         serverConfiguration.perAddressConnectionLimit = configuration.maxConnectionsPerAddress
         serverConfiguration.connectionTimeout = .milliseconds(Int(configuration.idleTimeout * 1000))
+        serverConfiguration.headerTimeout = .milliseconds(Int(configuration.headerTimeout * 1000))
+        serverConfiguration.bodyTimeout = .milliseconds(Int(configuration.bodyTimeout * 1000))
         if configuration.parseAppID != nil {
             serverConfiguration.problemRenderers.append(ParseRoutes.problemRenderer)
         }

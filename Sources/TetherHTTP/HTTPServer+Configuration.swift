@@ -11,6 +11,12 @@ extension HTTPServer {
         public var requestTimeout: Duration
         /// How long a connection may stay idle (between keep-alive requests, or mid-request) before it is closed.
         public var connectionTimeout: Duration
+        /// How long a request's head (request line and headers) may take to arrive: from the connection's
+        /// acceptance for its first request, and for a later one from the end of the idle timeout at most.
+        /// A client that trickles header bytes (slowloris) is closed then; the idle timeout alone never would.
+        public var headerTimeout: Duration = .seconds(10)
+        /// How long a request's body may take to arrive once its head has; a slow upload is closed then.
+        public var bodyTimeout: Duration = .seconds(30)
         /// The number of libmicrohttpd polling threads; handlers run on the Swift concurrency pool, not on these.
         public var threadCount: Int
         /// The most connections open at once; one more is closed as soon as it is accepted.

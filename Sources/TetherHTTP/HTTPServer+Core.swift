@@ -9,6 +9,8 @@ extension HTTPServer {
         let configuration: Configuration
         let router: Router
         let requestIDs = RequestIDGenerator()
+        /// Each open connection's deadline for the head or body it is sending (header and body timeouts).
+        let connectionClocks: ConnectionClocks
 
         /// Requests between their request line and their completion callback; shutdown waits for zero.
         let inFlightRequests = Atomic<Int>(0)
@@ -29,6 +31,7 @@ extension HTTPServer {
         init(configuration: Configuration, router: Router) {
             self.configuration = configuration
             self.router = router
+            self.connectionClocks = ConnectionClocks(configuration: configuration)
         }
 
         // MARK: Handler dispatch

@@ -61,6 +61,8 @@ final class RequestState {
     var requestID: String?
     var remoteAddress: String?
     var status: Int?
+    /// The connection's header and body deadlines; `nil` if it could not be given any.
+    var clock: HTTPServer.ConnectionClock?
 
     init(target: String) {
         self.target = target
@@ -74,10 +76,34 @@ private func core(_ closure: UnsafeMutableRawPointer?) -> HTTPServer.Core {
 }
 
 /// Runs at the request line, before libmicrohttpd unescapes the target; its result becomes `*con_cls`.
-private let beginRequest: CMicroHTTPD_URILogCallback = { closure, uri, _ in
+private let beginRequest: CMicroHTTPD_URILogCallback = { closure, uri, connection in
     core(closure).inFlightRequests.add(1, ordering: .relaxed)
     let state = RequestState(target: uri.map { String(cString: $0) } ?? "/")
+    state.clock = connection.flatMap { CMicroHTTPD_get_connection_info($0, .CONNECTION_INFO_SOCKET_CONTEXT)?.pointee.socket_context }
+        .map { Unmanaged<HTTPServer.ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
     return Unmanaged.passRetained(state).toOpaque()
+}
+
+/// A connection opened or closed: gives it a clock for its header and body deadlines, or drops it.
+private let notifyConnection: MHD_NotifyConnectionCallback = { closure, connection, socketContext, notice in
+    guard let connection, let socketContext else { return }
+    let clocks = core(closure).connectionClocks
+    if notice == .CONNECTION_NOTIFY_STARTED {
+        // A duplicate of the socket, so that the sweep's shutdown can never reach a descriptor that
+        // libmicrohttpd has closed and the kernel handed to another connection.
+        guard let descriptor = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CONNECTION_FD)?.pointee.connect_fd
+        else { return }
+        let duplicate = dup(descriptor)
+        guard duplicate >= 0 else { return }  // out of descriptors: this connection keeps only the idle timeout
+        let peer = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS)?.pointee.client_addr.flatMap(numericHost)
+        let clock = HTTPServer.ConnectionClock(socket: duplicate, peer: peer)
+        socketContext.pointee = Unmanaged.passRetained(clock).toOpaque()
+        clocks.add(clock)
+    } else if let address = socketContext.pointee {
+        socketContext.pointee = nil
+        let clock = Unmanaged<HTTPServer.ConnectionClock>.fromOpaque(address).takeRetainedValue()
+        clocks.remove(clock)
+    }
 }
 
 private let accessHandler: MHD_AccessHandlerCallback = {
@@ -127,6 +153,7 @@ extension HTTPServer.Core {
         switch state.phase {
         case .awaitingHead:
             readHead(of: state, on: connection, method: method)
+            connectionClocks.headReceived(on: state.clock)
             if let declared = state.headers["Content-Length"].flatMap(Int.init), declared > configuration.maxBodyBytes {
                 // Answering before the body is the one early answer allowed: the body will not be read,
                 // so the connection cannot be reused and says so.
@@ -206,6 +233,7 @@ extension HTTPServer.Core {
             method: state.method ?? "GET", target: state.target, headers: state.headers, body: state.body,
             requestID: state.requestID, remoteAddress: state.remoteAddress, deadline: deadline)
         state.body = []
+        state.clock?.expectNothing()
         let pending = HTTPServer.PendingResponse(connection: SuspendedConnection(pointer: connection), deadline: deadline)
         // Counted before suspending, so that shutdown never sees zero while a suspension is under way;
         // suspended before registering, because the deadline sweep or shutdown may resume it from then on.
@@ -245,6 +273,7 @@ extension HTTPServer.Core {
         }
         state.status = response.status
         state.phase = .answered
+        state.clock?.expectNothing()
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 
@@ -260,11 +289,14 @@ extension HTTPServer.Core {
         }
         let libraryStatus = connection.flatMap { CMicroHTTPD_get_connection_info($0, .CONNECTION_INFO_HTTP_STATUS) }
             .map { Int($0.pointee.http_status) }
+        // A connection the sweep closed for being slow is logged as 408, the status its client earned.
+        let slow = state.clock?.closedReason
         logRequest(
             requestID: state.requestID ?? requestIDs.next(), method: state.method, target: state.target,
-            status: state.status ?? libraryStatus.flatMap { $0 == 0 ? nil : $0 },
-            duration: state.startedAt.duration(to: .now), remoteAddress: state.remoteAddress,
-            failure: termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : describe(termination))
+            status: state.status ?? (slow == nil ? libraryStatus.flatMap { $0 == 0 ? nil : $0 } : 408),
+            duration: state.startedAt.duration(to: .now), remoteAddress: state.remoteAddress ?? state.clock?.peer,
+            failure: slow.map(describe) ?? (termination == .REQUEST_TERMINATED_COMPLETED_OK ? nil : describe(termination)))
+        connectionClocks.requestEnded(on: state.clock)
         inFlightRequests.subtract(1, ordering: .relaxed)
     }
 
@@ -322,7 +354,8 @@ extension HTTPServer.Core {
             CMicroHTTPD_start_daemon(
                 flags, socketAddress, UInt32(clamping: configuration.threadCount), UInt32(clamping: idleSeconds),
                 UInt32(clamping: configuration.connectionLimit), UInt32(clamping: configuration.perAddressConnectionLimit),
-                accessHandler, closure, completeRequest, closure, beginRequest, closure, logLibraryMessage, closure)
+                accessHandler, closure, completeRequest, closure, beginRequest, closure, notifyConnection, closure,
+                logLibraryMessage, closure)
         }
         let messages = captureLibraryMessages(false)
         guard let daemon else {

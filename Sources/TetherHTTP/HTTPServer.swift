@@ -129,13 +129,15 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// Answers overdue handlers; suspended connections never time out in libmicrohttpd, so this is their only guard.
+    /// Answers overdue handlers (suspended connections never time out in libmicrohttpd, so this is their
+    /// only guard), and closes connections past their header or body timeout.
     private func sweepDeadlines() -> Task<Void, Never> {
         let interval = min(max(configuration.requestTimeout / 8, .milliseconds(1)), .milliseconds(100))
         return Task { [core] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
                 core.expireOverdueRequests()
+                core.closeSlowConnections()
             }
         }
     }

@@ -56,6 +56,7 @@ struct TetherConfigurationTests {
         #expect(configuration.databaseURL == nil)
         #expect(configuration.maxConnections == 1000 && configuration.maxConnectionsPerAddress == 64)
         #expect(configuration.idleTimeout == 60 && configuration.providerRevalidateInterval == 86_400)
+        #expect(configuration.headerTimeout == 10 && configuration.bodyTimeout == 30)
         // Behind a proxy every connection has the proxy's address: no per-address cap unless one is given.
         #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1"]).maxConnectionsPerAddress == 0)
         #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1", "TETHER_MAX_CONNECTIONS_PER_ADDRESS": "500"])
@@ -75,6 +76,8 @@ struct TetherConfigurationTests {
         ("TETHER_MAX_CONNECTIONS", "0"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "many"),
         ("TETHER_IDLE_TIMEOUT", "forever"),
+        ("TETHER_HEADER_TIMEOUT", "0s"),
+        ("TETHER_BODY_TIMEOUT", "10"),
         ("TETHER_PROVIDER_REVALIDATE_INTERVAL", "0s"),
     ])
     func anUnusableSettingNamesItsVariable(variable: String, value: String) {

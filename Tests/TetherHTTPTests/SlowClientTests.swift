@@ -4,13 +4,13 @@ import TetherCore
 import TetherHTTP
 import TetherTesting
 
-/// Idle and slow connections (slowloris: headers that never end) against the server's limits: a cap
-/// per peer address, a total cap, and an idle timeout. Sockets are raw, from other loopback addresses
+/// Idle and slow connections (slowloris: headers that never end; uploads that never end) against the
+/// server's limits: a cap per peer address, a total cap, an idle timeout, and header and body timeouts. Sockets are raw, from other loopback addresses
 /// (127.0.0.2 …) than the well-behaved client's.
 @Suite("Slow and idle clients do not starve the others")
 struct SlowClientTests {
-    /// A connection from `source` to the server that sent the start of a request and stops there.
-    private static func openSlow(port: Int, from source: String) -> Int32 {
+    /// A connection from `source` to the server that sent `start` (by default the start of a request) and stops there.
+    private static func openSlow(port: Int, from source: String, sending start: String = "GET /ping HTTP/1.1\r\nHost: slow\r\nX-Slow: ") -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return -1 }
         var local = sockaddr_in()
@@ -30,7 +30,7 @@ struct SlowClientTests {
                 }
             }
         }
-        let start = Array("GET /ping HTTP/1.1\r\nHost: slow\r\nX-Slow: ".utf8)
+        let start = Array(start.utf8)
         guard connected, send(descriptor, start, start.count, Int32(MSG_NOSIGNAL)) == start.count else {
             close(descriptor)
             return -1
@@ -97,11 +97,15 @@ struct SlowClientTests {
 
     @Test func aConnectionSilentForTheIdleTimeoutIsClosed() async throws {
         try await withServer(Self.pingRouter, configure: { $0.connectionTimeout = .seconds(1) }) { server, client, _ in
-            let descriptor = try await BlockingWork.run { Self.openSlow(port: server.boundPort, from: "127.0.0.2") }
-            defer { if descriptor >= 0 { close(descriptor) } }
-            #expect(descriptor >= 0)
-            #expect(try await BlockingWork.run { !Self.isClosed(descriptor, within: 0.3) }, "not before the timeout")
-            #expect(try await BlockingWork.run { Self.isClosed(descriptor, within: 4) }, "closed once silent past the timeout")
+            // Opened and checked in one blocking call: a wait for a dispatch thread in between would count as silence.
+            let (earlyClose, lateClose) = try await BlockingWork.run { () -> (Bool, Bool) in
+                let descriptor = Self.openSlow(port: server.boundPort, from: "127.0.0.2")
+                guard descriptor >= 0 else { return (true, false) }
+                defer { close(descriptor) }
+                return (Self.isClosed(descriptor, within: 0.3), Self.isClosed(descriptor, within: 4))
+            }
+            #expect(!earlyClose, "not before the timeout")
+            #expect(lateClose, "closed once silent past the timeout")
             #expect(try await client.get("/ping").status == 200)
         }
     }
@@ -127,6 +131,165 @@ struct SlowClientTests {
             let count = recv(waiting, &buffer, buffer.count, 0)
             #expect(count > 0 && String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         }
+    }
+
+    /// Opens a connection from `source` that sends `start`, then one byte every `every` seconds until
+    /// the server closes it or `limit` seconds have passed; returns the seconds from the opening until
+    /// it closed, or `nil` if it stayed open. Opened and timed in one blocking call, so that a wait for
+    /// a dispatch thread is not counted.
+    private static func trickle(
+        port: Int, from source: String, sending start: String, every: Double = 0.2, limit: Double
+    ) async throws -> Double? {
+        try await BlockingWork.run {
+            let started = ContinuousClock.now
+            func elapsed() -> Double {
+                let span = ContinuousClock.now - started
+                return Double(span.components.seconds) + Double(span.components.attoseconds) / 1e18
+            }
+            let descriptor = openSlow(port: port, from: source, sending: start)
+            guard descriptor >= 0 else { return nil }
+            defer { close(descriptor) }
+            while elapsed() < limit {
+                var byte = UInt8(ascii: "a")
+                if send(descriptor, &byte, 1, Int32(MSG_NOSIGNAL)) != 1 { return elapsed() }
+                if isClosed(descriptor, within: every) { return elapsed() }
+            }
+            return nil
+        }
+    }
+
+    private static var uploadRouter: Router {
+        var router = pingRouter
+        router.post("/upload") { request in .text("\(request.body.count)") }
+        return router
+    }
+
+    @Test func aClientThatTricklesItsHeadersIsClosedAtTheHeaderTimeoutWhateverTheIdleTimeout() async throws {
+        try await withServer(Self.pingRouter, configure: {
+            $0.connectionTimeout = .seconds(60)
+            $0.headerTimeout = .seconds(1)
+        }) { server, client, logs in
+            // A header line that never ends, one byte every 0.2 s: each byte resets the idle timeout.
+            let closedAfter = try await Self.trickle(
+                port: server.boundPort, from: "127.0.0.2", sending: "GET /ping HTTP/1.1\r\nHost: slow\r\nX-Slow: ", limit: 5)
+            #expect(closedAfter.map { $0 >= 0.8 && $0 < 2.5 } == true, "closed about the header timeout in: \(String(describing: closedAfter))")
+            let line = try await logs.record { ($0["msg"] as? String) == "slow connection closed" }
+            #expect((line?["reason"] as? String)?.hasPrefix("request head not complete") == true)
+            #expect(line?["remote"] as? String == "127.0.0.2")
+            #expect(try await client.get("/ping").status == 200, "others are served")
+        }
+    }
+
+    @Test func aConnectionThatSendsNothingIsClosedAtTheHeaderTimeout() async throws {
+        try await withServer(Self.pingRouter, configure: {
+            $0.connectionTimeout = .seconds(60)
+            $0.headerTimeout = .seconds(1)
+        }) { server, _, _ in
+            let (earlyClose, lateClose) = try await BlockingWork.run { () -> (Bool, Bool) in
+                let descriptor = Self.openSlow(port: server.boundPort, from: "127.0.0.3", sending: "")
+                guard descriptor >= 0 else { return (true, false) }
+                defer { close(descriptor) }
+                return (Self.isClosed(descriptor, within: 0.6), Self.isClosed(descriptor, within: 3))
+            }
+            #expect(!earlyClose, "not before the timeout")
+            #expect(lateClose, "closed after it, long before the idle timeout")
+        }
+    }
+
+    @Test func aSlowUploadIsClosedAtTheBodyTimeoutAndItsRequestLogged408() async throws {
+        try await withServer(Self.uploadRouter, configure: {
+            $0.connectionTimeout = .seconds(60)
+            $0.bodyTimeout = .seconds(1)
+        }) { server, client, logs in
+            // A whole head, then a body of 1,000 bytes sent one byte every 0.2 s.
+            let closedAfter = try await Self.trickle(
+                port: server.boundPort, from: "127.0.0.4",
+                sending: "POST /upload HTTP/1.1\r\nHost: slow\r\nContent-Length: 1000\r\nContent-Type: text/plain\r\n\r\n", limit: 5)
+            #expect(closedAfter.map { $0 >= 0.8 && $0 < 2.5 } == true, "closed about the body timeout in: \(String(describing: closedAfter))")
+            let access = try await logs.record { ($0["msg"] as? String) == "request" && ($0["remote"] as? String) == "127.0.0.4" }
+            #expect(access?["status"] as? Int == 408)
+            #expect((access?["error"] as? String)?.hasPrefix("request body not complete") == true)
+            // A whole upload in time is answered as ever.
+            let upload = try await client.post(
+                "/upload", headers: ["Content-Type": "text/plain"], body: Array(repeating: UInt8(ascii: "x"), count: 1000))
+            #expect(upload.status == 200 && String(decoding: upload.body, as: UTF8.self) == "1000")
+        }
+    }
+
+    @Test func aKeepAliveConnectionMayWaitBetweenRequestsLongerThanTheHeaderTimeout() async throws {
+        try await withServer(Self.pingRouter, configure: {
+            $0.connectionTimeout = .seconds(60)
+            $0.headerTimeout = .seconds(1)
+        }) { server, _, _ in
+            let answers = try await BlockingWork.run { () -> [String] in
+                let descriptor = Self.openSlow(port: server.boundPort, from: "127.0.0.5")
+                guard descriptor >= 0 else { return [] }
+                defer { close(descriptor) }
+                var answers: [String] = []
+                for round in 0..<2 {
+                    // The first head was begun by openSlow; the second is sent whole after a 1.5 s pause.
+                    let text = round == 0 ? "1\r\n\r\n" : "GET /ping HTTP/1.1\r\nHost: slow\r\n\r\n"
+                    if round == 1 { usleep(1_500_000) }
+                    let bytes = Array(text.utf8)
+                    guard send(descriptor, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count,
+                          Self.isReadable(descriptor, within: 3) else { return answers }
+                    var buffer = [UInt8](repeating: 0, count: 1024)
+                    let count = recv(descriptor, &buffer, buffer.count, 0)
+                    answers.append(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self))
+                }
+                return answers
+            }
+            #expect(answers.count == 2 && answers.allSatisfy { $0.hasPrefix("HTTP/1.1 200") }, "\(answers)")
+        }
+    }
+
+    @Test func aServerShutDownClosesItsSlowConnectionsAndKeepsNoDescriptorOfThem() async throws {
+        // The grace period ends before the header timeout: the daemon's stop, not the sweep, closes them.
+        var configuration = HTTPServer.Configuration(port: 0, shutdownGracePeriod: .seconds(1), log: LogCollector().sink)
+        configuration.headerTimeout = .seconds(60)
+        let server = HTTPServer(configuration: configuration, router: Self.pingRouter)
+        try server.start()
+        let port = server.boundPort
+        let slow = try await BlockingWork.run { (0..<20).map { _ in Self.openSlow(port: port, from: "127.0.0.6") } }
+        #expect(slow.allSatisfy { $0 >= 0 })
+        // Once accepted, each has two descriptors here (libmicrohttpd's and the timeouts' duplicate), plus the listener.
+        var sockets = Set<String>()
+        for _ in 0..<300 where Self.descriptors(of: sockets) < 41 {
+            sockets = Self.socketInodes(onLocalPort: port)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(Self.descriptors(of: sockets) == 41, "the server holds two descriptors for each (the check can see them)")
+        await server.shutdown()
+        #expect(try await BlockingWork.run { slow.allSatisfy { Self.isClosed($0, within: 3) } }, "every slow connection closed")
+        slow.forEach { if $0 >= 0 { close($0) } }
+        // Neither libmicrohttpd's descriptors nor the duplicates kept for the timeouts outlive the stop
+        // (the server object itself is still alive: its connections' state must not wait for it to go).
+        withExtendedLifetime(server) {
+            #expect(Self.descriptors(of: sockets) == 0)
+        }
+    }
+
+    /// The inodes of the TCP sockets bound to `port` on this side (IPv4), as `/proc/net/tcp` lists them.
+    private static func socketInodes(onLocalPort port: Int) -> Set<String> {
+        // Read to the end: Foundation's whole-file readers stop at the first page of a /proc file.
+        let table = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/net/tcp")).readToEnd())
+            .flatMap { $0.map { String(decoding: $0, as: UTF8.self) } } ?? ""
+        let portField = String(format: "%04X", port)
+        return Set(table.split(separator: "\n").dropFirst().compactMap { row -> String? in
+            let fields = row.split(separator: " ")
+            guard fields.count > 9, fields[1].hasSuffix(":" + portField) else { return nil }
+            return String(fields[9])
+        })
+    }
+
+    /// How many of this process's descriptors refer to one of the sockets `inodes`.
+    private static func descriptors(of inodes: Set<String>) -> Int {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return descriptors.filter { name in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name),
+                  target.hasPrefix("socket:[") else { return false }
+            return inodes.contains(String(target.dropFirst(8).dropLast()))
+        }.count
     }
 
     /// Whether `descriptor` has something to read within `seconds`.
