@@ -311,6 +311,12 @@ extension HTTPServer.Core {
     }
 }
 
+/// Ends both directions of `socket`: its peer reads end-of-stream, and a thread reading it fails.
+/// (Here, where the C module that brings `SHUT_RDWR` into scope is imported.)
+func shutDownSocket(_ socket: Int32) {
+    _ = shutdown(socket, Int32(SHUT_RDWR))
+}
+
 /// The numeric form of an IPv4 or IPv6 socket address.
 private func numericHost(_ address: UnsafeMutablePointer<sockaddr>) -> String? {
     var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
@@ -372,7 +378,7 @@ extension HTTPServer.Core {
         guard listenSocket >= 0 else { return nil }
         // libmicrohttpd's threads may still hold the descriptor until MHD_stop_daemon, so it is
         // shut down (which makes Linux refuse new connections) and closed only after the stop.
-        _ = shutdown(listenSocket, Int32(SHUT_RDWR))
+        shutDownSocket(listenSocket)
         return listenSocket
     }
 

@@ -62,7 +62,7 @@ extension HTTPServer {
                   let wait = Wait(rawValue: waitingFor.load(ordering: .relaxed)), wait != .nothing,
                   closedFor.compareExchange(expected: Wait.nothing.rawValue, desired: wait.rawValue, ordering: .relaxed).exchanged
             else { return nil }
-            shutDown(socket)
+            shutDownSocket(socket)
             return wait
         }
     }
@@ -122,11 +122,6 @@ extension HTTPServer {
                 ? .max / 4 : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         }
     }
-}
-
-/// Ends both directions of `socket`: the peer reads end-of-stream, libmicrohttpd's next read fails.
-private func shutDown(_ socket: Int32) {
-    _ = shutdown(socket, Int32(SHUT_RDWR))
 }
 
 extension HTTPServer.Core {

@@ -2,9 +2,10 @@
 ///
 /// Patterns are paths whose segments are literals or `{name}` parameters
 /// (`/v1/users/{id}/history`). A literal segment beats a parameter at the
-/// same position, empty segments (a trailing slash, `//`) are ignored, and
-/// `HEAD` falls back to the `GET` handler. A path that matches no pattern is
-/// 404; a path that matches only under other methods is 405 with `Allow`.
+/// same position, for every method: a path that a pattern with the literal
+/// matches is that pattern's alone. Empty segments (a trailing slash, `//`) are
+/// ignored, and `HEAD` falls back to the `GET` handler. A path that matches no
+/// pattern is 404; a path that matches only under other methods is 405 with `Allow`.
 public struct Router: Sendable {
     /// How a request resolved against the route table.
     public enum Resolution: Sendable {
@@ -117,15 +118,17 @@ public struct Router: Sendable {
     /// Resolves `request` by its method and its decoded path segments.
     public func route(_ request: HTTPRequest) -> Resolution {
         var captured: [String] = []
-        var allowed: Set<String> = []
-        let segments = request.pathSegments
-        guard let endpoint = search(node: 0, segments: segments[...], method: request.method, captured: &captured, allowed: &allowed)
-        else {
-            guard !allowed.isEmpty else { return .notFound }
+        let endpoint: Endpoint
+        switch search(node: 0, segments: request.pathSegments[...], method: request.method, captured: &captured) {
+        case .found(let found):
+            endpoint = found
+        case .pathOnly(var allowed):
             if allowed.contains("GET") {
                 allowed.insert("HEAD")
             }
             return .methodNotAllowed(allowed: allowed.sorted())
+        case .none:
+            return .notFound
         }
         let parameters = Dictionary(
             zip(endpoint.parameterNames, captured).map { ($0, $1) }, uniquingKeysWith: { first, _ in first })
@@ -159,31 +162,39 @@ public struct Router: Sendable {
         return nodes.count - 1
     }
 
-    /// Depth-first, literal child before parameter child, so literals win but a parameter still matches when the literal branch has no handler for the method.
-    private func search(
-        node: Int, segments: ArraySlice<String>, method: String, captured: inout [String], allowed: inout Set<String>
-    ) -> Endpoint? {
+    /// What a search below one node found.
+    private enum Search {
+        /// A handler for the method.
+        case found(Endpoint)
+        /// A route whose path matches, but only under these methods.
+        case pathOnly(Set<String>)
+        /// No route's path matches.
+        case none
+    }
+
+    /// Depth-first, literal child before parameter child. A path that a literal branch matches
+    /// belongs to that branch under every method, as OpenAPI matches concrete paths before templated
+    /// ones: `DELETE /v1/users/me/mfa/totp` is 405 (`Allow: POST`), not `DELETE …/mfa/{factorId}`
+    /// with `totp` for an id. A parameter is tried only where no literal route matches the path.
+    private func search(node: Int, segments: ArraySlice<String>, method: String, captured: inout [String]) -> Search {
         guard let segment = segments.first else {
             let endpoints = nodes[node].endpoints
             if let endpoint = endpoints[method] ?? (method == "HEAD" ? endpoints["GET"] : nil) {
-                return endpoint
+                return .found(endpoint)
             }
-            allowed.formUnion(endpoints.keys)
-            return nil
+            return endpoints.isEmpty ? .none : .pathOnly(Set(endpoints.keys))
         }
         let rest = segments.dropFirst()
-        if let literal = nodes[node].literals[segment],
-            let found = search(node: literal, segments: rest, method: method, captured: &captured, allowed: &allowed)
-        {
-            return found
+        if let literal = nodes[node].literals[segment] {
+            let below = search(node: literal, segments: rest, method: method, captured: &captured)
+            if case .none = below {} else { return below }
         }
         if let parameter = nodes[node].parameter {
             captured.append(segment)
-            if let found = search(node: parameter, segments: rest, method: method, captured: &captured, allowed: &allowed) {
-                return found
-            }
+            let below = search(node: parameter, segments: rest, method: method, captured: &captured)
+            if case .none = below {} else { return below }
             captured.removeLast()
         }
-        return nil
+        return .none
     }
 }

@@ -22,11 +22,20 @@ struct RouterTests {
         #expect(try await answer(router, "GET", "/v1/users/42") == "byID id=42")
     }
 
-    @Test func parameterMatchesWhenTheLiteralBranchLacksTheMethod() async throws {
+    @Test func aLiteralPathIsItsRoutesAloneUnderEveryMethod() async throws {
+        // As OpenAPI matches concrete paths before templated ones: the document's Allow holds.
         var router = Router()
         router.get("/v1/users/me", handler("me"))
         router.delete("/v1/users/{id}", handler("delete"))
-        #expect(try await answer(router, "DELETE", "/v1/users/me") == "delete id=me")
+        router.get("/v1/users/{id}/history", handler("history"))
+        guard case .methodNotAllowed(let allowed) = router.route(HTTPRequest(method: "DELETE", target: "/v1/users/me")) else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == ["GET", "HEAD"])
+        #expect(try await answer(router, "DELETE", "/v1/users/42") == "delete id=42")
+        // Where the literal branch matches no path at all, the parameter still does.
+        #expect(try await answer(router, "GET", "/v1/users/me/history") == "history id=me")
     }
 
     @Test func parametersAreCapturedByName() async throws {
