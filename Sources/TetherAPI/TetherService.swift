@@ -37,6 +37,8 @@ public final class TetherService: Sendable {
     /// The standby of `TETHER_DATABASE_READ_URL`, when set.
     public let replica: ReadReplica?
     let logger: Logger
+    /// Sweeps operational state past its lifetime (kept Idempotency-Key answers) while the server runs.
+    private let housekeeping = BackgroundLoop()
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     ///
@@ -168,6 +170,17 @@ public final class TetherService: Sendable {
         webhooks.start()
         providerCalls.start()
         commands.limits.startFlushingTallies(logger: logger)
+        // Kept Idempotency-Key answers past their day go in batches; a full batch means more are due now.
+        housekeeping.start(idle: .seconds(60), logger: logger, name: "expired Idempotency-Key answers") { [database] in
+            try await IdempotentRequests.sweepExpired(in: database) == 1000
+        }
+    }
+
+    /// Deletes kept `Idempotency-Key` answers past their lifetime now (the server does it every minute);
+    /// answers how many went.
+    @discardableResult
+    public func sweepExpiredIdempotentAnswers() async throws -> Int {
+        try await IdempotentRequests.sweepExpired(in: database)
     }
 
     /// Records the closed minutes of the tallies of refused sign-ins about no known account as
@@ -189,6 +202,7 @@ public final class TetherService: Sendable {
         await providerCalls.stop()
         logger.debug("shutting down: sign-in failure tallies")
         await commands.limits.stopFlushingTallies()
+        await housekeeping.stop()
         database.shutdown()
         replica?.database.shutdown()
     }

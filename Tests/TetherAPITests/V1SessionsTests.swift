@@ -217,6 +217,29 @@ struct V1SessionsTests {
         }
     }
 
+    @Test func keptAnswersPastTheirDayAreSweptAndFreshOnesStay() async throws {
+        try await DevService.run { app in
+            for index in 0..<5 {
+                let answer = try await app.signIn(try await app.apple("apple-sweep-\(index)"), headers: ["Idempotency-Key": "sweep-\(index)"])
+                #expect(answer.status == 201)
+            }
+            let kept = { () async throws -> [String] in
+                try await app.admin.query("SELECT scope FROM idempotent_responses ORDER BY scope").map { try $0.decode("scope", as: String.self) }
+            }
+            let all = try await kept()
+            #expect(all.count == 5)
+            // Three are a day and a minute old; nothing is swept before its day is out.
+            #expect(try await app.service.sweepExpiredIdempotentAnswers() == 0)
+            try await app.admin.query("""
+                UPDATE idempotent_responses SET created_at = now() - interval '24 hours 1 minute'
+                WHERE scope IN (SELECT scope FROM idempotent_responses ORDER BY scope LIMIT 3)
+                """)
+            #expect(try await app.service.sweepExpiredIdempotentAnswers() == 3)
+            #expect(try await kept() == Array(all.suffix(2)))
+            #expect(try await app.service.sweepExpiredIdempotentAnswers() == 0)
+        }
+    }
+
     @Test func aSignInThatFailsOnTheServersSideGivesItsNonceBackForTheRetry() async throws {
         try await DevService.run { app in
             let rawNonce = UUID().uuidString

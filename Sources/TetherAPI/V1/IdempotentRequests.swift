@@ -213,13 +213,19 @@ struct IdempotentRequests: Sendable {
                 headers = \(try PostgresJSON(encoding: kept))::jsonb, body = \(sealed.combined)
             WHERE scope = \(derived.scope) AND status IS NULL
             """)
-        // Expired answers go a few at a time, so no request pays for a large sweep.
-        if Int.random(in: 0..<64) == 0 {
-            try await database.query("""
-                DELETE FROM idempotent_responses WHERE scope IN (
-                    SELECT scope FROM idempotent_responses WHERE created_at < now() - \(Self.lifetime)::interval LIMIT 100)
-                """)
-        }
+    }
+
+    /// Deletes up to `limit` answers past their lifetime (the server's housekeeping loop calls it, so
+    /// no request pays for a sweep); answers how many went. An expired answer is never replayed
+    /// before it goes: a key that comes back after its lifetime is a new request either way.
+    static func sweepExpired(in database: PostgresClient, limit: Int = 1000) async throws -> Int {
+        let rows = try await database.query("""
+            DELETE FROM idempotent_responses WHERE scope IN (
+                SELECT scope FROM idempotent_responses WHERE created_at < now() - \(Self.lifetime)::interval
+                ORDER BY created_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING 1 AS gone
+            """)
+        return rows.count
     }
 
     /// The problem a client mistake is answered with, which a retry gets again; nil for failures worth retrying.
