@@ -11,28 +11,6 @@ import TetherTesting
 /// stopped and the standby promoted while sign-ins run; Tether reconnects by itself.
 @Suite("Failover: the primary stops, the standby is promoted, nothing acknowledged is lost")
 struct FailoverTests {
-    private final class Outcomes: Sendable {
-        struct Entry: Sendable {
-            var status: Int
-            var userId: String?
-            var retryAfter: String?
-            var at: ContinuousClock.Instant
-        }
-        private let entries = Mutex<[Entry]>([])
-        func record(_ entry: Entry) { entries.withLock { $0.append(entry) } }
-        var all: [Entry] { entries.withLock { $0 } }
-
-        /// Polls until `condition` holds over the outcomes so far, or `limit` has passed; says which.
-        func wait(upTo limit: Duration, until condition: ([Entry]) -> Bool) async throws -> Bool {
-            let deadline = ContinuousClock.now + limit
-            while ContinuousClock.now < deadline {
-                if condition(all) { return true }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            return condition(all)
-        }
-    }
-
     @Test func signInsGo503DuringThePromotionAndEveryAcknowledgedOneSurvives() async throws {
         let replicated = try await ReplicatedPostgres.start("failover", synchronous: true)
         defer { replicated.stop() }
@@ -41,29 +19,15 @@ struct FailoverTests {
         let url = "postgresql://postgres@127.0.0.1:\(primary.port),127.0.0.1:\(standbyPort)/tether?target_session_attrs=read-write"
 
         let running = try await RunningService.start(databaseURL: url, values: [:], devIdP: true)
-        let idp = running.idp!.client()
         // Each sign-in makes a new user: an acknowledged one (201) must be on the promoted standby.
-        let outcomes = Outcomes()
-        let stop = Mutex(false)
-        let load = Task {
-            var index = 0
-            while !stop.withLock({ $0 }) {
-                index += 1
-                let minted = try await idp.post("/dev-idp/apple/token", json: ["sub": "apple-failover-\(index)"])
-                let token = try minted.decodeJSON([String: String].self)["identityToken"]!
-                let answer = try await running.client.post(
-                    "/v1/sign-in", json: ["provider": "apple", "credential": ["identityToken": .string(token)]] as JSONValue)
-                let user = answer.status == 201 ? try? answer.decodeJSON(SignedIn.self).user.id : nil
-                outcomes.record(.init(status: answer.status, userId: user, retryAfter: answer.headers["Retry-After"], at: .now))
-                if answer.status != 201 { try await Task.sleep(for: .milliseconds(20)) }
-            }
-        }
+        let load = SignInLoad(
+            port: running.service.server.boundPort, idpPort: running.idp!.server.boundPort, workers: 1, subjectPrefix: "apple-failover")
         // The steps wait for what they need, not for fixed times: on a busy machine (CI runs this
         // beside other suites) the first sign-in alone can take longer than a fixed pause.
         // At least 0.8 s of load before the stop and 1.5 s after the promotion, and at least three
         // sign-ins acknowledged in each.
         let loadStarted = ContinuousClock.now
-        let sawSignIns = try await outcomes.wait(upTo: .seconds(60)) {
+        let sawSignIns = try await load.wait(upTo: .seconds(60)) {
             ContinuousClock.now - loadStarted >= .milliseconds(800) && $0.filter { $0.status == 201 }.count >= 3
         }
         let stopped = ContinuousClock.now
@@ -71,19 +35,17 @@ struct FailoverTests {
         try await Task.sleep(for: .milliseconds(300))
         try standby.promote()
         let promotedAt = ContinuousClock.now
-        let sawRecovery = try await outcomes.wait(upTo: .seconds(60)) {
+        let sawRecovery = try await load.wait(upTo: .seconds(60)) {
             ContinuousClock.now - promotedAt >= .milliseconds(1500) && $0.filter { $0.status == 201 && $0.at > promotedAt }.count >= 3
         }
-        stop.withLock { $0 = true }
-        try await load.value
+        await load.stop()
         #expect(sawSignIns && sawRecovery, "the load saw sign-ins before the stop and after the promotion")
         await running.stop()
-        await idp.close()
 
-        let all = outcomes.all
-        let acknowledged = all.compactMap(\.userId)
+        let all = load.all
+        let acknowledged = load.acknowledged
         #expect(all.allSatisfy { $0.status == 201 || ($0.status == 503 && $0.retryAfter != nil) },
-                "only sign-ins and 503s with Retry-After: \(Set(all.map(\.status)))")
+                "only sign-ins and 503s with Retry-After: \(Set(all.map { $0.status.map(String.init) ?? "no answer" }))")
         #expect(all.contains { $0.status == 503 }, "the outage was seen")
         let before = all.filter { $0.at < stopped && $0.status == 201 }.count
         let after = all.filter { $0.at > promotedAt && $0.status == 201 }

@@ -205,17 +205,8 @@ struct ProviderGrantTests {
         let port = try LocalPostgresServer.freeLoopbackPort()
         var environment = idp.configuration
         environment["TETHER_MASTER_KEY_FILE"] = keyFile
-        environment["TETHER_LISTEN"] = "127.0.0.1:\(port)"
         func serve() async throws -> TetherCommandLine.Process {
-            let process = try TetherCommandLine.spawn(["serve"], databaseURL: database.url, environment: environment)
-            let probe = HTTPTestClient(port: port, timeout: .seconds(2))
-            defer { Task { await probe.close() } }
-            for _ in 0..<200 {
-                if (try? await probe.get("/readyz").status) == 200 { return process }
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            process.send(SIGKILL)
-            throw HarnessError("tether serve did not get ready: \(try await process.wait().stderr)")
+            try await TetherCommandLine.serve(databaseURL: database.url, port: port, environment: environment)
         }
         let owner = database.client(asServiceRole: false, maxConnections: 1)
         defer { owner.shutdown() }

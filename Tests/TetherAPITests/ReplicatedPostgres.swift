@@ -11,15 +11,9 @@ final class ReplicatedPostgres: @unchecked Sendable {
 
     static func start(_ name: String, synchronous: Bool) async throws -> ReplicatedPostgres {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("tether-\(name)-\(UUID().uuidString.prefix(8))")
-        var primary = try LocalPostgresServer(dataDirectory: base.appendingPathComponent("primary"))
-        primary.extraSettings = ["synchronous_commit=on", "wal_level=replica", "max_wal_senders=4"]
-        try primary.start()
+        let primary = try await startWithSchema(
+            at: base.appendingPathComponent("primary"), settings: ["synchronous_commit=on", "wal_level=replica", "max_wal_senders=4"])
         do {
-            let setup = PostgresClient(url: primary.url, maxConnections: 1)
-            try await setup.query("CREATE DATABASE tether")
-            setup.shutdown()
-            _ = try await MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory())
-                .migrate(PostgresClient.Configuration(url: primary.url(database: "tether"), maxConnections: 1))
             let standby = try primary.makeStandby(at: base.appendingPathComponent("standby"), name: "standby")
             let replicated = ReplicatedPostgres(base: base, primary: primary, standby: standby)
             try standby.start()
@@ -28,6 +22,24 @@ final class ReplicatedPostgres: @unchecked Sendable {
         } catch {
             try? primary.stop()
             try? FileManager.default.removeItem(at: base)
+            throw error
+        }
+    }
+
+    /// A started cluster in `directory` with Tether's schema in database `tether` (stopped again if that fails).
+    static func startWithSchema(at directory: URL, settings: [String] = []) async throws -> LocalPostgresServer {
+        var server = try LocalPostgresServer(dataDirectory: directory)
+        server.extraSettings = settings
+        try server.start()
+        do {
+            let setup = PostgresClient(url: server.url, maxConnections: 1)
+            try await setup.query("CREATE DATABASE tether")
+            setup.shutdown()
+            _ = try await MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory())
+                .migrate(PostgresClient.Configuration(url: server.url(database: "tether"), maxConnections: 1))
+            return server
+        } catch {
+            try? server.stop()
             throw error
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import TetherCore
+import TetherTesting
 
 /// The built `tether` executable, run as an operator would run it, from any test.
 enum TetherCommandLine {
@@ -55,6 +56,21 @@ enum TetherCommandLine {
             }
             return Run(status: status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), stdout: read("stdout"), stderr: read("stderr"))
         }
+    }
+
+    /// Starts `tether serve` listening on `port` and returns once its `/readyz` answers 200 (within 10 s).
+    static func serve(databaseURL: String, port: Int, environment: [String: String]) async throws -> Process {
+        var environment = environment
+        environment["TETHER_LISTEN"] = "127.0.0.1:\(port)"
+        let process = try spawn(["serve"], databaseURL: databaseURL, environment: environment)
+        let probe = HTTPTestClient(port: port, timeout: .seconds(2))
+        defer { Task { await probe.close() } }
+        for _ in 0..<200 {
+            if (try? await probe.get("/readyz").status) == 200 { return process }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.send(SIGKILL)
+        throw HarnessError("tether serve did not get ready: \(try await process.wait().stderr)")
     }
 
     /// Starts `.build/debug/tether` with `arguments`, only the given `TETHER_DATABASE_URL` and `environment`, and returns at once.
