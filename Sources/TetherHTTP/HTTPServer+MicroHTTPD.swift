@@ -93,7 +93,8 @@ private let notifyConnection: MHD_NotifyConnectionCallback = { closure, connecti
         // libmicrohttpd has closed and the kernel handed to another connection.
         guard let descriptor = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CONNECTION_FD)?.pointee.connect_fd
         else { return }
-        let duplicate = dup(descriptor)
+        // Close-on-exec, as libmicrohttpd's own sockets are: a child process must not keep the connection open.
+        let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
         guard duplicate >= 0 else { return }  // out of descriptors: this connection keeps only the idle timeout
         let peer = CMicroHTTPD_get_connection_info(connection, .CONNECTION_INFO_CLIENT_ADDRESS)?.pointee.client_addr.flatMap(numericHost)
         let clock = HTTPServer.ConnectionClock(socket: duplicate, peer: peer)
@@ -174,6 +175,8 @@ extension HTTPServer.Core {
                     configuration.response(for: .payloadTooLarge(limit: configuration.maxBodyBytes), target: state.target), for: state,
                     on: connection)
             }
+            // The body arrived just as the sweep closed the connection for it: no handler runs.
+            if let clock = state.clock, !clock.expectNothing() { return .NO }
             dispatch(state, on: connection)
             return .YES
         case .dispatched(let pending):
@@ -233,7 +236,6 @@ extension HTTPServer.Core {
             method: state.method ?? "GET", target: state.target, headers: state.headers, body: state.body,
             requestID: state.requestID, remoteAddress: state.remoteAddress, deadline: deadline)
         state.body = []
-        state.clock?.expectNothing()
         let pending = HTTPServer.PendingResponse(connection: SuspendedConnection(pointer: connection), deadline: deadline)
         // Counted before suspending, so that shutdown never sees zero while a suspension is under way;
         // suspended before registering, because the deadline sweep or shutdown may resume it from then on.
@@ -273,7 +275,7 @@ extension HTTPServer.Core {
         }
         state.status = response.status
         state.phase = .answered
-        state.clock?.expectNothing()
+        _ = state.clock?.expectNothing()
         return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 

@@ -14,21 +14,29 @@ import Synchronization
 extension HTTPServer {
     /// What a connection is being waited for, and until when; written by the polling thread that
     /// owns the connection, read by the sweep.
+    ///
+    /// What it waits for, whether the sweep closed it, and a generation that every change bumps are
+    /// one atomic word, so the polling thread and the sweep settle a race with a compare-and-swap:
+    /// the sweep closes only the state it found overdue, and a request the sweep has claimed is
+    /// never handed to a handler (``expectNothing()`` answers false).
     final class ConnectionClock: Sendable {
-        enum Wait: UInt8 {
+        enum Wait: Int64 {
             case nothing = 0
             case head = 1
             case body = 2
         }
+
+        private static let waitBits: Int64 = 0b11
+        private static let closedBit: Int64 = 0b100
+        private static let generationUnit: Int64 = 0b1000
 
         /// Our own duplicate of the connection's socket: shutting it down ends the connection even if
         /// libmicrohttpd has closed (and the kernel reused) its descriptor in the meantime.
         let socket: Int32
         let peer: String?
         private let deadline = Atomic<Int64>(.max)
-        private let waitingFor = Atomic<UInt8>(Wait.nothing.rawValue)
-        /// Set once by the sweep that shut the socket down: why.
-        private let closedFor = Atomic<UInt8>(Wait.nothing.rawValue)
+        /// `generation << 3 | closed << 2 | wait`.
+        private let state = Atomic<Int64>(Wait.nothing.rawValue)
 
         init(socket: Int32, peer: String?) {
             self.socket = socket
@@ -39,28 +47,41 @@ extension HTTPServer {
             close(socket)
         }
 
-        /// From now on the connection owes `wait` by `deadline` (nanoseconds on the core's clock).
-        func expect(_ wait: Wait, by deadline: Int64) {
-            waitingFor.store(wait.rawValue, ordering: .relaxed)
-            self.deadline.store(deadline, ordering: .relaxed)
+        /// From now on the connection owes `wait` by `deadline` (nanoseconds on the core's clock);
+        /// false if the sweep has closed it already.
+        @discardableResult
+        func expect(_ wait: Wait, by deadline: Int64) -> Bool {
+            // The deadline first: a sweep that reads the new state reads this deadline too.
+            if wait != .nothing { self.deadline.store(deadline, ordering: .sequentiallyConsistent) }
+            var current = state.load(ordering: .sequentiallyConsistent)
+            while current & Self.closedBit == 0 {
+                let next = ((current & ~(Self.waitBits | Self.closedBit)) &+ Self.generationUnit) | wait.rawValue
+                let (exchanged, original) = state.compareExchange(
+                    expected: current, desired: next, ordering: .sequentiallyConsistent)
+                if exchanged { return true }
+                current = original
+            }
+            return false
         }
 
-        /// The connection owes nothing: a handler has it, or it is answering.
-        func expectNothing() {
-            deadline.store(.max, ordering: .relaxed)
-            waitingFor.store(Wait.nothing.rawValue, ordering: .relaxed)
+        /// The connection owes nothing: a handler is about to have it, or it is answering. False if the
+        /// sweep has closed it already (then it must not be handed to a handler).
+        func expectNothing() -> Bool {
+            expect(.nothing, by: .max)
         }
 
         /// Why the sweep closed the connection, or `nil`.
         var closedReason: Wait? {
-            Wait(rawValue: closedFor.load(ordering: .relaxed)).flatMap { $0 == .nothing ? nil : $0 }
+            let current = state.load(ordering: .sequentiallyConsistent)
+            return current & Self.closedBit == 0 ? nil : Wait(rawValue: current & Self.waitBits)
         }
 
-        /// Shuts the socket down if its deadline is before `now`; says what it was waiting for.
+        /// Shuts the socket down if what it owes is past its deadline at `now`; says what that was.
         fileprivate func closeIfOverdue(now: Int64) -> Wait? {
-            guard deadline.load(ordering: .relaxed) < now,
-                  let wait = Wait(rawValue: waitingFor.load(ordering: .relaxed)), wait != .nothing,
-                  closedFor.compareExchange(expected: Wait.nothing.rawValue, desired: wait.rawValue, ordering: .relaxed).exchanged
+            let current = state.load(ordering: .sequentiallyConsistent)
+            guard current & Self.closedBit == 0, let wait = Wait(rawValue: current & Self.waitBits), wait != .nothing,
+                  deadline.load(ordering: .sequentiallyConsistent) < now,
+                  state.compareExchange(expected: current, desired: current | Self.closedBit, ordering: .sequentiallyConsistent).exchanged
             else { return nil }
             shutDownSocket(socket)
             return wait

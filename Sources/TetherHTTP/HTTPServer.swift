@@ -37,7 +37,8 @@ public final class HTTPServer: Sendable {
     }
 
     /// Raises this process's soft limit of open files to its hard limit (Debian's default soft limit,
-    /// 1024, is below ``Configuration/connectionLimit`` plus the database pool); answers the new soft limit.
+    /// 1024, is below twice ``Configuration/connectionLimit`` plus the database pool: each connection
+    /// holds its socket and the duplicate its header and body timeouts keep); answers the new soft limit.
     @discardableResult
     public static func raiseOpenFileLimit() -> Int {
         var limit = rlimit()

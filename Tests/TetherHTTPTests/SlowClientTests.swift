@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TetherCore
-import TetherHTTP
+@testable import TetherHTTP
 import TetherTesting
 
 /// Idle and slow connections (slowloris: headers that never end; uploads that never end) against the
@@ -55,10 +55,12 @@ struct SlowClientTests {
     @Test func aThousandSlowConnectionsLeaveRoomForOthersAndOneAddressGetsItsShareOnly() async throws {
         let files = HTTPServer.raiseOpenFileLimit()
         let perAddress = 50
-        let addresses = max(1, min(20, (files - 400) / (2 * perAddress)))
+        // Three descriptors a slow connection in this process: the client's, the server's and its duplicate.
+        let addresses = max(1, min(20, (files - 400) / (3 * perAddress)))
         try await withServer(Self.pingRouter, configure: {
             $0.connectionLimit = 1200
             $0.perAddressConnectionLimit = perAddress
+            $0.headerTimeout = .seconds(600) // the slow connections must stay for the whole test, however slow the machine
         }) { server, client, _ in
             let port = server.boundPort
             func pings() async throws -> [Double] {
@@ -114,6 +116,7 @@ struct SlowClientTests {
         try await withServer(Self.pingRouter, configure: {
             $0.connectionLimit = 20
             $0.perAddressConnectionLimit = 0
+            $0.headerTimeout = .seconds(600)
         }) { server, _, _ in
             let port = server.boundPort
             let slow = try await BlockingWork.run { (0..<20).map { index in Self.openSlow(port: port, from: "127.0.0.\(2 + index % 4)") } }
@@ -277,7 +280,8 @@ struct SlowClientTests {
         let portField = String(format: "%04X", port)
         return Set(table.split(separator: "\n").dropFirst().compactMap { row -> String? in
             let fields = row.split(separator: " ")
-            guard fields.count > 9, fields[1].hasSuffix(":" + portField) else { return nil }
+            // The whole local address: a client socket bound to 127.0.0.x may have the same port number.
+            guard fields.count > 9, fields[1] == "0100007F:" + portField else { return nil }
             return String(fields[9])
         })
     }
@@ -290,6 +294,36 @@ struct SlowClientTests {
                   target.hasPrefix("socket:[") else { return false }
             return inodes.contains(String(target.dropFirst(8).dropLast()))
         }.count
+    }
+
+    @Test func aConnectionTheSweepClosedIsNeverHandedToAHandlerAndARenewedOneIsNotClosed() throws {
+        var pair: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[1]) }
+        let clocks = HTTPServer.ConnectionClocks(configuration: .init())
+        let clock = HTTPServer.ConnectionClock(socket: pair[0], peer: "127.0.0.7")
+        clocks.add(clock)
+        defer { clocks.remove(clock) }
+        // A body owed by a deadline that has passed: the sweep claims the connection and shuts it down.
+        #expect(clock.expect(.body, by: clocks.now - 1))
+        #expect(clocks.closeOverdue().map(\.owed) == [.body])
+        #expect(clock.closedReason == .body)
+        #expect(!clock.expectNothing(), "a claimed connection is not dispatched")
+        #expect(!clock.expect(.head, by: .max), "nor given a new deadline")
+        #expect(clocks.closeOverdue().isEmpty, "it is closed once")
+        var byte: UInt8 = 0
+        #expect(recv(pair[1], &byte, 1, Int32(MSG_DONTWAIT)) == 0, "the peer reads end-of-stream")
+
+        // A connection whose body arrived (nothing owed) is left alone, however old its last deadline.
+        var other: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &other) == 0)
+        defer { close(other[1]) }
+        let answered = HTTPServer.ConnectionClock(socket: other[0], peer: nil)
+        clocks.add(answered)
+        defer { clocks.remove(answered) }
+        #expect(answered.expect(.body, by: clocks.now - 1) && answered.expectNothing())
+        #expect(clocks.closeOverdue().isEmpty)
+        #expect(answered.closedReason == nil)
     }
 
     /// Whether `descriptor` has something to read within `seconds`.
