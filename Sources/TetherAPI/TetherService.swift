@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 import TetherCrypto
 import TetherHTTP
@@ -194,16 +195,24 @@ public final class TetherService: Sendable {
     public func stop() async {
         logger.info("shutting down")
         await server.shutdown() // logs "stopped" once requests in flight have finished
-        logger.debug("shutting down: mails in flight")
-        await emailFlows.finishSending()
-        logger.debug("shutting down: webhook deliveries")
-        await webhooks.stop()
-        logger.debug("shutting down: provider calls")
-        await providerCalls.stop()
-        logger.debug("shutting down: sign-in failure tallies")
-        await commands.limits.stopFlushingTallies()
-        await housekeeping.stop()
+        // Each step is logged as it begins, so a stop that hangs names its step (see ``stoppingStep``).
+        await stopStep("mails in flight") { await emailFlows.finishSending() }
+        await stopStep("webhook deliveries") { await webhooks.stop() }
+        await stopStep("provider calls") { await providerCalls.stop() }
+        await stopStep("sign-in failure tallies") { await commands.limits.stopFlushingTallies() }
+        await stopStep("housekeeping") { await housekeeping.stop() }
+        stoppingStep.withLock { $0 = "database connections" }
         database.shutdown()
         replica?.database.shutdown()
+        stoppingStep.withLock { $0 = nil }
+    }
+
+    /// The step ``stop()`` is in, while it runs: for a watchdog to name when the stop takes too long.
+    public let stoppingStep = Mutex<String?>(nil)
+
+    private func stopStep(_ name: String, _ step: () async -> Void) async {
+        stoppingStep.withLock { $0 = name }
+        logger.info("shutting down: \(name)")
+        await step()
     }
 }

@@ -17,7 +17,7 @@ enum Commands {
         }
         let logger = Logger(minimumLevel: configuration.logLevel)
         let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
-        try await run(service)
+        try await run(service, logger: logger)
     }
 
     static func dev(_ arguments: [String]) async throws {
@@ -73,7 +73,7 @@ enum Commands {
             logger.info("dev identity provider", [("url", base.absoluteString)])
             // Seeds go in once the server answers: their tokens are verified against the
             // dev identity provider's key sets and Graph API, over HTTP like any other.
-            try await run(service) {
+            try await run(service, logger: logger) {
                 guard !options.has("no-seeds") else { return }
                 try await loadSeeds(service: service, devIdP: devIdP, configuration: configuration, logger: logger)
             }
@@ -159,7 +159,7 @@ enum Commands {
     static let developmentMasterKeyFile = ".tether/master.key"
 
     /// Serves until SIGTERM or SIGINT, then shuts down gracefully; `started` runs once the server listens.
-    private static func run(_ service: TetherService, started: () async throws -> Void = {}) async throws {
+    private static func run(_ service: TetherService, logger: Logger, started: () async throws -> Void = {}) async throws {
         let signals = ShutdownSignal.listen()
         try service.start()
         do {
@@ -169,7 +169,17 @@ enum Commands {
             throw error
         }
         _ = await signals.wait()
+        // A stop takes 45 s at most when every step uses its own bound (20 s for requests in flight,
+        // 5 s for each background loop). Past a minute something ignores its bound: the process
+        // ends anyway, naming the step, since every command it acknowledged is committed already.
+        // The watchdog runs on a dispatch thread, so it fires even if Swift's task threads are stuck.
+        let watchdog = DispatchWorkItem {
+            logger.error("shutdown did not finish within 60 s; exiting", [("step", service.stoppingStep.withLock { $0 } ?? "none")])
+            exit(1)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
         await service.stop()
+        watchdog.cancel()
     }
 
     /// Loads `seeds/` (beside the migrations' `schema/`) through the service's own accounts and providers.
