@@ -10,6 +10,21 @@ public struct URLSessionHTTPClient: HTTPClient {
 
     /// GETs `url`; a body beyond `maxBytes` cancels the transfer instead of buffering it.
     public func get(url: URL, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        return try await send(request, timeout: timeout, maxBytes: maxBytes)
+    }
+
+    /// Sends `request` on a session of its own that follows no redirect; a body beyond `maxBytes`
+    /// cancels the transfer instead of buffering it.
+    ///
+    /// Cancelling the calling task cancels the transfer, from a dispatch thread. Swift runs a
+    /// cancellation handler while it holds the task's status lock, and `URLSessionTask.cancel()`
+    /// waits for the session's work queue; a network thread handling a socket failure holds that
+    /// queue and waits for the status lock to resume the task. Called straight from the handler,
+    /// the two threads deadlock (swift-corelibs-foundation #5412, fixed after this toolchain), and
+    /// with them the stop of the server that cancelled a webhook delivery.
+    public func send(_ request: URLRequest, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout
@@ -18,15 +33,13 @@ public struct URLSessionHTTPClient: HTTPClient {
         let collector = ResponseCollector(maximumBytes: maxBytes)
         let session = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
         let task = session.dataTask(with: request)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 collector.start(task, continuation: continuation)
             }
         } onCancel: {
-            collector.cancel()
+            DispatchQueue.global().async { collector.cancel() }
         }
     }
 }
@@ -43,6 +56,8 @@ private final class ResponseCollector: NSObject, URLSessionDataDelegate, @unchec
     private var response: HTTPURLResponse?
     private var failure: HTTPClientError?
     private var task: URLSessionDataTask?
+    /// Set by ``cancel()``: a transfer cancelled before it started is cancelled as it starts.
+    private var isCancelled = false
     private var continuation: CheckedContinuation<HTTPClientResponse, any Error>?
 
     init(maximumBytes: Int) {
@@ -50,15 +65,21 @@ private final class ResponseCollector: NSObject, URLSessionDataDelegate, @unchec
     }
 
     func start(_ task: URLSessionDataTask, continuation: CheckedContinuation<HTTPClientResponse, any Error>) {
-        lock.withLock {
+        let isCancelled = lock.withLock {
             self.task = task
             self.continuation = continuation
+            return self.isCancelled
         }
         task.resume()
+        if isCancelled { task.cancel() }
     }
 
+    /// Cancels the transfer; never from a task's cancellation handler itself (see ``URLSessionHTTPClient/send(_:timeout:maxBytes:)``).
     func cancel() {
-        lock.withLock { task }?.cancel()
+        lock.withLock {
+            isCancelled = true
+            return task
+        }?.cancel()
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,

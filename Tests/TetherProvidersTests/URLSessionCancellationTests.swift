@@ -1,0 +1,94 @@
+import Foundation
+import Synchronization
+import Testing
+import TetherJOSE
+import TetherProviders
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Cancelling a task whose request is in flight while the peer drops the connection: the race in which
+/// `URLSession`'s own cancellation (swift-corelibs-foundation #5412) deadlocks the cancelling thread.
+/// With `URLSession.data(for:)`, which webhook deliveries used, this test hung on every run; a
+/// server stopping cancelled a delivery to a receiver gone away, and its stop hung for good.
+@Suite("URLSession transfers are cancelled without deadlock")
+struct URLSessionCancellationTests {
+    /// A loopback listener that accepts each connection and closes it at once, until `stop()`.
+    private final class DroppingListener: Sendable {
+        let port: Int
+        private let descriptor: Int32
+        private let stopped = StopFlag()
+
+        init() throws {
+            let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(listening, $0, length) == 0 && listen(listening, 128) == 0 && getsockname(listening, $0, &length) == 0
+                }
+            }
+            guard listening >= 0, bound else { throw CancellationTestError() }
+            descriptor = listening
+            port = Int(UInt16(bigEndian: address.sin_port))
+            Thread.detachNewThread { [stopped] in
+                while !stopped.isSet {
+                    let connection = accept(listening, nil, nil)
+                    if connection >= 0 { close(connection) } else { return }
+                }
+            }
+        }
+
+        func stop() {
+            stopped.set()
+            shutdown(descriptor, Int32(SHUT_RDWR))
+            close(descriptor)
+        }
+    }
+
+    private struct CancellationTestError: Error {}
+
+    /// A flag the accepting thread reads (a class, so the thread can hold it).
+    private final class StopFlag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .relaxed) }
+        func set() { value.store(true, ordering: .relaxed) }
+    }
+
+    @Test(arguments: ["GET", "POST"])
+    func cancellingTransfersAsThePeerDropsThemNeverHangs(method: String) async throws {
+        let listener = try DroppingListener()
+        defer { listener.stop() }
+        // What the webhook deliverer, the provider-call outbox and key-set fetches use.
+        let client = URLSessionProviderHTTPClient()
+        let url = URL(string: "http://127.0.0.1:\(listener.port)/")!
+        var hung = 0
+        for round in 0..<300 {
+            let transfer = Task {
+                if method == "POST" {
+                    _ = try? await client.post(url: url, headers: ["X-Round": "\(round)"], body: Array("{}".utf8), timeout: 5, maxBytes: 1024)
+                } else {
+                    _ = try? await client.get(url: url, headers: [:], timeout: 5, maxBytes: 1024)
+                }
+            }
+            // Cancel at about the moment the refusal arrives: 0 to 1.5 ms after the start.
+            if round % 3 > 0 { try await Task.sleep(for: .microseconds(500 * (round % 4))) }
+            // The cancel itself runs on a dispatch thread: a deadlock there must not take the test with it.
+            let finished = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let once = Mutex(false)
+                let resume: @Sendable (Bool) -> Void = { value in
+                    if once.withLock({ done in defer { done = true }; return !done }) { continuation.resume(returning: value) }
+                }
+                DispatchQueue.global().async {
+                    transfer.cancel()
+                    Task { await transfer.value; resume(true) }
+                }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 5) { resume(false) }
+            }
+            if !finished { hung += 1; break }
+        }
+        #expect(hung == 0, "a cancelled transfer did not end within 5 s")
+    }
+}
