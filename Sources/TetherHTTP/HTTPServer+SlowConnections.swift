@@ -135,8 +135,6 @@ extension HTTPServer {
             }
         }
 
-        var count: Int { clocks.withLock { $0.count } }
-
         static func nanoseconds(_ duration: Duration) -> Int64 {
             let (seconds, attoseconds) = duration.components
             return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
