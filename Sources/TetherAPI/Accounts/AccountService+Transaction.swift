@@ -134,7 +134,7 @@ extension AccountService {
     /// Commits `events` on `user` in `transaction`'s last round trip; answers the user's state after them.
     func commit(
         _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, writingAfter: [PostgresQuery] = [],
-        hints: [String] = [], in transaction: TransactionJob
+        hints: [AccountStateCache.Hint] = [], in transaction: TransactionJob
     ) throws -> UserAccount {
         guard !events.isEmpty else { return user.account }
         try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + writingAfter))
@@ -161,7 +161,7 @@ extension AccountService {
     /// an erasure caused; stored without personal data, the key being gone).
     func execute<T: Sendable>(
         user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil }, reads: [PostgresQuery] = [],
-        writingAfter: [PostgresQuery] = [], hints: [String] = [], allowingErased: Bool = false, _ context: CommandContext,
+        writingAfter: [PostgresQuery] = [], hints: [AccountStateCache.Hint] = [], allowingErased: Bool = false, _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
         try await retrying { _ in

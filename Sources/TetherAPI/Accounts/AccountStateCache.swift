@@ -26,7 +26,7 @@ final class AccountStateCache: Sendable {
     private struct State: Sendable {
         var slots: [UUID: Slot] = [:]
         /// Which user a hint (an identity, a refresh token's hash) named when last seen; checked by the read.
-        var owners: [String: UUID] = [:]
+        var owners: [Hint: UUID] = [:]
         var clock: UInt64 = 0
     }
 
@@ -65,13 +65,13 @@ final class AccountStateCache: Sendable {
     }
 
     /// The state kept for the user `hint` last named, if any.
-    func entry(forHint hint: String) -> Entry? {
+    func entry(forHint hint: Hint) -> Entry? {
         let owner = shard(hint).withLock { $0.owners[hint] }
         return owner.flatMap(entry(for:))
     }
 
     /// Keeps `entry` (a committed state), unless a later one is kept already; `hints` name its user from now on.
-    func store(_ entry: Entry, hints: [String] = []) {
+    func store(_ entry: Entry, hints: [Hint] = []) {
         let id = entry.account.id
         let capacity = shardCapacity
         // What it replaces is released after the lock, not under it.
@@ -105,9 +105,27 @@ final class AccountStateCache: Sendable {
         return evicted
     }
 
+    /// What names a user in the cache: 128 bits of a keyed hash of an identity or a refresh token's hash.
+    /// Fixed-size, so that the tens of thousands a busy instance keeps cost no allocation each (they were
+    /// strings of ~70 bytes); two texts sharing a hint only cost a re-read, as any stale hint does.
+    struct Hint: Hashable, Sendable {
+        private let first: Int
+        private let second: Int
+
+        init(_ text: String) {
+            var first = Hasher(), second = Hasher()
+            first.combine(0 as UInt8)
+            second.combine(1 as UInt8)
+            first.combine(text)
+            second.combine(text)
+            self.first = first.finalize()
+            self.second = second.finalize()
+        }
+    }
+
     /// The hint of an identity.
-    static func hint(provider: String, uid: String) -> String { "identity\u{0}" + provider + "\u{0}" + uid }
+    static func hint(provider: String, uid: String) -> Hint { Hint("identity\u{0}" + provider + "\u{0}" + uid) }
 
     /// The hint of a refresh token (by its hash).
-    static func hint(refreshTokenHash: String) -> String { "refresh\u{0}" + refreshTokenHash }
+    static func hint(refreshTokenHash: String) -> Hint { Hint("refresh\u{0}" + refreshTokenHash) }
 }
