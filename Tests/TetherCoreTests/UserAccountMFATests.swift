@@ -97,6 +97,34 @@ struct UserAccountMFATests {
         #expect(try user.verifyChallenge(next.id, factor: factorId, check: .totp(matchingStep: 500), session: newSession(), now: tomorrow).failure == nil)
     }
 
+    /// The state forgets what can no longer decide anything: challenges an hour past their expiry, wrong codes
+    /// over a day old. A sign-in every two hours for two days, each with a wrong code, leaves one challenge
+    /// and the last day's twelve failures; a challenge expired within the hour is still refused as expired.
+    @Test func longExpiredChallengesAndDayOldFailuresLeaveTheState() throws {
+        var user = try userWithTOTP()
+        var clock = now
+        var last = newSession()
+        for _ in 0..<24 {
+            last = newSession()
+            user = applying(try user.signIn(with: apple, session: last, now: clock), to: user, at: clock)
+            let outcome = try user.verifyChallenge(last.id, factor: factorId, check: .totp(matchingStep: nil), session: newSession(), now: clock)
+            #expect(outcome.failure?.code == "invalid_code")
+            user = applying(outcome.events, to: user, at: clock)
+            clock = clock.addingTimeInterval(2 * 3600)
+        }
+        #expect(Array(user.mfa.challenges.keys) == [last.id])
+        #expect(user.mfa.failures.count == 12)
+        #expect(user.mfa.failures.allSatisfy { clock.timeIntervalSince($0) <= 26 * 3600 })
+        let late = clock.addingTimeInterval(-2 * 3600 + 35 * 60)
+        do {
+            _ = try user.verifyChallenge(last.id, factor: factorId, check: .totp(matchingStep: 500), session: newSession(), now: late)
+            Issue.record("an expired challenge was verified")
+        } catch {
+            #expect(error.code == "invalid_mfa_pending_credential")
+            #expect(error.detail.contains("expired"), "\(error)")
+        }
+    }
+
     @Test func aTOTPStepIsAcceptedOnceAndNeverBelowTheLastOne() throws {
         var user = try userWithTOTP()
         let session = newSession()

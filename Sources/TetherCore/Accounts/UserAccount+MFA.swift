@@ -38,13 +38,17 @@ public struct MFAState: Sendable, Hashable {
         public var codeExpiresAt: Date?
     }
 
+    /// How long after its expiry a challenge is kept: until then its pending credential is refused as expired
+    /// or used up, after it as unknown.
+    public static let challengeMemory: TimeInterval = 3600
+
     public internal(set) var factors: [UUID: Factor] = [:]
     /// Recovery code hashes, and whether each was used.
     public internal(set) var recoveryCodes: [String: Bool] = [:]
     public internal(set) var challenges: [UUID: Challenge] = [:]
-    /// When wrong second-factor codes were entered (for backing off).
+    /// When wrong second-factor codes were entered (for backing off), over the last ``UserAccount/codeFailureMemory``.
     public internal(set) var failures: [Date] = []
-    /// When SMS codes were sent (for the per-user send limit).
+    /// When SMS codes were sent (for the per-user send limit), over the last ``UserAccount/smsWindow``.
     public internal(set) var smsSends: [Date] = []
 
     /// Confirmed factors, oldest first.
@@ -73,11 +77,17 @@ public struct MFAState: Sendable, Hashable {
         case .mfaRecoveryCodesIssued(let payload):
             recoveryCodes = Dictionary(uniqueKeysWithValues: payload.codeHashes.map { ($0, false) })
         case .mfaChallengeIssued(let payload):
+            // Challenges long expired decide nothing: forgotten, so that a user who signs in often does not grow the state.
+            let forgotten = date.addingTimeInterval(-Self.challengeMemory)
+            if challenges.values.contains(where: { $0.expiresAt < forgotten }) {
+                challenges = challenges.filter { $0.value.expiresAt >= forgotten }
+            }
             challenges[payload.challengeId] = Challenge(
                 id: payload.challengeId, firstFactor: payload.firstFactor, amr: payload.amr, expiresAt: payload.expiresAt,
                 jkt: payload.jkt)
         case .mfaCodeSent(let payload):
             smsSends.append(date)
+            smsSends.removeAll { date.timeIntervalSince($0) >= UserAccount.smsWindow }
             if let challengeId = payload.challengeId {
                 challenges[challengeId]?.codeHash = payload.codeHash
                 challenges[challengeId]?.codeFactorId = payload.factorId
@@ -93,6 +103,7 @@ public struct MFAState: Sendable, Hashable {
             challenges[payload.challengeId]?.codeHash = nil
         case .mfaCodeRejected(let payload):
             failures.append(date)
+            failures.removeAll { date.timeIntervalSince($0) >= UserAccount.codeFailureMemory }
             if let challengeId = payload.challengeId {
                 challenges[challengeId]?.attempts = payload.attempt
             } else if let factorId = payload.factorId {
@@ -327,12 +338,15 @@ extension UserAccount {
     /// would still allow about a thousand guesses a day.
     public static let maxDailyCodeFailures = 30
 
+    /// The span over which wrong codes count (the state forgets older ones).
+    public static let codeFailureMemory: TimeInterval = 24 * 3600
+
     /// Repeated wrong codes make the user wait: after five in a quarter hour, 5 s doubling per further failure,
     /// up to 5 minutes; after ``maxDailyCodeFailures`` in a day, until the oldest of them is a day old.
     private func checkBackoff(now: Date) throws(AccountError) {
-        let day = mfa.failures.filter { now.timeIntervalSince($0) < 24 * 3600 }
+        let day = mfa.failures.filter { now.timeIntervalSince($0) < Self.codeFailureMemory }
         if day.count >= Self.maxDailyCodeFailures, let oldest = day.first {
-            let wait = oldest.addingTimeInterval(24 * 3600).timeIntervalSince(now)
+            let wait = oldest.addingTimeInterval(Self.codeFailureMemory).timeIntervalSince(now)
             throw .rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), "Too many wrong codes today; try again later or ask support.")
         }
         let recent = mfa.failures.filter { now.timeIntervalSince($0) < 15 * 60 }
