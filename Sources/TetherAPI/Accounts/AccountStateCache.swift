@@ -9,7 +9,8 @@ import TetherCore
 /// the cached version and the stream's current version, and a cached state that does not lead
 /// exactly to that version is dropped and the stream read whole. So states written by another
 /// instance, or a database put back to an earlier point, are never hidden by the cache.
-/// Bounded: the least recently used states go first.
+/// Bounded in number and in size (a user may hold up to a hundred live sessions): the least recently
+/// used states go first.
 final class AccountStateCache: Sendable {
     /// A state and what its last event was written by.
     struct Entry: Sendable {
@@ -21,10 +22,13 @@ final class AccountStateCache: Sendable {
     private struct Slot: Sendable {
         var entry: Entry
         var lastUse: UInt64
+        var bytes: Int
     }
 
     private struct State: Sendable {
         var slots: [UUID: Slot] = [:]
+        /// The estimated size of the states kept.
+        var bytes = 0
         /// Which user a hint (an identity, a refresh token's hash) named when last seen; checked by the read.
         var owners: [Hint: UUID] = [:]
         var clock: UInt64 = 0
@@ -32,6 +36,8 @@ final class AccountStateCache: Sendable {
 
     /// The most states kept.
     let capacity: Int
+    /// About the most memory the states take (estimated by ``estimatedSize(of:)``).
+    let byteBudget: Int
     /// Commands on different users rarely meet on one lock: states are spread over shards by user.
     private let shards: [Shard]
 
@@ -44,8 +50,9 @@ final class AccountStateCache: Sendable {
         }
     }
 
-    init(capacity: Int = 10_000, shards: Int = 16) {
+    init(capacity: Int = 10_000, byteBudget: Int = 64 << 20, shards: Int = 16) {
         self.capacity = max(1, capacity)
+        self.byteBudget = max(1, byteBudget)
         self.shards = (0..<max(1, shards)).map { _ in Shard() }
     }
 
@@ -54,6 +61,25 @@ final class AccountStateCache: Sendable {
     }
 
     private var shardCapacity: Int { max(1, capacity / shards.count) }
+    private var shardBudget: Int { max(1, byteBudget / shards.count) }
+
+    /// About what a state takes in memory, estimated from a heaptrack profile of a soak: sessions (a refresh token's
+    /// hash, methods, a dictionary slot) are most of it.
+    static func estimatedSize(of account: UserAccount) -> Int {
+        768 + 448 * account.sessions.count + 384 * account.identities.count
+            + 256 * (account.mfa.challenges.count + account.mfa.factors.count + account.emailCodes.count)
+            + 64 * account.mfa.recoveryCodes.count
+    }
+
+    /// The estimated size of the states kept, and how many there are.
+    var usage: (states: Int, bytes: Int) {
+        shards.reduce(into: (0, 0)) { total, shard in
+            shard.withLock { state in
+                total.0 += state.slots.count
+                total.1 += state.bytes
+            }
+        }
+    }
 
     /// The state kept for `userId`, if any.
     func entry(for userId: UUID) -> Entry? {
@@ -73,13 +99,17 @@ final class AccountStateCache: Sendable {
     /// Keeps `entry` (a committed state), unless a later one is kept already; `hints` name its user from now on.
     func store(_ entry: Entry, hints: [Hint] = []) {
         let id = entry.account.id
-        let capacity = shardCapacity
+        let capacity = shardCapacity, budget = shardBudget
+        let bytes = Self.estimatedSize(of: entry.account)
         // What it replaces is released after the lock, not under it.
         let replaced: [UUID: Slot]? = shard(id).withLock { state in
             state.clock += 1
             if let kept = state.slots[id], kept.entry.account.version > entry.account.version { return nil }
-            let old = state.slots.updateValue(Slot(entry: entry, lastUse: state.clock), forKey: id)
-            if state.slots.count > capacity { return Self.evict(&state, keeping: capacity * 9 / 10) }
+            let old = state.slots.updateValue(Slot(entry: entry, lastUse: state.clock, bytes: bytes), forKey: id)
+            state.bytes += bytes - (old?.bytes ?? 0)
+            if state.slots.count > capacity || state.bytes > budget {
+                return Self.evict(&state, keeping: capacity * 9 / 10, bytes: budget * 9 / 10)
+            }
             return old.map { [id: $0] }
         }
         _ = replaced
@@ -94,14 +124,25 @@ final class AccountStateCache: Sendable {
 
     /// Forgets the state of `userId` (it did not match the log).
     func forget(_ userId: UUID) {
-        _ = shard(userId).withLock { $0.slots.removeValue(forKey: userId) }
+        _ = shard(userId).withLock { state in
+            let removed = state.slots.removeValue(forKey: userId)
+            state.bytes -= removed?.bytes ?? 0
+            return removed
+        }
     }
 
-    /// Keeps the `count` most recently used states of a shard; answers the others, to be released after the lock.
-    private static func evict(_ state: inout State, keeping count: Int) -> [UUID: Slot] {
-        let kept = Set(state.slots.sorted { $0.value.lastUse > $1.value.lastUse }.prefix(count).map(\.key))
+    /// Keeps the most recently used states of a shard, at most `count` of them and `bytes` in all (the newest
+    /// always); answers the others, to be released after the lock.
+    private static func evict(_ state: inout State, keeping count: Int, bytes: Int) -> [UUID: Slot] {
+        var kept = Set<UUID>(), keptBytes = 0
+        for (id, slot) in state.slots.sorted(by: { $0.value.lastUse > $1.value.lastUse }) {
+            guard kept.count < max(1, count), kept.isEmpty || keptBytes + slot.bytes <= bytes else { break }
+            kept.insert(id)
+            keptBytes += slot.bytes
+        }
         let evicted = state.slots.filter { !kept.contains($0.key) }
         state.slots = state.slots.filter { kept.contains($0.key) }
+        state.bytes = keptBytes
         return evicted
     }
 
