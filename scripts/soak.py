@@ -5,8 +5,10 @@
 
 Eight workers, each a keep-alive connection, loop over: /v1 Apple sign-ins of new and returning
 users (the oldest of a worker's sessions signed out once it holds more than 12), refreshes, Google
-links and unlinks, TOTP sign-ins through a challenge, Parse log-ins with Apple authData (and
-log-outs, likewise), Firebase signInWithIdp and, mostly, Firebase token refreshes. A webhook subscription delivers every public event to a
+links and unlinks, TOTP sign-ins through a challenge (their sessions join the worker's, and are
+signed out likewise), Parse log-ins with Apple authData (and log-outs, likewise), Firebase
+signInWithIdp and, mostly, Firebase token refreshes (Firebase apps do not sign out: those sessions
+stay live, up to Tether's 100 a user). A webhook subscription delivers every public event to a
 receiver in this process. Every SAMPLE seconds it reads tether's resident memory, open file
 descriptors and database connections; at the end it prints the first and last samples and fails
 (exit 1) on any 5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors
@@ -165,9 +167,9 @@ def main(argv):
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
                     challenge = client.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}},
                                             expect=(401,))
-                    client.call("POST", "/v1/mfa/verify", {
+                    sessions.append(client.call("POST", "/v1/mfa/verify", {
                         "mfaPendingCredential": challenge["mfaPendingCredential"], "factorId": factor["factorId"],
-                        "code": totp(factor["secret"], step)})
+                        "code": totp(factor["secret"], step)})["session"])
                 elif kind == "parse":
                     sub = f"soak.{RUN}.parse.{index}.{rng.randrange(50)}"
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
