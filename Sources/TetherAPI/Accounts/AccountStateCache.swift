@@ -148,25 +148,28 @@ final class AccountStateCache: Sendable {
 
     /// What names a user in the cache: 128 bits of a keyed hash of an identity or a refresh token's hash.
     /// Fixed-size, so that the tens of thousands a busy instance keeps cost no allocation each (they were
-    /// strings of ~70 bytes); two texts sharing a hint only cost a re-read, as any stale hint does.
+    /// strings of ~70 bytes); two keys sharing a hint only cost a re-read, as any stale hint does.
     struct Hint: Hashable, Sendable {
         private let first: Int
         private let second: Int
 
-        init(_ text: String) {
+        /// The parts are hashed as they are: no text is joined for it (hints are made on every sign-in and refresh).
+        fileprivate init(_ parts: String...) {
             var first = Hasher(), second = Hasher()
             first.combine(0 as UInt8)
             second.combine(1 as UInt8)
-            first.combine(text)
-            second.combine(text)
+            for part in parts {
+                first.combine(part)
+                second.combine(part)
+            }
             self.first = first.finalize()
             self.second = second.finalize()
         }
     }
 
     /// The hint of an identity.
-    static func hint(provider: String, uid: String) -> Hint { Hint("identity\u{0}" + provider + "\u{0}" + uid) }
+    static func hint(provider: String, uid: String) -> Hint { Hint("identity", provider, uid) }
 
     /// The hint of a refresh token (by its hash).
-    static func hint(refreshTokenHash: String) -> Hint { Hint("refresh\u{0}" + refreshTokenHash) }
+    static func hint(refreshTokenHash: String) -> Hint { Hint("refresh", refreshTokenHash) }
 }

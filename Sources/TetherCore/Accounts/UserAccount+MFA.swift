@@ -38,10 +38,6 @@ public struct MFAState: Sendable, Hashable {
         public var codeExpiresAt: Date?
     }
 
-    /// How long after its expiry a challenge is kept: until then its pending credential is refused as expired
-    /// or used up, after it as unknown.
-    public static let challengeMemory: TimeInterval = 3600
-
     public internal(set) var factors: [UUID: Factor] = [:]
     /// Recovery code hashes, and whether each was used.
     public internal(set) var recoveryCodes: [String: Bool] = [:]
@@ -78,7 +74,7 @@ public struct MFAState: Sendable, Hashable {
             recoveryCodes = Dictionary(uniqueKeysWithValues: payload.codeHashes.map { ($0, false) })
         case .mfaChallengeIssued(let payload):
             // Challenges long expired decide nothing: forgotten, so that a user who signs in often does not grow the state.
-            let forgotten = date.addingTimeInterval(-Self.challengeMemory)
+            let forgotten = date.addingTimeInterval(-UserAccount.challengeMemory)
             if challenges.values.contains(where: { $0.expiresAt < forgotten }) {
                 challenges = challenges.filter { $0.value.expiresAt >= forgotten }
             }
@@ -337,6 +333,10 @@ extension UserAccount {
     /// oldest one ages out (an admin can remove the factor sooner). Without it, the short backoff below
     /// would still allow about a thousand guesses a day.
     public static let maxDailyCodeFailures = 30
+
+    /// How long after its expiry a challenge is kept: until then its pending credential is refused as expired
+    /// or used up, after it as unknown.
+    public static let challengeMemory: TimeInterval = 3600
 
     /// The span over which wrong codes count (the state forgets older ones).
     public static let codeFailureMemory: TimeInterval = 24 * 3600
