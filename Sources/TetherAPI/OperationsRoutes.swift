@@ -22,7 +22,8 @@ public struct OperationsRoutes: Sendable {
         }
     }
 
-    /// 200 when the database answers and every migration is applied unchanged; 503 otherwise.
+    /// 200 when the database answers, every migration is applied unchanged and no read-model rebuild a
+    /// migration asked for is pending; 503 otherwise.
     func readiness() async throws -> HTTPResponse {
         let status: MigrationStatus
         do {
@@ -35,6 +36,9 @@ public struct OperationsRoutes: Sendable {
             if !status.pending.isEmpty { reasons.append("pending migrations: \(status.pending.joined(separator: ", ")) (run tether migrate)") }
             if !status.changed.isEmpty { reasons.append("changed after being applied: \(status.changed.joined(separator: ", "))") }
             throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: reasons.joined(separator: "; "))
+        }
+        if let pending = try RebuildPending(try await database.query(RebuildPending.statement)) {
+            throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: pending.description)
         }
         return try HTTPResponse.json(["status": "ready", "database": "ok", "migrations": "current"])
     }

@@ -15,3 +15,10 @@ extension PostgresError: ProblemConvertible {
         return .internal
     }
 }
+
+/// Read models waiting for a migration's rebuild cannot answer lookups yet: 503 until `tether migrate` ran it.
+extension RebuildPending: ProblemConvertible {
+    public var problem: Problem {
+        .serviceUnavailable(retryAfterSeconds: 5, detail: description)
+    }
+}

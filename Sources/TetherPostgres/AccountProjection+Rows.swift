@@ -2,7 +2,7 @@ import Foundation
 import TetherCore
 
 /// The rows one user's events leave in the account tables, computed in memory: what
-/// ``AccountProjection/statements(for:userId:at:)`` and ``AccountProjection/recordVersion(_:of:)`` do
+/// ``AccountProjection/statements(for:userId:at:seal:)`` and ``AccountProjection/recordVersion(_:of:)`` do
 /// to that user's rows, statement for statement, for `tether replay`'s bulk phase, which writes the
 /// final rows with `COPY` instead of running the statements.
 ///
@@ -11,18 +11,19 @@ import TetherCore
 /// order, gives the tables the whole log gives. The values are kept as PostgreSQL would read them
 /// from the statements' parameters (timestamps as the text the statements cast, JSON as its text),
 /// so `COPY` parses them with the same input functions. The replay tests hold the two paths equal
-/// on a log of every event type.
+/// on a log of every event type. Personal data is kept in clear while folding and sealed as the rows
+/// are written (``ReadModelSeal``: the same text the statements store).
 struct AccountRows: BulkFold {
     /// The columns the bulk phase writes, table by table, in `COPY` order; the replay refuses a
     /// table whose columns differ, rather than leave a new column at its default.
     static let columns: [String: [String]] = [
         "users": [
             "id", "email", "email_normalized", "email_verified", "display_name", "photo_url", "disabled", "created_at",
-            "last_sign_in_at", "valid_since", "version", "erased_at", "custom_claims",
+            "last_sign_in_at", "valid_since", "version", "erased_at", "custom_claims", "email_terms", "name_terms",
         ],
         "identities": [
             "user_id", "provider", "provider_uid", "email", "email_verified", "display_name", "photo_url", "password_hash", "linked_at",
-            "email_forwarding",
+            "email_forwarding", "search_terms",
         ],
         "sessions": [
             "id", "user_id", "refresh_token_hash", "generation", "jkt", "amr", "auth_time", "started_at", "last_refreshed_at",
@@ -114,6 +115,7 @@ struct AccountRows: BulkFold {
     }
 
     let userId: UUID
+    let seal: ReadModelSeal
     var user: User?
     var identities: [Identity] = []
     var sessions: [Session] = []
@@ -122,8 +124,9 @@ struct AccountRows: BulkFold {
     var recoveryCodes: [RecoveryCode] = []
     var challenges: [Challenge] = []
 
-    init(userId: UUID) {
+    init(userId: UUID, seal: ReadModelSeal) {
         self.userId = userId
+        self.seal = seal
     }
 
     /// Applies one stored event of the user: what it does to the rows, if it is an account event, and
@@ -298,21 +301,29 @@ struct AccountRows: BulkFold {
     }
 
     /// Appends the user's rows to `copy`, one `COPY` text line per row, table by table.
-    func write(to copy: inout CopyRows) {
+    func write(to copy: inout CopyRows) throws {
         let id = userId.lowercasedText
         if let user {
+            let sealed = try [
+                user.email, user.email.map(ExternalIdentity.normalize), user.displayName, user.photoURL, user.customClaims,
+            ].map(seal.seal)
+            let terms = [try AccountProjection.terms(user.email, seal)?.literal, try AccountProjection.terms(user.displayName, seal)?.literal]
             copy.row("users") { line in
-                line.add(id); line.add(user.email); line.add(user.email.map(ExternalIdentity.normalize)); line.add(user.emailVerified)
-                line.add(user.displayName); line.add(user.photoURL); line.add(user.disabled); line.add(user.createdAt)
+                line.add(id); line.add(sealed[0]); line.add(sealed[1]); line.add(user.emailVerified)
+                line.add(sealed[2]); line.add(sealed[3]); line.add(user.disabled); line.add(user.createdAt)
                 line.add(user.lastSignInAt); line.add(user.validSince); line.add(user.version); line.add(user.erasedAt)
-                line.add(user.customClaims)
+                line.add(sealed[4])
+                line.add(terms[0]); line.add(terms[1])
             }
         }
         for identity in identities {
+            let sealed = try [identity.uid, identity.email, identity.displayName, identity.photoURL, identity.passwordHash].map(seal.seal)
+            let terms = try AccountProjection.identityTerms(identity.uid, identity.email, identity.displayName, seal)?.literal
             copy.row("identities") { line in
-                line.add(id); line.add(identity.provider); line.add(identity.uid); line.add(identity.email); line.add(identity.emailVerified)
-                line.add(identity.displayName); line.add(identity.photoURL); line.add(identity.passwordHash); line.add(identity.linkedAt)
+                line.add(id); line.add(identity.provider); line.add(sealed[0]); line.add(sealed[1]); line.add(identity.emailVerified)
+                line.add(sealed[2]); line.add(sealed[3]); line.add(sealed[4]); line.add(identity.linkedAt)
                 line.add(identity.emailForwarding)
+                line.add(terms)
             }
         }
         for session in sessions {
@@ -329,8 +340,9 @@ struct AccountRows: BulkFold {
             }
         }
         for factor in factors {
+            let sealed = try [factor.displayName, factor.phoneHint].map(seal.seal)
             copy.row("mfa_factors") { line in
-                line.add(factor.id.lowercasedText); line.add(id); line.add(factor.type); line.add(factor.displayName); line.add(factor.phoneHint)
+                line.add(factor.id.lowercasedText); line.add(id); line.add(factor.type); line.add(sealed[0]); line.add(sealed[1])
                 line.add(factor.enrolledAt); line.add(factor.confirmedAt); line.add(factor.lastUsedStep.map(Int.init))
             }
         }

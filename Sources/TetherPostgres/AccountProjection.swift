@@ -3,6 +3,10 @@ import TetherCore
 
 /// Projects account events into `users`, `identities`, `sessions` and `refresh_tokens`.
 ///
+/// Personal data goes in sealed (``ReadModelSeal``): emails, names, photo URLs, provider uids,
+/// password hashes, custom claims and phone hints. Sealing is deterministic, so the statements'
+/// `coalesce` and the unique constraints work on sealed values as they did on clear ones.
+///
 /// Runs inside the append's transaction, so a read after a write sees it and the
 /// tables' unique constraints decide races (`identities_provider_uid_key`: a
 /// credential belongs to one user; `identities_user_provider_key`: one identity
@@ -20,9 +24,9 @@ public enum AccountProjection {
 
     /// Applies one event of user `userId`; `at` is the text of its `occurred_at`.
     public static func apply(
-        _ event: AccountEvent, userId: UUID, at: String, on connection: PostgresConnection
+        _ event: AccountEvent, userId: UUID, at: String, seal: ReadModelSeal, on connection: PostgresConnection
     ) async throws {
-        for statement in try statements(for: event, userId: userId, at: "\(at)::timestamptz") {
+        for statement in try statements(for: event, userId: userId, at: "\(at)::timestamptz", seal: seal) {
             try await connection.query(statement)
         }
     }
@@ -31,30 +35,38 @@ public enum AccountProjection {
     ///
     /// `at` is an SQL expression for the event's `occurred_at`: `now()` inside the transaction
     /// that appends it (the column's default), or its stored text when the log is replayed.
-    public static func statements(for event: AccountEvent, userId: UUID, at: PostgresQuery) throws -> [PostgresQuery] {
+    public static func statements(
+        for event: AccountEvent, userId: UUID, at: PostgresQuery, seal: ReadModelSeal
+    ) throws -> [PostgresQuery] {
         var sql: [PostgresQuery] = []
         switch event {
         case .userRegistered(let payload):
             sql.append("""
-                INSERT INTO users (id, email, email_normalized, email_verified, display_name, photo_url, created_at, version)
-                VALUES (\(userId), \(payload.personal.email), \(payload.personal.email.map(ExternalIdentity.normalize)),
-                        \(payload.emailVerified), \(payload.personal.displayName), \(payload.personal.photoURL), \(at), 0)
+                INSERT INTO users (id, email, email_normalized, email_verified, display_name, photo_url, created_at, version,
+                                   email_terms, name_terms)
+                VALUES (\(userId), \(try seal.seal(payload.personal.email)), \(try seal.seal(payload.personal.email.map(ExternalIdentity.normalize))),
+                        \(payload.emailVerified), \(try seal.seal(payload.personal.displayName)), \(try seal.seal(payload.personal.photoURL)), \(at), 0,
+                        \(try terms(payload.personal.email, seal))::text[], \(try terms(payload.personal.displayName, seal))::text[])
                 """)
         case .identityLinked(let payload) where payload.uid == ExternalIdentity.erasedUID:
             break // replayed after the user was erased: no identity to show (UserErased removes the rest)
         case .identityLinked(let payload):
+            let (email, name, photo) = (try seal.seal(payload.personal.email), try seal.seal(payload.personal.displayName),
+                                        try seal.seal(payload.personal.photoURL))
             sql.append("""
-                INSERT INTO identities (user_id, provider, provider_uid, email, email_verified, display_name, photo_url, linked_at)
-                VALUES (\(userId), \(payload.provider), \(payload.uid), \(payload.personal.email), \(payload.emailVerified),
-                        \(payload.personal.displayName), \(payload.personal.photoURL), \(at))
+                INSERT INTO identities (user_id, provider, provider_uid, email, email_verified, display_name, photo_url, linked_at, search_terms)
+                VALUES (\(userId), \(payload.provider), \(try seal.seal(payload.uid)), \(email), \(payload.emailVerified),
+                        \(name), \(photo), \(at), \(try identityTerms(payload.uid, payload.personal.email, payload.personal.displayName, seal))::text[])
                 """)
             sql.append("""
                 UPDATE users SET
-                    display_name = coalesce(display_name, \(payload.personal.displayName)),
-                    photo_url = coalesce(photo_url, \(payload.personal.photoURL)),
+                    name_terms = CASE WHEN display_name IS NULL THEN \(try terms(payload.personal.displayName, seal))::text[] ELSE name_terms END,
+                    email_terms = CASE WHEN email IS NULL THEN \(try terms(payload.personal.email, seal))::text[] ELSE email_terms END,
+                    display_name = coalesce(display_name, \(name)),
+                    photo_url = coalesce(photo_url, \(photo)),
                     email_verified = CASE WHEN email IS NULL THEN \(payload.emailVerified && payload.personal.email != nil) ELSE email_verified END,
-                    email = coalesce(email, \(payload.personal.email)),
-                    email_normalized = coalesce(email_normalized, \(payload.personal.email.map(ExternalIdentity.normalize)))
+                    email = coalesce(email, \(email)),
+                    email_normalized = coalesce(email_normalized, \(try seal.seal(payload.personal.email.map(ExternalIdentity.normalize))))
                 WHERE id = \(userId)
                 """)
         case .identityUnlinked(let payload):
@@ -62,13 +74,14 @@ public enum AccountProjection {
         case .emailVerified(let payload):
             sql.append("""
                 UPDATE users SET email_verified = true,
-                    email = coalesce(\(payload.personal.email), email),
-                    email_normalized = coalesce(\(payload.personal.email.map(ExternalIdentity.normalize)), email_normalized)
+                    email_terms = coalesce(\(try terms(payload.personal.email, seal))::text[], email_terms),
+                    email = coalesce(\(try seal.seal(payload.personal.email)), email),
+                    email_normalized = coalesce(\(try seal.seal(payload.personal.email.map(ExternalIdentity.normalize))), email_normalized)
                 WHERE id = \(userId)
                 """)
         case .passwordSet(let payload):
             sql.append("""
-                UPDATE identities SET password_hash = \(payload.personal.passwordHash)
+                UPDATE identities SET password_hash = \(try seal.seal(payload.personal.passwordHash))
                 WHERE user_id = \(userId) AND provider = 'password'
                 """)
         case .signedIn:
@@ -112,21 +125,24 @@ public enum AccountProjection {
             let clearsPhoto = payload.cleared.contains("photoURL")
             sql.append("""
                 UPDATE users SET
-                    display_name = CASE WHEN \(clearsName) THEN NULL ELSE coalesce(\(payload.personal.displayName), display_name) END,
-                    photo_url = CASE WHEN \(clearsPhoto) THEN NULL ELSE coalesce(\(payload.personal.photoURL), photo_url) END,
+                    display_name = CASE WHEN \(clearsName) THEN NULL ELSE coalesce(\(try seal.seal(payload.personal.displayName)), display_name) END,
+                    name_terms = CASE WHEN \(clearsName) THEN NULL
+                                      ELSE coalesce(\(try terms(payload.personal.displayName, seal))::text[], name_terms) END,
+                    photo_url = CASE WHEN \(clearsPhoto) THEN NULL ELSE coalesce(\(try seal.seal(payload.personal.photoURL)), photo_url) END,
                     email_verified = CASE WHEN \(payload.emailVerified)::boolean IS NULL THEN email_verified
                                           ELSE \(payload.emailVerified)::boolean AND email IS NOT NULL END
                 WHERE id = \(userId)
                 """)
         case .emailChanged(let payload):
             sql.append("""
-                UPDATE users SET email = \(payload.personal.email), email_normalized = \(payload.personal.email.map(ExternalIdentity.normalize)),
+                UPDATE users SET email = \(try seal.seal(payload.personal.email)), email_terms = \(try terms(payload.personal.email, seal))::text[],
+                    email_normalized = \(try seal.seal(payload.personal.email.map(ExternalIdentity.normalize))),
                     email_verified = \(payload.emailVerified && payload.personal.email != nil)
                 WHERE id = \(userId)
                 """)
         case .customClaimsSet(let payload):
             let claims = payload.personal.customClaims.flatMap { $0 == "{}" ? nil : $0 }
-            sql.append("UPDATE users SET custom_claims = \(claims) WHERE id = \(userId)")
+            sql.append("UPDATE users SET custom_claims = \(try seal.seal(claims)) WHERE id = \(userId)")
         case .providerEmailStatusChanged(let payload):
             sql.append("""
                 UPDATE identities SET email_forwarding = \(payload.forwarding) WHERE user_id = \(userId) AND provider = \(payload.provider)
@@ -142,23 +158,26 @@ public enum AccountProjection {
             }
             sql.append("""
                 UPDATE users SET email = NULL, email_normalized = NULL, email_verified = false, display_name = NULL,
+                    email_terms = NULL, name_terms = NULL,
                     photo_url = NULL, custom_claims = NULL, disabled = true, erased_at = \(at)
                 WHERE id = \(userId)
                 """)
         default:
-            try applyMFA(event, userId: userId, at: at, to: &sql)
+            try applyMFA(event, userId: userId, at: at, seal: seal, to: &sql)
         }
         return sql
     }
 
     /// Projects the second-factor events into `mfa_factors`, `mfa_recovery_codes` and `mfa_challenges`.
-    private static func applyMFA(_ event: AccountEvent, userId: UUID, at: PostgresQuery, to sql: inout [PostgresQuery]) throws {
+    private static func applyMFA(
+        _ event: AccountEvent, userId: UUID, at: PostgresQuery, seal: ReadModelSeal, to sql: inout [PostgresQuery]
+    ) throws {
         switch event {
         case .mfaFactorEnrolled(let payload):
             sql.append("""
                 INSERT INTO mfa_factors (id, user_id, type, display_name, phone_hint, enrolled_at)
-                VALUES (\(payload.factorId), \(userId), \(payload.type.rawValue), \(payload.personal.displayName),
-                        \(payload.personal.phoneNumber.map(PhoneNumber.hint)), \(at))
+                VALUES (\(payload.factorId), \(userId), \(payload.type.rawValue), \(try seal.seal(payload.personal.displayName)),
+                        \(try seal.seal(payload.personal.phoneNumber.map(PhoneNumber.hint))), \(at))
                 """)
         case .mfaFactorConfirmed(let payload):
             sql.append("""
@@ -215,7 +234,7 @@ public enum AccountProjection {
     /// own update of the row when there is one (one statement fewer on the hottest path), else one
     /// statement more. The rows come out as ``apply(_:userId:at:on:)`` and ``recordVersion(_:of:)`` leave them.
     public static func statements(
-        for events: [AccountEvent], userId: UUID, at: PostgresQuery, recordingVersion version: Int
+        for events: [AccountEvent], userId: UUID, at: PostgresQuery, recordingVersion version: Int, seal: ReadModelSeal
     ) throws -> [PostgresQuery] {
         var statements: [PostgresQuery] = []
         var recorded = false
@@ -224,7 +243,7 @@ public enum AccountProjection {
                 statements.append("UPDATE users SET last_sign_in_at = \(at), version = \(version) WHERE id = \(userId)")
                 recorded = true
             } else {
-                statements += try self.statements(for: event, userId: userId, at: at)
+                statements += try self.statements(for: event, userId: userId, at: at, seal: seal)
             }
         }
         if !recorded { statements.append(recordVersion(version, of: userId)) }
@@ -239,5 +258,20 @@ public enum AccountProjection {
     /// The statement that records the stream version the user's row reflects.
     public static func recordVersion(_ version: Int, of userId: UUID) -> PostgresQuery {
         "UPDATE users SET version = \(version) WHERE id = \(userId)"
+    }
+
+    /// The sealed search words of a user's email or name (``ReadModelSeal/searchTerms(_:)``).
+    static func terms(_ text: String?, _ seal: ReadModelSeal) throws -> PostgresArray? {
+        try seal.searchTerms(text).map { PostgresArray($0) }
+    }
+
+    /// The sealed search words of an identity: its uid's, email's and name's.
+    static func identityTerms(_ uid: String, _ email: String?, _ name: String?, _ seal: ReadModelSeal) throws -> PostgresArray? {
+        try seal.searchTerms(of: [uid, email, name]).map { PostgresArray($0) }
+    }
+
+    /// The statement whose rows name the user holding `provider`'s credential `uid` (`user_id`).
+    public static func identityOwner(provider: String, uid: String, seal: ReadModelSeal) throws -> PostgresQuery {
+        "SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(try seal.seal(uid))"
     }
 }

@@ -148,11 +148,19 @@ public enum MasterKeyRotation {
         public var destroyed = 0
     }
 
-    /// Counts the stored personal-data keys (and the day keys of records about no one) by what wraps them.
+    /// Counts the stored personal-data keys (and the day keys of records about no one, and the keys of
+    /// keyed hashes and of the read models' seal) by what wraps them.
     public static func check(on client: PostgresClient, ring: MasterKeyRing?) async throws -> Report {
         var report = Report()
-        for row in try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys") {
-            guard let stored: [UInt8] = try row.decode("key") else {
+        var keys: [[UInt8]?] = try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys")
+            .map { try $0.decode("key") }
+        for row in try await client.query("SELECT key FROM hash_keys") {
+            let text: String = try row.decode("key")
+            let textPrefix = Optional<MasterKeyRing>.textPrefix
+            keys.append(text.hasPrefix(textPrefix) ? Data(base64Encoded: String(text.dropFirst(textPrefix.count))).map(Array.init) ?? [] : [])
+        }
+        for key in keys {
+            guard let stored = key else {
                 report.destroyed += 1
                 continue
             }

@@ -70,6 +70,8 @@ public final class PostgresClient: Sendable {
     /// The configuration the pool was made with.
     public let configuration: Configuration
     private let state = Mutex(State())
+    /// The read models' seal, loaded on first use (``readModelSeal()``).
+    let readModelSealCache = ReadModelSealCache()
 
     /// Runs when an acquirer has found the pool full and is about to register as a waiter (tests only).
     private let beforeWaiting: (@Sendable () async -> Void)?

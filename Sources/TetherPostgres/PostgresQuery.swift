@@ -239,9 +239,14 @@ public struct PostgresArray: PostgresEncodable, Hashable {
     }
 
     public var postgresParameter: PostgresParameter {
+        .text(literal)
+    }
+
+    /// The array's text form, as PostgreSQL reads an array literal (`{"a","b"}`).
+    public var literal: String {
         let quoted = elements.map { element in
             "\"" + element.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
-        return .text("{" + quoted.joined(separator: ",") + "}")
+        return "{" + quoted.joined(separator: ",") + "}"
     }
 }

@@ -21,12 +21,17 @@ public struct Projection: Sendable {
     public var categories: [String]
     /// Rewrites old payload schemas into today's shape before `apply` sees them.
     public var upcasters: UpcasterChain
-    /// Applies one event; `occurredAt` is the event's `occurred_at` as PostgreSQL prints it.
-    public var apply: @Sendable (_ event: RecordedEvent, _ occurredAt: String, _ connection: PostgresConnection) async throws -> Void
+    /// Applies one event; `occurredAt` is the event's `occurred_at` as PostgreSQL prints it; personal data
+    /// goes into the tables sealed with `seal` (``ReadModelSeal``).
+    public var apply: @Sendable (
+        _ event: RecordedEvent, _ occurredAt: String, _ connection: PostgresConnection, _ seal: ReadModelSeal
+    ) async throws -> Void
     /// The statements that apply a batch of events in log order, when the projection can say them without
     /// running any: replay then sends a whole batch's statements in one pipelined round trip instead of
     /// running `apply` event by event.
-    public var statements: (@Sendable (_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])?
+    public var statements: (@Sendable (
+        _ events: [(event: RecordedEvent, occurredAt: String)], _ seal: ReadModelSeal
+    ) throws -> [PostgresQuery])?
 
     /// How `tether replay`'s bulk phase computes the final rows of each user's events in memory and
     /// writes them with `COPY`; nil: the projection is rebuilt by its statements alone.
@@ -38,13 +43,16 @@ public struct Projection: Sendable {
         /// The columns written, table by table, in `COPY` order (every column of each table).
         public var columns: [String: [String]]
         /// A new fold of one user's rows; the bulk phase applies that user's events to it one by one,
-        /// in log order, then has it write the rows (it never holds a user's events, only their rows).
-        public var fold: @Sendable (_ userId: UUID) -> any BulkFold
+        /// in log order, then has it write the rows (it never holds a user's events, only their rows),
+        /// sealing personal data with `seal`.
+        public var fold: @Sendable (_ userId: UUID, _ seal: ReadModelSeal) -> any BulkFold
         /// Event types whose sealed part (personal data, client address) the fold reads nothing of and
         /// that decode without it: the bulk phase leaves it sealed, sparing a decryption an event.
         public var leavingSealed: Set<String>
 
-        public init(columns: [String: [String]], leavingSealed: Set<String> = [], fold: @escaping @Sendable (UUID) -> any BulkFold) {
+        public init(
+            columns: [String: [String]], leavingSealed: Set<String> = [], fold: @escaping @Sendable (UUID, ReadModelSeal) -> any BulkFold
+        ) {
             self.columns = columns
             self.leavingSealed = leavingSealed
             self.fold = fold
@@ -53,9 +61,9 @@ public struct Projection: Sendable {
 
     public init(
         name: String, tables: [String], categories: [String], upcasters: UpcasterChain = UpcasterChain(),
-        statements: (@Sendable ([(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery])? = nil,
+        statements: (@Sendable ([(event: RecordedEvent, occurredAt: String)], ReadModelSeal) throws -> [PostgresQuery])? = nil,
         bulkRows: BulkRows? = nil,
-        apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection) async throws -> Void
+        apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection, ReadModelSeal) async throws -> Void
     ) {
         self.name = name
         self.tables = tables
@@ -80,9 +88,9 @@ extension Projection {
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
         upcasters: AccountEventCodec.upcasters, statements: accountStatements,
-        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0) }
-    ) { event, occurredAt, connection in
-        for statement in try accountStatements([(event, occurredAt)]) {
+        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) }
+    ) { event, occurredAt, connection, seal in
+        for statement in try accountStatements([(event, occurredAt)], seal: seal) {
             try await connection.query(statement)
         }
     }
@@ -93,7 +101,9 @@ extension Projection {
     /// stream, so its events lie next to each other in the log: consecutive events of one stream, one
     /// transaction and one time, at consecutive versions. Replayed, a returning sign-in's two events
     /// are three statements instead of five.
-    private static func accountStatements(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> [PostgresQuery] {
+    private static func accountStatements(
+        _ events: [(event: RecordedEvent, occurredAt: String)], seal: ReadModelSeal
+    ) throws -> [PostgresQuery] {
         var statements: [PostgresQuery] = []
         var start = events.startIndex
         while start < events.endIndex {
@@ -107,7 +117,8 @@ extension Projection {
             if let userId = first.event.userId {
                 let decoded = try events[start..<end].compactMap { try AccountEventCodec.decode($0.event) }
                 statements += try AccountProjection.statements(
-                    for: decoded, userId: userId, at: "\(first.occurredAt)::timestamptz", recordingVersion: events[end - 1].event.version)
+                    for: decoded, userId: userId, at: "\(first.occurredAt)::timestamptz", recordingVersion: events[end - 1].event.version,
+                    seal: seal)
             }
             start = end
         }
@@ -118,7 +129,7 @@ extension Projection {
 extension Projection {
     /// Admin keys from `admin-key-<id>` streams (their request events change no table).
     public static let adminKeys = Projection(name: "admin-keys", tables: AdminKeyProjection.tables, categories: ["admin"]) {
-        event, occurredAt, connection in
+        event, occurredAt, connection, _ in
         if let decoded = try AdminEventCodec.decode(event) {
             try await AdminKeyProjection.apply(decoded, at: occurredAt, on: connection)
         }
@@ -130,5 +141,5 @@ public protocol BulkFold {
     /// Applies the user's next event (with the text of its `occurred_at`).
     mutating func apply(_ event: RecordedEvent, occurredAt: String) throws
     /// Appends the rows the events applied so far leave, one `COPY` line per row.
-    func write(to copy: inout CopyRows)
+    func write(to copy: inout CopyRows) throws
 }

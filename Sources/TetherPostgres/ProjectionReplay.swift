@@ -96,6 +96,22 @@ public struct ProjectionReplay: Sendable {
         self.configuration = configuration
     }
 
+    /// Runs the rebuilds migrations asked for (`read_model_rebuilds`), each a full `.replace` whose swap
+    /// deletes its request; answers their outcomes. `database` acts as the tables' owner, with the master keys.
+    public static func runPendingRebuilds(
+        on database: PostgresClient, progress: @escaping @Sendable (ReplayProgress) -> Void = { _ in }
+    ) async throws -> [ReplayOutcome] {
+        guard let pending = try RebuildPending(try await database.query(RebuildPending.statement)) else { return [] }
+        var outcomes: [ReplayOutcome] = []
+        for name in pending.projections {
+            guard let projection = Projection.named(name) else {
+                throw ReplayError("a migration asked to rebuild the read models \(name), which this build does not know")
+            }
+            outcomes.append(try await ProjectionReplay(projection: projection, database: database).run(.replace, progress: progress))
+        }
+        return outcomes
+    }
+
     /// Rebuilds the projection and swaps it in (`.replace`) or compares it (`.verify`).
     ///
     /// `progress` is called after every batch and at each phase change.
@@ -132,7 +148,7 @@ public struct ProjectionReplay: Sendable {
         let total: Int = try await main.query("""
             SELECT count(*) AS total FROM events WHERE split_part(stream, '-', 1) = ANY(\(PostgresArray(projection.categories))::text[])
             """)[0].decode("total")
-        var run = RunState(projection: projection.name, total: total, report: progress)
+        var run = RunState(projection: projection.name, total: total, seal: try await ReadModelSeal.load(on: database, whileRebuildPending: true), report: progress)
         run.report(.rebuilding)
         if let bulk {
             try await shadow.verifyShapes(includingKeys: false, on: main)
@@ -249,16 +265,16 @@ public struct ProjectionReplay: Sendable {
             if let prefetched {
                 prepared = try await prefetched.value
             } else {
-                prepared = try prepare(try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection))
+                prepared = try prepare(try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection), run.seal)
             }
             prefetched = nil
             let events = prepared.events
             if events.count == configuration.batchSize, let last = events.last {
                 let after = last.event.checkpoint
-                prefetched = Task { [database] in
+                prefetched = Task { [database, seal = run.seal] in
                     try prepare(try await database.withConnection { other in
                         try await read(after: after, horizon: .belowOldestRunningTransaction, on: other)
-                    })
+                    }, seal)
                 }
             }
             var batch = run
@@ -309,7 +325,7 @@ public struct ProjectionReplay: Sendable {
         _ run: inout RunState, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
     ) async throws -> Int {
         let events = try await read(after: run.checkpoint, horizon: horizon, on: connection)
-        try await apply(try prepare(events), to: &run, on: connection)
+        try await apply(try prepare(events, run.seal), to: &run, on: connection)
         return events.count
     }
 
@@ -325,8 +341,8 @@ public struct ProjectionReplay: Sendable {
     private typealias Batch = (events: [(event: RecordedEvent, occurredAt: String)], statements: [PostgresQuery]?)
 
     /// `events` with the statements that apply them, stated where the caller runs (the read-ahead's task).
-    private func prepare(_ events: [(event: RecordedEvent, occurredAt: String)]) throws -> Batch {
-        (events, try projection.statements?(events))
+    private func prepare(_ events: [(event: RecordedEvent, occurredAt: String)], _ seal: ReadModelSeal) throws -> Batch {
+        (events, try projection.statements?(events, seal))
     }
 
     /// Applies a batch in the caller's transaction and moves the run's checkpoint past its events.
@@ -339,7 +355,7 @@ public struct ProjectionReplay: Sendable {
             }
         } else {
             for (event, occurredAt) in events {
-                try await projection.apply(event, occurredAt, connection)
+                try await projection.apply(event, occurredAt, connection, run.seal)
             }
         }
         if let last = events.last {
@@ -363,6 +379,8 @@ public struct ProjectionReplay: Sendable {
                 try await applyCommitted(&attempt, on: connection)
                 try await shadow.swap(on: connection)
                 try await ProjectionReplayRecord.insert(attempt.outcome(.replace, drift: []), on: connection)
+                // A rebuild a migration asked for (027_sealed_read_models.sql) is done with this swap.
+                try await connection.query("DELETE FROM read_model_rebuilds WHERE projection = \(projection.name)")
             }
             run = attempt
         }
@@ -469,10 +487,10 @@ private final class BulkReader: Sendable {
             for (event, occurredAt) in events {
                 guard let userId = event.userId else { continue }
                 if let current = user, current.id != userId {
-                    current.fold.write(to: &rows)
+                    try current.fold.write(to: &rows)
                     user = nil
                 }
-                var fold = user?.fold ?? bulk.fold(userId)
+                var fold = user?.fold ?? bulk.fold(userId, progress.seal)
                 user = nil // the fold is uniquely referenced while it changes
                 try fold.apply(event, occurredAt: occurredAt)
                 user = (userId, fold)
@@ -491,7 +509,7 @@ private final class BulkReader: Sendable {
                 rows.removeAll()
             }
         }
-        user?.fold.write(to: &rows)
+        try user?.fold.write(to: &rows)
         try await write(rows, on: connection)
     }
 
@@ -519,9 +537,12 @@ private struct RunState {
     /// The events the bulk phase loaded and how long it took, keys included.
     var bulk: (events: Int, duration: Duration)?
     var phase = ReplayProgress.Phase.rebuilding
+    /// What seals personal data in the rebuilt tables.
+    let seal: ReadModelSeal
 
-    init(projection: String, total: Int, report: @escaping @Sendable (ReplayProgress) -> Void) {
+    init(projection: String, total: Int, seal: ReadModelSeal, report: @escaping @Sendable (ReplayProgress) -> Void) {
         self.projection = projection
+        self.seal = seal
         self.initialTotal = total
         self.total = total
         self.report = report

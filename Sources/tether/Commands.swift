@@ -64,6 +64,9 @@ enum Commands {
             }
             let values = DevIdentityProvider.configuration(baseURL: base).merging(own) { _, own in own }
             configuration = try TetherConfiguration(values: values)
+            for outcome in try await runPendingRebuilds(url: url, configuration: configuration) {
+                logger.info("read models rebuilt, as a migration asked", [("projection", outcome.projection), ("events", String(outcome.events))])
+            }
             var devRoutes = Router()
             devRoutes.mount("/dev-idp", devIdP.routes(baseURL: base))
             let service = try TetherService(
@@ -114,6 +117,18 @@ enum Commands {
             print("applied \(migration.fileName)")
         }
         print("\(report.applied.count) applied, \(report.alreadyApplied) already applied")
+        for outcome in try await runPendingRebuilds(url: url, configuration: configuration) {
+            print("rebuilt \(outcome.projection) from \(outcome.events) events, as a migration asked")
+        }
+    }
+
+    /// Runs the read-model rebuilds migrations asked for (``ProjectionReplay/runPendingRebuilds(on:progress:)``),
+    /// as the login role, which owns the tables, with the master keys that open the log.
+    static func runPendingRebuilds(url: String, configuration: TetherConfiguration) async throws -> [ReplayOutcome] {
+        let database = PostgresClient(configuration: .init(
+            url: url, maxConnections: 3, applicationName: "tether migrate", masterKeys: try masterKeys(configuration)))
+        defer { database.shutdown() }
+        return try await ProjectionReplay.runPendingRebuilds(on: database)
     }
 
     static func postgres(_ arguments: [String]) async throws {

@@ -100,6 +100,10 @@ enum Help {
         TETHER_DATABASE_URL, each in its own transaction, recorded with a SHA-256
         checksum in schema_migrations. Concurrent runs are safe (an advisory lock makes
         one wait for the other). A file changed after it was applied is refused.
+        A migration that changes how read models are written asks for them to be rebuilt
+        (027 seals their personal data): migrate then rebuilds them from the log, as
+        tether replay does, with the master key of TETHER_MASTER_KEY_FILE; until that
+        is done GET /readyz answers 503 and a starting server refuses commands.
 
         --status   only report: exit 0 when every migration is applied, 1 otherwise
         """
@@ -194,7 +198,9 @@ enum Help {
         TETHER_MASTER_KEY_FILE (tether dev makes .tether/master.key: set the variable to it for
         commands against tether dev's database), so a dump of the
         database without that file cannot open the log. So are the day keys that seal records
-        about no one (admin search terms, failed sign-ins of unknown accounts) for 30 days.
+        about no one (admin search terms, failed sign-ins of unknown accounts) for 30 days,
+        and the keys of keyed hashes and of the read models' seal (hash_keys: the emails,
+        names and uids in users, identities and mfa_factors are sealed under it).
         Keys stored before wrapping are read as they are until a rotation wraps them.
 
         check          counts the stored keys by what wraps them: the current master key, an

@@ -13,7 +13,7 @@ struct OperationsRoutesTests {
             let health = try await client.get("/healthz")
             #expect(health.status == 200)
             let ready = try await client.get("/readyz")
-            #expect(ready.status == 200)
+            #expect(ready.status == 200, "\(ready.bodyText)")
             #expect(try ready.decodeJSON([String: String].self)["migrations"] == "current")
             let jwks = try await client.get("/.well-known/jwks.json")
             #expect(jwks.status == 200)

@@ -225,16 +225,20 @@ struct ReplayBulkTests {
     /// Written in transactions of 2,500 users: a long one would hold back every replay's horizon in the
     /// cluster (other tests' too) for its whole length.
     private func writeGeneratedLog(users: Int, on client: PostgresClient) async throws {
+        let seal = try await client.readModelSeal()
         try await client.withConnection { connection in
             for first in stride(from: 1, through: users, by: 2_500) {
-                let statements = Self.generatedLog(users: first...min(users, first + 2_499))
+                let statements = try Self.generatedLog(users: first...min(users, first + 2_499), seal: seal)
                 try await connection.withTransaction { try await $0.execute(simple: statements) }
             }
         }
     }
 
-    /// The statements that write users `users` (their numbers) of the generated log.
-    private static func generatedLog(users: ClosedRange<Int>) -> String { """
+    /// The statements that write users `users` (their numbers) of the generated log. The identities' uids
+    /// are sealed as the projection seals them (their one search word is the uid itself).
+    private static func generatedLog(users: ClosedRange<Int>, seal: ReadModelSeal) throws -> String {
+        let uids = PostgresArray(try users.map { try seal.seal("million-\($0)") }).literal
+        return """
         INSERT INTO events (stream, version, event_id, type, schema, data, user_id)
         SELECT 'user-' || u.id, e.version, md5(u.id::text || e.version)::uuid, e.type, e.schema, e.data::jsonb, u.id
         FROM (SELECT i, md5('million-' || i)::uuid AS id, md5('session-' || i)::uuid AS sid FROM generate_series(1, 50000) i) u
@@ -252,8 +256,9 @@ struct ReplayBulkTests {
         ORDER BY u.i, e.version;
         INSERT INTO users (id, email_verified, created_at, last_sign_in_at, version)
             SELECT md5('million-' || i)::uuid, false, now(), now(), 5 FROM generate_series(1, 50000) i;
-        INSERT INTO identities (user_id, provider, provider_uid, email_verified, linked_at)
-            SELECT md5('million-' || i)::uuid, 'apple', 'million-' || i, false, now() FROM generate_series(1, 50000) i;
+        INSERT INTO identities (user_id, provider, provider_uid, email_verified, linked_at, search_terms)
+            SELECT md5('million-' || i)::uuid, 'apple', uid, false, now(), ARRAY[uid]
+            FROM unnest('\(uids)'::text[], ARRAY(SELECT generate_series(1, 50000))) AS sealed(uid, i);
         INSERT INTO sessions (id, user_id, refresh_token_hash, amr, auth_time, started_at, secret_kind)
             SELECT md5('session-' || i)::uuid, md5('million-' || i)::uuid, 'rt-' || i, '["apple"]',
                    '2026-12-01T00:00:00.000Z', now(), 'access_and_refresh_tokens' FROM generate_series(1, 50000) i;

@@ -33,7 +33,7 @@ struct SeedLoaderTests {
     private func identities(of email: String, _ client: PostgresClient) async throws -> [String] {
         try await client.query("""
             SELECT i.provider, i.email_verified FROM identities i JOIN users u ON u.id = i.user_id
-            WHERE u.email_normalized = \(email) ORDER BY i.provider
+            WHERE u.email_normalized = \(try await client.readModelSeal().seal(email)) ORDER BY i.provider
             """).map { "\(try $0.decode("provider", as: String.self)):\(try $0.decode("email_verified", as: Bool.self))" }
     }
 
@@ -67,10 +67,11 @@ struct SeedLoaderTests {
             #expect(outcomes.map(\.seed) == ["ada", "charles", "grace", "katherine"])
             #expect(outcomes.allSatisfy { $0.applied > 0 && $0.skipped == 0 })
 
-            let users = try await reader.query("SELECT email, email_verified, disabled, display_name FROM users ORDER BY email")
+            let seal = try await reader.readModelSeal()
+            let users = try await reader.query("SELECT email, email_verified, disabled, display_name FROM users")
             let rows = try users.map {
-                "\(try $0.decode("email", as: String.self)) verified=\(try $0.decode("email_verified", as: Bool.self)) disabled=\(try $0.decode("disabled", as: Bool.self))"
-            }
+                "\(try $0.decode("email", openedWith: seal) ?? "") verified=\(try $0.decode("email_verified", as: Bool.self)) disabled=\(try $0.decode("disabled", as: Bool.self))"
+            }.sorted()
             #expect(rows == [
                 "ada@example.com verified=true disabled=false",
                 "charles@example.com verified=false disabled=true",
@@ -81,13 +82,13 @@ struct SeedLoaderTests {
             #expect(try await identities(of: "grace@example.com", reader) == ["apple:true", "facebook:false"])
             #expect(try await identities(of: "katherine@example.com", reader) == ["google:true", "password:false"])
             #expect(try await identities(of: "charles@example.com", reader) == ["facebook:false"])
-            let ada = try await reader.query("SELECT display_name FROM users WHERE email = 'ada@example.com'")
-            #expect(try ada[0].decode("display_name", as: String?.self) == "Ada Lovelace")
+            let ada = try await reader.query("SELECT display_name FROM users WHERE email = \(try seal.seal("ada@example.com"))")
+            #expect(try ada[0].decode("display_name", openedWith: seal) == "Ada Lovelace")
 
             // Ada's story: two sessions, the first refreshed once and signed out.
             let sessions = try await reader.query("""
                 SELECT s.generation, s.end_reason FROM sessions s JOIN users u ON u.id = s.user_id
-                WHERE u.email = 'ada@example.com' ORDER BY s.started_at
+                WHERE u.email = \(try seal.seal("ada@example.com")) ORDER BY s.started_at
                 """)
             #expect(try sessions.map { "\(try $0.decode("generation", as: Int.self)):\(try $0.decode("end_reason", as: String?.self) ?? "active")" }
                 == ["1:sign_out", "0:active"])

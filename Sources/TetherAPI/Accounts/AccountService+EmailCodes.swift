@@ -24,7 +24,9 @@ extension AccountService {
     func issue(_ code: NewEmailCode, user: PostgresQuery, context: CommandContext)
         async throws -> (account: UserAccount, email: String, made: (code: String, hash: String)?)
     {
-        let reads = code.purpose == .changeEmail ? code.email.map { Self.emailHolderReads(ExternalIdentity.normalize($0)) } ?? [] : []
+        let seal = try await database.readModelSeal()
+        let reads = code.purpose == .changeEmail
+            ? try code.email.map { try Self.emailHolderReads(ExternalIdentity.normalize($0), seal: seal) } ?? [] : []
         let result = try await execute(user: user, reads: reads, context) { account, rows in
             if code.purpose == .changeEmail, try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
                 throw AccountError.emailAlreadyInUse
@@ -67,7 +69,7 @@ extension AccountService {
                 peeked = nil
             }
             if let peeked, [.changeEmail, .undoEmailChange].contains(peeked.purpose), let email = peeked.email {
-                reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
+                reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal())
             }
         }
         let result = try await namingNoOne { try await mappingEmailConstraints { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
@@ -110,10 +112,10 @@ extension AccountService {
     }
 
     /// The reads that lock `normalized` and find who holds it (``emailHolders(_:)``).
-    static func emailHolderReads(_ normalized: String) -> [PostgresQuery] {
+    static func emailHolderReads(_ normalized: String, seal: ReadModelSeal) throws -> [PostgresQuery] {
         [
-            lockEmail(normalized), userWithEmail(normalized),
-            "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
+            lockEmail(normalized), try userWithEmail(normalized, seal: seal),
+            try AccountProjection.identityOwner(provider: "password", uid: normalized, seal: seal),
         ]
     }
 
@@ -125,10 +127,10 @@ extension AccountService {
 
     /// The user who gets a password reset for `normalized`: the one signing in with it and a password,
     /// else the oldest holding it (an SQL uuid expression, for ``issue(_:user:known:context:)``).
-    static func resetOwner(of normalized: String) -> PostgresQuery {
+    static func resetOwner(of normalized: String, seal: ReadModelSeal) throws -> PostgresQuery {
         """
-        SELECT coalesce((SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)),
-                        (\(userWithEmail(normalized))))
+        SELECT coalesce((\(try AccountProjection.identityOwner(provider: "password", uid: normalized, seal: seal))),
+                        (\(try userWithEmail(normalized, seal: seal))))
         """
     }
 }

@@ -14,15 +14,15 @@ extension AccountService {
             try await database.withTransactionJob { transaction in
                 var reads: [PostgresQuery] = ["SELECT now() AS now, pg_current_xact_id() AS tx"]
                 if let uid = profile.customUID {
-                    reads.append("SELECT user_id FROM identities WHERE provider = \(UserAccount.customProvider) AND provider_uid = \(uid)")
+                    reads.append(try AccountProjection.identityOwner(provider: UserAccount.customProvider, uid: uid, seal: readModels))
                 }
                 let identities = reads.count
                 for identity in profile.identities {
-                    reads.append("SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)")
+                    reads.append(try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: readModels))
                 }
                 if let normalized, exclusive {
                     reads.append(Self.lockEmail(normalized))
-                    reads.append(Self.userWithEmail(normalized))
+                    reads.append(try Self.userWithEmail(normalized, seal: readModels))
                 }
                 let rows = try transaction.begin(reads)
                 if profile.customUID != nil, !rows[1].isEmpty { throw AccountError.credentialAlreadyInUse }
@@ -51,7 +51,7 @@ extension AccountService {
     /// address must be free (another account holding it, or signing in with it, is `email_already_in_use`).
     @discardableResult
     public func changeEmail(userId: UUID, to email: String, verified: Bool, context: CommandContext) async throws -> UserAccount {
-        let reads = Self.emailHolderReads(ExternalIdentity.normalize(email))
+        let reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal())
         return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
             if try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
             return (try account.changeEmail(to: email, verified: verified), ())

@@ -21,7 +21,9 @@ extension AccountService {
 
     /// The user signed in with `provider` as `uid`, if any.
     public func user(provider: String, uid: String) async throws -> UUID? {
-        try await database.query("SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)").first?.decode("user_id")
+        try await database.query(
+            try AccountProjection.identityOwner(provider: provider, uid: uid, seal: try await database.readModelSeal())
+        ).first?.decode("user_id")
     }
 
     /// The provider ended the person's grant: their identity goes and its sessions end; with

@@ -123,7 +123,7 @@ extension AccountService {
         statements.append(try store.appendStatement(
             newEvents, to: .user(id), after: user.account.version, metadata: context.metadata, userKey: key))
         statements += try AccountProjection.statements(
-            for: events, userId: id, at: "now()", recordingVersion: user.account.version + events.count)
+            for: events, userId: id, at: "now()", recordingVersion: user.account.version + events.count, seal: try readModels)
         // Grants the events end (an identity unlinked, the user erased) are revoked at their providers by
         // the outbox, whose rows commit with the events.
         statements += try ProviderCallOutbox.insertStatements(

@@ -99,10 +99,9 @@ public struct AccountService: Sendable {
                 let checks = reads.count
                 if let lockedEmail {
                     reads.append(Self.lockEmail(lockedEmail))
-                    reads.append(Self.userWithEmail(lockedEmail))
+                    reads.append(try Self.userWithEmail(lockedEmail, seal: readModels))
                 }
-                let owner: PostgresQuery =
-                    "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)"
+                let owner = try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: readModels)
                 let rows = try transaction.begin(reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId))
                 try check?.verdict(Array(rows.prefix(checks)))
                 let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept)
@@ -164,8 +163,8 @@ public struct AccountService: Sendable {
             try await database.withTransactionJob { transaction in
                 let rows = try transaction.begin([
                     Self.lockEmail(normalized),
-                    Self.userWithEmail(normalized),
-                    "SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(normalized)",
+                    try Self.userWithEmail(normalized, seal: readModels),
+                    try AccountProjection.identityOwner(provider: "password", uid: normalized, seal: readModels),
                     "SELECT now() AS now, pg_current_xact_id() AS tx",
                 ])
                 guard rows[1].isEmpty, rows[2].isEmpty else { throw AccountError.emailAlreadyInUse }
@@ -183,13 +182,12 @@ public struct AccountService: Sendable {
     public func link(
         _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, to userId: UUID, context: CommandContext
     ) async throws -> UserAccount {
-        var reads: [PostgresQuery] = [
-            "SELECT user_id FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)",
-        ]
+        let seal = try await database.readModelSeal()
+        var reads = [try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: seal)]
         let lockedEmail = passwordHash != nil ? identity.normalizedEmail : emailPolicy.exclusiveEmail(of: identity)
         if let lockedEmail {
             reads.append(Self.lockEmail(lockedEmail))
-            reads.append(Self.userWithEmail(lockedEmail))
+            reads.append(try Self.userWithEmail(lockedEmail, seal: seal))
         }
         return try await mappingConstraints {
             try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
@@ -330,8 +328,8 @@ public struct AccountService: Sendable {
     }
 
     /// The oldest user holding the email (column `id`).
-    static func userWithEmail(_ normalized: String) -> PostgresQuery {
-        "SELECT id FROM users WHERE email_normalized = \(normalized) ORDER BY created_at LIMIT 1"
+    static func userWithEmail(_ normalized: String, seal: ReadModelSeal) throws -> PostgresQuery {
+        "SELECT id FROM users WHERE email_normalized = \(try seal.seal(normalized)) ORDER BY created_at LIMIT 1"
     }
 
     /// Serialises commands about one email address for the rest of the transaction (taken before any user's lock).
@@ -339,8 +337,15 @@ public struct AccountService: Sendable {
         "SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + normalized), 0))"
     }
 
-    /// Re-runs `body` when it lost a race that fresh state resolves.
+    /// The read models' seal, which every command loads before its transaction (``retrying(_:)``).
+    var readModels: ReadModelSeal {
+        get throws { try database.loadedReadModelSeal() }
+    }
+
+    /// Re-runs `body` when it lost a race that fresh state resolves. Loads the read models' seal
+    /// first, so that the statements stated inside the transaction can seal (``readModels``).
     func retrying<T>(_ body: (Int) async throws -> T) async throws -> T {
+        _ = try await database.readModelSeal()
         var attempt = 0
         while true {
             attempt += 1

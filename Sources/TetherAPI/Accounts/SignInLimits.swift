@@ -166,9 +166,9 @@ public struct SignInLimits: Sendable {
     public func recordFailure(_ attempt: Attempt, reason: String) async throws {
         var userId: UUID?
         if let uid = attempt.verifiedUID ?? attempt.email {
-            userId = try await database.query("""
-                SELECT user_id FROM identities WHERE provider = \(attempt.provider) AND provider_uid = \(uid)
-                """).first?.decode("user_id")
+            userId = try await database.query(
+                try AccountProjection.identityOwner(provider: attempt.provider, uid: uid, seal: try await database.readModelSeal())
+            ).first?.decode("user_id")
         }
         var writes: [PostgresQuery] = attempt.keys.map {
             "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \($0.key), 'failure')"

@@ -43,7 +43,7 @@ extension AdminPage {
                 <input id="query" name="query" type="search" placeholder="ada@example.com" spellcheck="false">
                 <button type="submit" class="primary">Search</button>
               </div>
-              <p class="hint">An email, <code>provider:uid</code> (<code>apple:0001…</code>), a user id, or part of a name, email or uid.</p>
+              <p class="hint">An email, <code>provider:uid</code> (<code>apple:0001…</code>), a user id, or a whole word of a name, email or uid.</p>
             </form>
             <section id="results" class="card" hidden>
               <h2 id="results-title">Results</h2>

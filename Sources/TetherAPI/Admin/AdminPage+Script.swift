@@ -228,7 +228,7 @@ extension AdminPage {
             event.preventDefault();
             const text = $("query").value.trim();
             if (!text) {
-              show("Type an email, provider:uid, a user id, or part of a name.", "error");
+              show("Type an email, provider:uid, a user id, or a word of a name.", "error");
               return;
             }
             state.search = criteria(text);

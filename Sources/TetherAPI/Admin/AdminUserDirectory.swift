@@ -4,14 +4,20 @@ import TetherHTTP
 import TetherPostgres
 
 /// What support staff search users by; criteria given together must all match.
+///
+/// Values and words are matched whole: the read models hold personal data sealed (``ReadModelSeal``),
+/// which keeps equality and nothing else, so no other part of an email or name can be searched for.
 public struct UserSearch: Sendable, Hashable {
-    /// The user's email or any linked identity's email, compared case-insensitively.
+    /// The user's email or any linked identity's email, without case.
     public var email: String?
     /// A linked provider (`apple`, `facebook`, `google`, `password`, …).
     public var provider: String?
-    /// A provider's id for the person; with `provider`, of that provider's identity.
+    /// A provider's id for the person (as typed, or in lower case: a password identity's uid is its
+    /// email); with `provider`, of that provider's identity.
     public var uid: String?
-    /// Free text: a user id, or part of an email, a name or a provider uid.
+    /// Free text, without case: a user id, or a whole word of the user's email, name or an identity's email,
+    /// name or uid (``ReadModelSeal/searchTerms(_:)``): `ada.lovelace@example.com`, `ada.lovelace`,
+    /// `example.com`, `lovelace`, `ada lovelace`, but not `lovel` or `example`.
     public var q: String?
 
     public init(email: String? = nil, provider: String? = nil, uid: String? = nil, q: String? = nil) {
@@ -74,33 +80,38 @@ public struct AdminUserDirectory: Sendable {
     /// Users matching `search`, oldest first, up to `limit`, after the user `after` (the previous page's `nextAfter`).
     public func search(_ search: UserSearch, after: UUID? = nil, limit: Int) async throws -> (users: [UserSummary], nextAfter: UUID?) {
         try search.validate()
+        let seal = try await database.readModelSeal()
         var query: PostgresQuery = """
             SELECT u.id, u.email, u.display_name, u.disabled, u.created_at, u.last_sign_in_at,
                    (SELECT string_agg(i.provider, ',' ORDER BY i.provider) FROM identities i WHERE i.user_id = u.id) AS providers
             FROM users u WHERE TRUE
             """
         if let email = search.email {
-            let normalized = ExternalIdentity.normalize(email)
+            // An identity's whole email is one of its search words, in lower case like the user's normalised one.
+            let term = try seal.searchTerm(email)
             query.append("""
-                 AND (u.email_normalized = \(normalized)
-                      OR EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id AND lower(i.email) = \(normalized)))
+                 AND (u.email_normalized = \(term)
+                      OR u.id IN (SELECT i.user_id FROM identities i WHERE i.search_terms @> \(PostgresArray([term]))::text[]))
                 """)
         }
         if search.provider != nil || search.uid != nil {
             query.append(" AND EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id")
             if let provider = search.provider { query.append(" AND i.provider = \(provider)") }
-            if let uid = search.uid { query.append(" AND i.provider_uid = \(uid)") }
+            if let uid = search.uid {
+                // As typed, or in lower case as a password identity's uid (its email) is kept.
+                let spellings = try Array(Set([uid, ExternalIdentity.normalize(uid)])).sorted().map(seal.seal)
+                query.append(" AND i.provider_uid = ANY(\(PostgresArray(spellings))::text[])")
+            }
             query.append(")")
         }
         if let q = search.q {
             if let id = UUID(uuidString: q) {
                 query.append(" AND u.id = \(id)")
             } else {
-                let pattern = "%" + Self.escapeLike(q) + "%"
+                let term = PostgresArray([try seal.searchTerm(q)])
                 query.append("""
-                     AND (u.email ILIKE \(pattern) OR u.display_name ILIKE \(pattern)
-                          OR EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id
-                                     AND (i.email ILIKE \(pattern) OR i.display_name ILIKE \(pattern) OR i.provider_uid ILIKE \(pattern))))
+                     AND (u.email_terms @> \(term)::text[] OR u.name_terms @> \(term)::text[]
+                          OR u.id IN (SELECT i.user_id FROM identities i WHERE i.search_terms @> \(term)::text[]))
                     """)
             }
         }
@@ -113,7 +124,7 @@ public struct AdminUserDirectory: Sendable {
         query.append(" ORDER BY u.created_at, u.id LIMIT \(limit + 1)")
         let users = try await database.query(query).map { row in
             UserSummary(
-                id: try row.decode("id"), email: try row.decode("email"), displayName: try row.decode("display_name"),
+                id: try row.decode("id"), email: try row.decode("email", openedWith: seal), displayName: try row.decode("display_name", openedWith: seal),
                 disabled: try row.decode("disabled"), createdAt: try row.decode("created_at"),
                 lastSignInAt: try row.decode("last_sign_in_at"),
                 providers: (try row.decode("providers", as: String?.self) ?? "").split(separator: ",").map(String.init))
@@ -125,6 +136,7 @@ public struct AdminUserDirectory: Sendable {
     /// The user with identities, factors and recent sessions: `{"user", "validSince", "sessions", "activeSessionCount", "factors"}`.
     public func detail(_ id: UUID) async throws -> JSONValue {
         let user = try await UserBody.load(id, from: database)
+        let seal = try await database.readModelSeal()
         let extra = try await database.query("""
             SELECT valid_since,
                    (SELECT count(*) FROM sessions s WHERE s.user_id = u.id AND s.ended_at IS NULL) AS active_sessions
@@ -160,8 +172,8 @@ public struct AdminUserDirectory: Sendable {
                 [
                     "id": .string((try row.decode("id") as UUID).lowercasedText),
                     "type": .string(try row.decode("type")),
-                    "displayName": (try row.decode("display_name", as: String?.self)).map(JSONValue.string) ?? .null,
-                    "phoneHint": (try row.decode("phone_hint", as: String?.self)).map(JSONValue.string) ?? .null,
+                    "displayName": (try row.decode("display_name", openedWith: seal)).map(JSONValue.string) ?? .null,
+                    "phoneHint": (try row.decode("phone_hint", openedWith: seal)).map(JSONValue.string) ?? .null,
                     "enrolledAt": try Self.time(row.decode("enrolled_at")),
                     "confirmedAt": try Self.time(row.decode("confirmed_at")),
                 ]
@@ -181,15 +193,5 @@ public struct AdminUserDirectory: Sendable {
 
     private static func time(_ date: Date?) -> JSONValue {
         date.map { .string(ISO8601Milliseconds.format($0)) } ?? .null
-    }
-
-    /// `%`, `_` and `\` match themselves in the LIKE pattern.
-    private static func escapeLike(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
-            escaped.append(character)
-        }
-        return escaped
     }
 }

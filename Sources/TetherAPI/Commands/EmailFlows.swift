@@ -134,8 +134,9 @@ public struct EmailFlows: Sendable {
             now: request.context.now,
             refusal: "Too many mails to this address; wait before asking for another.")
         let code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
+        let owner = try AccountService.resetOwner(of: normalized, seal: try await accounts.database.readModelSeal())
         let send = { [self] () async throws in
-            try await issueAndDeliver(code, to: AccountService.resetOwner(of: normalized), requiring: normalized, mail: mail, request)
+            try await issueAndDeliver(code, to: owner, requiring: normalized, mail: mail, request)
         }
         guard revealing else {
             // The answer must not wait for what only a known address costs (the command, the webhook's
@@ -197,7 +198,8 @@ public struct EmailFlows: Sendable {
         let normalized = ExternalIdentity.normalize(email)
         var code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
         code.email = newEmail
-        let (issued, bound, account) = try await issue(code, to: AccountService.resetOwner(of: normalized), requiring: normalized, request)
+        let owner = try AccountService.resetOwner(of: normalized, seal: try await accounts.database.readModelSeal())
+        let (issued, bound, account) = try await issue(code, to: owner, requiring: normalized, request)
         let message = try issued.message(to: bound, links: self, request)
         devOutbox?.keep(message, mailed: false)
         return GeneratedLink(code: message.code, link: message.link, email: account.email ?? bound)

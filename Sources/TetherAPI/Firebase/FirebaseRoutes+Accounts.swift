@@ -47,7 +47,8 @@ extension FirebaseRoutes {
         for localId in try body.strings("localId") {
             if let id = try await user(localId: localId) { ids.append(id) }
         }
-        let emails = try body.strings("email").map(ExternalIdentity.normalize)
+        let seal = try await accounts.database.readModelSeal()
+        let emails = try body.strings("email").map { try seal.seal(ExternalIdentity.normalize($0)) }
         if !emails.isEmpty {
             ids += try await accounts.database.query("""
                 SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(emails))::text[]) AND erased_at IS NULL ORDER BY created_at
@@ -59,9 +60,8 @@ extension FirebaseRoutes {
                 throw FirebaseError("INVALID_ARGUMENT", "federatedUserId entries need a known providerId and a rawId.")
             }
             let uid = provider == "password" ? ExternalIdentity.normalize(rawId) : rawId
-            ids += try await accounts.database.query("""
-                SELECT user_id FROM identities WHERE provider = \(provider) AND provider_uid = \(uid)
-                """).map { try $0.decode("user_id", as: UUID.self) }
+            ids += try await accounts.database.query(try AccountProjection.identityOwner(provider: provider, uid: uid, seal: seal))
+                .map { try $0.decode("user_id", as: UUID.self) }
         }
         // Phone numbers are second factors in Tether, never a way to find a user: no match.
         var seen: Set<UUID> = []

@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherPostgres
 import TetherProviders
 
 /// Sign-up, sign-in and token refresh of the Firebase surface (`accounts:signUp`, `:signInWithPassword`,
@@ -139,8 +140,8 @@ extension FirebaseRoutes {
             return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
         }
         if try request.body.bool("autoCreate") == false,
-           try await accounts.database.query(
-               "SELECT 1 FROM identities WHERE provider = \(identity.provider) AND provider_uid = \(identity.uid)").isEmpty {
+           try await accounts.database.query(try AccountProjection.identityOwner(
+               provider: identity.provider, uid: identity.uid, seal: try await accounts.database.readModelSeal())).isEmpty {
             // Reauthentication (the iOS SDK sends autoCreate: false) never makes a user.
             throw FirebaseError.userNotFound
         }
@@ -160,9 +161,8 @@ extension FirebaseRoutes {
             answer["needConfirmation"] = true
             answer["email"] = .string(email)
             answer["verifiedProvider"] = .array(methods.compactMap(FirebaseProviders.firebaseName).map(JSONValue.string))
-            let owner = try await accounts.database.query("""
-                SELECT id FROM users WHERE email_normalized = \(ExternalIdentity.normalize(email)) ORDER BY created_at LIMIT 1
-                """)
+            let owner = try await accounts.database.query(try AccountService.userWithEmail(
+                ExternalIdentity.normalize(email), seal: try await accounts.database.readModelSeal()))
             if let ownerId: UUID = try owner.first?.decode("id") {
                 answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
             }

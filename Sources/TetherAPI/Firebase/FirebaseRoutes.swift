@@ -166,9 +166,10 @@ public struct FirebaseRoutes: Sendable {
         guard !localId.isEmpty, localId.utf8.count <= 128 else { return nil }
         // Tether's ids are written lowercase: another spelling is another (developer's) uid, never this user.
         let uuid = UUID(uuidString: localId).flatMap { $0.lowercasedText == localId ? $0 : nil }
+        let sealedUID = try (try await accounts.database.readModelSeal()).seal(localId)
         let rows = try await accounts.database.query("""
             SELECT i.user_id AS id FROM identities i JOIN users u ON u.id = i.user_id
-            WHERE i.provider = \(UserAccount.customProvider) AND i.provider_uid = \(localId) AND u.erased_at IS NULL
+            WHERE i.provider = \(UserAccount.customProvider) AND i.provider_uid = \(sealedUID) AND u.erased_at IS NULL
             UNION ALL
             SELECT u.id FROM users u WHERE u.id = \(uuid) AND u.erased_at IS NULL
               AND NOT EXISTS (SELECT 1 FROM identities c WHERE c.user_id = u.id AND c.provider = \(UserAccount.customProvider))

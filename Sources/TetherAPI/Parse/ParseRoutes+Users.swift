@@ -124,8 +124,10 @@ extension ParseRoutes {
     private func checkEmailsAreFree(of identities: [ExternalIdentity], besides primary: ExternalIdentity, owner: UUID?) async throws {
         let emails = identities.compactMap { accounts.emailPolicy.exclusiveEmail(of: $0) }.filter { $0 != primary.normalizedEmail }
         guard !emails.isEmpty else { return }
+        let seal = try await accounts.database.readModelSeal()
         let holders = try await accounts.database.query(
-            "SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(emails))::text[])").map { try $0.decode("id", as: UUID.self) }
+            "SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(try emails.map(seal.seal)))::text[])"
+        ).map { try $0.decode("id", as: UUID.self) }
         if holders.contains(where: { $0 != owner }) { throw ParseError.emailInUse }
     }
 

@@ -215,14 +215,15 @@ public struct ParseRoutes: Sendable {
     /// Who owns each of `identities` (provider, uid → user), in one statement.
     func owners(of identities: [ExternalIdentity]) async throws -> [String: UUID] {
         guard !identities.isEmpty else { return [:] }
+        let seal = try await accounts.database.readModelSeal()
         let rows = try await accounts.database.query("""
             SELECT i.provider, i.provider_uid, i.user_id FROM identities i
-            JOIN unnest(\(PostgresArray(identities.map(\.provider)))::text[], \(PostgresArray(identities.map(\.uid)))::text[])
+            JOIN unnest(\(PostgresArray(identities.map(\.provider)))::text[], \(PostgresArray(try identities.map { try seal.seal($0.uid) }))::text[])
                 AS wanted (provider, uid) ON i.provider = wanted.provider AND i.provider_uid = wanted.uid
             """)
         var owners: [String: UUID] = [:]
         for row in rows {
-            owners[try row.decode("provider", as: String.self) + ":" + (try row.decode("provider_uid", as: String.self))] =
+            owners[try row.decode("provider", as: String.self) + ":" + (try row.decode("provider_uid", openedWith: seal) ?? "")] =
                 try row.decode("user_id")
         }
         return owners

@@ -53,16 +53,18 @@ struct UserBody: Encodable, Sendable {
             WHERE user_id = \(id) ORDER BY linked_at, provider
             """)
         let factors = try await FactorBody.loadConfirmed(of: id, from: database)
+        let seal = try await database.readModelSeal()
         return UserBody(
-            id: id, email: try row.decode("email"), emailVerified: try row.decode("email_verified"),
-            displayName: try row.decode("display_name"), photoUrl: try row.decode("photo_url"), disabled: try row.decode("disabled"),
+            id: id, email: try row.decode("email", openedWith: seal), emailVerified: try row.decode("email_verified"),
+            displayName: try row.decode("display_name", openedWith: seal), photoUrl: try row.decode("photo_url", openedWith: seal),
+            disabled: try row.decode("disabled"),
             createdAt: ISO8601Milliseconds.format(try row.decode("created_at")),
             lastSignInAt: try row.decode("last_sign_in_at", as: Date?.self).map(ISO8601Milliseconds.format),
             identities: try identities.map { identity in
                 Identity(
-                    provider: try identity.decode("provider"), uid: try identity.decode("provider_uid"),
-                    email: try identity.decode("email"), emailVerified: try identity.decode("email_verified"),
-                    displayName: try identity.decode("display_name"),
+                    provider: try identity.decode("provider"), uid: try identity.decode("provider_uid", openedWith: seal) ?? "",
+                    email: try identity.decode("email", openedWith: seal), emailVerified: try identity.decode("email_verified"),
+                    displayName: try identity.decode("display_name", openedWith: seal),
                     linkedAt: ISO8601Milliseconds.format(try identity.decode("linked_at")),
                     emailForwarding: try identity.decode("email_forwarding"))
             },
@@ -137,13 +139,14 @@ struct FactorBody: Encodable, Sendable {
 
     /// The user's confirmed factors, oldest first.
     static func loadConfirmed(of userId: UUID, from database: PostgresClient) async throws -> [FactorBody] {
-        try await database.query("""
+        let seal = try await database.readModelSeal()
+        return try await database.query("""
             SELECT id, type, display_name, phone_hint, enrolled_at FROM mfa_factors
             WHERE user_id = \(userId) AND confirmed_at IS NOT NULL ORDER BY enrolled_at, id
             """).map { row in
             FactorBody(
-                id: try row.decode("id"), type: try row.decode("type"), displayName: try row.decode("display_name"),
-                enrolledAt: ISO8601Milliseconds.format(try row.decode("enrolled_at")), phoneHint: try row.decode("phone_hint"))
+                id: try row.decode("id"), type: try row.decode("type"), displayName: try row.decode("display_name", openedWith: seal),
+                enrolledAt: ISO8601Milliseconds.format(try row.decode("enrolled_at")), phoneHint: try row.decode("phone_hint", openedWith: seal))
         }
     }
 

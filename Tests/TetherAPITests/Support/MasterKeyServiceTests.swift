@@ -32,8 +32,7 @@ struct MasterKeyServiceTests {
             let text = try service.dump()
             #expect(text.contains("personal_data_keys"))
             #expect(!text.contains(key.hexString), "the dump holds the wrapped key only")
-            // What the log says is sealed, and its key wrapped. (The read models still hold addresses and names in
-            // clear for lookups: the master key does not cover them yet.)
+            // What the log says is sealed, and its key wrapped; so are the read models (ReadModelSealTests, and below).
             let events = try await service.admin.query("SELECT count(*)::int AS n FROM events WHERE data::text LIKE '%Dora%'")[0].decode("n", as: Int.self)
             #expect(events == 0)
             await #expect(throws: (any Error).self, "without the master key the log's personal data cannot be opened") {
@@ -54,7 +53,7 @@ struct MasterKeyServiceTests {
 
             let check = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(check.status == 0, "\(check.stderr)")
-            #expect(check.stdout.hasPrefix("1 wrapped by the current master key"), "\(check.stdout)")
+            #expect(check.stdout.hasPrefix("2 wrapped by the current master key"), "her key and the read models' \(check.stdout)")
             let other = try keyFile()
             defer { try? FileManager.default.removeItem(atPath: other) }
             let unknown = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
@@ -64,13 +63,59 @@ struct MasterKeyServiceTests {
                 ["keys", "rotate-master", "--new", other], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(rotated.status == 0, "\(rotated.stderr)")
             let afterRotation = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
-            #expect(afterRotation.stdout.hasPrefix("1 wrapped by the current master key"), "\(afterRotation.stdout)")
+            #expect(afterRotation.stdout.hasPrefix("2 wrapped by the current master key"), "\(afterRotation.stdout)")
             var rotatedConfiguration = ringed
             rotatedConfiguration.masterKeys = MasterKeyRing(current: try MasterKey(file: other))
             let rotatedOwner = PostgresClient(configuration: rotatedConfiguration)
             defer { rotatedOwner.shutdown() }
             let reread = try await WebhookStore(database: rotatedOwner, policy: WebhookTargetPolicy(allowsHTTP: false, allowedHosts: [])).subscription(hook.id)
             #expect(reread?.signingSecrets(at: Date()) == [secret], "the webhook secret was re-wrapped with the new key")
+        }
+    }
+
+    @Test func aDumpWithoutTheKeyFileReadsNoEmailNameOrProviderIdInTheReadModels() async throws {
+        let path = try keyFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await DevService.run(settings: ["TETHER_MASTER_KEY_FILE": path]) { service in
+            let signedUp = try await service.client.post(
+                "/v1/sign-up", json: ["email": "Dora@Example.com", "password": "a long password", "displayName": "Dora Explorer"])
+            #expect(signedUp.status == 201)
+            let dora = try signedUp.decodeJSON(SignedIn.self)
+            let linked = try await service.link(
+                try await service.facebook("fb-dora-4242", email: "dora.fb@example.net"), to: dora.session.accessToken)
+            #expect(linked.status == 200, "\(linked.bodyText)")
+            let enrol = try await service.client.post(
+                "/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(dora.session.accessToken)"], json: ["displayName": "Dora Pixel"])
+            #expect(enrol.status == 201)
+            _ = try await service.signedIn(try await service.apple("apple-dora-77", email: "dora.relay@privaterelay.appleid.com"))
+
+            // The service reads them back as they were given.
+            let me = try await service.me(dora.session.accessToken).bodyText
+            for shown in ["Dora@Example.com", "Dora Explorer", "fb-dora-4242", "dora.fb@example.net"] {
+                #expect(me.contains(shown), "\(shown) in \(me)")
+            }
+            // Every personal column holds sealed text, and a dump names none of it.
+            let columns = [
+                ("users", ["email", "email_normalized", "display_name", "photo_url", "custom_claims"]),
+                ("identities", ["provider_uid", "email", "display_name", "photo_url", "password_hash"]),
+                ("mfa_factors", ["display_name", "phone_hint"]),
+            ]
+            var sealed = 0
+            for (table, names) in columns {
+                for name in names {
+                    for row in try await service.admin.query("SELECT \(unsafeSQL: name)::text AS v FROM \(unsafeSQL: table) WHERE \(unsafeSQL: name) IS NOT NULL") {
+                        let value: String = try row.decode("v")
+                        #expect(value.hasPrefix("rm1:"), "\(table).\(name) holds \(value)")
+                        sealed += 1
+                    }
+                }
+            }
+            #expect(sealed >= 14, "emails, names, uids and the password hash of both users, and the factor's name")
+            let dump = try service.dump().lowercased()
+            for secret in ["dora@example.com", "dora explorer", "fb-dora-4242", "dora.fb@example.net", "dora pixel", "apple-dora-77",
+                           "dora.relay@privaterelay.appleid.com", "$scrypt", "\"dora"] {
+                #expect(!dump.contains(secret), "the dump names \(secret)")
+            }
         }
     }
 
