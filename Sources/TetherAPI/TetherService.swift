@@ -142,7 +142,11 @@ public final class TetherService: Sendable {
         AdminPage().register(on: &router)
         ActionPages(flows: emailFlows).register(on: &router)
         MetricsRoutes(
-            registry: metrics, collectors: [ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database)]
+            registry: metrics,
+            collectors: [
+                ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database),
+                AccountStateCacheMetrics(cache: accounts.cache),
+            ]
                 + (replica.map { [ReplicaMetrics(replica: $0)] } ?? []) + metricsCollectors
         ).register(on: &router)
         if let extraRoutes {

@@ -44,9 +44,14 @@ struct MetricsRouteTests {
                 "tether_http_requests_total{method=\"GET\",route=\"/metrics\",status=\"200\"} 1",
                 "tether_replay_events_per_second{projection=\"accounts\"} 1250",
                 "tether_metrics_collector_failures_total 2",
+                "tether_account_states_kept 1",
+                "tether_account_states_kept_bytes_limit 268435456",
             ] {
                 #expect(text.split(separator: "\n").contains(Substring(line)), "\(line)")
             }
+            // Ada's state, kept since her sign-up: an estimate, one state's worth at least.
+            let kept = text.split(separator: "\n").first { $0.hasPrefix("tether_account_states_kept_bytes ") }
+            #expect(kept.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 768 } == true, "\(kept ?? "absent")")
             // Every sample line belongs to a family announced by # TYPE just before it.
             var family = ""
             for line in text.split(separator: "\n") {
