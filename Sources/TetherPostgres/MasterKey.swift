@@ -109,10 +109,16 @@ extension Optional where Wrapped == MasterKeyRing {
     /// A stored text secret opened: unwrapped when wrapped, as it is when it predates wrapping.
     public func unwrapText(_ stored: String, context: String) throws -> String {
         guard stored.hasPrefix(Self.textPrefix) else { return stored }
-        guard let bytes = Data(base64Encoded: String(stored.dropFirst(Self.textPrefix.count))) else {
+        guard let bytes = Self.wrappedBytes(ofText: stored) else {
             throw CryptoError.invalidInput.with(detail: "a wrapped secret is not base64")
         }
-        return String(decoding: try unwrap(Array(bytes), context: context), as: UTF8.self)
+        return String(decoding: try unwrap(bytes, context: context), as: UTF8.self)
+    }
+
+    /// The wrapped bytes a stored text secret holds; nil when it is not wrapped (or not base64).
+    static func wrappedBytes(ofText stored: String) -> [UInt8]? {
+        guard stored.hasPrefix(textPrefix) else { return nil }
+        return Data(base64Encoded: String(stored.dropFirst(textPrefix.count))).map(Array.init)
     }
 
     static var textPrefix: String { "tmk1:" }
@@ -155,9 +161,8 @@ public enum MasterKeyRotation {
         var keys: [[UInt8]?] = try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys")
             .map { try $0.decode("key") }
         for row in try await client.query("SELECT key FROM hash_keys") {
-            let text: String = try row.decode("key")
-            let textPrefix = Optional<MasterKeyRing>.textPrefix
-            keys.append(text.hasPrefix(textPrefix) ? Data(base64Encoded: String(text.dropFirst(textPrefix.count))).map(Array.init) ?? [] : [])
+            // A key stored before wrapping holds no master key's id: counted as not wrapped.
+            keys.append(Optional<MasterKeyRing>.wrappedBytes(ofText: try row.decode("key")) ?? [])
         }
         for key in keys {
             guard let stored = key else {

@@ -113,37 +113,14 @@ public struct ReadModelSeal: Sendable, Hashable {
         return String(decoding: plaintext, as: UTF8.self)
     }
 
-    /// What the row `hash_keys.read-models` is bound to when wrapped.
-    static let wrappingContext = "hash_keys:" + keyName
-
-    /// The database's read-model seal: its stored key, made on first use (whoever inserts first wins,
-    /// and everyone reads what was stored), unwrapped with `masterKeys`.
+    /// The database's read-model seal: its key in `hash_keys` (``HashKeys``), made on first use.
     ///
     /// - Throws: ``RebuildPending`` while a migration's rebuild of the read models has not run: until
     ///   then they hold values sealing does not find (`027_sealed_read_models.sql`). `tether replay`
     ///   itself passes `whileRebuildPending`.
     public static func load(on client: PostgresClient, whileRebuildPending: Bool = false) async throws -> ReadModelSeal {
-        let masterKeys = client.configuration.masterKeys
-        let read: PostgresQuery = "SELECT key FROM hash_keys WHERE name = \(keyName)"
-        // Read first: a read replica's pool can read the key, never make it.
-        var rows = try await client.withConnection { connection in
-            try await connection.run { job in try job.pipeline([read, RebuildPending.statement]) }
-        }
-        if !whileRebuildPending, let pending = try RebuildPending(rows[1]) { throw pending }
-        if rows[0].isEmpty {
-            let made = try masterKeys.wrapText(Data(SecureRandom.bytes(count: 32)).base64EncodedString(), context: wrappingContext)
-            rows = try await client.withConnection { connection in
-                try await connection.run { job in
-                    try job.pipeline(["INSERT INTO hash_keys (name, key) VALUES (\(keyName), \(made)) ON CONFLICT (name) DO NOTHING", read])
-                }
-            }
-            rows.removeFirst()
-        }
-        let stored: String = try rows[0][0].decode("key")
-        guard let bytes = Data(base64Encoded: try masterKeys.unwrapText(stored, context: wrappingContext)) else {
-            throw CryptoError.invalidInput.with(detail: "the stored read-model key is not base64")
-        }
-        return try ReadModelSeal(key: Array(bytes))
+        if !whileRebuildPending, let pending = try RebuildPending(try await client.query(RebuildPending.statement)) { throw pending }
+        return try ReadModelSeal(key: try await HashKeys.key(keyName, on: client))
     }
 }
 

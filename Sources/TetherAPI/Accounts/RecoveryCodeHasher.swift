@@ -34,19 +34,8 @@ final class RecoveryCodeHasher: Sendable {
 
     private func hashKey(on database: PostgresClient) async throws -> [UInt8] {
         if let known = key.withLock({ $0 }) { return known }
-        let masterKeys = database.configuration.masterKeys
-        let context = "hash_keys:" + Self.keyName
-        let made = try masterKeys.wrapText(Data(SecureRandom.bytes(count: 32)).base64EncodedString(), context: context)
-        // Made once: whoever inserts first wins, and everyone reads what was stored.
-        try await database.query("""
-            INSERT INTO hash_keys (name, key) VALUES (\(Self.keyName), \(made)) ON CONFLICT (name) DO NOTHING
-            """)
-        let stored: String = try await database.query("SELECT key FROM hash_keys WHERE name = \(Self.keyName)")[0].decode("key")
-        let text = try masterKeys.unwrapText(stored, context: context)
-        guard let bytes = Data(base64Encoded: text), bytes.count == 32 else {
-            throw CryptoError.invalidInput.with(detail: "the stored recovery-code hash key is not 32 bytes")
-        }
-        key.withLock { $0 = Array(bytes) }
-        return Array(bytes)
+        let loaded = try await HashKeys.key(Self.keyName, on: database)
+        key.withLock { $0 = loaded }
+        return loaded
     }
 }
