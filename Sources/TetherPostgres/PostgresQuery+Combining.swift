@@ -46,7 +46,8 @@ extension PostgresQuery {
 
     /// The table an `INSERT INTO t`, `UPDATE t` or `DELETE FROM t` statement writes; nil for any other.
     private static func writtenTable(of sql: String) -> Substring? {
-        let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "(" }).prefix(3)
+        // Only the first three words matter: the rest of the statement is left unsplit.
+        let words = sql.split(maxSplits: 3, whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "(" }).prefix(3)
         guard let first = words.first?.uppercased() else { return nil }
         switch first {
         case "INSERT", "DELETE":

@@ -61,12 +61,7 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
 
     /// Appends another query, renumbering its placeholders.
     public mutating func append(_ other: PostgresQuery) {
-        var interpolation = StringInterpolation(literalCapacity: 0, interpolationCount: 0)
-        interpolation.sql = sql
-        interpolation.parameters = parameters
-        interpolation.appendInterpolation(other)
-        sql = interpolation.sql
-        parameters = interpolation.parameters
+        StringInterpolation.append(other, toSQL: &sql, parameters: &parameters)
     }
 
     public var description: String { sql }
@@ -106,46 +101,54 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
 
         /// Splices another query, renumbering its placeholders after this one's.
         public mutating func appendInterpolation(_ query: PostgresQuery) {
-            let offset = parameters.count
-            if offset == 0 || query.parameters.isEmpty {
+            Self.append(query, toSQL: &sql, parameters: &parameters)
+        }
+
+        /// Appends `query` in place (no copy of what is already built), its placeholders shifted
+        /// past `parameters`.
+        static func append(_ query: PostgresQuery, toSQL sql: inout String, parameters: inout [PostgresParameter]) {
+            if parameters.isEmpty || query.parameters.isEmpty {
                 sql += query.sql
             } else {
-                sql += Self.renumber(query.sql, by: offset)
+                sql += renumber(query.sql, by: parameters.count)
             }
             parameters += query.parameters
         }
 
-        /// Shifts every `$n` placeholder outside quotes by `offset`.
-        private static func renumber(_ sql: String, by offset: Int) -> String {
-            var result = ""
-            result.reserveCapacity(sql.utf8.count + 8)
-            var scalars = Array(sql.unicodeScalars)[...]
-            var quote: Unicode.Scalar?
-            while let scalar = scalars.popFirst() {
+        /// Shifts every `$n` placeholder outside quotes by `offset`. It reads the UTF-8 bytes: a
+        /// quote, `$` or digit is one byte, never part of a longer character.
+        static func renumber(_ sql: String, by offset: Int) -> String {
+            let source = Array(sql.utf8)
+            var result: [UInt8] = []
+            result.reserveCapacity(source.count + 16)
+            var quote: UInt8?
+            var index = 0
+            while index < source.count {
+                let byte = source[index]
+                index += 1
                 if let open = quote {
-                    result.unicodeScalars.append(scalar)
-                    if scalar == open { quote = nil }
-                    continue
-                }
-                if scalar == "'" || scalar == "\"" {
-                    quote = scalar
-                    result.unicodeScalars.append(scalar)
-                    continue
-                }
-                if scalar == "$", let first = scalars.first, ("0"..."9").contains(first) {
-                    var digits = ""
-                    while let next = scalars.first, ("0"..."9").contains(next) {
-                        digits.unicodeScalars.append(next)
-                        scalars.removeFirst()
+                    if byte == open { quote = nil }
+                } else if byte == UInt8(ascii: "'") || byte == UInt8(ascii: "\"") {
+                    quote = byte
+                } else if byte == UInt8(ascii: "$"), index < source.count, source[index].isASCIIDigit {
+                    var number = 0
+                    while index < source.count, source[index].isASCIIDigit {
+                        number = number * 10 + Int(source[index] - UInt8(ascii: "0"))
+                        index += 1
                     }
-                    result += "$\(Int(digits)! + offset)"
+                    result.append(byte)
+                    result.append(contentsOf: String(number + offset).utf8)
                     continue
                 }
-                result.unicodeScalars.append(scalar)
+                result.append(byte)
             }
-            return result
+            return String(decoding: result, as: UTF8.self)
         }
     }
+}
+
+private extension UInt8 {
+    var isASCIIDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
 }
 
 extension String: PostgresEncodable {
@@ -206,12 +209,9 @@ public struct PostgresJSON: PostgresEncodable, Hashable {
         self.data = data
     }
 
-    /// Encodes a value as JSON with sorted keys.
+    /// Encodes a value as JSON with sorted keys and dates in whole seconds (`CompactJSONEncoder`).
     public init(encoding value: some Encodable) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        data = try encoder.encode(value)
+        data = try CompactJSONEncoder(dates: .iso8601Seconds).encodeData(value)
     }
 
     /// Decodes the document into `type`.

@@ -32,6 +32,16 @@ struct PostgresQueryTests {
         #expect(query.parameters.count == 3)
     }
 
+    @Test func renumberingShiftsManyDigitPlaceholdersAndKeepsQuotedAndWideText() {
+        var query: PostgresQuery = "SELECT \(1), \(2), \(3), \(4), \(5), \(6), \(7), \(8), \(9), \(10) FROM t"
+        query.append(" WHERE note = 'Zoë $1 ☃' AND \"col$2\" = \("x") AND name = \("é") AND n IN ($1, $2)")
+        #expect(query.sql == """
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10 FROM t WHERE note = 'Zoë $1 ☃' AND "col$2" = $11 AND name = $12 AND n IN ($11, $12)
+            """)
+        #expect(query.parameters.count == 12)
+        #expect(query.parameters.suffix(2) == [.text("x"), .text("é")])
+    }
+
     @Test(arguments: [
         ("2026-11-29 13:29:45.123456+00", 1_795_958_985.123456),
         ("1970-01-01 00:00:00+00", 0.0),
