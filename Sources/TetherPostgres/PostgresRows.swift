@@ -194,91 +194,11 @@ extension PostgresJSON: PostgresTextDecodable {
 enum PostgresTimestamp {
     /// `2026-11-29 13:29:45.123456+00`, with microseconds.
     static func format(_ date: Date) -> String {
-        let totalMicros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
-        var days = totalMicros.floorDiv(86_400_000_000)
-        let microsOfDay = totalMicros - days * 86_400_000_000
-        days += 719_468 // civil-from-days, Howard Hinnant's algorithm
-        let era = days.floorDiv(146_097)
-        let dayOfEra = days - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        let seconds = microsOfDay / 1_000_000
-        let micros = microsOfDay % 1_000_000
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2)) \(pad(seconds / 3600, 2)):\(pad(seconds / 60 % 60, 2)):\(pad(seconds % 60, 2)).\(pad(micros, 6))+00"
+        UTCTimestamp.format(date, separator: UInt8(ascii: " "), fractionDigits: 6, zone: "+00")
     }
 
-    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]±HH[:MM[:SS]]`.
+    /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]±HH[:MM[:SS]]` (no zone: UTC).
     static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        var index = 0
-        func number(_ width: Int) -> Int64? {
-            guard index + width <= bytes.count else { return nil }
-            var value: Int64 = 0
-            for byte in bytes[index..<(index + width)] {
-                guard byte >= 48, byte <= 57 else { return nil }
-                value = value * 10 + Int64(byte - 48)
-            }
-            index += width
-            return value
-        }
-        func expect(_ character: Character) -> Bool {
-            guard index < bytes.count, bytes[index] == character.asciiValue else { return false }
-            index += 1
-            return true
-        }
-        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
-              expect(" ") || expect("T"), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
-              let second = number(2)
-        else { return nil }
-        var micros: Int64 = 0
-        if expect(".") {
-            var digits = 0
-            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
-                if digits < 6 { micros = micros * 10 + Int64(bytes[index] - 48) }
-                digits += 1
-                index += 1
-            }
-            for _ in digits..<6 where digits < 6 { micros *= 10 }
-        }
-        var offsetSeconds: Int64 = 0
-        if index < bytes.count {
-            let sign: Int64
-            if expect("+") { sign = 1 } else if expect("-") { sign = -1 } else if expect("Z") { sign = 0 } else { return nil }
-            if sign != 0 {
-                guard let offsetHours = number(2) else { return nil }
-                offsetSeconds = offsetHours * 3600
-                if expect(":"), let offsetMinutes = number(2) {
-                    offsetSeconds += offsetMinutes * 60
-                    if expect(":"), let extra = number(2) { offsetSeconds += extra }
-                }
-                offsetSeconds *= sign
-            }
-        }
-        guard index == bytes.count, (1...12).contains(month), (1...31).contains(day) else { return nil }
-        // days-from-civil, Howard Hinnant's algorithm
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = shiftedYear.floorDiv(400)
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        let seconds = days * 86400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
-    }
-
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let text = String(value)
-        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-    }
-}
-
-extension Int64 {
-    fileprivate func floorDiv(_ divisor: Int64) -> Int64 {
-        let quotient = self / divisor
-        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+        UTCTimestamp.parse(text, separators: [UInt8(ascii: " "), UInt8(ascii: "T")], zoneRequired: false)
     }
 }

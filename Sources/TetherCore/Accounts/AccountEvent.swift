@@ -408,21 +408,11 @@ public enum ISO8601Milliseconds {
     /// `2026-11-29T13:29:45.123Z`, rounded to the nearest millisecond so that
     /// formatting a parsed value gives back the same text.
     public static func format(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
-        var seconds = milliseconds / 1000
-        var fraction = milliseconds % 1000
-        if fraction < 0 {
-            seconds -= 1
-            fraction += 1000
-        }
-        let whole = Date(timeIntervalSince1970: Double(seconds)).formatted(Date.ISO8601FormatStyle())
-        let digits = String(fraction)
-        return whole.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
+        UTCTimestamp.format(date, separator: UInt8(ascii: "T"), fractionDigits: 3, zone: "Z")
     }
 
-    /// Parses with or without fractional seconds.
+    /// Parses with or without fractional seconds; the zone is `Z` or an offset.
     public static func parse(_ text: String) -> Date? {
-        (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
-            ?? (try? Date.ISO8601FormatStyle().parse(text))
+        UTCTimestamp.parse(text, separators: [UInt8(ascii: "T")], zoneRequired: true)
     }
 }
