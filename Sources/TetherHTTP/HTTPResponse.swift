@@ -20,7 +20,9 @@ public struct HTTPResponse: Sendable, Equatable {
         self.body = body
     }
 
-    /// A JSON response; keys are sorted so that equal values give equal bytes.
+    /// A JSON response; keys are sorted so that equal values give equal bytes. Without an
+    /// `encoder`, it is written by ``CompactJSONEncoder`` (dates in whole seconds), the bytes
+    /// `JSONEncoder` would write with sorted keys, unescaped slashes and `.iso8601` dates.
     ///
     /// - Throws: `EncodingError` when `value` cannot be encoded (a non-finite
     ///   double, for example); the server answers that with a 500.
@@ -30,8 +32,8 @@ public struct HTTPResponse: Sendable, Equatable {
         headers: HTTPHeaders = [:],
         encoder: JSONEncoder? = nil
     ) throws -> HTTPResponse {
-        let body = try (encoder ?? JSONCoding.encoder).encode(value)
-        return HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: Array(body))
+        let body = try encoder.map { Array(try $0.encode(value)) } ?? JSONCoding.encoder.encode(value)
+        return HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: body)
     }
 
     /// A JSON response of a ``JSONValue``, written without `JSONEncoder` (``JSONValue/jsonBytes()``):

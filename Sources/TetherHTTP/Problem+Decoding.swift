@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 extension Problem {
     /// A 400 `invalid_request` that says which member of the JSON body is wrong and why.
@@ -68,12 +69,7 @@ extension Dictionary: DictionaryProtocol {}
 /// The JSON coders TetherHTTP uses when the caller does not bring its own.
 enum JSONCoding {
     /// Sorted keys make bodies byte-stable; unescaped slashes keep URLs readable.
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        return encoder
-    }()
+    static let encoder = CompactJSONEncoder(dates: .iso8601Seconds)
 
     static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()

@@ -68,7 +68,7 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         let body =
             (try? JSONCoding.encoder.encode(document))
             ?? (try? JSONCoding.encoder.encode(Problem(status: status, code: code, title: title).document))
-        return HTTPResponse(status: status, headers: responseHeaders, body: body.map(Array.init) ?? [])
+        return HTTPResponse(status: status, headers: responseHeaders, body: body ?? [])
     }
 }
 

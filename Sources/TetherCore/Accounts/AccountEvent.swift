@@ -272,15 +272,9 @@ public enum AccountEventCodec {
         }
     }
 
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(ISO8601Milliseconds.format(date))
-        }
-        return encoder
-    }()
+    /// Sorted keys, unescaped slashes, dates to the millisecond: the bytes `JSONEncoder` wrote
+    /// before, several times faster.
+    private static let encoder = CompactJSONEncoder(dates: .iso8601Milliseconds)
 
     private static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()
@@ -298,42 +292,42 @@ public enum AccountEventCodec {
     public static func encode(_ event: AccountEvent, userId: UUID, id: UUID) throws -> NewEvent {
         let data: Data
         switch event {
-        case .userRegistered(let payload): data = try encoder.encode(payload)
-        case .identityLinked(let payload): data = try encoder.encode(payload)
-        case .identityUnlinked(let payload): data = try encoder.encode(payload)
-        case .emailVerified(let payload): data = try encoder.encode(payload)
-        case .passwordSet(let payload): data = try encoder.encode(payload)
-        case .signedIn(let payload): data = try encoder.encode(payload)
-        case .sessionStarted(let payload): data = try encoder.encode(payload)
-        case .sessionRefreshed(let payload): data = try encoder.encode(payload)
-        case .sessionEnded(let payload): data = try encoder.encode(payload)
-        case .sessionsRevoked(let payload): data = try encoder.encode(payload)
-        case .userDisabled(let payload), .userEnabled(let payload), .userErased(let payload): data = try encoder.encode(payload)
-        case .mfaFactorEnrolled(let payload): data = try encoder.encode(payload)
-        case .mfaFactorConfirmed(let payload): data = try encoder.encode(payload)
-        case .mfaFactorRemoved(let payload): data = try encoder.encode(payload)
-        case .mfaRecoveryCodesIssued(let payload): data = try encoder.encode(payload)
-        case .mfaChallengeIssued(let payload): data = try encoder.encode(payload)
-        case .mfaCodeSent(let payload): data = try encoder.encode(payload)
-        case .mfaCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
-        case .mfaCodeAccepted(let payload): data = try encoder.encode(payload)
-        case .mfaCodeRejected(let payload): data = try encoder.encode(payload)
-        case .mfaRecoveryCodeUsed(let payload): data = try encoder.encode(payload)
-        case .mfaChallengeEnded(let payload): data = try encoder.encode(payload)
-        case .profileUpdated(let payload): data = try encoder.encode(payload)
-        case .customClaimsSet(let payload): data = try encoder.encode(payload)
-        case .emailChanged(let payload): data = try encoder.encode(payload)
-        case .emailCodeIssued(let payload): data = try encoder.encode(payload)
-        case .emailCodeUsed(let payload): data = try encoder.encode(payload)
-        case .emailCodeExpired(let payload): data = try encoder.encode(payload)
-        case .emailCodeRefused(let payload): data = try encoder.encode(payload)
-        case .emailCodeDeliveryFailed(let payload): data = try encoder.encode(payload)
-        case .providerEmailStatusChanged(let payload): data = try encoder.encode(payload)
-        case .providerTokenStored(let payload): data = try encoder.encode(payload)
-        case .providerCodeNotRedeemed(let payload): data = try encoder.encode(payload)
-        case .providerGrantChecked(let payload): data = try encoder.encode(payload)
+        case .userRegistered(let payload): data = try encoder.encodeData(payload)
+        case .identityLinked(let payload): data = try encoder.encodeData(payload)
+        case .identityUnlinked(let payload): data = try encoder.encodeData(payload)
+        case .emailVerified(let payload): data = try encoder.encodeData(payload)
+        case .passwordSet(let payload): data = try encoder.encodeData(payload)
+        case .signedIn(let payload): data = try encoder.encodeData(payload)
+        case .sessionStarted(let payload): data = try encoder.encodeData(payload)
+        case .sessionRefreshed(let payload): data = try encoder.encodeData(payload)
+        case .sessionEnded(let payload): data = try encoder.encodeData(payload)
+        case .sessionsRevoked(let payload): data = try encoder.encodeData(payload)
+        case .userDisabled(let payload), .userEnabled(let payload), .userErased(let payload): data = try encoder.encodeData(payload)
+        case .mfaFactorEnrolled(let payload): data = try encoder.encodeData(payload)
+        case .mfaFactorConfirmed(let payload): data = try encoder.encodeData(payload)
+        case .mfaFactorRemoved(let payload): data = try encoder.encodeData(payload)
+        case .mfaRecoveryCodesIssued(let payload): data = try encoder.encodeData(payload)
+        case .mfaChallengeIssued(let payload): data = try encoder.encodeData(payload)
+        case .mfaCodeSent(let payload): data = try encoder.encodeData(payload)
+        case .mfaCodeDeliveryFailed(let payload): data = try encoder.encodeData(payload)
+        case .mfaCodeAccepted(let payload): data = try encoder.encodeData(payload)
+        case .mfaCodeRejected(let payload): data = try encoder.encodeData(payload)
+        case .mfaRecoveryCodeUsed(let payload): data = try encoder.encodeData(payload)
+        case .mfaChallengeEnded(let payload): data = try encoder.encodeData(payload)
+        case .profileUpdated(let payload): data = try encoder.encodeData(payload)
+        case .customClaimsSet(let payload): data = try encoder.encodeData(payload)
+        case .emailChanged(let payload): data = try encoder.encodeData(payload)
+        case .emailCodeIssued(let payload): data = try encoder.encodeData(payload)
+        case .emailCodeUsed(let payload): data = try encoder.encodeData(payload)
+        case .emailCodeExpired(let payload): data = try encoder.encodeData(payload)
+        case .emailCodeRefused(let payload): data = try encoder.encodeData(payload)
+        case .emailCodeDeliveryFailed(let payload): data = try encoder.encodeData(payload)
+        case .providerEmailStatusChanged(let payload): data = try encoder.encodeData(payload)
+        case .providerTokenStored(let payload): data = try encoder.encodeData(payload)
+        case .providerCodeNotRedeemed(let payload): data = try encoder.encodeData(payload)
+        case .providerGrantChecked(let payload): data = try encoder.encodeData(payload)
         case .providerTokenRevoked(let payload), .providerRevocationFailed(let payload), .providerRevocationAbandoned(let payload):
-            data = try encoder.encode(payload)
+            data = try encoder.encodeData(payload)
         }
         return NewEvent(id: id, type: event.type, schema: schemas[event.type] ?? 1, data: data, userId: userId)
     }
