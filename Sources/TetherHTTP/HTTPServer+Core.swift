@@ -105,6 +105,7 @@ extension HTTPServer {
             requestID: String, method: String?, target: String, status: Int?, duration: Duration,
             remoteAddress: String?, failure: String?
         ) {
+            guard configuration.log.admitsInfo else { return }
             var line = LogLine(level: "info", message: "request")
             line.add("requestId", requestID)
             line.add("method", method)
@@ -121,6 +122,7 @@ extension HTTPServer {
 
         /// Writes a server lifecycle line (`listening`, `stopped`).
         func logEvent(level: String = "info", _ message: String, _ fields: [(String, String)] = []) {
+            guard level != "info" || configuration.log.admitsInfo else { return }
             var line = LogLine(level: level, message: message)
             for (key, value) in fields {
                 line.add(key, value)

@@ -7,9 +7,12 @@
 /// Where the server writes its log lines: one JSON object per line, without the newline.
 public struct LogSink: Sendable {
     private let writeLine: @Sendable (String) -> Void
+    /// Whether `info` lines are written: when not, the server does not build its access lines at all.
+    public let admitsInfo: Bool
 
     /// Creates a sink that hands every line to `writeLine`, from any thread.
-    public init(_ writeLine: @escaping @Sendable (String) -> Void) {
+    public init(admitsInfo: Bool = true, _ writeLine: @escaping @Sendable (String) -> Void) {
+        self.admitsInfo = admitsInfo
         self.writeLine = writeLine
     }
 

@@ -41,7 +41,7 @@ public struct Logger: Sendable {
         let minimum = minimumLevel
         let sink = sink
         guard minimum > .info else { return sink }
-        return LogSink { line in
+        return LogSink(admitsInfo: false) { line in
             // Request lines are written at info; keep only what the configured level admits.
             for level in Level.allCases where level >= minimum && line.contains("\"level\":\"\(level.name)\"") {
                 sink.write(line)

@@ -219,6 +219,20 @@ struct HTTPServerTests {
         }
     }
 
+    @Test func aLoggerAboveInfoKeepsAccessLinesOutButErrorsIn() async throws {
+        let collected = LogCollector()
+        let logger = Logger(sink: collected.sink, minimumLevel: .warn)
+        #expect(!logger.filteredSink.admitsInfo)
+        #expect(Logger(sink: collected.sink, minimumLevel: .info).filteredSink.admitsInfo)
+        try await withServer(echoRouter(), configure: { $0.log = logger.filteredSink }) { _, client, _ in
+            _ = try await client.get("/ok", headers: ["X-Request-Id": "quiet-1"])
+            _ = try await client.get("/explode", headers: ["X-Request-Id": "loud-1"])
+            let logged = try await collected.record { $0["level"] as? String == "error" && $0["requestId"] as? String == "loud-1" }
+            #expect(logged != nil)
+            #expect(try collected.records().allSatisfy { $0["level"] as? String != "info" })
+        }
+    }
+
     @Test func eachRequestWritesOneJSONAccessLogLine() async throws {
         try await withServer(echoRouter()) { _, client, logs in
             _ = try await client.get("/ok?token=secret", headers: ["X-Request-Id": "log-1"])
