@@ -276,17 +276,8 @@ public enum AccountEventCodec {
     /// before, several times faster.
     private static let encoder = CompactJSONEncoder(dates: .iso8601Milliseconds)
 
-    private static let decoder: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom { decoder in
-            let text = try decoder.singleValueContainer().decode(String.self)
-            guard let date = ISO8601Milliseconds.parse(text) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad date \(text)"))
-            }
-            return date
-        }
-        return decoder
-    }()
+    /// Payloads are read without `JSONDecoder`: replay, history and kept states decode every event.
+    private static let decoder = CompactJSONDecoder()
 
     /// The stored form, with a deterministic id so that retrying a command writes nothing new.
     public static func encode(_ event: AccountEvent, userId: UUID, id: UUID) throws -> NewEvent {

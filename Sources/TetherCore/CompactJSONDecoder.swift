@@ -1,0 +1,404 @@
+import Foundation
+
+/// Decodes `Decodable` values from JSON text without Foundation's `JSONDecoder`: replay, history
+/// and the kept users' states decode every event's payload, and `JSONDecoder` was the largest part of
+/// a replay's CPU (about a third). The text is parsed strictly (RFC 8259: valid UTF-8, no trailing
+/// content, bounded nesting) into a small tree of members in arrays, then read by a `Decoder` over it.
+///
+/// It reads what `JSONDecoder` reads: `Date` from ISO 8601 text with or without a fraction
+/// (``ISO8601Milliseconds/parse(_:)``), `URL` from its string, `Data` from base64 and ``JSONValue`` as
+/// itself; a number is decoded exactly into the type asked for. Errors are `DecodingError`s with the
+/// coding path, as `JSONDecoder` throws. A name given twice keeps its last value.
+public struct CompactJSONDecoder: Sendable {
+    public init() {}
+
+    public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        let node = try data.withUnsafeBytes { bytes in
+            var parser = ParsedJSON.Parser(bytes: bytes)
+            return try parser.parseDocument()
+        }
+        return try NodeDecoder(node: node, parent: nil, key: nil).decodeValue(T.self)
+    }
+}
+
+/// A parsed JSON value; numbers keep their text, so that each is read exactly as the type asked for.
+enum ParsedJSON {
+    case null
+    case bool(Bool)
+    case number(String)
+    case string(String)
+    case array([ParsedJSON])
+    case object([(name: String, value: ParsedJSON)])
+
+    var kind: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a Boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
+    /// The value as a ``JSONValue`` (integers that fit in `Int` stay integers).
+    func jsonValue() -> JSONValue {
+        switch self {
+        case .null: .null
+        case .bool(let value): .bool(value)
+        case .number(let text): Int(text).map(JSONValue.int) ?? .double(Double(text) ?? .nan)
+        case .string(let value): .string(value)
+        case .array(let elements): .array(elements.map { $0.jsonValue() })
+        case .object(let members):
+            .object(Dictionary(members.map { ($0.name, $0.value.jsonValue()) }, uniquingKeysWith: { _, last in last }))
+        }
+    }
+
+    /// A recursive-descent parser over ``JSONLexer``.
+    struct Parser {
+        static let maximumDepth = 512
+
+        var lexer: JSONLexer
+        var depth = 0
+
+        init(bytes: UnsafeRawBufferPointer) {
+            lexer = JSONLexer(bytes: bytes)
+        }
+
+        mutating func parseDocument() throws -> ParsedJSON {
+            do {
+                let value = try parseValue()
+                lexer.skipWhitespace()
+                guard lexer.current == nil else { throw lexer.failure("unexpected text after the value") }
+                return value
+            } catch let error as JSONSyntaxError {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "The given data was not valid JSON: \(error)."))
+            }
+        }
+
+        private mutating func parseValue() throws -> ParsedJSON {
+            lexer.skipWhitespace()
+            switch lexer.current {
+            case nil: throw lexer.failure("unexpected end")
+            case UInt8(ascii: "{"): return try nested { try $0.parseObject() }
+            case UInt8(ascii: "["): return try nested { try $0.parseArray() }
+            case UInt8(ascii: "\""): return .string(try lexer.string())
+            case UInt8(ascii: "t"): try lexer.expectLiteral("true"); return .bool(true)
+            case UInt8(ascii: "f"): try lexer.expectLiteral("false"); return .bool(false)
+            case UInt8(ascii: "n"): try lexer.expectLiteral("null"); return .null
+            default: return .number(String(decoding: try lexer.number().text, as: UTF8.self))
+            }
+        }
+
+        private mutating func nested(_ parse: (inout Parser) throws -> ParsedJSON) throws -> ParsedJSON {
+            depth += 1
+            guard depth <= Self.maximumDepth else { throw lexer.failure("nesting too deep") }
+            defer { depth -= 1 }
+            lexer.index += 1
+            return try parse(&self)
+        }
+
+        private mutating func parseObject() throws -> ParsedJSON {
+            var members: [(name: String, value: ParsedJSON)] = []
+            lexer.skipWhitespace()
+            if lexer.current == UInt8(ascii: "}") {
+                lexer.index += 1
+                return .object(members)
+            }
+            while true {
+                lexer.skipWhitespace()
+                guard lexer.current == UInt8(ascii: "\"") else { throw lexer.failure("expected member name") }
+                let name = try lexer.string()
+                lexer.skipWhitespace()
+                guard lexer.current == UInt8(ascii: ":") else { throw lexer.failure("expected ':'") }
+                lexer.index += 1
+                members.append((name, try parseValue()))
+                lexer.skipWhitespace()
+                switch lexer.current {
+                case UInt8(ascii: ","): lexer.index += 1
+                case UInt8(ascii: "}"):
+                    lexer.index += 1
+                    return .object(members)
+                default: throw lexer.failure("expected ',' or '}'")
+                }
+            }
+        }
+
+        private mutating func parseArray() throws -> ParsedJSON {
+            var elements: [ParsedJSON] = []
+            lexer.skipWhitespace()
+            if lexer.current == UInt8(ascii: "]") {
+                lexer.index += 1
+                return .array(elements)
+            }
+            while true {
+                elements.append(try parseValue())
+                lexer.skipWhitespace()
+                switch lexer.current {
+                case UInt8(ascii: ","): lexer.index += 1
+                case UInt8(ascii: "]"):
+                    lexer.index += 1
+                    return .array(elements)
+                default: throw lexer.failure("expected ',' or ']'")
+                }
+            }
+        }
+    }
+}
+
+/// The `Decoder` over one parsed value; the coding path is put together only for an error.
+private final class NodeDecoder: Decoder {
+    let node: ParsedJSON
+    let parent: NodeDecoder?
+    let key: (any CodingKey)?
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(node: ParsedJSON, parent: NodeDecoder?, key: (any CodingKey)?) {
+        self.node = node
+        self.parent = parent
+        self.key = key
+    }
+
+    var codingPath: [any CodingKey] {
+        var path: [any CodingKey] = []
+        var decoder: NodeDecoder? = self
+        while let current = decoder {
+            if let key = current.key { path.append(key) }
+            decoder = current.parent
+        }
+        return path.reversed()
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .object(let members) = node else { throw mismatch([String: Any].self) }
+        return KeyedDecodingContainer(KeyedNodeContainer(decoder: self, members: members))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let elements) = node else { throw mismatch([Any].self) }
+        return UnkeyedNodeContainer(decoder: self, elements: elements)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleNodeContainer(decoder: self) }
+
+    func mismatch(_ type: Any.Type) -> DecodingError {
+        if case .null = node {
+            return .valueNotFound(type, .init(codingPath: codingPath, debugDescription: "Expected \(type) but found null instead."))
+        }
+        return .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "Expected to decode \(type) but found \(node.kind) instead."))
+    }
+
+    func corrupted(_ detail: String) -> DecodingError {
+        .dataCorrupted(.init(codingPath: codingPath, debugDescription: detail))
+    }
+
+    /// A child decoder for a member or element.
+    func child(_ node: ParsedJSON, key: (any CodingKey)?) -> NodeDecoder {
+        NodeDecoder(node: node, parent: self, key: key)
+    }
+
+    // MARK: Reading this decoder's node as one value
+
+    func decodeNil() -> Bool {
+        if case .null = node { true } else { false }
+    }
+
+    func decodeBool() throws -> Bool {
+        guard case .bool(let value) = node else { throw mismatch(Bool.self) }
+        return value
+    }
+
+    func decodeString() throws -> String {
+        guard case .string(let value) = node else { throw mismatch(String.self) }
+        return value
+    }
+
+    func decodeInteger<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
+        guard case .number(let text) = node else { throw mismatch(type) }
+        if let value = I(text) { return value }
+        // `1e3` or `2.0` hold an integer too, when it is exact and fits.
+        if let double = Double(text), let value = I(exactly: double) { return value }
+        throw corrupted("Number \(text) does not fit in \(type).")
+    }
+
+    func decodeFloat<F: BinaryFloatingPoint & LosslessStringConvertible>(_ type: F.Type) throws -> F {
+        guard case .number(let text) = node else { throw mismatch(type) }
+        guard let value = F(text), value.isFinite else { throw corrupted("Number \(text) does not fit in \(type).") }
+        return value
+    }
+
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        // The types `JSONDecoder` reads its own way, and those it reads through a string.
+        if T.self == String.self { return try decodeString() as! T }
+        if T.self == UUID.self {
+            let text = try decodeString()
+            guard let id = UUID(uuidString: text) else { throw corrupted("Attempted to decode UUID from invalid UUID string.") }
+            return id as! T
+        }
+        if T.self == Date.self {
+            let text = try decodeString()
+            guard let date = ISO8601Milliseconds.parse(text) else { throw corrupted("Expected date string to be ISO8601-formatted.") }
+            return date as! T
+        }
+        if T.self == Int.self { return try decodeInteger(Int.self) as! T }
+        if T.self == Bool.self { return try decodeBool() as! T }
+        if T.self == URL.self {
+            guard let url = URL(string: try decodeString()) else { throw corrupted("Invalid URL string.") }
+            return url as! T
+        }
+        if T.self == Data.self {
+            guard let data = Data(base64Encoded: try decodeString()) else { throw corrupted("Encountered Data is not valid Base64.") }
+            return data as! T
+        }
+        if T.self == JSONValue.self { return node.jsonValue() as! T }
+        return try T(from: self)
+    }
+}
+
+private struct KeyedNodeContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: NodeDecoder
+    let members: [(name: String, value: ParsedJSON)]
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    var allKeys: [Key] { members.compactMap { Key(stringValue: $0.name) } }
+
+    /// The member's value; the last one of a name given twice. Objects here have a handful of members.
+    private func value(_ key: Key) -> ParsedJSON? {
+        let name = key.stringValue
+        let length = name.utf8.count
+        for member in members.reversed() where member.name.utf8.count == length && member.name == name { return member.value }
+        return nil
+    }
+
+    private func member(_ key: Key) throws -> NodeDecoder {
+        guard let value = value(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
+        }
+        return decoder.child(value, key: key)
+    }
+
+    func contains(_ key: Key) -> Bool { value(key) != nil }
+    func decodeNil(forKey key: Key) throws -> Bool { try member(key).decodeNil() }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try member(key).decodeBool() }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try member(key).decodeString() }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try member(key).decodeFloat(type) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try member(key).decodeFloat(type) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try member(key).decodeInteger(type) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try member(key).decodeInteger(type) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try member(key).decodeInteger(type) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try member(key).decodeInteger(type) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try member(key).decodeInteger(type) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try member(key).decodeInteger(type) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try member(key).decodeInteger(type) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try member(key).decodeInteger(type) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try member(key).decodeInteger(type) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try member(key).decodeInteger(type) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try member(key).decodeValue(type) }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        try member(key).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { try member(key).unkeyedContainer() }
+    func superDecoder() throws -> any Decoder {
+        decoder.child(members.last { $0.name == SuperKey.key.stringValue }?.value ?? .null, key: SuperKey.key)
+    }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder { decoder.child(value(key) ?? .null, key: key) }
+}
+
+/// The key `JSONEncoder` and `JSONDecoder` use for a super encoder or decoder without a key.
+private struct SuperKey: CodingKey {
+    static let key = SuperKey(stringValue: "super")
+    let stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+private struct UnkeyedNodeContainer: UnkeyedDecodingContainer {
+    let decoder: NodeDecoder
+    let elements: [ParsedJSON]
+    var currentIndex = 0
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var count: Int? { elements.count }
+    var isAtEnd: Bool { currentIndex >= elements.count }
+
+    init(decoder: NodeDecoder, elements: [ParsedJSON]) {
+        self.decoder = decoder
+        self.elements = elements
+    }
+
+    /// The next element's decoder; the index moves on only when `read` succeeds, as in `JSONDecoder`.
+    private mutating func next<T>(_ type: T.Type, _ read: (NodeDecoder) throws -> T) throws -> T {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(type, .init(codingPath: codingPath + [IndexKey(currentIndex)], debugDescription: "Unkeyed container is at end."))
+        }
+        let value = try read(decoder.child(elements[currentIndex], key: IndexKey(currentIndex)))
+        currentIndex += 1
+        return value
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, case .null = elements[currentIndex] else { return false }
+        currentIndex += 1
+        return true
+    }
+
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next(type) { try $0.decodeBool() } }
+    mutating func decode(_ type: String.Type) throws -> String { try next(type) { try $0.decodeString() } }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next(type) { try $0.decodeFloat(type) } }
+    mutating func decode(_ type: Float.Type) throws -> Float { try next(type) { try $0.decodeFloat(type) } }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) { try $0.decodeInteger(type) } }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next(type) { try $0.decodeValue(type) } }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next(KeyedDecodingContainer<NestedKey>.self) { try $0.container(keyedBy: type) }
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try next((any UnkeyedDecodingContainer).self) { try $0.unkeyedContainer() }
+    }
+
+    mutating func superDecoder() throws -> any Decoder { try next(NodeDecoder.self) { $0 } }
+}
+
+/// An array element's place in a coding path.
+private struct IndexKey: CodingKey {
+    let intValue: Int?
+    var stringValue: String { "Index \(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
+
+private struct SingleNodeContainer: SingleValueDecodingContainer {
+    let decoder: NodeDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    func decodeNil() -> Bool { decoder.decodeNil() }
+    func decode(_ type: Bool.Type) throws -> Bool { try decoder.decodeBool() }
+    func decode(_ type: String.Type) throws -> String { try decoder.decodeString() }
+    func decode(_ type: Double.Type) throws -> Double { try decoder.decodeFloat(type) }
+    func decode(_ type: Float.Type) throws -> Float { try decoder.decodeFloat(type) }
+    func decode(_ type: Int.Type) throws -> Int { try decoder.decodeInteger(type) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decoder.decodeInteger(type) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decoder.decodeInteger(type) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decoder.decodeInteger(type) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decoder.decodeInteger(type) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decoder.decodeInteger(type) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decoder.decodeInteger(type) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decoder.decodeInteger(type) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.decodeInteger(type) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.decodeInteger(type) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(type) }
+}

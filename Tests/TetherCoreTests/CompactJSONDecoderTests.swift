@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+@testable import TetherCore
+
+@Suite("CompactJSONDecoder reads what JSONDecoder reads")
+struct CompactJSONDecoderTests {
+    static let foundation: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let text = try decoder.singleValueContainer().decode(String.self)
+            guard let date = ISO8601Milliseconds.parse(text) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "bad date"))
+            }
+            return date
+        }
+        return decoder
+    }()
+
+    /// Decodes `text` with both decoders and expects the same value, or both to throw.
+    func expectSame<T: Decodable & Equatable>(_ type: T.Type, _ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        let expected = Result { try Self.foundation.decode(type, from: Data(text.utf8)) }
+        let decoded = Result { try CompactJSONDecoder().decode(type, from: Data(text.utf8)) }
+        switch (expected, decoded) {
+        case (.success(let expected), .success(let decoded)): #expect(decoded == expected, sourceLocation: sourceLocation)
+        case (.failure, .failure): break
+        default: Issue.record("JSONDecoder: \(expected); CompactJSONDecoder: \(decoded) for \(text)", sourceLocation: sourceLocation)
+        }
+    }
+
+    struct Everything: Codable, Equatable {
+        var text: String
+        var flag: Bool
+        var count: Int
+        var small: Int8
+        var big: UInt64
+        var ratio: Double
+        var single: Float
+        var maybe: String?
+        var list: [[Int]]
+        var map: [String: Double]
+        var when: Date
+        var id: UUID
+        var link: URL
+        var blob: Data
+        var json: JSONValue
+        var nested: Nested?
+
+        struct Nested: Codable, Equatable {
+            var kind: MFAMethod
+            var at: [Date]
+        }
+    }
+
+    static let everything = """
+        {"text": "Zo\\u00eb \\"q\\" \\\\ \\/ \\n\\t\\b\\f\\r \\ud834\\udd1e ☃", "flag": true, "count": -9223372036854775808,
+         "small": 127, "big": 18446744073709551615, "ratio": -1.5e-7, "single": 0.1, "maybe": null,
+         "list": [[], [1, 2], [3]], "map": {"a": 1, "b": 2.5, "": -0.0}, "when": "2026-11-29T13:29:45.123Z",
+         "id": "c86e950d-2311-46da-8eab-ba4945b68939", "link": "https://example.org/a?b=c", "blob": "AAEC+vv8/f7/",
+         "json": {"z": [1, 2.5, "x", null, true], "a": {}}, "nested": {"kind": "totp", "at": ["2026-11-29T13:29:45Z"]},
+         "unknown": {"ignored": [1, {"x": null}]}}
+        """
+
+    @Test func membersOfEveryKind() throws {
+        expectSame(Everything.self, Self.everything)
+        let decoded = try CompactJSONDecoder().decode(Everything.self, from: Data(Self.everything.utf8))
+        #expect(decoded.text == "Zoë \"q\" \\ / \n\t\u{08}\u{0C}\r 𝄞 ☃")
+        #expect(decoded.count == Int.min && decoded.big == UInt64.max && decoded.maybe == nil)
+        #expect(decoded.nested?.kind == .totp)
+    }
+
+    @Test func accountEventPayloadsRoundTrip() throws {
+        let date = Date(timeIntervalSince1970: 1_795_958_985.125)
+        let events: [AccountEvent] = [
+            .sessionStarted(.init(sessionId: UUID(), refreshTokenHash: "h", authTime: date, amr: ["apple", "otp"], jkt: "j",
+                                  secretKind: .firebaseTokens, installationId: nil, expiresAt: date, personal: PersonalData(customClaims: "{}"))),
+            .signedIn(.init(provider: "apple", sessionId: UUID(), outcome: "returning")),
+            .identityLinked(.init(provider: "google", uid: "1\"2", emailVerified: true,
+                                  personal: PersonalData(email: "a@example.org", displayName: "Zoë ☃", photoURL: "https://x/y"))),
+            .profileUpdated(.init(personal: PersonalData(), cleared: ["photoURL"], emailVerified: false)),
+            .sessionRefreshed(.init(sessionId: UUID(), previousTokenHash: "a", refreshTokenHash: "b", generation: 41)),
+            .mfaCodeRejected(.init(challengeId: UUID(), factorId: nil, method: .sms, attempt: 3, reason: "wrong_code")),
+        ]
+        for event in events {
+            let stored = try AccountEventCodec.encode(event, userId: UUID(), id: UUID())
+            let recorded = RecordedEvent(position: 1, transactionId: 1, stream: StreamName("user-x"), version: 1, id: stored.id,
+                                         type: stored.type, schema: stored.schema, data: stored.data, metadata: EventMetadata(),
+                                         userId: stored.userId, occurredAt: date)
+            #expect(try AccountEventCodec.decode(recorded) == event)
+        }
+    }
+
+    @Test(arguments: [
+        // Wrong shapes and missing members.
+        #"{"provider": "apple", "sessionId": "c86e950d-2311-46da-8eab-ba4945b68939"}"#,
+        #"{"provider": 1, "sessionId": "c86e950d-2311-46da-8eab-ba4945b68939", "outcome": "x"}"#,
+        #"{"provider": null, "sessionId": "c86e950d-2311-46da-8eab-ba4945b68939", "outcome": "x"}"#,
+        #"{"provider": "a", "sessionId": "not-a-uuid", "outcome": "x"}"#,
+        #"["provider"]"#, "null", "",
+        // Malformed text.
+        #"{"provider": "a", "sessionId": "c86e950d-2311-46da-8eab-ba4945b68939", "outcome": "x"} x"#,
+        #"{"provider": "a" "outcome": "x"}"#, #"{"provider": "a",}"#, #"{"provider": 'a'}"#, #"{"a": 01}"#, #"{"a": 1.}"#,
+        #"{"a": -}"#, #"{"a": tru}"#, #"{"a": "\x"}"#, #"{"a": "\ud834"}"#, #"{"a": "\udd1e\ud834"}"#, "{\"a\": \"\u{01}\"}",
+        #"{"a": "unterminated}"#, String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
+    ])
+    func refusedAsJSONDecoderRefuses(text: String) {
+        #expect(throws: DecodingError.self) { try CompactJSONDecoder().decode(AccountEvent.SignedIn.self, from: Data(text.utf8)) }
+        expectSame(AccountEvent.SignedIn.self, text)
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        var bytes = Array(#"{"provider": "a"#.utf8)
+        bytes += [0xC3, 0x28]
+        bytes += Array(#"", "sessionId": "c86e950d-2311-46da-8eab-ba4945b68939", "outcome": "x"}"#.utf8)
+        #expect(throws: DecodingError.self) { try CompactJSONDecoder().decode(AccountEvent.SignedIn.self, from: Data(bytes)) }
+        #expect(throws: (any Error).self) { try Self.foundation.decode(AccountEvent.SignedIn.self, from: Data(bytes)) }
+    }
+
+    @Test func numbersAreReadExactlyOrRefused() {
+        struct Numbers: Codable, Equatable { var small: Int8; var count: Int; var ratio: Double }
+        expectSame(Numbers.self, #"{"small": 127, "count": 1e3, "ratio": 1}"#)
+        expectSame(Numbers.self, #"{"small": 128, "count": 1, "ratio": 1}"#)
+        expectSame(Numbers.self, #"{"small": 1.5, "count": 1, "ratio": 1}"#)
+        expectSame(Numbers.self, #"{"small": 1, "count": 1, "ratio": "1"}"#)
+        expectSame(Numbers.self, #"{"small": -0, "count": 2.0, "ratio": -2.5E+3}"#)
+    }
+
+    @Test func errorsSayWhereAndWhat() throws {
+        do {
+            _ = try CompactJSONDecoder().decode(Everything.self, from: Data(Self.everything.replacingOccurrences(of: #""kind": "totp""#, with: #""kind": 3"#).utf8))
+            Issue.record("decoded a number as an MFA method")
+        } catch DecodingError.typeMismatch(_, let context) {
+            #expect(context.codingPath.map(\.stringValue) == ["nested", "kind"])
+        }
+        do {
+            _ = try CompactJSONDecoder().decode(Everything.self, from: Data(Self.everything.replacingOccurrences(of: #""flag": true,"#, with: "").utf8))
+            Issue.record("decoded without a required member")
+        } catch DecodingError.keyNotFound(let key, _) {
+            #expect(key.stringValue == "flag")
+        }
+        do {
+            _ = try CompactJSONDecoder().decode(Everything.self, from: Data(Self.everything.replacingOccurrences(of: "[1, 2]", with: "[1, null]").utf8))
+            Issue.record("decoded null as an Int")
+        } catch DecodingError.valueNotFound(_, let context) {
+            #expect(context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue } == ["list", "1", "1"])
+        }
+    }
+}
