@@ -10,6 +10,11 @@
         dev identity provider's Graph API. Writes:
           link_users.txt      "<access token> <Facebook access token> ..." a line (one token per link)
 
+    setup.py remint BASE OUT_DIR COUNT
+        Mints fresh identity tokens for the first COUNT sign-in users of the `users` run whose
+        files are in OUT_DIR (its run id is in run.txt), and writes them over signin_tokens.txt:
+        Apple's tokens are refused 10 minutes after they were issued, and a long run outlives them.
+
     setup.py signup BASE OUT_DIR COUNT
         Mints COUNT identity tokens of Apple users Tether has never seen. Writes:
           signup_tokens.txt   one identity token a line
@@ -119,6 +124,7 @@ def users(client, out, sign_in_users, link_users):
         return token, sign_in(client, token)["refreshToken"]
 
     pairs = parallel(returning, sign_in_users)
+    write_lines(os.path.join(out, "run.txt"), [RUN])
     write_lines(os.path.join(out, "signin_tokens.txt"), [token for token, _ in pairs])
     write_lines(os.path.join(out, "refresh_tokens.txt"), [refresh for _, refresh in pairs])
 
@@ -135,6 +141,13 @@ def users(client, out, sign_in_users, link_users):
         return session["accessToken"] + " " + " ".join(facebook)
 
     write_lines(os.path.join(out, "link_users.txt"), parallel(linker, link_users))
+
+
+def remint(client, out, count):
+    global RUN
+    with open(os.path.join(out, "run.txt")) as file:
+        RUN = file.read().strip()
+    write_lines(os.path.join(out, "signin_tokens.txt"), parallel(lambda index: apple_token(client, "signin", index), count))
 
 
 def signup(client, out, count):
@@ -170,7 +183,7 @@ def mfa(client, count):
 
 
 def main(argv):
-    if len(argv) < 4 or argv[1] not in ("users", "signup", "mfa"):
+    if len(argv) < 4 or argv[1] not in ("users", "remint", "signup", "mfa"):
         print(__doc__, file=sys.stderr)
         return 2
     client = Client(argv[2])
@@ -179,6 +192,8 @@ def main(argv):
             users(client, argv[3], int(argv[4]), int(argv[5]))
         elif argv[1] == "mfa":
             mfa(client, int(argv[4]))
+        elif argv[1] == "remint":
+            remint(client, argv[3], int(argv[4]))
         else:
             signup(client, argv[3], int(argv[4]))
     except SetupError as error:
