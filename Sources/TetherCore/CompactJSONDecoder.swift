@@ -1,7 +1,7 @@
 import Foundation
 
-/// Decodes `Decodable` values from JSON text without Foundation's `JSONDecoder`: replay, history
-/// and the kept users' states decode every event's payload, and `JSONDecoder` was the largest part of
+/// Decodes `Decodable` values from JSON text without Foundation's `JSONDecoder`: replay and the
+/// kept users' states decode every event's payload, and `JSONDecoder` was the largest part of
 /// a replay's CPU (about a third). The text is parsed strictly (RFC 8259: valid UTF-8, no trailing
 /// content, bounded nesting) into a small tree of members in arrays, then read by a `Decoder` over it.
 ///

@@ -276,7 +276,7 @@ public enum AccountEventCodec {
     /// before, several times faster.
     private static let encoder = CompactJSONEncoder(dates: .iso8601Milliseconds)
 
-    /// Payloads are read without `JSONDecoder`: replay, history and kept states decode every event.
+    /// Payloads are read without `JSONDecoder`: replay and the kept states decode every event.
     private static let decoder = CompactJSONDecoder()
 
     /// The stored form, with a deterministic id so that retrying a command writes nothing new.
