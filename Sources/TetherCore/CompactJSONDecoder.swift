@@ -240,8 +240,6 @@ private final class NodeDecoder: Decoder {
             guard let date = ISO8601Milliseconds.parse(text) else { throw corrupted("Expected date string to be ISO8601-formatted.") }
             return date as! T
         }
-        if T.self == Int.self { return try decodeInteger(Int.self) as! T }
-        if T.self == Bool.self { return try decodeBool() as! T }
         if T.self == URL.self {
             guard let url = URL(string: try decodeString()) else { throw corrupted("Invalid URL string.") }
             return url as! T

@@ -88,13 +88,15 @@ private enum EncodedNode {
         return output
     }
 
-    /// A float's shortest round-tripping text, without the `.0` of whole numbers (as `JSONEncoder` writes).
+    /// A float as ``JSONText/writeNumber(_:to:)`` writes it.
     static func number<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F, codingPath: @autoclosure () -> [any CodingKey]) throws -> EncodedNode {
-        guard value.isFinite else {
+        var output: [UInt8] = []
+        do {
+            try JSONText.writeNumber(value, to: &output)
+        } catch {
             throw EncodingError.invalidValue(value, .init(codingPath: codingPath(), debugDescription: "JSON has no form for \(value)"))
         }
-        let text = value.description
-        return .text(Array((text.hasSuffix(".0") ? text.dropLast(2) : Substring(text)).utf8))
+        return .text(output)
     }
 
     func write(to output: inout [UInt8]) {

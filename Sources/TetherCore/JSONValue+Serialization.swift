@@ -32,6 +32,16 @@ public enum JSONText {
         output.append(UInt8(ascii: "\""))
     }
 
+    /// Writes a finite number in Swift's shortest round-tripping form, without the `.0` of whole
+    /// numbers (as `JSONEncoder` writes).
+    ///
+    /// - Throws: ``JSONWritingError`` for a non-finite number, as `JSONEncoder` throws.
+    public static func writeNumber<F: BinaryFloatingPoint & LosslessStringConvertible>(_ value: F, to output: inout [UInt8]) throws(JSONWritingError) {
+        guard value.isFinite else { throw JSONWritingError() }
+        let text = value.description
+        output += (text.hasSuffix(".0") ? text.dropLast(2) : Substring(text)).utf8
+    }
+
     private static let hex = Array("0123456789abcdef".utf8)
 }
 
@@ -59,11 +69,7 @@ extension JSONValue {
         case .null: output += [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]
         case .bool(let value): output += (value ? "true" : "false").utf8
         case .int(let value): output += String(value).utf8
-        case .double(let value):
-            guard value.isFinite else { throw JSONWritingError() }
-            // Swift's shortest round-tripping form, without the ".0" of whole numbers (as JSONEncoder writes).
-            let text = value.description
-            output += (text.hasSuffix(".0") ? text.dropLast(2) : Substring(text)).utf8
+        case .double(let value): try JSONText.writeNumber(value, to: &output)
         case .string(let value): JSONText.writeString(value, to: &output)
         case .array(let elements):
             output.append(UInt8(ascii: "["))

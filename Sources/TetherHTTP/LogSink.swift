@@ -3,6 +3,8 @@
 #elseif canImport(Darwin)
     import Darwin
 #endif
+import Foundation
+import TetherCore
 
 /// Where the server writes its log lines: one JSON object per line, without the newline.
 public struct LogSink: Sendable {
@@ -56,9 +58,9 @@ struct LogLine {
     /// Starts a line with `time` (ISO 8601 UTC, milliseconds), `level` and `msg`.
     init(level: String, message: String) {
         bytes.reserveCapacity(320)
-        append(#"{"time":""#)
-        Self.appendTimestamp(to: &bytes)
-        append(#"","level":"#)
+        append(#"{"time":"#)
+        appendQuoted(ISO8601Milliseconds.format(Date()))
+        append(#","level":"#)
         appendQuoted(level)
         append(#","msg":"#)
         appendQuoted(message)
@@ -105,52 +107,9 @@ struct LogLine {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    /// Escapes `"`, `\` and control characters; everything else is already valid UTF-8 and copied as is.
+    /// The JSON string of `value` (``JSONText/writeString(_:to:)``).
     private mutating func appendQuoted(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): append(#"\""#)
-            case UInt8(ascii: "\\"): append(#"\\"#)
-            case UInt8(ascii: "\n"): append(#"\n"#)
-            case UInt8(ascii: "\r"): append(#"\r"#)
-            case UInt8(ascii: "\t"): append(#"\t"#)
-            case 0..<0x20:
-                append(#"\u00"#)
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0xF)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+        JSONText.writeString(value, to: &bytes)
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// `2025-01-31T12:34:56.789Z` from the wall clock, written digit by digit.
-    private static func appendTimestamp(to bytes: inout [UInt8]) {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        var parts = tm()
-        var seconds = now.tv_sec
-        gmtime_r(&seconds, &parts)
-        func digits(_ value: Int, _ width: Int, then separator: Character?) {
-            var divisor = 1
-            for _ in 1..<width { divisor *= 10 }
-            while divisor > 0 {
-                bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-                divisor /= 10
-            }
-            if let separator {
-                bytes.append(separator.asciiValue!)
-            }
-        }
-        digits(Int(parts.tm_year) + 1900, 4, then: "-")
-        digits(Int(parts.tm_mon) + 1, 2, then: "-")
-        digits(Int(parts.tm_mday), 2, then: "T")
-        digits(Int(parts.tm_hour), 2, then: ":")
-        digits(Int(parts.tm_min), 2, then: ":")
-        digits(Int(parts.tm_sec), 2, then: ".")
-        digits(now.tv_nsec / 1_000_000, 3, then: "Z")
-    }
 }
