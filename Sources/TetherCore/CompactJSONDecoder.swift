@@ -8,11 +8,11 @@ import Foundation
 /// It reads what `JSONDecoder` reads: `Date` from ISO 8601 text with or without a fraction
 /// (``ISO8601Milliseconds/parse(_:)``), `URL` from its string, `Data` from base64 and ``JSONValue`` as
 /// itself; a number is decoded exactly into the type asked for. Errors are `DecodingError`s with the
-/// coding path, as `JSONDecoder` throws. A name given twice keeps its last value.
+/// coding path, as `JSONDecoder` throws. A name given twice keeps its first value, as in `JSONDecoder`.
 public struct CompactJSONDecoder: Sendable {
     public init() {}
 
-    public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+    public func decode<T: Decodable>(_ type: T.Type, from data: some ContiguousBytes) throws -> T {
         let node = try data.withUnsafeBytes { bytes in
             var parser = ParsedJSON.Parser(bytes: bytes)
             return try parser.parseDocument()
@@ -38,19 +38,6 @@ enum ParsedJSON {
         case .string: "a string"
         case .array: "an array"
         case .object: "an object"
-        }
-    }
-
-    /// The value as a ``JSONValue`` (integers that fit in `Int` stay integers).
-    func jsonValue() -> JSONValue {
-        switch self {
-        case .null: .null
-        case .bool(let value): .bool(value)
-        case .number(let text): Int(text).map(JSONValue.int) ?? .double(Double(text) ?? .nan)
-        case .string(let value): .string(value)
-        case .array(let elements): .array(elements.map { $0.jsonValue() })
-        case .object(let members):
-            .object(Dictionary(members.map { ($0.name, $0.value.jsonValue()) }, uniquingKeysWith: { _, last in last }))
         }
     }
 
@@ -215,10 +202,35 @@ private final class NodeDecoder: Decoder {
 
     func decodeInteger<I: FixedWidthInteger>(_ type: I.Type) throws -> I {
         guard case .number(let text) = node else { throw mismatch(type) }
-        if let value = I(text) { return value }
-        // `1e3` or `2.0` hold an integer too, when it is exact and fits.
-        if let double = Double(text), let value = I(exactly: double) { return value }
+        if let value = I(integerText: text) { return value }
         throw corrupted("Number \(text) does not fit in \(type).")
+    }
+
+    /// The node as a ``JSONValue``, as `JSONValue(from:)` reads it through `JSONDecoder`: a number that
+    /// is an exact `Int` is an integer, any other finite one a double; a number beyond `Double`
+    /// (`1e400`) is refused, at its own path. A name given twice keeps its first value.
+    func decodeJSONValue() throws -> JSONValue {
+        switch node {
+        case .null: return .null
+        case .bool(let value): return .bool(value)
+        case .number(let text):
+            if let value = Int(integerText: text) { return .int(value) }
+            return .double(try decodeFloat(Double.self))
+        case .string(let value): return .string(value)
+        case .array(let elements):
+            var values: [JSONValue] = []
+            values.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                values.append(try child(element, key: IndexKey(index)).decodeJSONValue())
+            }
+            return .array(values)
+        case .object(let members):
+            var values: [String: JSONValue] = Dictionary(minimumCapacity: members.count)
+            for member in members where values[member.name] == nil {
+                values[member.name] = try child(member.value, key: SuperKey(stringValue: member.name)).decodeJSONValue()
+            }
+            return .object(values)
+        }
     }
 
     func decodeFloat<F: BinaryFloatingPoint & LosslessStringConvertible>(_ type: F.Type) throws -> F {
@@ -232,7 +244,7 @@ private final class NodeDecoder: Decoder {
         if T.self == String.self { return try decodeString() as! T }
         if T.self == UUID.self {
             let text = try decodeString()
-            guard let id = UUID(uuidString: text) else { throw corrupted("Attempted to decode UUID from invalid UUID string.") }
+            guard let id = UUID(text: text) else { throw corrupted("Attempted to decode UUID from invalid UUID string.") }
             return id as! T
         }
         if T.self == Date.self {
@@ -248,7 +260,7 @@ private final class NodeDecoder: Decoder {
             guard let data = Data(base64Encoded: try decodeString()) else { throw corrupted("Encountered Data is not valid Base64.") }
             return data as! T
         }
-        if T.self == JSONValue.self { return node.jsonValue() as! T }
+        if T.self == JSONValue.self { return try decodeJSONValue() as! T }
         return try T(from: self)
     }
 }
@@ -260,11 +272,12 @@ private struct KeyedNodeContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
 
     var allKeys: [Key] { members.compactMap { Key(stringValue: $0.name) } }
 
-    /// The member's value; the last one of a name given twice. Objects here have a handful of members.
+    /// The member's value; the first one of a name given twice, as `JSONDecoder` reads it. Objects
+    /// here have a handful of members.
     private func value(_ key: Key) -> ParsedJSON? {
         let name = key.stringValue
         let length = name.utf8.count
-        for member in members.reversed() where member.name.utf8.count == length && member.name == name { return member.value }
+        for member in members where member.name.utf8.count == length && member.name == name { return member.value }
         return nil
     }
 
@@ -305,7 +318,8 @@ private struct KeyedNodeContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     func superDecoder(forKey key: Key) throws -> any Decoder { decoder.child(value(key) ?? .null, key: key) }
 }
 
-/// The key `JSONEncoder` and `JSONDecoder` use for a super encoder or decoder without a key.
+/// The key `JSONEncoder` and `JSONDecoder` use for a super encoder or decoder without a key, and a
+/// ``JSONValue`` object's member in a coding path.
 private struct SuperKey: CodingKey {
     static let key = SuperKey(stringValue: "super")
     let stringValue: String
@@ -399,4 +413,19 @@ private struct SingleNodeContainer: SingleValueDecodingContainer {
     func decode(_ type: UInt32.Type) throws -> UInt32 { try decoder.decodeInteger(type) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try decoder.decodeInteger(type) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(type) }
+}
+
+extension FixedWidthInteger {
+    /// A JSON number's integer, as `JSONDecoder` reads one: its digits, or, for a number written with
+    /// a fraction or an exponent (`2.0`, `1e3`), its exact value when it has no fraction and fits.
+    /// Digits beyond the type's range are refused, not rounded through `Double`.
+    init?(integerText text: String) {
+        if let value = Self(text) {
+            self = value
+            return
+        }
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") }),
+              let double = Double(text), let value = Self(exactly: double) else { return nil }
+        self = value
+    }
 }

@@ -51,7 +51,7 @@ private enum EncodedNode {
         // The types `JSONEncoder` writes its own way rather than through their `encode(to:)`;
         // comparing metadata costs less than a dynamic cast of every value.
         if T.self == String.self { return .text(quoted(value as! String)) }
-        if T.self == UUID.self { return .text(quoted((value as! UUID).uuidString)) }
+        if T.self == UUID.self { return .text(quoted((value as! UUID).uppercasedText)) }
         if T.self == Date.self {
             let date = value as! Date
             let text = switch dates {

@@ -113,7 +113,7 @@ public struct NewEvent: Sendable, Hashable {
     /// The user the event is about, if any (for per-user queries and erasure).
     public var userId: UUID?
 
-    public init(id: UUID = UUID(), type: String, schema: Int = 1, data: Data, userId: UUID? = nil) {
+    public init(id: UUID = UUID.random(), type: String, schema: Int = 1, data: Data, userId: UUID? = nil) {
         self.id = id
         self.type = type
         self.schema = schema

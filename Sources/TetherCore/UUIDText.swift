@@ -15,11 +15,37 @@ extension UUID {
         self.init(uuid: bytes)
     }
 
+    /// A random (version 4) UUID, as `UUID.random()` makes, from one `arc4random_buf` call (one `getrandom`
+    /// system call). `UUID.random()` on Linux opens, reads and closes `/dev/urandom` for each id, about eight
+    /// times the cost, and a sign-in makes several ids (the command, its events, the session).
+    public static func random() -> UUID {
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &bytes) { buffer in
+            arc4random_buf(buffer.baseAddress!, buffer.count)
+            buffer[6] = buffer[6] & 0x0f | 0x40 // version 4 (RFC 9562, section 5.4)
+            buffer[8] = buffer[8] & 0x3f | 0x80 // the variant of RFC 9562
+        }
+        return UUID(uuid: bytes)
+    }
+
     /// The 36-character lowercase form, `lowercasedText` without its two passes and formatted
     /// print: ids are written this way into every statement's parameters, stream names and row texts.
-    public var lowercasedText: String {
-        let digits: StaticString = "0123456789abcdef"
-        return withUnsafeBytes(of: uuid) { bytes in
+    public var lowercasedText: String { text(digits: "0123456789abcdef") }
+
+    /// The 36-character uppercase form `uuidString` gives (and `JSONEncoder` writes), without the
+    /// `snprintf` of each byte that `uuidString` runs.
+    public var uppercasedText: String { text(digits: "0123456789ABCDEF") }
+
+    /// Whether this id sorts before `other` in the order of their texts (in either case): the order of
+    /// their bytes, compared without making either text.
+    public func sortsBefore(_ other: UUID) -> Bool {
+        withUnsafeBytes(of: uuid) { left in
+            withUnsafeBytes(of: other.uuid) { right in left.lexicographicallyPrecedes(right) }
+        }
+    }
+
+    private func text(digits: StaticString) -> String {
+        withUnsafeBytes(of: uuid) { bytes in
             String(unsafeUninitializedCapacity: 36) { output in
                 var index = 0
                 for (slot, byte) in bytes.enumerated() {

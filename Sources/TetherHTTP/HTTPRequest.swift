@@ -65,12 +65,12 @@ public struct HTTPRequest: Sendable {
     ///
     /// - Throws: a 400 `invalid_request` ``Problem`` naming the member that is
     ///   missing, null or of the wrong type, or saying that the body is empty or not JSON.
-    public func decodeJSON<T: Decodable>(_ type: T.Type = T.self, decoder: JSONDecoder? = nil) throws(Problem) -> T {
+    public func decodeJSON<T: Decodable>(_ type: T.Type = T.self) throws(Problem) -> T {
         guard !body.isEmpty else {
             throw .badRequest(detail: "The request body is empty; a JSON document is expected.")
         }
         do {
-            return try (decoder ?? JSONCoding.decoder).decode(T.self, from: Data(body))
+            return try JSONCoding.decoder.decode(T.self, from: body)
         } catch let error as DecodingError {
             throw Problem(decodingError: error)
         } catch {

@@ -71,9 +71,7 @@ enum JSONCoding {
     /// Sorted keys make bodies byte-stable; unescaped slashes keep URLs readable.
     static let encoder = CompactJSONEncoder(dates: .iso8601Seconds)
 
-    static let decoder: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return decoder
-    }()
+    /// Strict RFC 8259 text (UTF-8 only) with `JSONDecoder`'s errors and coding paths, which the
+    /// problem details above are made from.
+    static let decoder = CompactJSONDecoder()
 }

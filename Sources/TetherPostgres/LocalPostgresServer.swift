@@ -231,7 +231,7 @@ public struct LocalPostgresServer: Sendable {
         // A file, not a pipe, and posix_spawn rather than Foundation's Process:
         // pg_ctl leaves the server running with the descriptors it inherited, so
         // anything that waits for those to close would wait for the server to stop.
-        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("tether-\(UUID().uuidString).log")
+        let outputURL = FileManager.default.temporaryDirectory.appendingPathComponent("tether-\(UUID.random().uuidString).log")
         defer { try? FileManager.default.removeItem(at: outputURL) }
         let status = try spawnAndWait(executable, arguments, output: outputURL.path)
         let data = (try? Data(contentsOf: outputURL)) ?? Data()

@@ -16,7 +16,7 @@ public struct AnonymousIdentityVerifier: IdentityVerifier {
         guard case .anonymous(let id) = credential else {
             throw ProviderError.invalidRequest("The anonymous verifier was handed a \(credential.provider.rawValue) credential.")
         }
-        let uid = id ?? UUID().lowercasedText
+        let uid = id ?? UUID.random().lowercasedText
         guard (Self.minimumIDLength...ProviderCredential.maximumFieldLength).contains(uid.utf8.count),
               uid.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
         else {

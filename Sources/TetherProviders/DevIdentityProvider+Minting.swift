@@ -34,7 +34,7 @@ extension DevIdentityProvider {
             claims["auth_time"] = .number(issuedAt)
             claims["nonce_supported"] = true
         case .facebook:
-            claims["jti"] = .string(request.jti ?? UUID().lowercasedText)
+            claims["jti"] = .string(request.jti ?? UUID.random().lowercasedText)
         default:
             break
         }

@@ -112,7 +112,7 @@ extension DevIdentityProvider {
     public static let appleTeam: (teamID: String, keyID: String, key: PrivateKey, file: String) = {
         let key = try! PrivateKey.generate(.ecP256)
         let file = FileManager.default.temporaryDirectory
-            .appendingPathComponent("tether-dev-apple-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8)).p8").path
+            .appendingPathComponent("tether-dev-apple-\(ProcessInfo.processInfo.processIdentifier)-\(UUID.random().uuidString.prefix(8)).p8").path
         _ = FileManager.default.createFile(atPath: file, contents: Data(try! key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
         return ("DEVTEAM001", "DEVKEY0001", key, file)
     }()
@@ -144,7 +144,7 @@ extension DevIdentityProvider {
                 return GrantAnswer(status: 400, body: ["error": "invalid_grant"])
             }
             return GrantAnswer(status: 200, body: [
-                "access_token": .string("a." + UUID().uuidString), "token_type": "Bearer", "expires_in": 3600,
+                "access_token": .string("a." + UUID.random().uuidString), "token_type": "Bearer", "expires_in": 3600,
                 "refresh_token": .string(redeemed.refreshToken), "id_token": .string(try appleIDToken(sub: redeemed.sub, clientID: clientID)),
             ])
         case "refresh_token":
@@ -152,7 +152,7 @@ extension DevIdentityProvider {
                 return GrantAnswer(status: 400, body: ["error": "invalid_grant"])
             }
             return GrantAnswer(status: 200, body: [
-                "access_token": .string("a." + UUID().uuidString), "token_type": "Bearer", "expires_in": 3600,
+                "access_token": .string("a." + UUID.random().uuidString), "token_type": "Bearer", "expires_in": 3600,
                 "id_token": .string(try appleIDToken(sub: sub, clientID: clientID)),
             ])
         default:

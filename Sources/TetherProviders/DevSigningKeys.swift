@@ -77,7 +77,7 @@ final class DevSigningKeys: Sendable {
 
     /// Writes the PEM through a private temporary file and a rename, so the key is never world-readable or half-written.
     private static func write(_ key: PrivateKey, to file: URL) throws {
-        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString)")
+        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID.random().uuidString)")
         guard FileManager.default.createFile(
             atPath: temporary.path, contents: Data(try key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
         else {

@@ -62,7 +62,7 @@ extension ProviderCredential {
     public init(provider: String, json: some Collection<UInt8>, pointer: String = "") throws(ProviderError) {
         let value: JSONValue
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(json))
+            value = try CompactJSONDecoder().decode(JSONValue.self, from: Array(json))
         } catch {
             throw ProviderError.invalidRequest("The credential is not valid JSON.")
         }

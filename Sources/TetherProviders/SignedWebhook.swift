@@ -65,7 +65,7 @@ public struct SignedWebhook: Sendable {
     ///
     /// - Throws: ``WebhookDeliveryError`` (of this webhook's channel) when no attempt got a 2xx answer.
     public func post(_ body: [UInt8]) async throws {
-        let idempotencyKey = UUID().lowercasedText
+        let idempotencyKey = UUID.random().lowercasedText
         var backoff = configuration.initialBackoff
         var attempt = 1
         while true {

@@ -18,7 +18,7 @@ public struct TestDatabase: Sendable {
     /// Creates a fresh database; with `migrated` it has every migration of `schema/` applied.
     public static func make(migrated: Bool = true) async throws -> TestDatabase {
         let cluster = try await TestCluster.shared.adminURL()
-        let name = "tether_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        let name = "tether_test_" + UUID.random().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = PostgresClient(url: cluster, maxConnections: 1)
         defer { admin.shutdown() }
         if migrated {

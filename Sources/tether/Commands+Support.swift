@@ -179,7 +179,7 @@ extension Commands {
     private static func operatorMetadata() -> EventMetadata {
         let environment = ProcessInfo.processInfo.environment
         return EventMetadata(
-            commandId: UUID(), actor: .operator(environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"]),
+            commandId: UUID.random(), actor: .operator(environment["SUDO_USER"] ?? environment["USER"] ?? environment["LOGNAME"]),
             surface: "cli")
     }
 

@@ -124,6 +124,89 @@ struct CompactJSONDecoderTests {
         expectSame(Numbers.self, #"{"small": -0, "count": 2.0, "ratio": -2.5E+3}"#)
     }
 
+    /// Request bodies hold free-form JSON (credentials, Parse objects): numbers come out as
+    /// `JSONValue(from:)` made them through `JSONDecoder`, and a number beyond `Double` is refused.
+    @Test func jsonValuesAreReadAsJSONDecoderReadsThem() throws {
+        for number in ["0", "-0", "2", "2.0", "1e3", "-1E+2", "2.5", "1e-7", "9223372036854775807", "9223372036854775808",
+                       "-9223372036854775809", "1.7976931348623157e308", "5e-324", "0.1"] {
+            expectSame(JSONValue.self, #"{"n": \#(number), "list": [\#(number)]}"#)
+            let decoded = try CompactJSONDecoder().decode(JSONValue.self, from: Data(number.utf8))
+            let expected = try Self.foundation.decode(JSONValue.self, from: Data(number.utf8))
+            // `==` on JSONValue tells `.int(2)` from `.double(2)`.
+            #expect(decoded == expected, "\(number)")
+        }
+        for text in [#"{"n": 1e400}"#, #"[1, -1e400]"#, #"{"a": {"b": [1e309]}}"#] {
+            #expect(throws: DecodingError.self) { try CompactJSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+            expectSame(JSONValue.self, text)
+        }
+        expectSame(JSONValue.self, #"{"a": 1, "a": "last", "b": {"c": [true, null, {}]}}"#)
+    }
+
+    /// The request bodies' problem details are made from the error's case and coding path: both decoders
+    /// must give the same for the same body.
+    @Test func requestBodyErrorsMatchJSONDecoders() {
+        struct SignInBody: Decodable { var provider: String; var credential: JSONValue?; var limit: Int?; var ids: [UUID]? }
+        let bodies = [
+            #"{}"#, #"{"provider": 1}"#, #"{"provider": null}"#, #"{"provider": []}"#, #"[]"#, #""text""#, "3",
+            #"{"provider": "a", "limit": "5"}"#,
+            #"{"provider": "a", "limit": null, "ids": [null]}"#, #"{"provider": "a", "ids": ["x"]}"#, #"{"provider": "a", "ids": {}}"#,
+            #"{"provider": "a""#, "{\"provider\": \"a\u{0}\"}",
+        ]
+        for body in bodies {
+            let expected = Result { try Self.foundation.decode(SignInBody.self, from: Data(body.utf8)) }
+            let decoded = Result { try CompactJSONDecoder().decode(SignInBody.self, from: Data(body.utf8)) }
+            switch (expected, decoded) {
+            case (.failure(let expected as DecodingError), .failure(let decoded as DecodingError)):
+                #expect(Self.shape(of: decoded) == Self.shape(of: expected), "\(body)")
+            default:
+                Issue.record("JSONDecoder: \(expected); CompactJSONDecoder: \(decoded) for \(body)")
+            }
+        }
+    }
+
+    /// Where `JSONDecoder` says less than it could, this decoder names the member: a number that is
+    /// no integer, or beyond `Double`. (`JSONDecoder` calls the first invalid JSON at the top and the
+    /// second a member that must be an object.)
+    @Test func numbersThatDoNotFitAreRefusedWhereTheyAre() {
+        struct Body: Decodable { var limit: Int?; var credential: JSONValue? }
+        for (body, expected) in [
+            (#"{"limit": 1.5}"#, "dataCorrupted at limit"), (#"{"limit": 1e30}"#, "dataCorrupted at limit"),
+            (#"{"limit": -9223372036854775809}"#, "dataCorrupted at limit"),
+            (#"{"credential": {"a": [0, {"n": 1e999}]}}"#, "dataCorrupted at credential/a/1/n"),
+        ] {
+            do {
+                _ = try CompactJSONDecoder().decode(Body.self, from: Data(body.utf8))
+                Issue.record("decoded \(body)")
+            } catch let error as DecodingError {
+                #expect(Self.shape(of: error) == expected, "\(body)")
+            } catch {
+                Issue.record("\(error)")
+            }
+            #expect(throws: DecodingError.self) { try Self.foundation.decode(Body.self, from: Data(body.utf8)) }
+        }
+    }
+
+    @Test func aNameGivenTwiceKeepsItsFirstValue() {
+        struct Body: Decodable, Equatable { var provider: String; var count: Int? }
+        expectSame(Body.self, #"{"provider": "apple", "count": 1, "provider": "google", "count": "x"}"#)
+        expectSame([String: Int].self, #"{"a": 1, "a": 2}"#)
+        #expect((try? CompactJSONDecoder().decode(Body.self, from: Data(#"{"provider": "apple", "provider": 2}"#.utf8)))?.provider == "apple")
+    }
+
+    /// A decoding error's case, the type it names and its coding path.
+    static func shape(of error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: "/")
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "keyNotFound \(key.stringValue) at \(path(context))"
+        case .typeMismatch(let type, let context): return "typeMismatch \(type) at \(path(context))"
+        case .valueNotFound(let type, let context): return "valueNotFound \(type) at \(path(context))"
+        case .dataCorrupted(let context): return "dataCorrupted at \(path(context))"
+        @unknown default: return "unknown"
+        }
+    }
+
     @Test func errorsSayWhereAndWhat() throws {
         do {
             _ = try CompactJSONDecoder().decode(Everything.self, from: Data(Self.everything.replacingOccurrences(of: #""kind": "totp""#, with: #""kind": 3"#).utf8))

@@ -184,7 +184,7 @@ extension AccountService {
     public func read(_ userId: UUID) async throws -> UserAccount {
         try await database.withTransactionJob { transaction in
             let kept = cache.entry(for: userId)
-            let rows = try transaction.runAlone(Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID()))
+            let rows = try transaction.runAlone(Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random()))
             guard let loaded = try loaded(from: rows, known: kept).user else {
                 throw AccountError.notFound
             }

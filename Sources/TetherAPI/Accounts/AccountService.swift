@@ -12,7 +12,7 @@ public struct CommandContext: Sendable {
     public var metadata: EventMetadata
     public var now: Date
 
-    public init(commandId: UUID = UUID(), metadata: EventMetadata = EventMetadata(), now: Date = Date()) {
+    public init(commandId: UUID = UUID.random(), metadata: EventMetadata = EventMetadata(), now: Date = Date()) {
         self.commandId = commandId
         var metadata = metadata
         metadata.commandId = commandId

@@ -36,7 +36,7 @@ enum ProviderCallOutbox {
     ) throws -> [PostgresQuery] {
         try grants.compactMap { entry in
             guard let action = action(for: entry.provider) else { return nil }
-            let id = UUID()
+            let id = UUID.random()
             let payload = String(decoding: try JSONEncoder().encode(Payload(uid: entry.uid, grant: entry.grant)), as: UTF8.self)
             let wrapped = try masterKeys.wrapText(payload, context: wrappingContext(id))
             return """
@@ -76,7 +76,7 @@ public final class ProviderCallWorker: Sendable {
     let logger: Logger
     let calls: Counter
     /// This instance's name in leases.
-    let instance = UUID()
+    let instance = UUID.random()
     private let loop = BackgroundLoop()
 
     public init(

@@ -90,7 +90,7 @@ public struct SignInLimits: Sendable {
     /// one address signing in at once are not refused for being in flight together.
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
         let keys = attempt.keys
-        let reservation = Reservation(id: UUID())
+        let reservation = Reservation(id: UUID.random())
         // One transaction of two round trips: under the keys' locks, expired places go and the window is
         // counted; then the places are taken (or not) and it commits.
         let refusal: (scope: String, retryAfter: Int)? = try await database.withTransactionJob { [self] transaction in
@@ -130,7 +130,7 @@ public struct SignInLimits: Sendable {
                 expire(key: key),
                 """
                 INSERT INTO sign_in_attempts (id, scope_key, kind)
-                SELECT \(UUID()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(limit)
+                SELECT \(UUID.random()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(limit)
                 RETURNING id
                 """,
                 """
@@ -171,7 +171,7 @@ public struct SignInLimits: Sendable {
             ).first?.decode("user_id")
         }
         var writes: [PostgresQuery] = attempt.keys.map {
-            "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID()), \($0.key), 'failure')"
+            "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID.random()), \($0.key), 'failure')"
         }
         if userId == nil { writes.append(Self.tally("failed", provider: attempt.provider, detail: reason)) }
         if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {

@@ -32,7 +32,7 @@ public struct AdminKeyStore: Sendable {
                 throw AdminError.invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line")
             }
         }
-        let id = UUID()
+        let id = UUID.random()
         let secret = Self.secretFormat.generate()
         let event = AdminEvent.keyCreated(.init(keyId: id, name: name, role: role.rawValue, keyHash: Self.secretFormat.hash(secret)))
         try await record(event, keyId: id, metadata: metadata)

@@ -91,7 +91,7 @@ extension AdminRoutes {
             AdminEvent.actionRequested(.init(userId: nil, action: "webhooks." + action, reason: request.pathParameters["id"], status: status))
         }
         return try await audited(request, requires: .admin, failure: record) { _ in
-            var id = UUID()
+            var id = UUID.random()
             if let text = request.pathParameters["id"] {
                 guard let parsed = UUID(uuidString: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
                 id = parsed

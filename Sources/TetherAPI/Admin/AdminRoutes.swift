@@ -246,7 +246,7 @@ public struct AdminRoutes: Sendable {
             if let reason, reason.count > Self.maxReasonLength {
                 throw AdminError.invalidRequest("reason must be at most \(Self.maxReasonLength) characters.")
             }
-            let context = CommandContext(commandId: metadata.commandId ?? UUID(), metadata: metadata)
+            let context = CommandContext(commandId: metadata.commandId ?? UUID.random(), metadata: metadata)
             // The answer shows the state the command left (nothing is read back).
             let account = switch action {
             case .disable: try await accounts.setDisabled(true, userId: id, reason: reason, context: context)
@@ -295,7 +295,7 @@ public struct AdminRoutes: Sendable {
     ) async throws -> HTTPResponse {
         let key = try await authenticate(request)
         // A new command per request; retries get the stored answer (see `register`).
-        let commandID = UUID()
+        let commandID = UUID.random()
         let metadata = EventMetadata(
             commandId: commandID, correlationId: commandID, actor: .admin(keyId: key.id), clientIP: request.remoteAddress,
             userAgent: request.headers["user-agent"], surface: "admin")

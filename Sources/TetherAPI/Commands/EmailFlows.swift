@@ -20,7 +20,7 @@ public struct EmailFlows: Sendable {
         private let tasks = Mutex<[UUID: Task<Void, Never>]>([:])
 
         func add(_ task: Task<Void, Never>) {
-            let id = UUID()
+            let id = UUID.random()
             tasks.withLock { $0[id] = task }
             Task { [self] in
                 await task.value

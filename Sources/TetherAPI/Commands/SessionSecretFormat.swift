@@ -19,7 +19,7 @@ extension SessionSecretFormat {
     /// A session to open with a new secret of this format, and that secret.
     public func newSession(amr: [String], jkt: String?) -> (session: NewSession, secret: String) {
         let secret = newSecret()
-        return (NewSession(id: UUID(), refreshTokenHash: hash(secret), amr: amr, jkt: jkt, secretKind: kind), secret)
+        return (NewSession(id: UUID.random(), refreshTokenHash: hash(secret), amr: amr, jkt: jkt, secretKind: kind), secret)
     }
 }
 

@@ -52,7 +52,7 @@ extension DevIdentityProvider {
             var mint: [String: JSONValue] = [
                 "events": eventsValue,
                 "claims": ["sub": .null, "auth_time": .null, "nonce_supported": .null, "exp": body.exp.map(JSONValue.double) ?? .null,
-                           "jti": .string(body.jti ?? UUID().lowercasedText)],
+                           "jti": .string(body.jti ?? UUID.random().lowercasedText)],
             ]
             if let aud = body.aud { mint["aud"] = .string(aud) }
             if let iat = body.iat { mint["iat"] = .double(iat) }

@@ -205,7 +205,7 @@ extension FirebaseRoutes {
 
     /// Apple's `user={"name":{"firstName","lastName"}}`, which the app receives on the first sign-in only.
     private static func appleName(_ text: String?) -> PersonName? {
-        guard let text, let value = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)),
+        guard let text, let value = try? CompactJSONDecoder().decode(JSONValue.self, from: Array(text.utf8)),
               case .object(let user) = value, case .object(let name)? = user["name"] else { return nil }
         func part(_ key: String) -> String? { if case .string(let text)? = name[key], !text.isEmpty { text } else { nil } }
         let person = PersonName(givenName: part("firstName"), familyName: part("lastName"))

@@ -125,7 +125,7 @@ struct IdempotentRequests: Sendable {
         /// A JSON body with its members sorted, so that a client re-encoding the same request
         /// (members in another order, other spacing) is still recognised; other bodies as they are.
         private static func canonical(_ body: [UInt8]) -> [UInt8] {
-            guard !body.isEmpty, let value = try? JSONDecoder().decode(JSONValue.self, from: Data(body)) else { return body }
+            guard !body.isEmpty, let value = try? CompactJSONDecoder().decode(JSONValue.self, from: body) else { return body }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             return (try? Array(encoder.encode(value))) ?? body

@@ -220,7 +220,7 @@ public struct V1Routes: Sendable {
         // (IdempotentRequests), never by an id derived from the client's key: a key that
         // comes back after its answer expired must not name the first request's command
         // (its events, its new user's id) again.
-        let commandId = UUID()
+        let commandId = UUID.random()
         return CommandContext(
             commandId: commandId,
             metadata: EventMetadata(

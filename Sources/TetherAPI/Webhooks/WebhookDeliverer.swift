@@ -41,7 +41,7 @@ public final class WebhookDeliverer: Sendable {
     let logger: Logger
     let deliveries: Counter
     /// This instance's name in leases.
-    let instance = UUID()
+    let instance = UUID.random()
     private let loop = BackgroundLoop()
 
     public init(

@@ -121,7 +121,7 @@ public struct WebhookStore: Sendable {
         case .start: .start
         case .cursor(let cursor): cursor.checkpoint
         }
-        let id = UUID()
+        let id = UUID.random()
         let secret = WebhookSignature.newSecret()
         let stored = try database.configuration.masterKeys.wrapText(secret, context: Self.wrappingContext(id))
         try await database.query("""

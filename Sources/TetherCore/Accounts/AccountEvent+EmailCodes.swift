@@ -181,7 +181,7 @@ extension UserAccount {
                     events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "password_reset")))
                 }
             }
-            for factor in mfa.factors.values.sorted(by: { $0.id.uuidString < $1.id.uuidString }) {
+            for factor in mfa.factors.values.sorted(by: { $0.id.sortsBefore($1.id) }) {
                 events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset")))
             }
             events.append(.emailVerified(.init(provider: "email", personal: PersonalData(email: email))))
@@ -219,7 +219,7 @@ extension UserAccount {
     /// Withdraws the unspent codes of `purposes` but `except`.
     func withdrawing(_ purposes: Set<EmailCodePurpose>, except: UUID) -> [AccountEvent] {
         emailCodes.values.filter { !$0.isSpent && $0.id != except && purposes.contains($0.purpose) }
-            .sorted { ($0.issuedAt, $0.id.uuidString) < ($1.issuedAt, $1.id.uuidString) }
+            .sorted { $0.issuedAt != $1.issuedAt ? $0.issuedAt < $1.issuedAt : $0.id.sortsBefore($1.id) }
             .map { .emailCodeExpired(.init(codeId: $0.id, purpose: $0.purpose, reason: "superseded")) }
     }
 }

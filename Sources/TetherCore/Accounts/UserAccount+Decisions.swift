@@ -223,7 +223,7 @@ extension UserAccount {
     /// Ends second-factor challenges still open, so a pending credential issued before
     /// a revocation or a disable cannot complete a sign-in afterwards.
     func endingOpenChallenges(reason: String) -> [AccountEvent] {
-        mfa.challenges.values.filter { !$0.isEnded }.sorted { $0.id.uuidString < $1.id.uuidString }
+        mfa.challenges.values.filter { !$0.isEnded }.sorted { $0.id.sortsBefore($1.id) }
             .map { .mfaChallengeEnded(.init(challengeId: $0.id, reason: reason)) }
     }
 

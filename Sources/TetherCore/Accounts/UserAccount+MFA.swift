@@ -49,7 +49,7 @@ public struct MFAState: Sendable, Hashable {
 
     /// Confirmed factors, oldest first.
     public var confirmedFactors: [Factor] {
-        factors.values.filter(\.isConfirmed).sorted { ($0.enrolledAt, $0.id.uuidString) < ($1.enrolledAt, $1.id.uuidString) }
+        factors.values.filter(\.isConfirmed).sorted { $0.enrolledAt != $1.enrolledAt ? $0.enrolledAt < $1.enrolledAt : $0.id.sortsBefore($1.id) }
     }
 
     /// Whether every first-factor sign-in needs a second factor.

@@ -211,6 +211,6 @@ public struct UserAccount: Sendable, Hashable {
 
     /// Sessions still usable.
     public var activeSessions: [Session] {
-        sessions.values.filter(\.isActive).sorted { ($0.startedAt, $0.id.uuidString) < ($1.startedAt, $1.id.uuidString) }
+        sessions.values.filter(\.isActive).sorted { $0.startedAt != $1.startedAt ? $0.startedAt < $1.startedAt : $0.id.sortsBefore($1.id) }
     }
 }

@@ -173,7 +173,7 @@ public enum AdminEventCodec {
     }()
 
     /// The stored form; `user_id` is the user the event concerns.
-    public static func encode(_ event: AdminEvent, id: UUID = UUID()) throws -> NewEvent {
+    public static func encode(_ event: AdminEvent, id: UUID = UUID.random()) throws -> NewEvent {
         let data: Data
         switch event {
         case .keyCreated(let payload): data = try encoder.encode(payload)

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import TetherCore
+
+@Suite("UUIDs made, written and ordered without Foundation's C helpers")
+struct UUIDTextTests {
+    /// Ids at the edges of every byte, and random ones.
+    static func samples(_ count: Int) -> [UUID] {
+        let edges = [
+            UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+            UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255)),
+            UUID(uuid: (0x0f, 0xf0, 0x9a, 0xa9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01)),
+        ]
+        return edges + (0..<count).map { _ in UUID() }
+    }
+
+    @Test func randomIdsAreVersionFourOfTheRFCVariantAndDistinct() {
+        let ids = (0..<20_000).map { _ in UUID.random() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(id.uuid.6 >> 4 == 4, "\(id)")
+            #expect(id.uuid.8 >> 6 == 0b10, "\(id)")
+        }
+        // Every other bit takes both values across the ids: the bytes are not left zeroed or fixed.
+        var seenSet = [UInt8](repeating: 0, count: 16), seenClear = [UInt8](repeating: 0, count: 16)
+        for id in ids {
+            withUnsafeBytes(of: id.uuid) { bytes in
+                for index in 0..<16 {
+                    seenSet[index] |= bytes[index]
+                    seenClear[index] |= ~bytes[index]
+                }
+            }
+        }
+        let fixed: [Int: UInt8] = [6: 0xf0, 8: 0xc0]
+        for index in 0..<16 {
+            #expect(seenSet[index] & seenClear[index] | (fixed[index] ?? 0) == 0xff, "byte \(index)")
+        }
+        // What Foundation parses back is the same id, version and all.
+        #expect(ids.prefix(100).allSatisfy { UUID(uuidString: $0.uuidString) == $0 })
+    }
+
+    @Test func textsAreFoundationsInBothCases() {
+        for id in Self.samples(2_000) {
+            #expect(id.uppercasedText == id.uuidString)
+            #expect(id.lowercasedText == id.uuidString.lowercased())
+            #expect(UUID(text: id.lowercasedText) == id)
+            #expect(UUID(text: id.uppercasedText) == id)
+        }
+    }
+
+    /// Kept states list sessions, challenges and factors in this order, and events record the lists:
+    /// it must stay the order of the ids' texts that it replaced.
+    @Test func sortsBeforeIsTheOrderOfTheTexts() {
+        let ids = Self.samples(400)
+        // Pairs that share a prefix of every length, so that each byte decides once.
+        var pairs = zip(ids, ids.reversed()).map { ($0, $1) }
+        for id in ids.prefix(50) {
+            for byte in 0..<16 {
+                var other = id.uuid
+                withUnsafeMutableBytes(of: &other) { $0[byte] ^= 0x81 }
+                pairs.append((id, UUID(uuid: other)))
+            }
+            pairs.append((id, id))
+        }
+        for (left, right) in pairs {
+            #expect(left.sortsBefore(right) == (left.uuidString < right.uuidString), "\(left) \(right)")
+            #expect(right.sortsBefore(left) == (right.uuidString < left.uuidString), "\(right) \(left)")
+        }
+        #expect(ids.sorted { $0.sortsBefore($1) } == ids.sorted { $0.uuidString < $1.uuidString })
+    }
+}
