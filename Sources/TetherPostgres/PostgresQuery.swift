@@ -242,11 +242,24 @@ public struct PostgresArray: PostgresEncodable, Hashable {
         .text(literal)
     }
 
-    /// The array's text form, as PostgreSQL reads an array literal (`{"a","b"}`).
+    /// The array's text form, as PostgreSQL reads an array literal (`{"a","b"}`): each element quoted,
+    /// with a backslash before each quote and backslash in it. Written in one pass over the UTF-8
+    /// bytes (both characters are ASCII, never part of a longer character): a new user's search terms
+    /// go through here, and Foundation's `replacingOccurrences`, twice an element, was 5% of a sign-up's CPU.
     public var literal: String {
-        let quoted = elements.map { element in
-            "\"" + element.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        var output: [UInt8] = []
+        output.reserveCapacity(elements.reduce(2) { $0 + $1.utf8.count + 3 })
+        output.append(UInt8(ascii: "{"))
+        for (index, element) in elements.enumerated() {
+            if index > 0 { output.append(UInt8(ascii: ",")) }
+            output.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { output.append(UInt8(ascii: "\\")) }
+                output.append(byte)
+            }
+            output.append(UInt8(ascii: "\""))
         }
-        return "{" + quoted.joined(separator: ",") + "}"
+        output.append(UInt8(ascii: "}"))
+        return String(decoding: output, as: UTF8.self)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TetherPostgres
+import TetherTesting
 
 @Suite("PostgresQuery")
 struct PostgresQueryTests {
@@ -40,6 +41,25 @@ struct PostgresQueryTests {
             """)
         #expect(query.parameters.count == 12)
         #expect(query.parameters.suffix(2) == [.text("x"), .text("é")])
+    }
+
+    /// Array literals as the Foundation-escaped form made them, and as PostgreSQL reads them back.
+    @Test func arrayLiteralsEscapeQuotesAndBackslashesAndReadBackWhole() async throws {
+        let elements = ["", "plain", #"a"b"#, #"back\slash"#, #"\""#, "ünï ☃ 𝄞", "{,}", "NULL", "  spaced  ", "'single'"]
+        let literal = PostgresArray(elements).literal
+        let foundationForm = "{" + elements.map {
+            "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }.joined(separator: ",") + "}"
+        #expect(literal == foundationForm)
+        #expect(PostgresArray([String]()).literal == "{}")
+
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 1)
+        defer { client.shutdown() }
+        let rows = try await client.query(
+            "SELECT ordinality::int AS i, e FROM unnest(\(PostgresArray(elements))::text[]) WITH ORDINALITY AS t(e, ordinality) ORDER BY 1")
+        #expect(try rows.map { try $0.decode("e", as: String.self) } == elements)
+        try await database.drop()
     }
 
     @Test(arguments: [
