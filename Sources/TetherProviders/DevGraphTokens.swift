@@ -22,25 +22,35 @@ final class DevGraphTokens: Sendable {
         var fault: DevAccessTokenRequest.GraphFault?
     }
 
-    private let records = Mutex<[String: Record]>([:])
+    private struct State {
+        var records: [String: Record] = [:]
+        /// Each person's tokens not yet invalidated by ``invalidate(userID:)``, so that a revocation
+        /// touches that person's tokens only, not every token ever minted (the bench mints thousands).
+        var tokensByUser: [String: [String]] = [:]
+    }
+
+    private let state = Mutex(State())
 
     /// Stores `record` under a new random token (`EAA…` for user tokens, `XAA…` for session-info ones, as Facebook's look).
     func issue(_ record: Record) -> String {
         let token = (record.isSessionInfo ? "XAA" : "EAA") + Self.randomText(count: 48)
-        records.withLock { $0[token] = record }
+        state.withLock { state in
+            state.records[token] = record
+            state.tokensByUser[record.userID, default: []].append(token)
+        }
         return token
     }
 
     func record(for token: String) -> Record? {
-        records.withLock { $0[token] }
+        state.withLock { $0.records[token] }
     }
 
     /// Makes every token of `userID` invalid (the person removed the app); answers how many were live.
     func invalidate(userID: String) -> Int {
-        records.withLock { records in
+        state.withLock { state in
             var ended = 0
-            for (token, record) in records where record.userID == userID && record.isValid {
-                records[token]?.isValid = false
+            for token in state.tokensByUser.removeValue(forKey: userID) ?? [] where state.records[token]?.isValid == true {
+                state.records[token]?.isValid = false
                 ended += 1
             }
             return ended
