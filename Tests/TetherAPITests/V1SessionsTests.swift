@@ -150,6 +150,19 @@ struct V1SessionsTests {
             #expect(retry.bodyText == first.bodyText, "the very same tokens come back")
             #expect(retry.headers.values(for: "Idempotent-Replayed") == ["true"])
             #expect(try await app.totalEvents() == events)
+            // The same request with its members in another order and other spacing is the same request.
+            let members = try JSONDecoder().decode([String: JSONValue].self, from: JSONEncoder().encode(credential))
+            var reordered = Array("{ ".utf8)
+            for (index, name) in members.keys.sorted(by: >).enumerated() {
+                if index > 0 { reordered += Array(" ,\n".utf8) }
+                reordered += try JSONValue.string(name).jsonBytes() + Array(" : ".utf8) + members[name]!.jsonBytes()
+            }
+            reordered += Array(" }".utf8)
+            #expect(members.count >= 2)
+            let reorderedRetry = try await app.client.post(
+                "/v1/sign-in", headers: ["Idempotency-Key": key, "Content-Type": "application/json"], body: reordered)
+            #expect(reorderedRetry.bodyText == first.bodyText, "\(String(decoding: reordered, as: UTF8.self))")
+            #expect(try await app.totalEvents() == events)
             let user = try first.decodeJSON(SignedIn.self)
             #expect(try await app.me(user.session.accessToken).status == 200)
 

@@ -126,9 +126,9 @@ struct IdempotentRequests: Sendable {
         /// (members in another order, other spacing) is still recognised; other bodies as they are.
         private static func canonical(_ body: [UInt8]) -> [UInt8] {
             guard !body.isEmpty, let value = try? CompactJSONDecoder().decode(JSONValue.self, from: body) else { return body }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return (try? Array(encoder.encode(value))) ?? body
+            // The bytes `JSONEncoder` wrote here with sorted keys and unescaped slashes, so hashes
+            // stored before stay valid.
+            return (try? value.jsonBytes()) ?? body
         }
 
         /// SHA-256 over a label, length-prefixed parts and the body, so no two inputs collide by concatenation.
