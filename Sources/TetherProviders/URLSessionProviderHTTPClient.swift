@@ -4,7 +4,8 @@ import TetherJOSE
 import FoundationNetworking
 #endif
 
-/// ``ProviderHTTPClient`` on `URLSession` (libcurl on Linux): ephemeral, uncached, no redirects.
+/// ``ProviderHTTPClient`` on `URLSession` (libcurl on Linux): uncached, cookieless, no redirects, on
+/// the process's one shared session, whose connections are kept alive.
 ///
 /// Every request goes through TetherJOSE's ``URLSessionHTTPClient/send(_:timeout:maxBytes:)``,
 /// which stops a transfer as soon as it exceeds the size limit and cancels safely. (Not
@@ -12,7 +13,7 @@ import FoundationNetworking
 public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
     private let plain = URLSessionHTTPClient()
 
-    /// Creates the client; each request gets its own short-lived session.
+    /// Creates the client.
     public init() {}
 
     /// GETs `url`; the body is capped while it streams.
@@ -29,7 +30,7 @@ public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
         return try await send(request, headers: headers, timeout: timeout, maxBytes: maxBytes)
     }
 
-    /// Sends `request` with `headers` (and `Accept: application/json`) on a session of its own that follows no redirect.
+    /// Sends `request` with `headers` (and `Accept: application/json`) on the shared session, following no redirect.
     private func send(_ request: URLRequest, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         var request = request
         request.setValue("application/json", forHTTPHeaderField: "Accept")

@@ -15,27 +15,16 @@ import FoundationNetworking
 struct URLSessionCancellationTests {
     /// A loopback listener that accepts each connection and closes it at once, until `stop()`.
     private final class DroppingListener: Sendable {
-        let port: Int
-        private let descriptor: Int32
+        private let listener: LoopbackSocket
+        var port: Int { listener.port }
         private let stopped = StopFlag()
 
         init() throws {
-            let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(listening, $0, length) == 0 && listen(listening, 128) == 0 && getsockname(listening, $0, &length) == 0
-                }
-            }
-            guard listening >= 0, bound else { throw CancellationTestError() }
-            descriptor = listening
-            port = Int(UInt16(bigEndian: address.sin_port))
+            let listening = try LoopbackSocket()
+            listener = listening
             Thread.detachNewThread { [stopped] in
                 while !stopped.isSet {
-                    let connection = accept(listening, nil, nil)
+                    let connection = accept(listening.descriptor, nil, nil)
                     if connection >= 0 { close(connection) } else { return }
                 }
             }
@@ -43,12 +32,9 @@ struct URLSessionCancellationTests {
 
         func stop() {
             stopped.set()
-            shutdown(descriptor, Int32(SHUT_RDWR))
-            close(descriptor)
+            listener.close()
         }
     }
-
-    private struct CancellationTestError: Error {}
 
     /// A flag the accepting thread reads (a class, so the thread can hold it).
     private final class StopFlag: Sendable {
