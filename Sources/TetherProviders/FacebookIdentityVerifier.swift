@@ -60,8 +60,11 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
     private func verifyAccessToken(_ token: String) async throws(ProviderError) -> VerifiedIdentity {
         let graph = try requireGraph()
         do throws(ProviderError) {
+            // The two Graph calls go out together: a sign-in waits for one round trip to Facebook, not two.
+            // debug_token's verdict still comes first: when it refuses the token, /me's answer is not read.
+            async let asked = Self.outcome { () async throws(ProviderError) in try await graph.profile(token) }
             let info = try await graph.inspect(token)
-            let profile = try await graph.profile(token)
+            let profile = try await asked.get()
             guard FacebookGraph.identifier(profile["id"]) == info.userID else {
                 throw ProviderError.invalidCredential(.userMismatch).with(detail: "/me id differs from debug_token user_id")
             }
@@ -102,6 +105,11 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
             throw limitedLogin.fail(.unsupportedProvider, "classic and session-info tokens need TETHER_FACEBOOK_APP_SECRET")
         }
         return graph
+    }
+
+    /// What `work` returns or throws, as a value: a child task's typed error kept through `async let`.
+    private static func outcome<Value>(_ work: () async throws(ProviderError) -> Value) async -> Result<Value, ProviderError> {
+        do throws(ProviderError) { return .success(try await work()) } catch { return .failure(error) }
     }
 
     private static func text(_ value: JOSEValue?) -> String? {

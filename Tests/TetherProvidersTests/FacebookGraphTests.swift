@@ -104,6 +104,18 @@ struct FacebookGraphTests {
         #expect(identity.tokenExpiresAt == nil)
     }
 
+    @Test func debugTokenAndMeAreAskedTogether() async throws {
+        let fixture = try await DevIdPFixture.shared.get()
+        // Each Graph call answers after a second: asked one after the other, the two would take two.
+        let token = try await accessToken(fixture, ["graphFault": ["delayMilliseconds": 1000]])
+        let started = ContinuousClock.now
+        let identity = try await fixture.providers.verify(.facebookAccessToken(token))
+        let elapsed = ContinuousClock.now - started
+        #expect(identity.uid == "10215241773831025" && identity.email == "ada@example.com")
+        #expect(elapsed >= .milliseconds(1000))
+        #expect(elapsed < .milliseconds(1800), "debug_token and /me took \(elapsed): asked one after the other")
+    }
+
     @Test(arguments: GraphDefect.allCases)
     func graphVerdictOnTheTokenIsAnInvalidCredential(defect: GraphDefect) async throws {
         let fixture = try await DevIdPFixture.shared.get()
