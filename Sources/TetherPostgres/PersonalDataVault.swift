@@ -192,7 +192,7 @@ public enum PersonalDataVault {
 
     /// The event as it was appended, or as erased when `key` is gone.
     static func open(_ event: RecordedEvent, key: [UInt8]?) throws -> RecordedEvent {
-        guard event.data.range(of: Data(sealedMember.utf8)) != nil,
+        guard event.data.contains(text: sealedMember),
               var payload = try? JOSEObject(parsing: event.data),
               case .string(let text)? = payload[sealedMember],
               let combined = Data(base64Encoded: text)
@@ -220,7 +220,7 @@ public enum PersonalDataVault {
 
     /// The name of the ``ExpiringKeys`` key that sealed `event`, if one did.
     static func expiringKeyName(of event: RecordedEvent) -> String? {
-        guard event.data.range(of: Data(expiringKeyMember.utf8)) != nil, let payload = try? JOSEObject(parsing: event.data),
+        guard event.data.contains(text: expiringKeyMember), let payload = try? JOSEObject(parsing: event.data),
               case .string(let name)? = payload[expiringKeyMember]
         else { return nil }
         return name
@@ -228,5 +228,26 @@ public enum PersonalDataVault {
 
     private static func aad(_ eventId: UUID) -> [UInt8] {
         Array("tether personal data \(eventId.lowercasedText)".utf8)
+    }
+}
+
+extension Data {
+    /// Whether `text`'s UTF-8 bytes occur in the data: `memchr` for the first byte and `memcmp` for the rest,
+    /// where `range(of:)` goes through Foundation's generic search (3.5% of a history read, asked once an event).
+    func contains(text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { needle in
+            withUnsafeBytes { haystack in
+                guard let first = needle.first, let pattern = needle.baseAddress else { return true }
+                guard let base = haystack.baseAddress, haystack.count >= needle.count else { return false }
+                let last = base + (haystack.count - needle.count)  // the last place a match can start
+                var from = base
+                while from <= last, let found = memchr(from, Int32(first), last - from + 1) {
+                    if memcmp(found, pattern, needle.count) == 0 { return true }
+                    from = UnsafeRawPointer(found) + 1
+                }
+                return false
+            }
+        }
     }
 }
