@@ -192,11 +192,17 @@ public enum PersonalDataVault {
 
     /// The event as it was appended, or as erased when `key` is gone.
     static func open(_ event: RecordedEvent, key: [UInt8]?) throws -> RecordedEvent {
+        try openParsed(event, key: key).event
+    }
+
+    /// ``open(_:key:)``, with the opened payload as parsed on the way when the event had a sealed part
+    /// (nil otherwise): a reader that needs its members need not parse the payload again.
+    static func openParsed(_ event: RecordedEvent, key: [UInt8]?) throws -> (event: RecordedEvent, payload: JOSEObject?) {
         guard event.data.contains(text: sealedMember),
               var payload = try? JOSEObject(parsing: event.data),
               case .string(let text)? = payload[sealedMember],
               let combined = Data(base64Encoded: text)
-        else { return event }
+        else { return (event, nil) }
         payload[sealedMember] = nil
         payload[expiringKeyMember] = nil
         var opened = event
@@ -215,7 +221,7 @@ public enum PersonalDataVault {
             payload[erasedMarker] = .bool(true)
         }
         opened.data = Data(payload.jsonBytes)
-        return opened
+        return (opened, payload)
     }
 
     /// The name of the ``ExpiringKeys`` key that sealed `event`, if one did.

@@ -1,5 +1,6 @@
 import Foundation
 import TetherCore
+import TetherJOSE
 
 /// The append-only event log in PostgreSQL's `events` table.
 ///
@@ -445,10 +446,17 @@ public struct PostgresEventStore: Sendable {
     public func readUser(
         _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000
     ) async throws -> [RecordedEvent] {
+        try await readUserParsed(userId, after: position, since: since, limit: limit).map(\.event)
+    }
+
+    /// ``readUser(_:after:since:limit:)``, each event with its payload as ``decodeUserEventsParsed(_:)`` gives it.
+    public func readUserParsed(
+        _ userId: UUID, after position: Int64 = 0, since: Date? = nil, limit: Int = 1000
+    ) async throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
         // The events and their user's key in one round trip, decoded where they arrive.
         let statements = Self.userEventsStatements(userId, after: position, since: since, limit: limit)
         return try await client.withConnection { connection in
-            try await connection.run { [self] job in try decodeUserEvents(try job.pipeline(statements)[...]) }
+            try await connection.run { [self] job in try decodeUserEventsParsed(try job.pipeline(statements)[...]) }
         }
     }
 
@@ -469,7 +477,20 @@ public struct PostgresEventStore: Sendable {
 
     /// The events of the rows of ``userEventsStatements(_:after:since:limit:)``, sealed parts opened.
     public func decodeUserEvents(_ rows: ArraySlice<PostgresRows>) throws -> [RecordedEvent] {
-        try decode(rows[rows.startIndex], keys: try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys))
+        try decodeUserEventsParsed(rows).map(\.event)
+    }
+
+    /// ``decodeUserEvents(_:)``, each event with its opened payload when opening it parsed it (a sealed part,
+    /// no upcasting after): nil means parse the event's `data`, which holds the same payload.
+    public func decodeUserEventsParsed(_ rows: ArraySlice<PostgresRows>) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
+        let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys)
+        return try rows[rows.startIndex].map { row in
+            let stored = try decode(row)
+            guard let userId = stored.userId else { return (try upcasters.apply(to: stored), nil) }
+            let (opened, payload) = try PersonalDataVault.openParsed(stored, key: keys[userId])
+            let current = try upcasters.apply(to: opened)
+            return (current, current.schema == opened.schema ? payload : nil)
+        }
     }
 
     private static let columns =

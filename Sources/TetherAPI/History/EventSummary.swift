@@ -22,7 +22,13 @@ public struct EventSummary: Sendable, Hashable {
 
     /// Describes one stored event.
     public static func describe(type: String, data: Data) -> EventSummary {
-        let payload = Payload(data)
+        // Read with the JOSE parser as it is, without a JSONValue tree: a history page summarises every event.
+        describe(type: type, payload: (try? JOSEObject(parsing: data)) ?? JOSEObject())
+    }
+
+    /// ``describe(type:data:)`` of a payload already parsed.
+    public static func describe(type: String, payload members: JOSEObject) -> EventSummary {
+        let payload = Payload(members)
         let text: String
         switch type {
         case "UserRegistered":
@@ -175,9 +181,8 @@ private final class Payload {
     /// A case asked for personal data that could not be read, or a `personal` member is there but unreadable.
     private(set) var isPersonalPartErased: Bool
 
-    init(_ data: Data) {
-        // Read with the JOSE parser as it is, without a JSONValue tree: a history page summarises every event.
-        members = (try? JOSEObject(parsing: data)) ?? JOSEObject()
+    init(_ members: JOSEObject) {
+        self.members = members
         if members[PersonalDataVault.erasedMarker] == .bool(true) {
             // Its user was erased: the key that sealed the personal part is gone.
             personalMembers = nil

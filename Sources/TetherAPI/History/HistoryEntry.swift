@@ -1,6 +1,7 @@
 import Foundation
 import TetherCore
 import TetherHTTP
+import TetherJOSE
 
 /// One line of a user's history: an event with who caused it, from where, and what it did.
 public struct HistoryEntry: Sendable, Hashable {
@@ -20,6 +21,11 @@ public struct HistoryEntry: Sendable, Hashable {
 
     /// The entry for a stored event.
     public init(_ event: RecordedEvent) {
+        self.init(event, payload: nil)
+    }
+
+    /// The entry for a stored event; `payload`, when given, is its `data` already parsed.
+    public init(_ event: RecordedEvent, payload: JOSEObject?) {
         position = event.position
         occurredAt = event.occurredAt
         type = event.type
@@ -29,7 +35,7 @@ public struct HistoryEntry: Sendable, Hashable {
         clientIP = event.metadata.clientIP
         userAgent = event.metadata.userAgent
         commandId = event.metadata.commandId
-        summary = EventSummary.describe(type: event.type, data: event.data)
+        summary = payload.map { EventSummary.describe(type: event.type, payload: $0) } ?? EventSummary.describe(type: event.type, data: event.data)
     }
 
     /// The JSON form (every member always present, `null` when unknown), as documented in the OpenAPI paths.

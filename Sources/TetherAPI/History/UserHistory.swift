@@ -1,5 +1,6 @@
 import Foundation
 import TetherCore
+import TetherJOSE
 import TetherHTTP
 import TetherPostgres
 
@@ -33,7 +34,7 @@ public struct UserHistory: Sendable {
     public func page(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) async throws -> HistoryPage {
         precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
         // One more than asked says whether another page follows.
-        let events = try await timed { try await store.readUser(userId, after: after, since: since, limit: limit + 1) }
+        let events = try await timed { try await store.readUserParsed(userId, after: after, since: since, limit: limit + 1) }
         return Self.page(of: userId, events, limit: limit)
     }
 
@@ -51,11 +52,11 @@ public struct UserHistory: Sendable {
 
     /// The page of the rows of ``pageStatements(of:after:limit:)``.
     public func page(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int) throws -> HistoryPage {
-        Self.page(of: userId, try store.decodeUserEvents(rows), limit: limit)
+        Self.page(of: userId, try store.decodeUserEventsParsed(rows), limit: limit)
     }
 
-    private static func page(of userId: UUID, _ events: [RecordedEvent], limit: Int) -> HistoryPage {
-        let entries = events.prefix(limit).map(HistoryEntry.init)
+    private static func page(of userId: UUID, _ events: [(event: RecordedEvent, payload: JOSEObject?)], limit: Int) -> HistoryPage {
+        let entries = events.prefix(limit).map { HistoryEntry($0.event, payload: $0.payload) }
         return HistoryPage(userId: userId, entries: entries, nextAfter: events.count > limit ? entries.last?.position : nil)
     }
 

@@ -3,6 +3,7 @@ import Testing
 import TetherAPI
 import TetherCore
 import TetherHTTP
+import TetherJOSE
 import TetherPostgres
 import TetherTesting
 
@@ -157,6 +158,31 @@ struct UserHistoryTests {
                 #expect(written == (try page.json.jsonBytes()))
                 #expect(try JSONDecoder().decode(JSONValue.self, from: Data(written)) == page.json)
             }
+        }
+    }
+
+    @Test func payloadsParsedWhileOpeningGiveTheEntriesTheStoredDataGives() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, secret) = try await livedThrough(harness)
+            let store = PostgresEventStore(client: harness.owner, upcasters: AccountEventCodec.upcasters)
+            func check(_ state: String) async throws {
+                let parsed = try await store.readUserParsed(user)
+                #expect(parsed.map(\.event) == (try await store.readUser(user)))
+                // Events with a sealed part come with their payload: history reads it once.
+                #expect(parsed.contains { $0.payload != nil }, "\(state): no payload was handed over")
+                for (event, payload) in parsed {
+                    if let payload { #expect(payload == (try JOSEObject(parsing: event.data)), "\(state): \(event.type)") }
+                    #expect(HistoryEntry(event, payload: payload) == HistoryEntry(event), "\(state): \(event.type)")
+                }
+            }
+            try await check("live")
+            let erased = try await harness.client.send(
+                "DELETE", "/v1/admin/users/\(user.uuidString.lowercased())",
+                fields: [("Authorization", "Bearer \(secret)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "asked to be forgotten"}"#.utf8))
+            #expect(erased.status == 200, "\(erased.bodyText)")
+            try await check("erased")
+            #expect(try await UserHistory(database: harness.owner).all(of: user).entries.contains { $0.summary.isPersonalDataErased })
         }
     }
 
