@@ -82,15 +82,16 @@ public struct JSONLexer {
         index += 1
         let start = index
         // The usual case: no escape, so the bytes between the quotes are the string.
+        var isASCII = true
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let run = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let text = String(validating: run, as: UTF8.self) else { throw failure("invalid UTF-8") }
-                return text
+                return try Self.text(of: run, isASCII: isASCII, failure: failure("invalid UTF-8"))
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            if byte >= 0x80 { isASCII = false }
             index += 1
         }
         var output = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
@@ -99,6 +100,7 @@ public struct JSONLexer {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
+                if !output.contains(where: { $0 >= 0x80 }) { return String(decoding: output, as: UTF8.self) }
                 guard let text = String(validating: output, as: UTF8.self) else { throw failure("invalid UTF-8") }
                 return text
             case UInt8(ascii: "\\"):
@@ -123,6 +125,15 @@ public struct JSONLexer {
             }
         }
         throw failure("unterminated string")
+    }
+
+    /// The string of UTF-8 `bytes`, or `failure` when they are not valid UTF-8. ASCII (what the scan saw)
+    /// needs no validation and takes the standard library's specialised path; `String(validating:as:)`
+    /// is generic at run time here, and looking up its metadata cost more than the copy.
+    private static func text(of bytes: UnsafeRawBufferPointer, isASCII: Bool, failure: JSONSyntaxError) throws(JSONSyntaxError) -> String {
+        if isASCII { return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw failure }
+        return text
     }
 
     /// The hex digits after `\u` (and a following low surrogate), as the scalar's UTF-8.
