@@ -377,19 +377,28 @@ public struct CopyRows: Sendable {
 
         public mutating func add(_ text: String?) {
             separate()
-            guard let text else {
-                bytes += [UInt8(ascii: "\\"), UInt8(ascii: "N")]
+            guard var text else {
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "N"))
                 return
             }
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-                case UInt8(ascii: "\n"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-                case UInt8(ascii: "\r"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-                case UInt8(ascii: "\t"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-                default: bytes.append(byte)
+            text.withUTF8 { utf8 in
+                // Most fields (ids, times, sealed base64) need no escape: copied whole.
+                guard utf8.contains(where: Self.needsEscape) else { return bytes.append(contentsOf: utf8) }
+                for byte in utf8 {
+                    switch byte {
+                    case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\\"))
+                    case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
+                    case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
+                    case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+                    default: bytes.append(byte)
+                    }
                 }
             }
+        }
+
+        private static func needsEscape(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\t")
         }
 
         public mutating func add(_ value: Bool) {
