@@ -21,7 +21,7 @@ public struct URLSessionHTTPClient: HTTPClient {
 
     /// Sends `request` on the shared session, following no redirect; a body beyond `maxBytes`
     /// cancels the transfer instead of buffering it, and so does `timeout` seconds without an answer
-    /// (measured here: libcurl's own timer on this toolchain counts whole seconds only).
+    /// (kept here: URLSession's own timer on this toolchain truncates to whole seconds, `Int(timeout) * 1000`).
     ///
     /// Cancelling the calling task cancels the transfer, from a dispatch thread. Swift runs a
     /// cancellation handler while it holds the task's status lock, and `URLSessionTask.cancel()`
@@ -31,7 +31,7 @@ public struct URLSessionHTTPClient: HTTPClient {
     /// with them the stop of the server that cancelled a webhook delivery.
     public func send(_ request: URLRequest, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         var request = request
-        request.timeoutInterval = max(1, timeout.rounded(.up))  // libcurl's backstop; the deadline below is exact
+        request.timeoutInterval = max(1, timeout.rounded(.up))  // URLSession's backstop; the deadline below is exact
         let shared = SharedSession.instance
         let collector = ResponseCollector(maximumBytes: maxBytes)
         let task = shared.session.dataTask(with: request)
