@@ -88,7 +88,8 @@ public struct JSONLexer {
             if byte == UInt8(ascii: "\"") {
                 let run = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return try Self.text(of: run, isASCII: isASCII, failure: failure("invalid UTF-8"))
+                guard let text = Self.text(of: run, isASCII: isASCII) else { throw failure("invalid UTF-8") }
+                return text
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
             if byte >= 0x80 { isASCII = false }
@@ -100,8 +101,9 @@ public struct JSONLexer {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                if !output.contains(where: { $0 >= 0x80 }) { return String(decoding: output, as: UTF8.self) }
-                guard let text = String(validating: output, as: UTF8.self) else { throw failure("invalid UTF-8") }
+                guard let text = output.withUnsafeBytes({ Self.text(of: $0, isASCII: !$0.contains { $0 >= 0x80 }) }) else {
+                    throw failure("invalid UTF-8")
+                }
                 return text
             case UInt8(ascii: "\\"):
                 index += 1
@@ -127,13 +129,11 @@ public struct JSONLexer {
         throw failure("unterminated string")
     }
 
-    /// The string of UTF-8 `bytes`, or `failure` when they are not valid UTF-8. ASCII (what the scan saw)
+    /// The string of UTF-8 `bytes`, nil when they are not valid UTF-8. ASCII (`isASCII`, as a scan saw)
     /// needs no validation and takes the standard library's specialised path; `String(validating:as:)`
     /// is generic at run time here, and looking up its metadata cost more than the copy.
-    private static func text(of bytes: UnsafeRawBufferPointer, isASCII: Bool, failure: JSONSyntaxError) throws(JSONSyntaxError) -> String {
-        if isASCII { return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw failure }
-        return text
+    private static func text(of bytes: UnsafeRawBufferPointer, isASCII: Bool) -> String? {
+        isASCII ? String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self) : String(validating: bytes, as: UTF8.self)
     }
 
     /// The hex digits after `\u` (and a following low surrogate), as the scalar's UTF-8.

@@ -377,28 +377,23 @@ public struct CopyRows: Sendable {
 
         public mutating func add(_ text: String?) {
             separate()
-            guard var text else {
+            guard let text else {
                 bytes.append(UInt8(ascii: "\\"))
                 bytes.append(UInt8(ascii: "N"))
                 return
             }
-            text.withUTF8 { utf8 in
-                // Most fields (ids, times, sealed base64) need no escape: copied whole.
-                guard utf8.contains(where: Self.needsEscape) else { return bytes.append(contentsOf: utf8) }
-                for byte in utf8 {
-                    switch byte {
-                    case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\\"))
-                    case UInt8(ascii: "\n"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-                    case UInt8(ascii: "\r"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-                    case UInt8(ascii: "\t"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
-                    default: bytes.append(byte)
-                    }
-                }
-            }
+            bytes.appendEscaped(text, Self.escape)
         }
 
-        private static func needsEscape(_ byte: UInt8) -> Bool {
-            byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\t")
+        /// What follows the backslash for a byte COPY's text format escapes.
+        @inline(__always) private static func escape(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "\\"): UInt8(ascii: "\\")
+            case UInt8(ascii: "\n"): UInt8(ascii: "n")
+            case UInt8(ascii: "\r"): UInt8(ascii: "r")
+            case UInt8(ascii: "\t"): UInt8(ascii: "t")
+            default: nil
+            }
         }
 
         public mutating func add(_ value: Bool) {

@@ -484,13 +484,7 @@ public struct PostgresEventStore: Sendable {
     /// no upcasting after): nil means parse the event's `data`, which holds the same payload.
     public func decodeUserEventsParsed(_ rows: ArraySlice<PostgresRows>) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys)
-        return try rows[rows.startIndex].map { row in
-            let stored = try decode(row)
-            guard let userId = stored.userId else { return (try upcasters.apply(to: stored), nil) }
-            let (opened, payload) = try PersonalDataVault.openParsed(stored, key: keys[userId])
-            let current = try upcasters.apply(to: opened)
-            return (current, current.schema == opened.schema ? payload : nil)
-        }
+        return try rows[rows.startIndex].map { row in try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: []) }
     }
 
     private static let columns =
@@ -530,12 +524,27 @@ public struct PostgresEventStore: Sendable {
     private func opened(
         _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
     ) throws -> RecordedEvent {
-        guard !leavingSealed.contains(event.type) else { return try upcasters.apply(to: event) }
-        if let userId = event.userId {
-            return try upcasters.apply(to: PersonalDataVault.open(event, key: keys[userId]))
+        try openedParsed(event, keys: keys, expiringKeys: expiringKeys, leavingSealed: leavingSealed).event
+    }
+
+    /// ``opened(_:keys:expiringKeys:leavingSealed:)``, with the opened payload as the opening parsed it: nil when
+    /// nothing was opened, or an upcaster changed the payload after.
+    private func openedParsed(
+        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
+    ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
+        let key: [UInt8]?
+        if leavingSealed.contains(event.type) {
+            return (try upcasters.apply(to: event), nil)
+        } else if let userId = event.userId {
+            key = keys[userId]
+        } else if let expiringKeys, let name = PersonalDataVault.expiringKeyName(of: event) {
+            key = expiringKeys[name]
+        } else {
+            return (try upcasters.apply(to: event), nil)
         }
-        guard let expiringKeys, let name = PersonalDataVault.expiringKeyName(of: event) else { return try upcasters.apply(to: event) }
-        return try upcasters.apply(to: PersonalDataVault.open(event, key: expiringKeys[name]))
+        let (opened, payload) = try PersonalDataVault.openParsed(event, key: key)
+        let current = try upcasters.apply(to: opened)
+        return (current, current.schema == opened.schema ? payload : nil)
     }
 
     /// Decodes rows, opening sealed personal data with the keys of their users, and those of events about

@@ -253,13 +253,30 @@ public struct PostgresArray: PostgresEncodable, Hashable {
         for (index, element) in elements.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             output.append(UInt8(ascii: "\""))
-            for byte in element.utf8 {
-                if byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "\"") { output.append(UInt8(ascii: "\\")) }
-                output.append(byte)
-            }
+            output.appendEscaped(element) { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") ? $0 : nil }
             output.append(UInt8(ascii: "\""))
         }
         output.append(UInt8(ascii: "}"))
         return String(decoding: output, as: UTF8.self)
+    }
+}
+
+extension [UInt8] {
+    /// Appends `text`'s UTF-8 bytes with a backslash and `escape(byte)` in place of each byte `escape`
+    /// names (array literals, COPY's text format). Text with nothing to escape, nearly all of it (ids,
+    /// times, base64), is copied whole.
+    @inline(__always) mutating func appendEscaped(_ text: String, _ escape: (UInt8) -> UInt8?) {
+        var text = text
+        text.withUTF8 { utf8 in
+            guard utf8.contains(where: { escape($0) != nil }) else { return append(contentsOf: utf8) }
+            for byte in utf8 {
+                if let escaped = escape(byte) {
+                    append(UInt8(ascii: "\\"))
+                    append(escaped)
+                } else {
+                    append(byte)
+                }
+            }
+        }
     }
 }
