@@ -10,7 +10,8 @@ signed out likewise), Parse log-ins with Apple authData (and log-outs, likewise)
 signInWithIdp and, mostly, Firebase token refreshes (Firebase apps do not sign out: those sessions
 stay live, up to Tether's 100 a user). A webhook subscription delivers every public event to a
 receiver in this process. Every SAMPLE seconds it reads tether's resident memory, open file
-descriptors and database connections; at the end it prints the first and last samples and fails
+descriptors and database connections, and from /metrics malloc's bytes in use and the users' states
+kept (so that growth can be told apart: live heap, kept states, or neither); at the end it prints the first and last samples and fails
 (exit 1) on any 5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors
 or connections did not stay flat.
 """
@@ -44,7 +45,7 @@ class Client:
         url = urllib.parse.urlsplit(base)
         self.connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
 
-    def call(self, method, path, body=None, headers=None, expect=(200,)):
+    def call(self, method, path, body=None, headers=None, expect=(200,), raw=False):
         data = None if body is None else json.dumps(body).encode()
         all_headers = {"Content-Type": "application/json"} if data is not None else {}
         all_headers.update(headers or {})
@@ -57,6 +58,8 @@ class Client:
             raise Failure(f"{method} {path}: {error}")
         if response.status not in expect:
             raise Failure(f"{method} {path}: {response.status} {text[:200].decode(errors='replace')}")
+        if raw:
+            return text.decode()
         return json.loads(text) if text else None
 
 
@@ -82,7 +85,23 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def sample(pid, database_url):
+GAUGES = {"tether_malloc_in_use_bytes": "heap_mb", "tether_account_states_kept": "states",
+          "tether_account_states_kept_bytes": "states_mb"}
+
+
+def gauges(base):
+    """From tether's /metrics: malloc's bytes in use, and the users' states kept between commands (how many, and
+    their estimated size), in MB but the count."""
+    values = {}
+    for line in Client(base).call("GET", "/metrics", raw=True).splitlines():
+        name, _, value = line.partition(" ")
+        if name in GAUGES:
+            key = GAUGES[name]
+            values[key] = int(float(value)) if key == "states" else round(float(value) / 1e6, 1)
+    return values
+
+
+def sample(pid, database_url, base):
     with open(f"/proc/{pid}/status") as status:
         rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1000
     descriptors = len(os.listdir(f"/proc/{pid}/fd"))
@@ -90,7 +109,7 @@ def sample(pid, database_url):
         ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c",
          "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"],
         check=True, capture_output=True, text=True).stdout.strip())
-    return {"rss_mb": round(rss, 1), "fds": descriptors, "db_connections": connections}
+    return {"rss_mb": round(rss, 1), "fds": descriptors, "db_connections": connections, **gauges(base)}
 
 
 def main(argv):
@@ -204,14 +223,14 @@ def main(argv):
     samples = []
     time.sleep(min(5, seconds / 4))  # warmed up: caches, pools, key sets
     while any(thread.is_alive() for thread in threads):
-        samples.append(sample(pid, database_url))
+        samples.append(sample(pid, database_url, base))
         for _ in range(SAMPLE * 10):
             if not any(thread.is_alive() for thread in threads):
                 break
             time.sleep(0.1)
     for thread in threads:
         thread.join()
-    samples.append(sample(pid, database_url))
+    samples.append(sample(pid, database_url, base))
     events = int(subprocess.run(
         ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c", "SELECT count(*) FROM events"],
         check=True, capture_output=True, text=True).stdout.strip())
@@ -222,6 +241,8 @@ def main(argv):
     print(f"soak: start {first}")
     print(f"soak: end   {last}")
     print("soak: resident MB every %d s: %s" % (SAMPLE, " ".join(str(entry["rss_mb"]) for entry in samples)))
+    for key, what in (("heap_mb", "malloc in use, MB"), ("states_mb", "kept states, estimated MB")):
+        print("soak: %s every %d s: %s" % (what, SAMPLE, " ".join(str(entry.get(key)) for entry in samples)))
     problems = list(errors[:5])
     if last["rss_mb"] > max(first["rss_mb"] * 1.5, first["rss_mb"] + 40):
         problems.append(f"memory grew from {first['rss_mb']} to {last['rss_mb']} MB")

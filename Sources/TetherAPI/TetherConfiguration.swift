@@ -112,6 +112,8 @@ public struct TetherConfiguration: Sendable {
     public var databaseReadURL: String?
     /// `TETHER_DATABASE_STATEMENT_TIMEOUT`: the server pool's `statement_timeout`, below the 30 s request deadline.
     public var databaseStatementTimeout: TimeInterval
+    /// `TETHER_STATE_CACHE_MB`: about the most memory, in MB, users' states kept between commands take.
+    public var stateCacheMegabytes: Int
     /// `TETHER_SCHEMA_DIR`: where the numbered migrations are (found automatically when unset).
     public var schemaDirectory: String?
     /// Every `TETHER_*` value, for the layers that read their own (identity providers).
@@ -174,6 +176,8 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_HEADER_TIMEOUT", "10s",
          "how long a request's line and headers may take to arrive, however slowly they trickle in: from the connection's opening, or for a later request from the previous answer plus TETHER_IDLE_TIMEOUT; the connection is closed then"),
         ("TETHER_BODY_TIMEOUT", "30s", "how long a request's body may take to arrive once its headers have; the connection is closed then"),
+        ("TETHER_STATE_CACHE_MB", "256",
+         "about the most memory users' states kept between commands take; past it, the least recently used go (a command on such a user reads their whole event stream again)"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -247,6 +251,7 @@ public struct TetherConfiguration: Sendable {
         }
         maxConnections = try count("TETHER_MAX_CONNECTIONS", 1000, 1...100_000)
         maxConnectionsPerAddress = try count("TETHER_MAX_CONNECTIONS_PER_ADDRESS", proxies.isEmpty ? 64 : 0, 0...100_000)
+        stateCacheMegabytes = try count("TETHER_STATE_CACHE_MB", AccountStateCache.defaultByteBudget >> 20, 1...1_048_576)
         parseAppID = value("TETHER_PARSE_APP_ID")
         parseClientKey = value("TETHER_PARSE_CLIENT_KEY")
         if let text = value("TETHER_PUBLIC_URL") {

@@ -75,7 +75,8 @@ public final class TetherService: Sendable {
         OperationsRoutes(database: database, migrations: migrations).register(on: &router)
         signingKeys = SigningKeyStore(client: database)
         registerJWKSRoute(on: &router, keys: signingKeys)
-        let accounts = AccountService(database: database, emailPolicy: configuration.emailPolicy)
+        let accounts = AccountService(
+            database: database, emailPolicy: configuration.emailPolicy, stateCacheBytes: configuration.stateCacheMegabytes << 20)
         let passwordVerifier = try PasswordVerifier(hasher: passwords)
         let providerSet = identities != nil ? nil : try IdentityProviders(
             configuration: providers, httpClient: providerHTTPClient, nonceStore: PostgresNonceStore(client: database),
@@ -145,7 +146,7 @@ public final class TetherService: Sendable {
             registry: metrics,
             collectors: [
                 ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database),
-                AccountStateCacheMetrics(cache: accounts.cache),
+                AccountStateCacheMetrics(cache: accounts.cache), MemoryMetrics(),
             ]
                 + (replica.map { [ReplicaMetrics(replica: $0)] } ?? []) + metricsCollectors
         ).register(on: &router)

@@ -57,6 +57,8 @@ struct TetherConfigurationTests {
         #expect(configuration.maxConnections == 1000 && configuration.maxConnectionsPerAddress == 64)
         #expect(configuration.idleTimeout == 60 && configuration.providerRevalidateInterval == 86_400)
         #expect(configuration.headerTimeout == 10 && configuration.bodyTimeout == 30)
+        #expect(configuration.stateCacheMegabytes == 256)
+        #expect(try TetherConfiguration(values: ["TETHER_STATE_CACHE_MB": "32"]).stateCacheMegabytes == 32)
         // Behind a proxy every connection has the proxy's address: no per-address cap unless one is given.
         #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1"]).maxConnectionsPerAddress == 0)
         #expect(try TetherConfiguration(values: ["TETHER_TRUSTED_PROXIES": "10.0.0.1", "TETHER_MAX_CONNECTIONS_PER_ADDRESS": "500"])
@@ -79,6 +81,8 @@ struct TetherConfigurationTests {
         ("TETHER_HEADER_TIMEOUT", "0s"),
         ("TETHER_BODY_TIMEOUT", "10"),
         ("TETHER_PROVIDER_REVALIDATE_INTERVAL", "0s"),
+        ("TETHER_STATE_CACHE_MB", "0"),
+        ("TETHER_STATE_CACHE_MB", "256MB"),
     ])
     func anUnusableSettingNamesItsVariable(variable: String, value: String) {
         #expect {

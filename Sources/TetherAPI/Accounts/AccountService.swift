@@ -62,13 +62,18 @@ public struct AccountService: Sendable {
     public let store: PostgresEventStore
     public let emailPolicy: TetherConfiguration.EmailPolicy
     /// Users' states between commands, so that a command decodes only the events since (``AccountStateCache``).
-    let cache = AccountStateCache()
+    let cache: AccountStateCache
     /// The keyed hashes of recovery codes.
     let recoveryHasher = RecoveryCodeHasher()
     /// How often a command is re-decided after losing a race.
     static let maxAttempts = 6
 
-    public init(database: PostgresClient, emailPolicy: TetherConfiguration.EmailPolicy) {
+    /// - Parameter stateCacheBytes: about the most memory users' kept states take (`TETHER_STATE_CACHE_MB`).
+    public init(
+        database: PostgresClient, emailPolicy: TetherConfiguration.EmailPolicy,
+        stateCacheBytes: Int = AccountStateCache.defaultByteBudget
+    ) {
+        self.cache = AccountStateCache(byteBudget: stateCacheBytes)
         self.database = database
         self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
         self.emailPolicy = emailPolicy

@@ -11,7 +11,7 @@ import TetherCore
 /// instance, or a database put back to an earlier point, are never hidden by the cache.
 /// Bounded in number and in size (a user may hold up to a hundred live sessions): the least recently
 /// used states go first.
-final class AccountStateCache: Sendable {
+public final class AccountStateCache: Sendable {
     /// A state and what its last event was written by.
     struct Entry: Sendable {
         var account: UserAccount
@@ -50,11 +50,12 @@ final class AccountStateCache: Sendable {
         }
     }
 
-    /// The default byte budget: 256 MB. A state is cheap to keep and dear to lose (a command on a user whose
-    /// state went reads and decodes their whole stream), and users who sign in often hold up to 100 live
-    /// sessions each (about 45 KB estimated): `make bench`'s 2,256 such users needed about 101 MB, and at
-    /// 64 MB the least recently used went on every other sign-in, which fell from about 1,200 a second to 100.
-    static let defaultByteBudget = 256 << 20
+    /// The default byte budget: 256 MB (`TETHER_STATE_CACHE_MB`). A state is cheap to keep and dear to lose (a command
+    /// on a user whose state went reads and decodes their whole stream), and users who sign in often hold up to 100
+    /// live sessions each (about 57 KB): `make bench`'s 2,256 such users need about 128 MB. A budget below that (64 MB
+    /// by the older, lower estimate, against their 101 MB by it) sent the least recently used on every other sign-in,
+    /// and sign-ins fell from about 1,200 a second to 100.
+    public static let defaultByteBudget = 256 << 20
 
     init(capacity: Int = 10_000, byteBudget: Int = defaultByteBudget, shards: Int = 16) {
         self.capacity = max(1, capacity)
@@ -69,10 +70,11 @@ final class AccountStateCache: Sendable {
     private var shardCapacity: Int { max(1, capacity / shards.count) }
     private var shardBudget: Int { max(1, byteBudget / shards.count) }
 
-    /// About what a state takes in memory, estimated from a heaptrack profile of a soak: sessions (a refresh token's
-    /// hash, methods, a dictionary slot) are most of it.
+    /// About what a state takes in memory: malloc's bytes for users built as commands build them, measured
+    /// by `AccountStateCacheBoundsTests` (within about 11% from no session to a hundred). Sessions (a refresh token's
+    /// hash, methods, a dictionary slot) are most of a busy user's.
     static func estimatedSize(of account: UserAccount) -> Int {
-        768 + 448 * account.sessions.count + 384 * account.identities.count
+        512 + 560 * account.sessions.count + 384 * account.identities.count
             + 256 * (account.mfa.challenges.count + account.mfa.factors.count + account.emailCodes.count)
             + 64 * account.mfa.recoveryCodes.count
     }

@@ -51,7 +51,15 @@ struct MetricsRouteTests {
             }
             // Ada's state, kept since her sign-up: an estimate, one state's worth at least.
             let kept = text.split(separator: "\n").first { $0.hasPrefix("tether_account_states_kept_bytes ") }
-            #expect(kept.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 768 } == true, "\(kept ?? "absent")")
+            #expect(kept.flatMap { Double($0.split(separator: " ")[1]) }.map { $0 >= 896 } == true, "\(kept ?? "absent")")
+            // The process's memory: resident, and malloc's share of it in use within what it holds.
+            func gauge(_ name: String) -> Double? {
+                text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ")[1]) }
+            }
+            let resident = gauge("process_resident_memory_bytes"), inUse = gauge("tether_malloc_in_use_bytes")
+            let held = gauge("tether_malloc_held_bytes")
+            #expect((resident ?? 0) > 1_000_000, "\(String(describing: resident))")
+            #expect((inUse ?? 0) > 1_000_000 && inUse! <= held!, "\(String(describing: inUse)) of \(String(describing: held))")
             // Every sample line belongs to a family announced by # TYPE just before it.
             var family = ""
             for line in text.split(separator: "\n") {
@@ -61,6 +69,14 @@ struct MetricsRouteTests {
                     #expect(line.hasPrefix(family), "\(line)")
                 }
             }
+        }
+    }
+
+    /// `TETHER_STATE_CACHE_MB` bounds the states kept, and /metrics shows the bound.
+    @Test func theStateCacheTakesItsBudgetFromTheSetting() async throws {
+        try await SupportHarness.run(settings: ["TETHER_STATE_CACHE_MB": "8"]) { harness in
+            let text = try await harness.client.get("/metrics").bodyText
+            #expect(text.split(separator: "\n").contains("tether_account_states_kept_bytes_limit 8388608"))
         }
     }
 
