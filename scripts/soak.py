@@ -85,13 +85,13 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
-GAUGES = {"tether_malloc_in_use_bytes": "heap_mb", "tether_account_states_kept": "states",
+GAUGES = {"tether_malloc_in_use_bytes": "heap_mb", "tether_malloc_held_bytes": "held_mb", "tether_account_states_kept": "states",
           "tether_account_states_kept_bytes": "states_mb"}
 
 
 def gauges(base):
-    """From tether's /metrics: malloc's bytes in use, and the users' states kept between commands (how many, and
-    their estimated size), in MB but the count."""
+    """From tether's /metrics: malloc's bytes in use and held, and the users' states kept between commands (how
+    many, and their estimated size), in MB but the count."""
     values = {}
     for line in Client(base).call("GET", "/metrics", raw=True).splitlines():
         name, _, value = line.partition(" ")
@@ -241,8 +241,13 @@ def main(argv):
     print(f"soak: start {first}")
     print(f"soak: end   {last}")
     print("soak: resident MB every %d s: %s" % (SAMPLE, " ".join(str(entry["rss_mb"]) for entry in samples)))
-    for key, what in (("heap_mb", "malloc in use, MB"), ("states_mb", "kept states, estimated MB")):
+    for key, what in (("heap_mb", "malloc in use, MB"), ("held_mb", "malloc held, MB"), ("states_mb", "kept states, estimated MB")):
         print("soak: %s every %d s: %s" % (what, SAMPLE, " ".join(str(entry.get(key)) for entry in samples)))
+    # Where the second half's growth went: the kept states are bounded (TETHER_STATE_CACHE_MB); the rest should not grow.
+    middle = samples[len(samples) // 2]
+    minutes = max((len(samples) - 1 - len(samples) // 2) * SAMPLE / 60, 1 / 60)
+    print("soak: second half, MB a minute: resident %+.2f, malloc in use %+.2f, malloc held %+.2f, kept states %+.2f" % tuple(
+        (last.get(key, 0) - middle.get(key, 0)) / minutes for key in ("rss_mb", "heap_mb", "held_mb", "states_mb")))
     problems = list(errors[:5])
     if last["rss_mb"] > max(first["rss_mb"] * 1.5, first["rss_mb"] + 40):
         problems.append(f"memory grew from {first['rss_mb']} to {last['rss_mb']} MB")
