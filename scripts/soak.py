@@ -10,10 +10,11 @@ signed out likewise), Parse log-ins with Apple authData (and log-outs, likewise)
 signInWithIdp and, mostly, Firebase token refreshes (Firebase apps do not sign out: those sessions
 stay live, up to Tether's 100 a user). A webhook subscription delivers every public event to a
 receiver in this process. Every SAMPLE seconds it reads tether's resident memory, open file
-descriptors and database connections, and from /metrics malloc's bytes in use and the users' states
-kept (so that growth can be told apart: live heap, kept states, or neither); at the end it prints the first and last samples and fails
-(exit 1) on any 5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors
-or connections did not stay flat.
+descriptors and database connections, and from /metrics malloc's bytes in use and held and the
+users' states kept (so that growth can be told apart: live heap, kept states, or what malloc keeps);
+at the end it prints the samples and the second half's growth a minute, and fails (exit 1) on any
+5xx, on an unexpected answer, on undelivered webhooks, or when memory, descriptors or connections
+did not stay flat.
 """
 import base64
 import hashlib

@@ -71,7 +71,7 @@ public final class AccountStateCache: Sendable {
     private var shardBudget: Int { max(1, byteBudget / shards.count) }
 
     /// About what a state takes in memory: malloc's bytes for users built as commands build them, measured
-    /// by `AccountStateCacheBoundsTests` (within about 11% from no session to a hundred). Sessions (a refresh token's
+    /// by `StateSizeCalibrationTests` (within about 11% from no session to a hundred). Sessions (a refresh token's
     /// hash, methods, a dictionary slot) are most of a busy user's.
     static func estimatedSize(of account: UserAccount) -> Int {
         512 + 560 * account.sessions.count + 384 * account.identities.count
