@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
 # Debian packages the build, the tests and `tether dev` need.
-PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev libcrypt-dev pkg-config
+PACKAGES := postgresql libpq-dev libssl-dev libmicrohttpd-dev libcrypt-dev libcurl4-openssl-dev pkg-config
 # Debian packages only `make test` needs: a headless browser for the support page's test, and a
 # Python to run the real firebase-admin SDK (from PyPI, pinned in Tests/firebase-admin) in.
 TEST_PACKAGES := chromium python3 python3-venv pgbouncer

@@ -15,11 +15,12 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CLibCrypt", pkgConfig: "libcrypt", providers: [.apt(["libcrypt-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CMalloc"),
 
         .target(name: "TetherCore"),
         .target(name: "TetherCrypto", dependencies: ["COpenSSL", "CLibCrypt"]),
-        .target(name: "TetherJOSE", dependencies: ["TetherCore", "TetherCrypto"]),
+        .target(name: "TetherJOSE", dependencies: ["CCurl", "TetherCore", "TetherCrypto"]),
         .target(name: "TetherPostgres", dependencies: ["CLibPQ", "TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "CMalloc", "TetherCore"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE"]),

@@ -34,9 +34,10 @@ if [ "$#" -gt 0 ]; then
 else
   # Chromium takes both cores while it starts; the browser suite runs after the rest,
   # so it does not starve the other suites' servers and clients into timeouts. The
-  # size-estimate suite reads the process's malloc figures, so it runs alone too.
-  swift test --skip-build --skip BrowserTests --skip StateSizeCalibrationTests
+  # size-estimate and outbound-memory suites read the process's malloc figures, so each runs alone too.
+  swift test --skip-build --skip BrowserTests --skip StateSizeCalibrationTests --skip OutboundMemoryTests
   swift test --skip-build --filter StateSizeCalibrationTests
+  swift test --skip-build --filter OutboundMemoryTests
   swift test --skip-build --filter BrowserTests
   # The API suites once more, every connection through PgBouncer in session mode (README "Connection poolers").
   if [ -x /usr/sbin/pgbouncer ]; then

@@ -344,13 +344,13 @@ public struct TetherConfiguration: Sendable {
     public var masterKeys: MasterKeyRing? { masterKey.map { MasterKeyRing(current: $0, others: olderMasterKeys) } }
 
     /// The production SMS sender when `TETHER_SMS_WEBHOOK_URL` is set; nil otherwise (no SMS can be sent).
-    public func smsSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any SMSSender)? {
+    public func smsSender(httpClient: any ProviderHTTPClient = CurlProviderHTTPClient()) -> (any SMSSender)? {
         guard let smsWebhookURL, let smsWebhookSecret else { return nil }
         return WebhookSMSSender(configuration: .init(url: smsWebhookURL, secret: smsWebhookSecret), httpClient: httpClient)
     }
 
     /// The production mail sender when `TETHER_MAIL_WEBHOOK_URL` is set; nil otherwise (no mail can be sent).
-    public func mailSender(httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient()) -> (any MailSender)? {
+    public func mailSender(httpClient: any ProviderHTTPClient = CurlProviderHTTPClient()) -> (any MailSender)? {
         guard let mailWebhookURL, let mailWebhookSecret else { return nil }
         return WebhookMailSender(configuration: .init(url: mailWebhookURL, secret: mailWebhookSecret), httpClient: httpClient)
     }

@@ -56,7 +56,7 @@ public final class TetherService: Sendable {
         sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil, metricsCollectors: [any MetricsCollector] = [], development: Bool = false,
         webhookDelivery: WebhookDeliverer.Configuration = WebhookDeliverer.Configuration(),
         providerCallsConfiguration: ProviderCallWorker.Configuration = ProviderCallWorker.Configuration(),
-        providerHTTPClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        providerHTTPClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
         appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum
     ) throws {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
@@ -137,7 +137,7 @@ public final class TetherService: Sendable {
         ).register(on: &router)
         ProviderCallbackRoutes(
             accounts: accounts,
-            apple: providers.apple.isEnabled ? try AppleNotificationVerifier(configuration: providers, httpClient: URLSessionHTTPClient()) : nil,
+            apple: providers.apple.isEnabled ? try AppleNotificationVerifier(configuration: providers, httpClient: CurlHTTPClient()) : nil,
             facebookAppSecret: providers.facebook.appSecret, publicURL: configuration.publicURL
         ).register(on: &router)
         AdminPage().register(on: &router)

@@ -47,7 +47,7 @@ public actor JWKSCache {
     private var lastFailure: (any Error)?
 
     /// A cache for `configuration.url`; refuses plain `http` except on loopback.
-    public init(configuration: Configuration, httpClient: any HTTPClient = URLSessionHTTPClient(),
+    public init(configuration: Configuration, httpClient: any HTTPClient = CurlHTTPClient(),
                 clock: any WallClock = SystemWallClock()) throws {
         let scheme = configuration.url.scheme?.lowercased()
         let host = configuration.url.host?.lowercased() ?? ""

@@ -24,7 +24,7 @@ public struct IdentityProviders: IdentityVerifier {
     public let grants: ProviderGrantCalls
 
     public init(
-        configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        configuration: ProvidersConfiguration, httpClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
         nonceStore: any NonceStore, clock: any WallClock = SystemWallClock(), passwords: PasswordIdentityVerifier? = nil
     ) throws {
         self.nonceStore = nonceStore

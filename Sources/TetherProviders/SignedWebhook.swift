@@ -52,7 +52,7 @@ public struct SignedWebhook: Sendable {
 
     /// A webhook of `channel` posted through `httpClient`, stamping signatures with `clock`'s time.
     public init(
-        configuration: Configuration, channel: WebhookDeliveryError.Channel, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        configuration: Configuration, channel: WebhookDeliveryError.Channel, httpClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
         clock: any WallClock = SystemWallClock()
     ) {
         self.configuration = configuration

@@ -16,7 +16,7 @@ public struct WebhookSMSSender: SMSSender {
 
     /// A sender posting through `httpClient`, stamping signatures with `clock`'s time.
     public init(
-        configuration: Configuration, httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        configuration: Configuration, httpClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
         clock: any WallClock = SystemWallClock()
     ) {
         webhook = SignedWebhook(configuration: configuration, channel: .sms, httpClient: httpClient, clock: clock)

@@ -93,7 +93,7 @@ extension DevIdentityProvider {
               let host = url.host, host == "localhost" || host == "::1" || host.hasPrefix("127.") else {
             throw Problem.badRequest(detail: "sendTo must be a loopback http(s) URL, such as http://localhost:8080/v1/providers/…")
         }
-        let answer = try await URLSessionProviderHTTPClient().post(
+        let answer = try await CurlProviderHTTPClient().post(
             url: url, headers: ["Content-Type": contentType], body: body, timeout: 10, maxBytes: 64 * 1024)
         return ["status": .int(answer.status), "answer": (try? JSONValue(parsing: answer.body)) ?? .string(String(decoding: answer.body, as: UTF8.self))]
     }

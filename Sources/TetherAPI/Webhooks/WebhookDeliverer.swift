@@ -45,7 +45,7 @@ public final class WebhookDeliverer: Sendable {
     private let loop = BackgroundLoop()
 
     public init(
-        webhooks: WebhookStore, configuration: Configuration = Configuration(), httpClient: any ProviderHTTPClient = URLSessionProviderHTTPClient(),
+        webhooks: WebhookStore, configuration: Configuration = Configuration(), httpClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
         metrics: MetricsRegistry, logger: Logger
     ) {
         self.webhooks = webhooks

@@ -4,14 +4,14 @@ import TetherJOSE
 import FoundationNetworking
 #endif
 
-/// ``ProviderHTTPClient`` on `URLSession` (libcurl on Linux): uncached, cookieless, no redirects, on
-/// the process's one shared session, whose connections are kept alive.
+/// ``ProviderHTTPClient`` on libcurl: uncached, cookieless, no redirects, on the process's pool of
+/// easy handles, whose connections are kept alive.
 ///
-/// Every request goes through TetherJOSE's ``URLSessionHTTPClient/send(_:timeout:maxBytes:)``,
-/// which stops a transfer as soon as it exceeds the size limit and cancels safely. (Not
-/// `URLSession.data(for:)`: on this toolchain, cancelling a task inside it can deadlock.)
-public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
-    private let plain = URLSessionHTTPClient()
+/// Every request goes through TetherJOSE's ``CurlHTTPClient/send(_:timeout:maxBytes:)``, which stops
+/// a transfer as soon as it exceeds the size limit and cancels safely (and, unlike `URLSession` on this
+/// toolchain, leaks nothing a request).
+public struct CurlProviderHTTPClient: ProviderHTTPClient {
+    private let plain = CurlHTTPClient()
 
     /// Creates the client.
     public init() {}
@@ -30,7 +30,7 @@ public struct URLSessionProviderHTTPClient: ProviderHTTPClient {
         return try await send(request, headers: headers, timeout: timeout, maxBytes: maxBytes)
     }
 
-    /// Sends `request` with `headers` (and `Accept: application/json`) on the shared session, following no redirect.
+    /// Sends `request` with `headers` (and `Accept: application/json`) on the shared pool, following no redirect.
     private func send(_ request: URLRequest, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         var request = request
         request.setValue("application/json", forHTTPHeaderField: "Accept")

@@ -5,7 +5,7 @@ import TetherJOSE
 import TetherProviders
 
 @Suite("Outbound HTTP for providers")
-struct URLSessionProviderHTTPClientTests {
+struct CurlProviderHTTPClientTests {
     /// Runs a loopback server whose routes echo the Authorization header, redirect, and stall.
     private func withServer(_ body: (Int) async throws -> Void) async throws {
         var router = Router()
@@ -27,7 +27,7 @@ struct URLSessionProviderHTTPClientTests {
         await server.shutdown()
     }
 
-    let client = URLSessionProviderHTTPClient()
+    let client = CurlProviderHTTPClient()
 
     @Test func headersAreSentAndRedirectsAreNotFollowed() async throws {
         try await withServer { port in
@@ -52,6 +52,29 @@ struct URLSessionProviderHTTPClientTests {
             await #expect(throws: HTTPClientError.responseTooLarge) {
                 try await client.get(url: URL(string: "http://127.0.0.1:\(port)/large")!, headers: headers, timeout: 30, maxBytes: 1024)
             }
+        }
+    }
+
+    @Test func onlyHTTPIsSentAndAFieldIsOneLine() async throws {
+        try await withServer { port in
+            await #expect(throws: HTTPClientError.transport) {
+                try await client.get(url: URL(string: "ftp://127.0.0.1:\(port)/echo")!, headers: [:], timeout: 5, maxBytes: 1024)
+            }
+            await #expect(throws: HTTPClientError.transport) {
+                try await client.get(url: URL(string: "file:///etc/passwd")!, headers: [:], timeout: 5, maxBytes: 1024)
+            }
+            // A field holding a line break never becomes two fields: it is refused, or dropped before it is sent.
+            let injected = try? await client.get(
+                url: URL(string: "http://127.0.0.1:\(port)/echo")!, headers: ["X-Note": "x\r\nAuthorization: injected"],
+                timeout: 5, maxBytes: 1024)
+            #expect(injected.map { String(decoding: $0.body, as: UTF8.self) } != "injected")
+            // An empty POST body is sent as such, and the echo of a clean field still works after the refusals.
+            let answer = try await client.post(
+                url: URL(string: "http://127.0.0.1:\(port)/echo")!, headers: [:], body: [], timeout: 5, maxBytes: 1024)
+            #expect(answer.status == 404 || answer.status == 405)
+            let echo = try await client.get(
+                url: URL(string: "http://127.0.0.1:\(port)/echo")!, headers: ["Authorization": "Bearer y"], timeout: 5, maxBytes: 1024)
+            #expect(String(decoding: echo.body, as: UTF8.self) == "Bearer y")
         }
     }
 }

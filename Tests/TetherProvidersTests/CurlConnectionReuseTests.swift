@@ -4,10 +4,10 @@ import Testing
 import TetherJOSE
 import TetherProviders
 
-/// Outbound requests share one session: kept-alive connections are reused, and nothing one answer
+/// Outbound requests share one pool of libcurl handles: kept-alive connections are reused, and nothing one answer
 /// sets (a cookie) rides along on a later request.
 @Suite("Outbound HTTP reuses connections and keeps no cookies")
-struct URLSessionConnectionReuseTests {
+struct CurlConnectionReuseTests {
     /// A loopback HTTP/1.1 server on raw sockets that counts the connections it accepts and answers every
     /// request with a cookie to set and, in the body, the `Cookie` header it received ("-" when none).
     private final class CountingServer: Sendable {
@@ -58,7 +58,7 @@ struct URLSessionConnectionReuseTests {
     @Test func sequentialRequestsToAHostShareOneConnectionAndSendNoCookie() async throws {
         let server = try CountingServer()
         defer { server.stop() }
-        let client = URLSessionProviderHTTPClient()
+        let client = CurlProviderHTTPClient()
         let url = URL(string: "http://127.0.0.1:\(server.port)/")!
         for round in 0..<5 {
             let answer = round % 2 == 0
@@ -69,8 +69,8 @@ struct URLSessionConnectionReuseTests {
             #expect(String(decoding: answer.body, as: UTF8.self) == "-", "a cookie from an earlier answer was sent")
         }
         #expect(server.connections == 1, "each request opened a connection of its own")
-        // The plain client (key sets) shares the same session and connection.
-        _ = try await URLSessionHTTPClient().get(url: url, timeout: 10, maxBytes: 1024)
+        // The plain client (key sets) shares the same pool and connection.
+        _ = try await CurlHTTPClient().get(url: url, timeout: 10, maxBytes: 1024)
         #expect(server.connections == 1)
     }
 
@@ -81,7 +81,7 @@ struct URLSessionConnectionReuseTests {
         let url = URL(string: "http://127.0.0.1:\(listening.port)/")!
         let started = ContinuousClock.now
         await #expect(throws: HTTPClientError.transport) {
-            try await URLSessionProviderHTTPClient().get(url: url, headers: [:], timeout: 0.4, maxBytes: 1024)
+            try await CurlProviderHTTPClient().get(url: url, headers: [:], timeout: 0.4, maxBytes: 1024)
         }
         let elapsed = ContinuousClock.now - started
         #expect(elapsed >= .milliseconds(390), "the request gave up after \(elapsed), before its 0.4 s")

@@ -7,12 +7,12 @@ import TetherProviders
 import FoundationNetworking
 #endif
 
-/// Cancelling a task whose request is in flight while the peer drops the connection: the race in which
-/// `URLSession`'s own cancellation (swift-corelibs-foundation #5412) deadlocks the cancelling thread.
-/// With `URLSession.data(for:)`, which webhook deliveries used, this test hung on every run; a
-/// server stopping cancelled a delivery to a receiver gone away, and its stop hung for good.
-@Suite("URLSession transfers are cancelled without deadlock")
-struct URLSessionCancellationTests {
+/// Cancelling a task whose request is in flight while the peer drops the connection. With `URLSession`, which
+/// outbound requests used before libcurl directly, this race deadlocked the cancelling thread
+/// (swift-corelibs-foundation #5412): a server stopping cancelled a delivery to a receiver gone away, and its
+/// stop hung for good. It stays as the check that a cancelled transfer always ends.
+@Suite("Outbound transfers are cancelled without hanging")
+struct CurlCancellationTests {
     /// A loopback listener that accepts each connection and closes it at once, until `stop()`.
     private final class DroppingListener: Sendable {
         private let listener: LoopbackSocket
@@ -48,7 +48,7 @@ struct URLSessionCancellationTests {
         let listener = try DroppingListener()
         defer { listener.stop() }
         // What the webhook deliverer, the provider-call outbox and key-set fetches use.
-        let client = URLSessionProviderHTTPClient()
+        let client = CurlProviderHTTPClient()
         let url = URL(string: "http://127.0.0.1:\(listener.port)/")!
         var hung = 0
         for round in 0..<300 {
