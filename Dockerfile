@@ -1,7 +1,7 @@
-# Tether server image: Swift 6 on Debian 12 with the three C libraries it links.
+# Tether server image: Swift 6 on Debian 12 with the C libraries it links.
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq-dev libssl-dev libmicrohttpd-dev pkg-config \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq-dev libssl-dev libmicrohttpd-dev libcurl4-openssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
@@ -11,7 +11,7 @@ RUN swift build -c release --product tether
 
 FROM swift:6.3-bookworm-slim
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq5 libssl3 libmicrohttpd12 ca-certificates \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq5 libssl3 libmicrohttpd12 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --home /app tether
 WORKDIR /app
