@@ -328,14 +328,19 @@ struct ReplayBulkTests {
         }
         let before: Int = try await owner.query("SELECT count(*) AS n FROM events WHERE stream LIKE 'user-%'")[0].decode("n")
         // A transaction with an id, still open, holds the bulk phase's horizon below every command after it.
+        // It stays open until the bulk phase has loaded its rows, however slowly the machine runs the sign-ins
+        // (a fixed sleep here let a loaded CI machine commit it before the replay began).
         let holder = database.client(maxConnections: 1)
         defer { holder.shutdown() }
         let started = AsyncStream<Void>.makeStream()
+        let bulkLoaded = Mutex(false)
         async let held: Void = holder.withConnection { connection in
             try await connection.execute(simple: "BEGIN")
             try await connection.query("SELECT pg_current_xact_id()")
             started.continuation.yield()
-            try await Task.sleep(for: .milliseconds(600))
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(60)
+            while !bulkLoaded.withLock({ $0 }), clock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
             try await connection.execute(simple: "COMMIT")
         }
         for await _ in started.stream { break }
@@ -343,7 +348,11 @@ struct ReplayBulkTests {
             _ = try await accounts.signIn(ExternalIdentity(provider: "apple", uid: "during-\(user)"), session: session(), context: CommandContext())
         }
         let outcome = try await ProjectionReplay(
-            projection: .accounts, database: owner, configuration: .init(horizonWait: .milliseconds(100))).run(.replace)
+            projection: .accounts, database: owner, configuration: .init(horizonWait: .milliseconds(100))
+        ).run(.replace) { progress in
+            if progress.phase != .rebuilding { bulkLoaded.withLock { $0 = true } }
+        }
+        bulkLoaded.withLock { $0 = true }
         try await held
         #expect(outcome.bulkEvents <= before, "the bulk phase stops below the oldest transaction running when it starts")
         #expect(outcome.events > outcome.bulkEvents, "events behind the horizon were caught up event by event")
