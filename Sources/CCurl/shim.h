@@ -5,8 +5,6 @@
 /* curl_easy_setopt and curl_easy_getinfo are variadic, which Swift cannot call: one typed wrapper per kind of value. */
 
 typedef size_t (*tether_curl_data_function)(char *data, size_t size, size_t count, void *context);
-typedef int (*tether_curl_progress_function)(void *context, curl_off_t download_total, curl_off_t downloaded,
-                                             curl_off_t upload_total, curl_off_t uploaded);
 
 static inline CURLcode tether_curl_set_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
@@ -24,12 +22,17 @@ static inline CURLcode tether_curl_set_data_function(CURL *handle, CURLoption op
     return curl_easy_setopt(handle, option, function);
 }
 
-static inline CURLcode tether_curl_set_progress_function(CURL *handle, tether_curl_progress_function function) {
-    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, function);
-}
-
 static inline CURLcode tether_curl_get_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLMcode tether_curl_multi_set_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+
+/* A finished transfer's result, or -1 for a message that is not CURLMSG_DONE (`data` is an anonymous union). */
+static inline int tether_curl_message_result(const CURLMsg *message) {
+    return message->msg == CURLMSG_DONE ? (int)message->data.result : -1;
 }
 
 typedef void (*tether_curl_lock_function)(CURL *handle, curl_lock_data data, curl_lock_access access, void *context);

@@ -4,12 +4,12 @@ import TetherJOSE
 import FoundationNetworking
 #endif
 
-/// ``ProviderHTTPClient`` on libcurl: uncached, cookieless, no redirects, on the process's pool of
-/// easy handles, whose connections are kept alive.
+/// ``ProviderHTTPClient`` on libcurl: uncached, cookieless, no redirects, on the process's one multi
+/// handle, whose connections are kept alive.
 ///
 /// Every request goes through TetherJOSE's ``CurlHTTPClient/send(_:timeout:maxBytes:)``, which stops
-/// a transfer as soon as it exceeds the size limit and cancels safely (and, unlike `URLSession` on this
-/// toolchain, leaks nothing a request).
+/// a transfer as soon as it exceeds the size limit, holds no thread while it waits, and ends at once
+/// when cancelled (and, unlike `URLSession` on this toolchain, leaks nothing a request).
 public struct CurlProviderHTTPClient: ProviderHTTPClient {
     private let plain = CurlHTTPClient()
 

@@ -4,59 +4,19 @@ import Testing
 import TetherJOSE
 import TetherProviders
 
-/// Outbound requests share one pool of libcurl handles: kept-alive connections are reused, and nothing one answer
+/// Outbound requests share one libcurl multi handle: kept-alive connections are reused, and nothing one answer
 /// sets (a cookie) rides along on a later request.
 @Suite("Outbound HTTP reuses connections and keeps no cookies")
 struct CurlConnectionReuseTests {
-    /// A loopback HTTP/1.1 server on raw sockets that counts the connections it accepts and answers every
-    /// request with a cookie to set and, in the body, the `Cookie` header it received ("-" when none).
-    private final class CountingServer: Sendable {
-        private let listener: LoopbackSocket
-        var port: Int { listener.port }
-        private let accepted = Atomic<Int>(0)
-        var connections: Int { accepted.load(ordering: .relaxed) }
-
-        init() throws {
-            let listening = try LoopbackSocket(backlog: 16)
-            listener = listening
-            Thread.detachNewThread { [self] in
-                while true {
-                    let connection = accept(listening.descriptor, nil, nil)
-                    guard connection >= 0 else { return }
-                    accepted.add(1, ordering: .relaxed)
-                    Thread.detachNewThread { Self.serve(connection) }
-                }
-            }
-        }
-
-        /// Answers each request head on `connection` until the client closes it.
-        private static func serve(_ connection: Int32) {
-            defer { close(connection) }
-            var pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = read(connection, &buffer, buffer.count)
-                guard count > 0 else { return }
-                pending += buffer[0..<count]
-                while let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
-                    let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
-                    pending.removeSubrange(..<end.upperBound)
-                    let cookie = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cookie:") }
-                        .map { String($0.dropFirst("cookie:".count)).trimmingCharacters(in: .whitespaces) } ?? "-"
-                    let answer = "HTTP/1.1 200 OK\r\nContent-Length: \(cookie.utf8.count)\r\nSet-Cookie: session=secret; Path=/\r\n\r\n\(cookie)"
-                    guard answer.utf8.withContiguousStorageIfAvailable({ write(connection, $0.baseAddress, $0.count) }) == answer.utf8.count
-                    else { return }
-                }
-            }
-        }
-
-        func stop() {
-            listener.close()
-        }
+    /// Answers every request with a cookie to set and, in the body, the `Cookie` header it received ("-" when none).
+    private static func answerWithCookie(_ head: String) -> String {
+        let cookie = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("cookie:") }
+            .map { String($0.dropFirst("cookie:".count)).trimmingCharacters(in: .whitespaces) } ?? "-"
+        return "HTTP/1.1 200 OK\r\nContent-Length: \(cookie.utf8.count)\r\nSet-Cookie: session=secret; Path=/\r\n\r\n\(cookie)"
     }
 
     @Test func sequentialRequestsToAHostShareOneConnectionAndSendNoCookie() async throws {
-        let server = try CountingServer()
+        let server = try RawHTTPServer(answer: Self.answerWithCookie)
         defer { server.stop() }
         let client = CurlProviderHTTPClient()
         let url = URL(string: "http://127.0.0.1:\(server.port)/")!

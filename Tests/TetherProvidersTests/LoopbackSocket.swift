@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A TCP socket listening on 127.0.0.1 at a port the system picks, for tests that play a raw HTTP peer.
 struct LoopbackSocket: Sendable {
@@ -31,4 +32,47 @@ struct LoopbackSocket: Sendable {
         shutdown(descriptor, Int32(SHUT_RDWR))
         Glibc.close(descriptor)
     }
+}
+
+/// A loopback HTTP/1.1 peer on raw sockets: each connection served on a thread of its own, each request head
+/// (up to its blank line; bodies are not expected) answered with what `answer` makes of it, whole, until the
+/// client closes the connection. Counts the connections it accepted.
+final class RawHTTPServer: Sendable {
+    private let listener: LoopbackSocket
+    private let accepted = Atomic<Int>(0)
+    var port: Int { listener.port }
+    var connections: Int { accepted.load(ordering: .relaxed) }
+
+    init(backlog: Int32 = 16, answer: @escaping @Sendable (_ head: String) -> String) throws {
+        let listening = try LoopbackSocket(backlog: backlog)
+        listener = listening
+        Thread.detachNewThread { [self] in
+            while true {
+                let connection = accept(listening.descriptor, nil, nil)
+                guard connection >= 0 else { return }
+                accepted.add(1, ordering: .relaxed)
+                Thread.detachNewThread { Self.serve(connection, answer) }
+            }
+        }
+    }
+
+    private static func serve(_ connection: Int32, _ answer: (String) -> String) {
+        defer { close(connection) }
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(connection, &buffer, buffer.count)
+            guard count > 0 else { return }
+            pending += buffer[0..<count]
+            while let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let head = String(decoding: pending[..<end.lowerBound], as: UTF8.self)
+                pending.removeSubrange(..<end.upperBound)
+                let bytes = Array(answer(head).utf8)
+                guard write(connection, bytes, bytes.count) == bytes.count else { return }
+            }
+        }
+    }
+
+    /// Stops accepting (connections already open are served until their clients close them).
+    func stop() { listener.close() }
 }
