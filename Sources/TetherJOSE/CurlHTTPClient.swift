@@ -352,7 +352,10 @@ private final class CurlDriver: @unchecked Sendable {
                 transfer.finish(CURLcode(rawValue: UInt32(result)))
             }
             // Returns on socket activity, a wakeup, or when libcurl's next timer is due (it never waits past one).
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            if curl_multi_poll(multi, nil, 0, 1000, nil) != CURLM_OK {
+                // It could not wait (out of memory, descriptors): pause rather than spin; timeouts still end transfers.
+                Thread.sleep(forTimeInterval: 0.01)
+            }
         }
     }
 }
