@@ -72,8 +72,9 @@ test: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	scripts/test.sh
 
-## soak: tether dev under mixed load for SOAK_DURATION (default 30m); memory, files and connections must stay flat (make test runs 2m); then 100,000 forged sign-ins (make test sends 20,000)
-SOAK_DURATION ?= 30m
+## soak: tether dev under mixed load for DURATION (or SOAK_DURATION; default 30m: make soak DURATION=2h); memory, files and connections must stay flat (make test runs 2m); then 100,000 forged sign-ins (make test sends 20,000)
+DURATION ?= 30m
+SOAK_DURATION ?= $(DURATION)
 soak: test-deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 	SOAK_DURATION=$(SOAK_DURATION) scripts/soak.sh
