@@ -8,6 +8,7 @@ import Foundation
 /// so a JWK whose public and private halves disagree is refused.
 public final class PrivateKey: Sendable {
     let key: OpenSSLKey
+    let signingContexts = KeyContextPool(.sign)
 
     /// The public half, as a separate public-only key.
     public let publicKey: PublicKey
@@ -123,30 +124,54 @@ public final class PrivateKey: Sendable {
         guard algorithm.keyType == type, algorithm.isAccepted else {
             throw CryptoError.invalidKey.with(detail: "a \(type) key cannot sign with \(algorithm)")
         }
-        guard let context = EVP_MD_CTX_new() else { throw OpenSSL.failure(.operationFailed, "EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(context) }
-        var signContext: OpaquePointer?
-        guard EVP_DigestSignInit(context, &signContext, algorithm.digest?.evpMD, nil, key.pointer) == 1,
-              let signContext, algorithm.configurePadding(signContext) else {
-            throw OpenSSL.failure(.operationFailed, "EVP_DigestSignInit")
-        }
         let signature = try message.withUnsafeBytes { raw in
-            try OpenSSL.withBytePointer(raw) { messagePointer -> [UInt8] in
-                var length = 0
-                guard EVP_DigestSign(context, nil, &length, messagePointer, raw.count) == 1 else {
-                    throw OpenSSL.failure(.operationFailed, "EVP_DigestSign")
-                }
-                var signature = [UInt8](repeating: 0, count: length)
-                guard EVP_DigestSign(context, &signature, &length, messagePointer, raw.count) == 1 else {
-                    throw OpenSSL.failure(.operationFailed, "EVP_DigestSign")
-                }
-                return Array(signature[..<length])
-            }
+            algorithm.digest == nil ? try signOneShot(raw, algorithm) : try signPrehashed(raw, algorithm)
         }
         guard algorithm == .ecdsaP256SHA256 else { return signature }
         guard let raw = ECDSASignature.raw(fromDER: signature) else {
             throw CryptoError.operationFailed.with(detail: "OpenSSL returned a malformed ECDSA signature")
         }
         return raw
+    }
+
+    /// Hashes `message` on the stack and runs `EVP_PKEY_sign` on a pooled context (a DER signature for ECDSA).
+    private func signPrehashed(_ message: UnsafeRawBufferPointer, _ algorithm: SignatureAlgorithm) throws -> [UInt8] {
+        guard let digest = algorithm.digest else { throw CryptoError.operationFailed.with(detail: "\(algorithm) has no digest") }
+        let capacity = Int(EVP_PKEY_get_size(key.pointer))
+        guard capacity > 0 else { throw OpenSSL.failure(.operationFailed, "EVP_PKEY_get_size") }
+        var signature = [UInt8](repeating: 0, count: capacity)
+        var length = capacity
+        let signed = withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { hash in
+            let hashLength = digest.hash(message, into: hash)
+            return signature.withUnsafeMutableBufferPointer { output in
+                signingContexts.use(key, algorithm: algorithm) { context in
+                    EVP_PKEY_sign(context, output.baseAddress, &length, hash.baseAddress!.assumingMemoryBound(to: UInt8.self), hashLength)
+                }
+            }
+        }
+        guard signed, length <= capacity else { throw OpenSSL.failure(.operationFailed, "EVP_PKEY_sign") }
+        signature.removeLast(capacity - length)
+        return signature
+    }
+
+    /// Ed25519 hashes internally, so it signs through the one-shot DigestSign.
+    private func signOneShot(_ message: UnsafeRawBufferPointer, _ algorithm: SignatureAlgorithm) throws -> [UInt8] {
+        guard let context = EVP_MD_CTX_new() else { throw OpenSSL.failure(.operationFailed, "EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(context) }
+        var signContext: OpaquePointer?
+        guard EVP_DigestSignInit(context, &signContext, nil, nil, key.pointer) == 1, signContext != nil else {
+            throw OpenSSL.failure(.operationFailed, "EVP_DigestSignInit")
+        }
+        return try OpenSSL.withBytePointer(message) { messagePointer -> [UInt8] in
+            var length = 0
+            guard EVP_DigestSign(context, nil, &length, messagePointer, message.count) == 1 else {
+                throw OpenSSL.failure(.operationFailed, "EVP_DigestSign")
+            }
+            var signature = [UInt8](repeating: 0, count: length)
+            guard EVP_DigestSign(context, &signature, &length, messagePointer, message.count) == 1 else {
+                throw OpenSSL.failure(.operationFailed, "EVP_DigestSign")
+            }
+            return Array(signature[..<length])
+        }
     }
 }

@@ -52,7 +52,7 @@ extension PublicKey {
         guard let digest = algorithm.digest, let signatureBase = signature.baseAddress else { return false }
         return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { hash in
             let hashLength = digest.hash(message, into: hash)
-            return contexts.verify(with: key, algorithm: algorithm) { context in
+            return contexts.use(key, algorithm: algorithm) { context in
                 EVP_PKEY_verify(context, signatureBase.assumingMemoryBound(to: UInt8.self), signature.count,
                                 hash.baseAddress!.assumingMemoryBound(to: UInt8.self), hashLength)
             }

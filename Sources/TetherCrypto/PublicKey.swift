@@ -9,7 +9,7 @@ import Foundation
 /// immutable and safe to share between concurrent verifications.
 public final class PublicKey: Sendable {
     let key: OpenSSLKey
-    let contexts = VerificationContextPool()
+    let contexts = KeyContextPool(.verify)
 
     /// The public numbers, for JWK export and thumbprints.
     public let components: PublicKeyComponents

@@ -27,8 +27,13 @@ func measure(for duration: Double, _ operation: () throws -> Void) rethrows -> R
     return Rate(operations: operations, seconds: elapsed)
 }
 
-/// Verifications per second of `openssl speed` for RSA-2048 and ECDSA P-256, single process.
-func opensslVerifyRates(seconds: Int) throws -> (rsa2048: Double, ecdsaP256: Double) {
+/// Signatures and verifications per second of `openssl speed` for RSA-2048 and ECDSA P-256, single process.
+struct OpenSSLSpeed {
+    var rsa2048: (sign: Double, verify: Double)
+    var ecdsaP256: (sign: Double, verify: Double)
+}
+
+func opensslSpeed(seconds: Int) throws -> OpenSSLSpeed {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["openssl", "speed", "-seconds", String(seconds), "rsa2048", "ecdsap256"]
@@ -40,15 +45,16 @@ func opensslVerifyRates(seconds: Int) throws -> (rsa2048: Double, ecdsaP256: Dou
     process.waitUntilExit()
     let text = String(decoding: data, as: UTF8.self)
     // Summary rows end with "... sign/s verify/s", e.g. "rsa 2048 bits 0.000254s 0.000016s 3930.0 61133.5".
-    func lastNumber(ofLineContaining marker: String) -> Double? {
-        text.split(separator: "\n").last { $0.contains(marker) && $0.contains("s ") }
-            .flatMap { $0.split(separator: " ").last }.flatMap { Double($0) }
+    func lastTwoNumbers(ofLineContaining marker: String) -> (sign: Double, verify: Double)? {
+        guard let words = text.split(separator: "\n").last(where: { $0.contains(marker) && $0.contains("s ") })?.split(separator: " "),
+              words.count >= 2, let sign = Double(words[words.count - 2]), let verify = Double(words[words.count - 1]) else { return nil }
+        return (sign, verify)
     }
-    guard process.terminationStatus == 0, let rsa = lastNumber(ofLineContaining: "rsa 2048 bits"),
-          let ecdsa = lastNumber(ofLineContaining: "ecdsa (nistp256)") else {
-        throw BenchError("could not read verify/s from `openssl speed` output:\n\(text)")
+    guard process.terminationStatus == 0, let rsa = lastTwoNumbers(ofLineContaining: "rsa 2048 bits"),
+          let ecdsa = lastTwoNumbers(ofLineContaining: "ecdsa (nistp256)") else {
+        throw BenchError("could not read sign/s and verify/s from `openssl speed` output:\n\(text)")
     }
-    return (rsa, ecdsa)
+    return OpenSSLSpeed(rsa2048: rsa, ecdsaP256: ecdsa)
 }
 
 struct BenchError: Error, CustomStringConvertible {
@@ -72,12 +78,13 @@ func tokenAndVerifier(algorithm: JWSAlgorithm, key: PrivateKey) throws -> (Strin
 }
 
 func runCryptoBenchmark(seconds: Int) throws {
-    print("TetherJOSE JWT verification vs `openssl speed` verify, single thread, \(seconds) s each")
-    var ours: [JWSAlgorithm: Rate] = [:]
+    print("TetherJOSE JWT verification and signing vs `openssl speed`, single thread, \(seconds) s each")
+    var verified: [JWSAlgorithm: Rate] = [:]
+    var signed: [JWSAlgorithm: Rate] = [:]
     for (algorithm, key) in [(JWSAlgorithm.rs256, try PrivateKey.generate(.rsa)), (.es256, try PrivateKey.generate(.ecP256))] {
         let (token, keys, verifier) = try tokenAndVerifier(algorithm: algorithm, key: key)
         let rate = try measure(for: Double(seconds)) { _ = try verifier.verify(token, keys: keys) }
-        ours[algorithm] = rate
+        verified[algorithm] = rate
         print(String(format: "  %@ JWT verify (TetherJOSE): %10.1f /s  (%d in %.2f s)", algorithm.rawValue,
                      rate.perSecond, rate.operations, rate.seconds))
         // The signature alone shows how much of the gap is JOSE parsing and claim checks.
@@ -89,14 +96,21 @@ func runCryptoBenchmark(seconds: Int) throws {
             _ = publicKey.isValidSignature(signature, for: input, algorithm: algorithm.signatureAlgorithm!)
         }
         print(String(format: "  %@ signature only (TetherCrypto): %10.1f /s", algorithm.rawValue, signatureOnly.perSecond))
+        // Signing: what Tether does for every access token (ES256) and Firebase ID token (RS256) it issues.
+        let signer = try JWTSigner(privateKey: key, algorithm: algorithm, keyID: "bench-key")
+        let claims: JOSEObject = ["sub": "8f2d0f9c-2b8e-4c55-9d1e-0d4f1f7b2a11", "sid": "c4fe45be", "iat": .number(1_764_000_000), "exp": .number(1_764_000_900)]
+        let signing = try measure(for: Double(seconds)) { _ = try signer.sign(claims: claims) }
+        signed[algorithm] = signing
+        print(String(format: "  %@ JWT sign (TetherJOSE): %12.1f /s  (%d in %.2f s)", algorithm.rawValue,
+                     signing.perSecond, signing.operations, signing.seconds))
     }
-    let baseline = try opensslVerifyRates(seconds: seconds)
-    print(String(format: "  rsa2048 verify (openssl speed): %10.1f /s", baseline.rsa2048))
-    print(String(format: "  ecdsap256 verify (openssl speed): %8.1f /s", baseline.ecdsaP256))
-    let rsRatio = ours[.rs256]!.perSecond / baseline.rsa2048
-    let esRatio = ours[.es256]!.perSecond / baseline.ecdsaP256
-    print(String(format: "ratio RS256/rsa2048:   %.3f (target >= 0.8)", rsRatio))
-    print(String(format: "ratio ES256/ecdsap256: %.3f (target >= 0.8)", esRatio))
+    let baseline = try opensslSpeed(seconds: seconds)
+    print(String(format: "  rsa2048 verify / sign (openssl speed): %10.1f / %.1f /s", baseline.rsa2048.verify, baseline.rsa2048.sign))
+    print(String(format: "  ecdsap256 verify / sign (openssl speed): %8.1f / %.1f /s", baseline.ecdsaP256.verify, baseline.ecdsaP256.sign))
+    print(String(format: "ratio RS256/rsa2048 verify:   %.3f (target >= 0.8)", verified[.rs256]!.perSecond / baseline.rsa2048.verify))
+    print(String(format: "ratio ES256/ecdsap256 verify: %.3f (target >= 0.8)", verified[.es256]!.perSecond / baseline.ecdsaP256.verify))
+    print(String(format: "ratio RS256/rsa2048 sign:     %.3f", signed[.rs256]!.perSecond / baseline.rsa2048.sign))
+    print(String(format: "ratio ES256/ecdsap256 sign:   %.3f", signed[.es256]!.perSecond / baseline.ecdsaP256.sign))
 }
 
 let arguments = CommandLine.arguments.dropFirst()

@@ -73,6 +73,45 @@ struct SignatureTests {
         #expect(signature.hex == "860c98d2297f3060a33f42739672d61b53cf3adefed3d3c672f320dc021b411e9d59b8628dc351e248b88b29468e0e41855b0fb7d83bb15be902bfccb8cd0a02")
     }
 
+    @Test(arguments: algorithms)
+    func signingAgainOnAKeptContextStaysCorrectAndFresh(algorithm: SignatureAlgorithm) throws {
+        let key = Self.keys[algorithm.keyType]!
+        let message = Array("again".utf8)
+        let signatures = try (0..<4).map { _ in try key.signature(for: message, algorithm: algorithm) }
+        for signature in signatures {
+            #expect(key.publicKey.isValidSignature(signature, for: message, algorithm: algorithm))
+        }
+        switch algorithm {
+        case .ecdsaP256SHA256:
+            // A kept context must still draw a new nonce for each signature: one reused k gives the private key away.
+            #expect(Set(signatures.map { $0.prefix(32) }).count == signatures.count)
+        case .rsaPSS:
+            #expect(Set(signatures).count == signatures.count, "a new salt each time")
+        case .rsaPKCS1v15, .ed25519:
+            #expect(Set(signatures).count == 1, "deterministic schemes sign alike")
+        }
+        // Another message on the same kept context signs that message, not the first.
+        let other = try key.signature(for: Array("other".utf8), algorithm: algorithm)
+        #expect(key.publicKey.isValidSignature(other, for: Array("other".utf8), algorithm: algorithm))
+        #expect(!key.publicKey.isValidSignature(other, for: message, algorithm: algorithm))
+    }
+
+    @Test func concurrentSignaturesOnOneKeyAllVerifyWithDistinctNonces() async throws {
+        let key = Self.keys[.ecP256]!
+        let signatures = await withTaskGroup(of: (Int, [UInt8]?).self) { group in
+            for index in 0..<64 {
+                group.addTask { (index, try? key.signature(for: Array("message \(index % 8)".utf8), algorithm: .ecdsaP256SHA256)) }
+            }
+            return await group.reduce(into: [(Int, [UInt8]?)]()) { $0.append($1) }
+        }
+        #expect(signatures.count == 64)
+        for (index, signature) in signatures {
+            let signature = try #require(signature)
+            #expect(key.publicKey.isValidSignature(signature, for: Array("message \(index % 8)".utf8), algorithm: .ecdsaP256SHA256))
+        }
+        #expect(Set(signatures.compactMap { $0.1?.prefix(32) }).count == 64)
+    }
+
     @Test func concurrentVerificationsOnOneKeyAllSucceed() async throws {
         let key = Self.keys[.rsa]!
         let message = Array("shared".utf8)
