@@ -23,14 +23,37 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Prepared statements: their names by statement text and parameter kinds (the key), the keys by
     /// name, and how often texts not prepared yet were seen.
     private struct PreparedStatements {
-        var names: [String: String] = [:]
-        var keys: [String: String] = [:]
-        var seen: [String: Int] = [:]
+        var names: [StatementKey: String] = [:]
+        var keys: [String: StatementKey] = [:]
+        var seen: [StatementKey: Int] = [:]
         var counter = 0
 
         /// Forgets the statement `name` (it was not prepared after all).
         mutating func forget(_ name: String) {
             if let key = keys.removeValue(forKey: name) { names[key] = nil }
+        }
+    }
+
+    /// A statement's text with which of its parameters are sent binary: what a prepared statement is
+    /// kept under. Made without copying the text (a command's joined writes run to kilobytes).
+    struct StatementKey: Hashable {
+        let sql: String
+        let parameterCount: Int
+        /// Bit `i`: parameter `i` is binary, for the first 64 parameters.
+        let binaryMask: UInt64
+        /// The binary parameters from the 65th on, by index (empty for nearly every statement).
+        let binaryBeyondMask: [Int]
+
+        init(_ query: PostgresQuery) {
+            sql = query.sql
+            parameterCount = query.parameters.count
+            var mask: UInt64 = 0
+            var beyond: [Int] = []
+            for (index, parameter) in query.parameters.enumerated() where parameter.isBinary {
+                if index < 64 { mask |= 1 << UInt64(index) } else { beyond.append(index) }
+            }
+            binaryMask = mask
+            binaryBeyondMask = beyond
         }
     }
 
@@ -351,7 +374,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// unprepared. A statement is prepared the second time its text (with its parameter types) is
     /// seen, so text made once (a multi-row insert of some length) never fills the cache.
     private func preparedName(for query: PostgresQuery) -> (name: String?, isNew: Bool) {
-        let key = query.sql + query.parameters.map { $0.isBinary ? "\u{1}b" : "\u{1}t" }.joined()
+        let key = StatementKey(query)
         if let name = preparedStatements.names[key] { return (name, false) }
         guard preparedStatements.names.count < Self.preparedStatementLimit else { return (nil, false) }
         let seen = preparedStatements.seen[key, default: 0] + 1

@@ -93,6 +93,41 @@ struct PostgresClientTests {
         #expect(try rows[5].decode("raw", as: [UInt8].self) == [6, 0])
     }
 
+    /// One text, parameters of other kinds: each kind is prepared apart and answered as itself, including a
+    /// binary parameter past the 64th (the key's bit mask ends there).
+    @Test func statementsAlikeButForTheirParametersKindsArePreparedApart() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        let count = 70
+        func typesOf(binaryAt binary: Int?) -> PostgresQuery {
+            var text = PostgresQuery.StringInterpolation(literalCapacity: 40 * count, interpolationCount: count)
+            text.appendLiteral("SELECT concat_ws(','")
+            for index in 0..<count {
+                text.appendLiteral(", pg_typeof(")
+                if index == binary { text.appendInterpolation([UInt8]([7])) } else { text.appendInterpolation("7") }
+                text.appendLiteral(" || '')") // an untyped parameter resolves to text here, a binary one is bytea
+            }
+            text.appendLiteral(") AS types")
+            return PostgresQuery(stringInterpolation: text)
+        }
+        func expected(binaryAt binary: Int?) -> String {
+            (0..<count).map { $0 == binary ? "bytea" : "text" }.joined(separator: ",")
+        }
+        try await client.withConnection { connection in
+            for _ in 0..<3 {
+                for binary in [nil, 3, 66, 69] {
+                    let rows = try await connection.query(typesOf(binaryAt: binary))
+                    #expect(try rows[0].decode("types", as: String.self) == expected(binaryAt: binary), "binary at \(String(describing: binary))")
+                }
+            }
+            let prepared = try await connection.query("""
+                SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement LIKE 'SELECT concat_ws(%'
+                """)
+            #expect(try prepared[0].decode("n", as: Int.self) == 4, "one prepared statement for each kind")
+        }
+    }
+
     @Test func injectionAttemptsStayValues() async throws {
         let database = try await TestDatabase.make(migrated: false)
         let client = database.client(asServiceRole: false)
