@@ -140,6 +140,18 @@ struct ProviderCallbackTests {
             #expect(try await ProjectionReplay(projection: .accounts, database: service.admin).run(.verify).drift.isEmpty)
             let status = try await service.client.get("/v1/providers/facebook/data-deletion/\(code)")
             #expect(status.bodyText.contains(#""status":"completed""#))
+            #expect(try await recordedWith("UserErased", code: code, in: service), "the code commits with the erasure")
+
+            // A user with another way in keeps it: Facebook's identity is unlinked, and the code commits with that.
+            let both = try await service.signedIn(try await service.apple("apple-and-fb"))
+            #expect(try await service.link(try await service.facebook("10002", email: "fb2@example.com"), to: both.session.accessToken).status == 200)
+            let unlinked = try await post(try await signed(["userId": "10002"])).decodeJSON([String: String].self)
+            let unlinkedCode = try #require(unlinked["confirmation_code"])
+            #expect(try await service.eventCount("IdentityUnlinked", userId: both.user.id) == 1)
+            #expect(try await service.eventCount("UserErased", userId: both.user.id) == 0)
+            #expect(try await recordedWith("IdentityUnlinked", code: unlinkedCode, in: service))
+            #expect(try await service.client.get("/v1/providers/facebook/data-deletion/\(unlinkedCode)").bodyText
+                .contains(#""status":"completed""#))
             let stranger = try await post(try await signed(["userId": "99999"])).decodeJSON([String: String].self)
             #expect(try await service.client.get("/v1/providers/facebook/data-deletion/\(stranger["confirmation_code"]!)").bodyText
                 .contains(#""status":"no_user""#))
@@ -148,6 +160,16 @@ struct ProviderCallbackTests {
                 "SELECT count(*)::int AS n FROM provider_deletion_requests WHERE uid_hash LIKE '%10001%'")[0].decode("n")
             #expect(uidInClear == 0)
         }
+    }
+
+    /// Whether the deletion request `code` was written by the transaction that appended an event of `type`.
+    private func recordedWith(_ type: String, code: String, in service: DevService) async throws -> Bool {
+        let rows = try await service.admin.query("""
+            SELECT count(*)::int AS n FROM provider_deletion_requests r JOIN events e
+              ON e.type = \(type) AND e.tx::text::bigint % 4294967296 = r.xmin::text::bigint
+            WHERE r.confirmation_code = \(code)
+            """)
+        return try rows[0].decode("n", as: Int.self) == 1
     }
 
     @Test func theDevIdentityProviderSendsBothKindsToTheServer() async throws {

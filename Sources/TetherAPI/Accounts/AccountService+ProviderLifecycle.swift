@@ -27,21 +27,29 @@ extension AccountService {
     }
 
     /// The provider ended the person's grant: their identity goes and its sessions end; with
-    /// `erasingIfOnly`, a user who had no other way in is erased instead.
+    /// `erasingIfOnly`, a user who had no other way in is erased instead. `recording` commits with
+    /// whichever was written; nothing is written for `.noUser`, nor for `.unchanged` when the
+    /// identity was gone by the time the command ran.
     public func endedByProvider(
-        _ provider: String, uid: String, reason: String, erasingIfOnly: Bool, context: CommandContext
+        _ provider: String, uid: String, reason: String, erasingIfOnly: Bool, recording: [PostgresQuery] = [], context: CommandContext
     ) async throws -> ProviderOutcome {
         guard let userId = try await user(provider: provider, uid: uid) else { return .noUser }
         if erasingIfOnly {
             do {
-                _ = try await erase(userId: userId, reason: reason, context: context) { $0.signsInOnly(with: provider) }
+                _ = try await erase(userId: userId, reason: reason, recording: recording, context: context) { $0.signsInOnly(with: provider) }
                 return .erased
             } catch is ConditionNoLongerHolds {
                 // Another way in exists: only the provider's identity goes.
             }
         }
-        let account = try await execute(userId, context) { account in (account.endedByProvider(provider, reason: reason), ()) }.account
-        return account.identities[provider] == nil ? .unlinked : .unchanged
+        do {
+            let account = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: recording, context) { account, _ in
+                (account.endedByProvider(provider, reason: reason), ())
+            }.account
+            return account.identities[provider] == nil ? .unlinked : .unchanged
+        } catch let error as AccountError where error == .notFound {
+            return .noUser // erased since it was looked up
+        }
     }
 
     /// The provider says whether mail to the address it gave reaches the person.

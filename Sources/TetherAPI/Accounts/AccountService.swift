@@ -239,11 +239,14 @@ public struct AccountService: Sendable {
     /// Erases a user (an admin action): their sessions end, a `UserErased` event is appended and their
     /// key is destroyed in the same transaction, so every event about them reads as erased from then on.
     ///
-    /// - Parameter condition: decided on the user's state inside the command; when it does not hold,
-    ///   nothing is written and ``ConditionNoLongerHolds`` is thrown (a sweep's user who came back meanwhile).
+    /// - Parameters:
+    ///   - condition: decided on the user's state inside the command; when it does not hold, nothing is
+    ///     written and ``ConditionNoLongerHolds`` is thrown (a sweep's user who came back meanwhile).
+    ///   - recording: statements that commit with the erasure (a provider's request it answers).
     @discardableResult
     public func erase(
-        userId: UUID, reason: String?, context: CommandContext, when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
+        userId: UUID, reason: String?, recording: [PostgresQuery] = [], context: CommandContext,
+        when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
     ) async throws -> UserAccount {
         // The short-lived send counts name the user beside a hash of their number or address, and the
         // answers kept for their retries hold what they were told: both go with them.
@@ -251,7 +254,7 @@ public struct AccountService: Sendable {
             PersonalDataVault.destroyKeyStatement(of: userId), "DELETE FROM code_sends WHERE user_id = \(userId)",
             "DELETE FROM idempotent_responses WHERE user_id = \(userId)",
         ]
-        return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards, context) { account, _ in
+        return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in
             guard condition(account) else { throw ConditionNoLongerHolds() }
             return (try account.erase(reason: reason), ())
         }.account

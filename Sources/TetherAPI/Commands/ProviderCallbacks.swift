@@ -41,15 +41,24 @@ struct ProviderCallbacks: Sendable {
     }
 
     /// Ends Facebook's hold on the account of `facebookUser` (erasing a user it was the only way in for)
-    /// and records the request under a new confirmation code, which it answers.
+    /// and records the request under a new confirmation code, which it answers. The record commits with
+    /// the erasure or the unlinking, so a code is never given for a deletion that did not happen.
     func facebookDeletion(of facebookUser: String, context: CommandContext) async throws -> String {
         let code = Base64URL.encode(SecureRandom.bytes(count: 12))
-        let outcome = try await accounts.endedByProvider(
-            "facebook", uid: facebookUser, reason: "facebook_data_deletion", erasingIfOnly: true, context: context)
-        try await accounts.database.query("""
+        let record = { (status: String) -> PostgresQuery in
+            """
             INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
-            VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(outcome == .noUser ? "no_user" : "completed"))
-            """)
+            VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(status))
+            """
+        }
+        let outcome = try await accounts.endedByProvider(
+            "facebook", uid: facebookUser, reason: "facebook_data_deletion", erasingIfOnly: true, recording: [record("completed")],
+            context: context)
+        switch outcome {
+        case .noUser: try await accounts.database.query(record("no_user"))
+        case .unchanged: try await accounts.database.query(record("completed")) // the identity went meanwhile: nothing was written
+        case .erased, .unlinked, .recorded: break
+        }
         return code
     }
 
