@@ -14,6 +14,37 @@ struct MallocTests {
         #expect(Malloc.limitArenas(to: 2, environment: ["MALLOC_ARENA_MAX": "8"]) == nil)
     }
 
+    /// With the threshold fixed, a large block freed does not raise it: blocks of half its size are
+    /// still mapped apart (glibc left alone would serve them from an arena), and go back when freed.
+    @Test func largeBlocksStayMappedAfterALargerOneIsFreed() {
+        #expect(Malloc.fixMappingThreshold(environment: [:]) == 128 << 10)
+        let large = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        large.deallocate()
+        let half = 512 << 10
+        // Block by block, so that other tests' blocks mapped or unmapped meanwhile hardly touch the count.
+        var mappedApart = 0
+        var blocks: [UnsafeMutableRawPointer] = []
+        for _ in 0..<8 {
+            let before = Malloc.usage.mapped
+            blocks.append(UnsafeMutableRawPointer.allocate(byteCount: half, alignment: 16))
+            if Malloc.usage.mapped - before >= half { mappedApart += 1 }
+        }
+        var givenBack = 0
+        for block in blocks {
+            let before = Malloc.usage.mapped
+            block.deallocate()
+            if before - Malloc.usage.mapped >= half { givenBack += 1 }
+        }
+        #expect(mappedApart >= 6, "\(mappedApart) of 8 blocks of 512 KiB mapped apart")
+        #expect(givenBack >= 6, "\(givenBack) of 8 given back when freed")
+    }
+
+    /// An operator's choice of the threshold, by either spelling, is left to glibc.
+    @Test func theEnvironmentsThresholdIsKept() {
+        #expect(Malloc.fixMappingThreshold(environment: ["MALLOC_MMAP_THRESHOLD_": "65536"]) == nil)
+        #expect(Malloc.fixMappingThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"]) == nil)
+    }
+
     /// The figures move with what is allocated: 64 MB held (and touched) shows in use, within what malloc holds.
     @Test func theHeapInUseCountsWhatIsAllocated() {
         let size = 64 << 20
