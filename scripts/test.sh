@@ -34,9 +34,11 @@ if [ "$#" -gt 0 ]; then
 else
   # Chromium takes both cores while it starts; the browser suite runs after the rest,
   # so it does not starve the other suites' servers and clients into timeouts. The
-  # size-estimate and outbound-memory suites read the process's malloc figures, so each runs alone too.
-  swift test --skip-build --skip BrowserTests --skip StateSizeCalibrationTests --skip OutboundMemoryTests
+  # size-estimate, outbound-memory and malloc suites read the process's malloc figures (the last also
+  # needs arenas that the other suites' large blocks have not filled with free space), so each runs alone too.
+  swift test --skip-build --skip BrowserTests --skip StateSizeCalibrationTests --skip OutboundMemoryTests --skip MallocTests
   swift test --skip-build --filter StateSizeCalibrationTests
+  swift test --skip-build --filter MallocTests
   swift test --skip-build --filter OutboundMemoryTests
   swift test --skip-build --filter BrowserTests
   # The API suites once more, every connection through PgBouncer in session mode (README "Connection poolers").

@@ -1,7 +1,9 @@
 import Testing
 import TetherHTTP
 
-@Suite("malloc")
+/// Run alone (`scripts/test.sh`): the figures are the whole process's, and a block is mapped apart only when
+/// the arenas have no free space for it, which a process that ran the other suites first has plenty of.
+@Suite("malloc (run alone)", .serialized)
 struct MallocTests {
     /// mallopt takes the limit; never fewer than two arenas.
     @Test func theArenaLimitIsSetAndIsAtLeastTwo() {
