@@ -29,7 +29,8 @@ public enum Malloc {
     /// later ones of that size come out of the arenas, and freed, stay there as holes. Two pairs of
     /// 30-minute soaks side by side (2 MB of kept states): what malloc held ended at 16.4 and 15.2 MB
     /// with the threshold fixed against 18.5 and 16.2 without, growing 0.14 and 0.19 MB a minute over
-    /// the second half against 0.28 and 0.23, for the same live heap. It narrows the creep; it does not end it.
+    /// the second half against 0.28 and 0.23, for the same live heap; at the default budget a third pair
+    /// showed no difference. It narrows the creep at best; it does not end it.
     @discardableResult
     public static func fixMappingThreshold(
         at bytes: Int = 128 << 10, environment: [String: String] = ProcessInfo.processInfo.environment
