@@ -25,8 +25,8 @@ public enum Malloc {
     /// chose; answers the threshold set, or nil when none was.
     ///
     /// Left alone, glibc raises the threshold to the size of each mapped block freed (up to 32 MiB) and
-    /// the trimming threshold to twice that, so after one large block (at start-up, libcrypto's tables)
-    /// later ones of that size come out of the arenas, and freed, stay there as holes. Two pairs of
+    /// the trimming threshold to twice that, so after one large block is freed, later ones of that
+    /// size come out of the arenas, and freed, stay there as holes. Two pairs of
     /// 30-minute soaks side by side (2 MB of kept states): what malloc held ended at 16.4 and 15.2 MB
     /// with the threshold fixed against 18.5 and 16.2 without, growing 0.14 and 0.19 MB a minute over
     /// the second half against 0.28 and 0.23, for the same live heap; at the default budget a third pair
