@@ -15,6 +15,11 @@ public struct StreamName: Hashable, Sendable, CustomStringConvertible {
         StreamName("user-\(id.lowercasedText)")
     }
 
+    /// The name before the first `-` (the whole name when it has none), as `split_part(stream, '-', 1)` gives it.
+    public var category: Substring {
+        rawValue.firstIndex(of: "-").map { rawValue[..<$0] } ?? rawValue[...]
+    }
+
     public var description: String { rawValue }
 }
 

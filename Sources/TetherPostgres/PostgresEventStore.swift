@@ -383,6 +383,23 @@ public struct PostgresEventStore: Sendable {
         case everythingCommitted
     }
 
+    /// One page of the log as ``readAll(after:limit:categories:horizon:on:)`` and
+    /// ``readByUser(after:users:below:limit:categories:leavingSealed:on:)`` read it.
+    ///
+    /// The statement pages through an index with nothing but its key range, so that PostgreSQL walks the
+    /// index and stops at the limit: a filter the planner cannot estimate (the stream's category is an
+    /// expression) made it scan and sort everything after the cursor for every page instead. The rows of
+    /// other categories (and, by user, of transactions at or past the horizon) are dropped here, before
+    /// they are decoded; `last` and `isFull` count them, so the next page starts after them.
+    public struct LogPage: Sendable {
+        /// The page's events of the asked categories, decoded and upcast, each with the text of its `occurred_at`.
+        public var events: [(event: RecordedEvent, occurredAt: String)]
+        /// Whether the statement returned as many rows as its limit: more may follow.
+        public var isFull: Bool
+        /// The key of the last row the statement returned, kept or dropped: where the next page starts.
+        public var last: (userId: UUID?, checkpoint: LogCheckpoint)?
+    }
+
     /// Reads the log after `checkpoint` on `connection`, in `(tx, position)` order, with
     /// each event's `occurred_at` as PostgreSQL prints it (projections store that text,
     /// so a rebuild writes identical timestamps).
@@ -392,31 +409,42 @@ public struct PostgresEventStore: Sendable {
     public func readAll(
         after checkpoint: LogCheckpoint, limit: Int, categories: [String], horizon: LogHorizon,
         on connection: PostgresConnection
-    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+    ) async throws -> LogPage {
         let visible: PostgresQuery = switch horizon {
         case .belowOldestRunningTransaction: "AND tx < pg_snapshot_xmin(pg_current_snapshot())"
         case .everythingCommitted: ""
         }
-        return try await readWithOccurredAt("""
+        return try await readPage("""
             WHERE (tx, position) > (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint)
-              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
               \(visible)
             ORDER BY tx, position
             LIMIT \(limit)
-            """, on: connection)
+            """, limit: limit, categories: categories, below: nil, on: connection)
     }
 
-    /// The events `selection` (a WHERE clause on `events`, with its order and limit) picks, decoded and
-    /// upcast, each with the text of its `occurred_at`.
-    private func readWithOccurredAt(
-        _ selection: PostgresQuery, leavingSealed: Set<String> = [], on connection: PostgresConnection
-    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+    /// The page `selection` (a WHERE clause on `events`, with its order and `limit`) picks, rows of other
+    /// `categories` or of transactions from `horizon` on dropped, the rest decoded and upcast.
+    private func readPage(
+        _ selection: PostgresQuery, limit: Int, categories: [String], below horizon: UInt64?, leavingSealed: Set<String> = [],
+        on connection: PostgresConnection
+    ) async throws -> LogPage {
         var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns) FROM events "
         query.append(selection)
         let rows = try await connection.query(query)
-        let events = try await decode(rows, leavingSealed: leavingSealed) { try await connection.query($0) }
+        let wanted = Set(categories)
+        var kept: [PostgresRow] = []
+        kept.reserveCapacity(rows.count)
+        for row in rows {
+            if let horizon, try row.decode("tx", as: UInt64.self) >= horizon { continue }
+            if wanted.contains(String(StreamName(try row.decode("stream")).category)) { kept.append(row) }
+        }
+        let events = try await decode(kept, leavingSealed: leavingSealed) { try await connection.query($0) }
+        let last = try rows.last.map { row in
+            (userId: try row.decode("user_id", as: UUID?.self),
+             checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
+        }
         // The column's text is what `occurred_at::text` prints (the same output function and settings).
-        return try zip(events, rows).map { ($0, try $1.decode("occurred_at")) }
+        return LogPage(events: try zip(events, kept).map { ($0, try $1.decode("occurred_at")) }, isFull: rows.count == limit, last: last)
     }
 
     /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
@@ -429,17 +457,15 @@ public struct PostgresEventStore: Sendable {
     public func readByUser(
         after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
         limit: Int, categories: [String], leavingSealed: Set<String> = [], on connection: PostgresConnection
-    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+    ) async throws -> LogPage {
         var after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
         if let from = users.from { after.append(" AND user_id >= \(from)::uuid") }
         if let to = users.to { after.append(" AND user_id < \(to)::uuid") }
-        return try await readWithOccurredAt("""
+        return try await readPage("""
             WHERE user_id IS NOT NULL \(after)
-              AND tx < \(String(horizon))::xid8
-              AND split_part(stream, '-', 1) = ANY(\(PostgresArray(categories))::text[])
             ORDER BY user_id, position
             LIMIT \(limit)
-            """, leavingSealed: leavingSealed, on: connection)
+            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
@@ -550,7 +576,7 @@ public struct PostgresEventStore: Sendable {
     /// Decodes rows, opening sealed personal data with the keys of their users, and those of events about
     /// no one with their ``ExpiringKeys`` keys (one query for each kind).
     private func decode(
-        _ rows: PostgresRows, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
+        _ rows: some Sequence<PostgresRow>, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
         let stored = try rows.map(decode)
         let masterKeys = client.configuration.masterKeys

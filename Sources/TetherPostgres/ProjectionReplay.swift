@@ -268,9 +268,7 @@ public struct ProjectionReplay: Sendable {
                 prepared = try prepare(try await read(after: run.checkpoint, horizon: .belowOldestRunningTransaction, on: connection), run.seal)
             }
             prefetched = nil
-            let events = prepared.events
-            if events.count == configuration.batchSize, let last = events.last {
-                let after = last.event.checkpoint
+            if prepared.page.isFull, let after = prepared.page.last?.checkpoint {
                 prefetched = Task { [database, seal = run.seal] in
                     try prepare(try await database.withConnection { other in
                         try await read(after: after, horizon: .belowOldestRunningTransaction, on: other)
@@ -282,16 +280,16 @@ public struct ProjectionReplay: Sendable {
                 try await apply(prepared, to: &batch, on: connection)
             }
             run = batch
-            let count = events.count
-            if count == configuration.batchSize, run.applied < run.initialTotal { continue } // the log as it was at the start
+            let isFull = prepared.page.isFull
+            if isFull, run.applied < run.initialTotal { continue } // the log as it was at the start
             let now = ContinuousClock.now
-            if count == configuration.batchSize {
+            if isFull {
                 waitingSince = nil
                 guard lastMeasure.map({ now - $0.at >= .seconds(1) }) ?? true else { continue }
             }
             let backlog = try await backlog(after: run.checkpoint, on: connection)
             if backlog <= configuration.batchSize { return }
-            if count == configuration.batchSize {
+            if isFull {
                 if let last = lastMeasure, backlog >= last.backlog { return }
                 lastMeasure = (now, backlog)
                 continue
@@ -317,37 +315,37 @@ public struct ProjectionReplay: Sendable {
     private func applyCommitted(_ run: inout RunState, on connection: PostgresConnection) async throws {
         repeat {
             try Task.checkCancellation()
-        } while try await applyBatch(&run, horizon: .everythingCommitted, on: connection) == configuration.batchSize
+        } while try await applyBatch(&run, horizon: .everythingCommitted, on: connection)
     }
 
-    /// Reads and applies up to one batch; returns how many events it applied.
+    /// Reads and applies up to one batch; returns whether the batch was full (more may follow).
     private func applyBatch(
         _ run: inout RunState, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
-    ) async throws -> Int {
-        let events = try await read(after: run.checkpoint, horizon: horizon, on: connection)
-        try await apply(try prepare(events, run.seal), to: &run, on: connection)
-        return events.count
+    ) async throws -> Bool {
+        let page = try await read(after: run.checkpoint, horizon: horizon, on: connection)
+        try await apply(try prepare(page, run.seal), to: &run, on: connection)
+        return page.isFull
     }
 
-    /// Up to one batch of the projection's events after `checkpoint`, decoded and upcast.
+    /// Up to one batch of the log after `checkpoint`, the projection's events decoded and upcast.
     private func read(
         after checkpoint: LogCheckpoint, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
-    ) async throws -> [(event: RecordedEvent, occurredAt: String)] {
+    ) async throws -> PostgresEventStore.LogPage {
         try await PostgresEventStore(client: database, upcasters: projection.upcasters).readAll(
             after: checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon, on: connection)
     }
 
-    /// A batch of events with the statements that apply them (nil: the projection applies them one by one).
-    private typealias Batch = (events: [(event: RecordedEvent, occurredAt: String)], statements: [PostgresQuery]?)
+    /// A page of the log with the statements that apply its events (nil: the projection applies them one by one).
+    private typealias Batch = (page: PostgresEventStore.LogPage, statements: [PostgresQuery]?)
 
-    /// `events` with the statements that apply them, stated where the caller runs (the read-ahead's task).
-    private func prepare(_ events: [(event: RecordedEvent, occurredAt: String)], _ seal: ReadModelSeal) throws -> Batch {
-        (events, try projection.statements?(events, seal))
+    /// `page` with the statements that apply its events, stated where the caller runs (the read-ahead's task).
+    private func prepare(_ page: PostgresEventStore.LogPage, _ seal: ReadModelSeal) throws -> Batch {
+        (page, try projection.statements?(page.events, seal))
     }
 
     /// Applies a batch in the caller's transaction and moves the run's checkpoint past its events.
     private func apply(_ batch: Batch, to run: inout RunState, on connection: PostgresConnection) async throws {
-        let events = batch.events
+        let events = batch.page.events
         if let statements = batch.statements {
             // The batch's statements in one pipelined round trip, in log order: what one by one would do.
             if !statements.isEmpty {
@@ -358,8 +356,9 @@ public struct ProjectionReplay: Sendable {
                 try await projection.apply(event, occurredAt, connection, run.seal)
             }
         }
-        if let last = events.last {
-            run.checkpoint = last.event.checkpoint
+        // Past the page's last row, kept or not: rows of other categories are not read again.
+        if let last = batch.page.last {
+            run.checkpoint = last.checkpoint
             run.applied += events.count
             run.report(nil)
         }
@@ -481,10 +480,10 @@ private final class BulkReader: Sendable {
         var cursor: (userId: UUID, position: Int64)?
         while true {
             try Task.checkCancellation()
-            let events = try await store.readByUser(
+            let page = try await store.readByUser(
                 after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
                 leavingSealed: bulk.leavingSealed, on: connection)
-            for (event, occurredAt) in events {
+            for (event, occurredAt) in page.events {
                 guard let userId = event.userId else { continue }
                 if let current = user, current.id != userId {
                     try current.fold.write(to: &rows)
@@ -497,13 +496,13 @@ private final class BulkReader: Sendable {
             }
             // Counted and reported under one lock, so reports from the readers never go backwards.
             applied.withLock { applied in
-                applied += events.count
+                applied += page.events.count
                 var report = progress
                 report.applied += applied
                 report.report(nil)
             }
-            guard events.count == batchSize, let last = events.last, let userId = last.event.userId else { break }
-            cursor = (userId, last.event.position)
+            guard page.isFull, let last = page.last, let userId = last.userId else { break }
+            cursor = (userId, last.checkpoint.position)
             if rows.count >= 8 * batchSize {
                 try await write(rows, on: connection)
                 rows.removeAll()

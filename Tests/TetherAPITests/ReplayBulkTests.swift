@@ -199,6 +199,19 @@ struct ReplayBulkTests {
                 break
             }
         }
+        // Another category's events about a user, more than a page of them in a row, then that user's own again: the
+        // replay pages past them (a page may hold none of its events) and applies none (each would erase the user).
+        let other = try #require(try await owner.query("SELECT id FROM users WHERE erased_at IS NULL ORDER BY id LIMIT 1").first?.decode("id", as: UUID.self))
+        let foreign = (0..<250).map { _ in NewEvent(type: "UserErased", data: Data(#"{"reason":"another category"}"#.utf8), userId: other) }
+        for chunk in stride(from: 0, to: foreign.count, by: 50) {
+            try await PostgresEventStore(client: service).append(
+                Array(foreign[chunk..<chunk + 50]), to: StreamName("audit-\(other.lowercasedText)"), expected: .any, metadata: EventMetadata())
+        }
+        _ = try await accounts.execute(other, CommandContext()) { _ in
+            ([.sessionStarted(.init(
+                sessionId: UUID(), refreshTokenHash: "after-the-other-category", authTime: Date(), amr: ["apple"], jkt: nil,
+                secretKind: .accessAndRefreshTokens, installationId: nil, expiresAt: nil, personal: nil))], ())
+        }
         let types = Set(try await owner.query("SELECT DISTINCT type FROM events WHERE stream LIKE 'user-%'").map { try $0.decode("type", as: String.self) })
         #expect(Self.everyType.subtracting(types).isEmpty, "the log lacks \(Self.everyType.subtracting(types).sorted())")
         let live = try await rows(owner)
