@@ -155,9 +155,7 @@ public struct ProjectionReplay: Sendable {
             // Before the copies go first on the search path: the keys' definitions name the live tables as they are printed there.
             try await load(bulk, into: shadow, &run, on: main)
             run.report(.buildingKeys)
-            try await main.withTransaction { try await shadow.addKeys(on: $0) }
-            // Statistics for the planner from the first query on, as an incrementally filled table gathers them.
-            try await main.execute(simple: "ANALYZE " + projection.tables.map(shadow.shadow).joined(separator: ", "))
+            try await buildKeys(of: shadow, on: main)
             run.bulk = (run.applied, run.clock.now - run.started)
             run.report(.rebuilding)
         }
@@ -224,6 +222,35 @@ public struct ProjectionReplay: Sendable {
         run.applied += reader.applied.withLock { $0 }
         run.report(nil)
         run.checkpoint = LogCheckpoint(transactionId: horizon - 1, position: .max)
+    }
+
+    /// After the bulk phase: each copy's keys and indexes built, and its statistics gathered (for the planner
+    /// from the first query on, as an incrementally filled table gathers them), on connections side by side
+    /// like the bulk readers, the largest copies first; then the foreign keys, which need every copy's keys.
+    private func buildKeys(of shadow: ShadowTables, on main: PostgresConnection) async throws {
+        let tables = try await main.query("""
+            SELECT t AS name FROM unnest(\(PostgresArray(shadow.tables))::text[]) AS t
+            ORDER BY pg_relation_size(format('%I.%I', \(ShadowTables.schema)::text, t)::regclass) DESC, t
+            """).map { try $0.decode("name", as: String.self) }
+        let waiting = WorkList(tables)
+        let workers = max(1, min(configuration.bulkReaders, database.configuration.maxConnections, tables.count))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<workers {
+                group.addTask { [database] in
+                    @Sendable func keyEach(on connection: PostgresConnection) async throws {
+                        while let table = waiting.next() {
+                            try Task.checkCancellation()
+                            try await shadow.addKeys(of: table, on: connection)
+                            try await connection.execute(simple: "ANALYZE \(shadow.shadow(table))")
+                        }
+                    }
+                    if index == 0 { return try await keyEach(on: main) }
+                    try await database.withConnection { try await keyEach(on: $0) }
+                }
+            }
+            while try await group.next() != nil {}
+        }
+        try await shadow.addForeignKeys(on: main)
     }
 
     /// Where the bulk phase stops: below the oldest transaction still running (anywhere in the cluster),
@@ -449,6 +476,20 @@ public struct ProjectionReplay: Sendable {
     private func setLockTimeout(_ timeout: Duration, on connection: PostgresConnection) async throws {
         let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         try await connection.execute(simple: "SET LOCAL lock_timeout = \(max(1, milliseconds))")
+    }
+}
+
+/// Items taken one at a time, in order, by workers side by side.
+private final class WorkList<Item: Sendable>: Sendable {
+    private let items: Mutex<ArraySlice<Item>>
+
+    init(_ items: [Item]) {
+        self.items = Mutex(items[...])
+    }
+
+    /// The next item no worker has taken, if any is left.
+    func next() -> Item? {
+        items.withLock { $0.popFirst() }
     }
 }
 

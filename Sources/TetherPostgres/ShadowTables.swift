@@ -140,9 +140,22 @@ struct ShadowTables {
     /// their foreign keys (each checked over the rows already there), in the caller's transaction.
     func addKeys(on connection: PostgresConnection) async throws {
         for table in tables {
-            try await copyKeys(table, on: connection)
+            try await addKeys(of: table, on: connection)
         }
-        // Foreign keys last, resolved with the copies first on the search path.
+        try await addForeignKeys(on: connection)
+    }
+
+    /// Gives the copy of `table` its live table's primary, unique and exclusion keys and its other
+    /// indexes, built over the rows already there. Copies of different tables can be keyed side by
+    /// side, each on a connection of its own; foreign keys wait for all of them (``addForeignKeys(on:)``).
+    func addKeys(of table: String, on connection: PostgresConnection) async throws {
+        try await copyKeys(table, on: connection)
+    }
+
+    /// Gives the copies the live tables' foreign keys, each checked over the rows already there, once
+    /// every copy has its keys.
+    func addForeignKeys(on connection: PostgresConnection) async throws {
+        // Resolved with the copies first on the search path.
         let foreignKeys = try await connection.query("""
             SELECT c.relname AS table_name, k.conname, pg_get_constraintdef(k.oid) AS definition
             FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
