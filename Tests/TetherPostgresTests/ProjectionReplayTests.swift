@@ -15,6 +15,7 @@ private enum Notebooks {
             title      text NOT NULL CONSTRAINT notebooks_title_not_blank CHECK (title <> ''),
             created_at timestamptz NOT NULL,
             renamed    integer NOT NULL DEFAULT 0,
+            details    jsonb NOT NULL DEFAULT '{"pages": 1.0}',
             CONSTRAINT notebooks_title_key UNIQUE (title)
         );
         CREATE INDEX notebooks_created ON notebooks (created_at DESC) WHERE renamed = 0;
@@ -171,6 +172,22 @@ struct ProjectionReplayTests {
         // A replay repairs the drift.
         _ = try await replay.run(.replace)
         #expect(try await replay.run(.verify).drift.isEmpty)
+    }
+
+    @Test func verifyFindsADifferenceOnlyTheTextShows() async throws {
+        let (owner, service, ids) = try await notebooks(2)
+        defer { owner.shutdown(); service.shutdown() }
+        let replay = ProjectionReplay(projection: Notebooks.projection, database: owner)
+        #expect(try await replay.run(.verify).drift.isEmpty)
+
+        // Equal as jsonb values, different in print: the whole-table digest must not take them for the same.
+        #expect(try await owner.query(#"SELECT '{"pages": 1.00}'::jsonb = '{"pages": 1.0}'::jsonb AS equal"#)[0].decode("equal", as: Bool.self))
+        try await owner.query(#"UPDATE notebooks SET details = '{"pages": 1.00}' WHERE id = \#(ids[0])"#)
+
+        let drift = try await replay.run(.verify).drift
+        #expect(drift == [RowDrift(
+            table: "notebooks", kind: .changed, key: "id=\(ids[0].uuidString.lowercased())",
+            detail: #"details live '{"pages": 1.00}', log '{"pages": 1.0}'"#)])
     }
 
     @Test func anInterruptedReplayDropsItsCopiesAndLeavesTheLiveTablesAlone() async throws {
