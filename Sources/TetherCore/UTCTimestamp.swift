@@ -49,7 +49,8 @@ public enum UTCTimestamp {
         return text.withUTF8 { parse(bytes: $0, separators: separators, zoneRequired: zoneRequired) }
     }
 
-    private static func parse(bytes: UnsafeBufferPointer<UInt8>, separators: [UInt8], zoneRequired: Bool) -> Date? {
+    /// ``parse(_:separators:zoneRequired:)`` of the UTF-8 bytes of the text.
+    public static func parse(bytes: UnsafeBufferPointer<UInt8>, separators: [UInt8], zoneRequired: Bool) -> Date? {
         var index = 0
         func number(_ width: Int) -> Int64? {
             guard index + width <= bytes.count else { return nil }

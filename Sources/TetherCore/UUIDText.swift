@@ -6,12 +6,15 @@ extension UUID {
     /// command, correlation), and that cost showed in profiles. It answers as `UUID(uuidString:)`
     /// does, except that it refuses spaces, which `sscanf` lets through before a digit pair.
     public init?(text: some StringProtocol) {
+        guard let parsed = text.utf8.withContiguousStorageIfAvailable({ UUID(utf8: $0) })
+            ?? Array(text.utf8).withUnsafeBufferPointer({ UUID(utf8: $0) }) else { return nil }
+        self = parsed
+    }
+
+    /// ``init(text:)`` of the UTF-8 bytes of the text.
+    public init?(utf8: UnsafeBufferPointer<UInt8>) {
         var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &bytes) { output in
-            text.utf8.withContiguousStorageIfAvailable { UUID.parse($0, into: output) }
-                ?? Array(text.utf8).withUnsafeBufferPointer { UUID.parse($0, into: output) }
-        }
-        guard parsed else { return nil }
+        guard withUnsafeMutableBytes(of: &bytes, { UUID.parse(utf8, into: $0) }) else { return nil }
         self.init(uuid: bytes)
     }
 

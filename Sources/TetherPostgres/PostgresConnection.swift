@@ -437,31 +437,15 @@ public final class PostgresConnection: @unchecked Sendable {
         guard let result else {
             try failWithoutResult()
         }
+        let status = PQresultStatus(result)
+        if status == PGRES_TUPLES_OK || status == PGRES_SINGLE_TUPLE {
+            return PostgresRows(taking: result) // which clears it when the rows go
+        }
         defer { PQclear(result) }
-        switch PQresultStatus(result) {
-        case PGRES_TUPLES_OK, PGRES_SINGLE_TUPLE:
-            let rowCount = Int(PQntuples(result))
-            let columnCount = Int(PQnfields(result))
-            var columns = [String]()
-            columns.reserveCapacity(columnCount)
-            for column in 0..<columnCount {
-                columns.append(String(cString: PQfname(result, Int32(column))))
-            }
-            var cells = [String?]()
-            cells.reserveCapacity(rowCount * columnCount)
-            for row in 0..<Int32(rowCount) {
-                for column in 0..<Int32(columnCount) {
-                    if PQgetisnull(result, row, column) == 1 {
-                        cells.append(nil)
-                    } else {
-                        cells.append(String(cString: PQgetvalue(result, row, column)))
-                    }
-                }
-            }
-            return PostgresRows(columns: columns, cells: cells, affectedRows: rowCount)
+        switch status {
         case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
             let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
-            return PostgresRows(columns: [], cells: [], affectedRows: affected)
+            return PostgresRows(affectedRows: affected)
         default:
             if PQstatus(connection) != CONNECTION_OK {
                 isBroken = true

@@ -1,41 +1,95 @@
+import CLibPQ
 import Foundation
 import TetherCore
 
 /// The rows a statement returned, decoded from PostgreSQL's text format on demand.
+///
+/// The rows keep libpq's result itself and read each cell where libpq put it: a cell becomes a `String`
+/// only when read as one, and a JSON, id, time or number cell is read straight from its bytes. (Copying
+/// every cell into a `String` first cost an allocation and a UTF-8 check apiece, and JSON one more copy.)
+/// libpq's results are read-only once made, so rows can be read on any thread; the result is freed
+/// with the last copy of the rows.
 public struct PostgresRows: Sendable, RandomAccessCollection {
     /// Column names in order.
     public let columns: [String]
     /// How many rows the statement affected (`INSERT`, `UPDATE`, `DELETE`), or returned.
     public let affectedRows: Int
-    private let cells: [String?]
+    /// The result the rows are read from; nil for a command's, which has none.
+    private let result: Result?
     private let columnIndex: [String: Int]
 
-    init(columns: [String], cells: [String?], affectedRows: Int) {
-        self.columns = columns
-        self.cells = cells
-        self.affectedRows = affectedRows
-        var index: [String: Int] = [:]
-        for (offset, name) in columns.enumerated() where index[name] == nil {
-            index[name] = offset
+    /// Owns a libpq result: cleared when the last rows reading it go.
+    ///
+    /// `@unchecked Sendable`: libpq never changes a result after making it, and this type only reads it.
+    private final class Result: @unchecked Sendable {
+        let pointer: OpaquePointer
+        let rowCount: Int
+
+        init(_ pointer: OpaquePointer) {
+            self.pointer = pointer
+            rowCount = Int(PQntuples(pointer))
         }
+
+        deinit {
+            PQclear(pointer)
+        }
+    }
+
+    /// The rows of `result` (its status must be `PGRES_TUPLES_OK` or `PGRES_SINGLE_TUPLE`), which they
+    /// take over: it is cleared when they go.
+    init(taking result: OpaquePointer) {
+        let owned = Result(result)
+        let columnCount = Int(PQnfields(result))
+        var columns = [String]()
+        columns.reserveCapacity(columnCount)
+        var index: [String: Int] = [:]
+        for column in 0..<columnCount {
+            let name = String(cString: PQfname(result, Int32(column)))
+            columns.append(name)
+            if index[name] == nil { index[name] = column }
+        }
+        self.columns = columns
         self.columnIndex = index
+        self.result = owned
+        self.affectedRows = owned.rowCount
+    }
+
+    /// A result without rows: a command's, with how many rows it affected.
+    init(affectedRows: Int) {
+        columns = []
+        columnIndex = [:]
+        result = nil
+        self.affectedRows = affectedRows
     }
 
     public var startIndex: Int { 0 }
-    public var endIndex: Int { columns.isEmpty ? 0 : cells.count / columns.count }
+    public var endIndex: Int { columns.isEmpty ? 0 : result?.rowCount ?? 0 }
 
     public subscript(position: Int) -> PostgresRow {
-        PostgresRow(rows: self, offset: position * columns.count)
+        PostgresRow(rows: self, row: position)
     }
 
-    fileprivate func cell(_ offset: Int) -> String? { cells[offset] }
+    /// Decodes the cell at `row` and `column` as `T` from its bytes (nil for NULL).
+    fileprivate func decodeCell<T: PostgresDecodable>(row: Int, column: Int, as type: T.Type) throws -> T {
+        guard let result, row >= 0, row < result.rowCount else {
+            throw PostgresDecodingFailure("row \(row) is out of range (\(result?.rowCount ?? 0) rows)")
+        }
+        return try withExtendedLifetime(result) {
+            let (row, column) = (Int32(row), Int32(column))
+            guard PQgetisnull(result.pointer, row, column) == 0 else { return try T.decode(postgresBytes: nil) }
+            let count = Int(PQgetlength(result.pointer, row, column))
+            let start = UnsafeRawPointer(PQgetvalue(result.pointer, row, column)!).assumingMemoryBound(to: UInt8.self)
+            return try T.decode(postgresBytes: UnsafeBufferPointer(start: start, count: count))
+        }
+    }
+
     fileprivate func column(named name: String) -> Int? { columnIndex[name] }
 }
 
 /// One row of a result.
 public struct PostgresRow: Sendable {
     fileprivate let rows: PostgresRows
-    fileprivate let offset: Int
+    fileprivate let row: Int
 
     /// Decodes the column called `name`.
     public func decode<T: PostgresDecodable>(_ name: String, as type: T.Type = T.self) throws -> T {
@@ -51,9 +105,9 @@ public struct PostgresRow: Sendable {
             throw PostgresError.decoding("column \(column) is out of range (\(rows.columns.count) columns)")
         }
         do {
-            return try T.decode(postgresText: rows.cell(offset + column))
-        } catch {
-            throw PostgresError.decoding("column \"\(rows.columns[column])\": \(error.reason)")
+            return try rows.decodeCell(row: row, column: column, as: T.self)
+        } catch let failure as PostgresDecodingFailure {
+            throw PostgresError.decoding("column \"\(rows.columns[column])\": \(failure.reason)")
         }
     }
 }
@@ -80,6 +134,46 @@ public struct PostgresDecodingFailure: Error, Sendable {
 public protocol PostgresDecodable: Sendable {
     /// Builds the value from a cell; `nil` is SQL NULL.
     static func decode(postgresText: String?) throws(PostgresDecodingFailure) -> Self
+    /// Builds the value from a cell's text as UTF-8 bytes; `nil` is SQL NULL. By default it makes a
+    /// `String` of them for ``decode(postgresText:)``; a type that can skip that says so here.
+    static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Self
+}
+
+extension PostgresDecodable {
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Self {
+        try decode(postgresText: postgresBytes.map { String(decoding: $0, as: UTF8.self) })
+    }
+}
+
+/// A non-NULL type read from a cell's bytes as `parse` makes it, or refused as ``PostgresDecodingFailure/unexpected(_:as:)``.
+private func decodeBytes<T>(_ bytes: UnsafeBufferPointer<UInt8>?, as type: T.Type, _ parse: (UnsafeBufferPointer<UInt8>) -> T?) throws -> T {
+    guard let bytes else { throw PostgresDecodingFailure.null(as: T.self) }
+    guard let value = parse(bytes) else { throw PostgresDecodingFailure.unexpected(String(decoding: bytes, as: UTF8.self), as: T.self) }
+    return value
+}
+
+/// A decimal integer as PostgreSQL prints one (an optional sign, then digits), or nil when the bytes are
+/// not one or it does not fit in `T`: what `T(String)` answers, without the string.
+private func parseInteger<T: FixedWidthInteger>(_ bytes: UnsafeBufferPointer<UInt8>, as type: T.Type) -> T? {
+    var index = 0
+    var isNegative = false
+    if let first = bytes.first, first == UInt8(ascii: "-") || first == UInt8(ascii: "+") {
+        isNegative = first == UInt8(ascii: "-")
+        index = 1
+    }
+    guard index < bytes.count else { return nil }
+    var value: T = 0
+    while index < bytes.count {
+        let digit = bytes[index] &- UInt8(ascii: "0")
+        guard digit < 10 else { return nil }
+        let (shifted, overflowed) = value.multipliedReportingOverflow(by: 10)
+        let (next, overflowedAgain) = isNegative
+            ? shifted.subtractingReportingOverflow(T(digit)) : shifted.addingReportingOverflow(T(digit))
+        guard !overflowed, !overflowedAgain else { return nil }
+        value = next
+        index += 1
+    }
+    return value
 }
 
 /// A type that is never NULL and reads from a non-NULL text value.
@@ -101,6 +195,11 @@ extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
         guard let postgresText else { return nil }
         return try Wrapped.decode(postgresText: postgresText)
     }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Wrapped? {
+        guard let postgresBytes else { return nil }
+        return try Wrapped.decode(postgresBytes: postgresBytes)
+    }
 }
 
 extension String: PostgresTextDecodable {
@@ -109,19 +208,35 @@ extension String: PostgresTextDecodable {
 
 extension Int: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(postgresText) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Int {
+        try decodeBytes(postgresBytes, as: Int.self) { parseInteger($0, as: Int.self) }
+    }
 }
 
 extension Int32: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(postgresText) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Int32 {
+        try decodeBytes(postgresBytes, as: Int32.self) { parseInteger($0, as: Int32.self) }
+    }
 }
 
 extension Int64: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(postgresText) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Int64 {
+        try decodeBytes(postgresBytes, as: Int64.self) { parseInteger($0, as: Int64.self) }
+    }
 }
 
 /// `xid8` transaction ids read as `UInt64`.
 extension UInt64: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(postgresText) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> UInt64 {
+        try decodeBytes(postgresBytes, as: UInt64.self) { parseInteger($0, as: UInt64.self) }
+    }
 }
 
 extension Double: PostgresTextDecodable {
@@ -140,12 +255,20 @@ extension Bool: PostgresTextDecodable {
 
 extension UUID: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(text: postgresText) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> UUID {
+        try decodeBytes(postgresBytes, as: UUID.self) { UUID(utf8: $0) }
+    }
 }
 
 extension Date: PostgresTextDecodable {
     public init?(postgresText: String) {
         guard let date = PostgresTimestamp.parse(postgresText) else { return nil }
         self = date
+    }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> Date {
+        try decodeBytes(postgresBytes, as: Date.self) { PostgresTimestamp.parse(bytes: $0) }
     }
 }
 
@@ -187,6 +310,10 @@ extension Data: PostgresTextDecodable {
 
 extension PostgresJSON: PostgresTextDecodable {
     public init?(postgresText: String) { self.init(data: Data(postgresText.utf8)) }
+
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> PostgresJSON {
+        try decodeBytes(postgresBytes, as: PostgresJSON.self) { PostgresJSON(data: Data(buffer: $0)) }
+    }
 }
 
 /// Reads and writes `timestamptz` text in the ISO style with a UTC offset,
@@ -199,6 +326,13 @@ enum PostgresTimestamp {
 
     /// Parses `YYYY-MM-DD HH:MM:SS[.ffffff]±HH[:MM[:SS]]` (no zone: UTC).
     static func parse(_ text: String) -> Date? {
-        UTCTimestamp.parse(text, separators: [UInt8(ascii: " "), UInt8(ascii: "T")], zoneRequired: false)
+        UTCTimestamp.parse(text, separators: separators, zoneRequired: false)
     }
+
+    /// ``parse(_:)`` of the text's UTF-8 bytes.
+    static func parse(bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        UTCTimestamp.parse(bytes: bytes, separators: separators, zoneRequired: false)
+    }
+
+    private static let separators = [UInt8(ascii: " "), UInt8(ascii: "T")]
 }

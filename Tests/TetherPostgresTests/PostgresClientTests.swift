@@ -34,6 +34,46 @@ struct PostgresClientTests {
         #expect(throws: PostgresError.self) { try row.decode("no such column", as: String.self) }
     }
 
+    /// Cells are read from libpq's result where it put them: NULL and empty cells side by side, first and
+    /// last in a row and across rows, each read back as itself; numbers, ids, times and JSON read from the
+    /// bytes answer as their `String` parsers would, refusals included.
+    @Test func cellsReadBackExactlyFromLibpqsResult() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false)
+        defer { client.shutdown() }
+        let rows = try await client.query("""
+            SELECT * FROM (VALUES
+                (NULL::text, ''::text, NULL::text, 'é'::text, ''::text),
+                ('', NULL, 'last', NULL, NULL),
+                (NULL, NULL, NULL, NULL, '')) AS v(a, b, c, d, e)
+            """)
+        let cells = try rows.map { row in try ["a", "b", "c", "d", "e"].map { try row.decode($0, as: String?.self) } }
+        #expect(cells == [[nil, "", nil, "é", ""], ["", nil, "last", nil, nil], [nil, nil, nil, nil, ""]])
+
+        let id = UUID()
+        let numbers = try #require(try await client.query("""
+            SELECT '-9223372036854775808'::int8 AS min, '9223372036854775807'::int8 AS max, '-2147483648'::int4 AS min32,
+                   '18446744073709551615' AS umax, '18446744073709551616' AS past, '12a' AS junk, '-' AS sign, '' AS empty,
+                   \(id)::uuid AS id, 'not-a-uuid' AS badid, '2026-12-04 05:17:08.123456+00'::timestamptz AS at,
+                   '{"b": [1, "x"], "a": null}'::jsonb AS doc, NULL::jsonb AS nodoc
+            """).first)
+        #expect(try numbers.decode("min", as: Int64.self) == .min)
+        #expect(try numbers.decode("max", as: Int64.self) == .max)
+        #expect(try numbers.decode("max", as: Int.self) == .max)
+        #expect(try numbers.decode("min32", as: Int32.self) == .min)
+        #expect(try numbers.decode("umax", as: UInt64.self) == .max)
+        for (column, type) in [("past", UInt64.self), ("junk", UInt64.self), ("sign", UInt64.self), ("empty", UInt64.self)] as [(String, UInt64.Type)] {
+            #expect(throws: PostgresError.self, "\(column)") { try numbers.decode(column, as: type) }
+        }
+        #expect(throws: PostgresError.self) { try numbers.decode("max", as: Int32.self) }
+        #expect(throws: PostgresError.self) { try numbers.decode("min", as: UInt64.self) }
+        #expect(try numbers.decode("id", as: UUID.self) == id)
+        #expect(throws: PostgresError.self) { try numbers.decode("badid", as: UUID.self) }
+        #expect(try numbers.decode("at", as: Date.self) == Date(timeIntervalSince1970: 1_796_361_428.123456))
+        #expect(try numbers.decode("doc", as: PostgresJSON.self).data == Data(#"{"a": null, "b": [1, "x"]}"#.utf8))
+        #expect(try numbers.decode("nodoc", as: PostgresJSON?.self) == nil)
+    }
+
     /// The race of the pool's waiters, forced: the only connection comes back after an acquirer found
     /// the pool full but before it registered as a waiter. It must still get that connection, at once,
     /// rather than sleep until another release or its timeout (a 503 for the request waiting on it).
