@@ -407,7 +407,7 @@ public struct PostgresEventStore: Sendable {
     /// `categories` keeps only streams whose name before the first `-` is listed
     /// (`user` for `user-<id>`). Upcasters run on every event.
     public func readAll(
-        after checkpoint: LogCheckpoint, limit: Int, categories: [String], horizon: LogHorizon,
+        after checkpoint: LogCheckpoint, limit: Int, categories: [String], horizon: LogHorizon, withMetadata: Bool = true,
         on connection: PostgresConnection
     ) async throws -> LogPage {
         let visible: PostgresQuery = switch horizon {
@@ -419,14 +419,15 @@ public struct PostgresEventStore: Sendable {
               \(visible)
             ORDER BY tx, position
             LIMIT \(limit)
-            """, limit: limit, categories: categories, below: nil, on: connection)
+            """, limit: limit, categories: categories, below: nil, withMetadata: withMetadata, on: connection)
     }
 
     /// The page `selection` (a WHERE clause on `events`, with its order and `limit`) picks, rows of other
-    /// `categories` or of transactions from `horizon` on dropped, the rest decoded and upcast.
+    /// `categories` or of transactions from `horizon` on dropped, the rest decoded and upcast (their metadata
+    /// left empty unless `withMetadata`).
     private func readPage(
         _ selection: PostgresQuery, limit: Int, categories: [String], below horizon: UInt64?, leavingSealed: Set<String> = [],
-        on connection: PostgresConnection
+        withMetadata: Bool, on connection: PostgresConnection
     ) async throws -> LogPage {
         var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns) FROM events "
         query.append(selection)
@@ -438,7 +439,7 @@ public struct PostgresEventStore: Sendable {
             if let horizon, try row.decode("tx", as: UInt64.self) >= horizon { continue }
             if wanted.contains(String(StreamName(try row.decode("stream")).category)) { kept.append(row) }
         }
-        let events = try await decode(kept, leavingSealed: leavingSealed) { try await connection.query($0) }
+        let events = try await decode(kept, leavingSealed: leavingSealed, withMetadata: withMetadata) { try await connection.query($0) }
         let last = try rows.last.map { row in
             (userId: try row.decode("user_id", as: UUID?.self),
              checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
@@ -456,7 +457,7 @@ public struct PostgresEventStore: Sendable {
     /// open when nil: readers of disjoint ranges can read the log side by side.
     public func readByUser(
         after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
-        limit: Int, categories: [String], leavingSealed: Set<String> = [], on connection: PostgresConnection
+        limit: Int, categories: [String], leavingSealed: Set<String> = [], withMetadata: Bool = true, on connection: PostgresConnection
     ) async throws -> LogPage {
         var after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
         if let from = users.from { after.append(" AND user_id >= \(from)::uuid") }
@@ -465,7 +466,8 @@ public struct PostgresEventStore: Sendable {
             WHERE user_id IS NOT NULL \(after)
             ORDER BY user_id, position
             LIMIT \(limit)
-            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, on: connection)
+            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, withMetadata: withMetadata,
+            on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
@@ -576,9 +578,10 @@ public struct PostgresEventStore: Sendable {
     /// Decodes rows, opening sealed personal data with the keys of their users, and those of events about
     /// no one with their ``ExpiringKeys`` keys (one query for each kind).
     private func decode(
-        _ rows: some Sequence<PostgresRow>, leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
+        _ rows: some Sequence<PostgresRow>, leavingSealed: Set<String> = [], withMetadata: Bool = true,
+        query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
-        let stored = try rows.map(decode)
+        let stored = try rows.map { try decode($0, withMetadata: withMetadata) }
         let masterKeys = client.configuration.masterKeys
         let keys = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
         let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
@@ -587,9 +590,10 @@ public struct PostgresEventStore: Sendable {
         return try stored.map { try opened($0, keys: keys, expiringKeys: expiring, leavingSealed: leavingSealed) }
     }
 
-    /// One row as stored (sealed parts still sealed, no upcasters run).
-    private func decode(_ row: PostgresRow) throws -> RecordedEvent {
-        let metadata = try EventMetadata.decodeStored(try row.decode("metadata", as: PostgresJSON.self).data)
+    /// One row as stored (sealed parts still sealed, no upcasters run); without `withMetadata`, its
+    /// metadata is left empty, unread.
+    private func decode(_ row: PostgresRow, withMetadata: Bool = true) throws -> RecordedEvent {
+        let metadata = withMetadata ? try EventMetadata.decodeStored(try row.decode("metadata", as: PostgresJSON.self).data) : EventMetadata()
         let event = RecordedEvent(
             position: try row.decode("position"), transactionId: try row.decode("tx"),
             stream: StreamName(try row.decode("stream")), version: try row.decode("version"),

@@ -207,7 +207,7 @@ public struct ProjectionReplay: Sendable {
         }
         let reader = BulkReader(
             bulk: bulk, copies: copies, horizon: horizon, batchSize: configuration.batchSize, categories: projection.categories,
-            store: PostgresEventStore(client: database, upcasters: projection.upcasters), progress: run)
+            readsMetadata: projection.readsMetadata, store: PostgresEventStore(client: database, upcasters: projection.upcasters), progress: run)
         // Every reader in a child task, so the first to fail cancels the others.
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<readers {
@@ -359,7 +359,8 @@ public struct ProjectionReplay: Sendable {
         after checkpoint: LogCheckpoint, horizon: PostgresEventStore.LogHorizon, on connection: PostgresConnection
     ) async throws -> PostgresEventStore.LogPage {
         try await PostgresEventStore(client: database, upcasters: projection.upcasters).readAll(
-            after: checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon, on: connection)
+            after: checkpoint, limit: configuration.batchSize, categories: projection.categories, horizon: horizon,
+            withMetadata: projection.readsMetadata, on: connection)
     }
 
     /// A page of the log with the statements that apply its events (nil: the projection applies them one by one).
@@ -500,6 +501,7 @@ private final class BulkReader: Sendable {
     let horizon: UInt64
     let batchSize: Int
     let categories: [String]
+    let readsMetadata: Bool
     let store: PostgresEventStore
     /// The run as the phase began, for progress reports.
     let progress: RunState
@@ -508,10 +510,10 @@ private final class BulkReader: Sendable {
 
     init(
         bulk: Projection.BulkRows, copies: [(table: String, statement: String)], horizon: UInt64, batchSize: Int,
-        categories: [String], store: PostgresEventStore, progress: RunState
+        categories: [String], readsMetadata: Bool, store: PostgresEventStore, progress: RunState
     ) {
         (self.bulk, self.copies, self.horizon, self.batchSize) = (bulk, copies, horizon, batchSize)
-        (self.categories, self.store, self.progress) = (categories, store, progress)
+        (self.categories, self.readsMetadata, self.store, self.progress) = (categories, readsMetadata, store, progress)
     }
 
     /// Reads the users of `users` page by page, folds each user's events into rows and writes them with `COPY`.
@@ -523,7 +525,7 @@ private final class BulkReader: Sendable {
             try Task.checkCancellation()
             let page = try await store.readByUser(
                 after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
-                leavingSealed: bulk.leavingSealed, on: connection)
+                leavingSealed: bulk.leavingSealed, withMetadata: readsMetadata, on: connection)
             for (event, occurredAt) in page.events {
                 guard let userId = event.userId else { continue }
                 if let current = user, current.id != userId {
