@@ -208,16 +208,8 @@ public struct ProjectionReplay: Sendable {
         let reader = BulkReader(
             bulk: bulk, copies: copies, horizon: horizon, batchSize: configuration.batchSize, categories: projection.categories,
             readsMetadata: projection.readsMetadata, store: PostgresEventStore(client: database, upcasters: projection.upcasters), progress: run)
-        // Every reader in a child task, so the first to fail cancels the others.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<readers {
-                let users = (from: bounds[index], to: bounds[index + 1])
-                group.addTask { [database] in
-                    if index == 0 { return try await reader.load(users, on: connection) }
-                    try await database.withConnection { try await reader.load(users, on: $0) }
-                }
-            }
-            while try await group.next() != nil {}
+        try await sideBySide(readers, on: connection) { index, connection in
+            try await reader.load((from: bounds[index], to: bounds[index + 1]), on: connection)
         }
         run.applied += reader.applied.withLock { $0 }
         run.report(nil)
@@ -234,23 +226,30 @@ public struct ProjectionReplay: Sendable {
             """).map { try $0.decode("name", as: String.self) }
         let waiting = WorkList(tables)
         let workers = max(1, min(configuration.bulkReaders, database.configuration.maxConnections, tables.count))
+        try await sideBySide(workers, on: main) { _, connection in
+            while let table = waiting.next() {
+                try Task.checkCancellation()
+                try await shadow.addKeys(of: table, on: connection)
+                try await connection.execute(simple: "ANALYZE \(shadow.shadow(table))")
+            }
+        }
+        try await shadow.addForeignKeys(on: main)
+    }
+
+    /// Runs `work` for `count` workers, each in a child task (so the first to fail cancels the others):
+    /// the first on `main`, the others on connections of their own from the run's pool.
+    private func sideBySide(
+        _ count: Int, on main: PostgresConnection, _ work: @escaping @Sendable (_ index: Int, PostgresConnection) async throws -> Void
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<workers {
+            for index in 0..<count {
                 group.addTask { [database] in
-                    @Sendable func keyEach(on connection: PostgresConnection) async throws {
-                        while let table = waiting.next() {
-                            try Task.checkCancellation()
-                            try await shadow.addKeys(of: table, on: connection)
-                            try await connection.execute(simple: "ANALYZE \(shadow.shadow(table))")
-                        }
-                    }
-                    if index == 0 { return try await keyEach(on: main) }
-                    try await database.withConnection { try await keyEach(on: $0) }
+                    if index == 0 { return try await work(index, main) }
+                    try await database.withConnection { try await work(index, $0) }
                 }
             }
             while try await group.next() != nil {}
         }
-        try await shadow.addForeignKeys(on: main)
     }
 
     /// Where the bulk phase stops: below the oldest transaction still running (anywhere in the cluster),

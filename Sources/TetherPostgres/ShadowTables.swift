@@ -145,12 +145,6 @@ struct ShadowTables {
         try await addForeignKeys(on: connection)
     }
 
-    /// Gives the copy of `table` its live table's primary, unique and exclusion keys and its other
-    /// indexes, built over the rows already there. Copies of different tables can be keyed side by
-    /// side, each on a connection of its own; foreign keys wait for all of them (``addForeignKeys(on:)``).
-    func addKeys(of table: String, on connection: PostgresConnection) async throws {
-        try await copyKeys(table, on: connection)
-    }
 
     /// Gives the copies the live tables' foreign keys, each checked over the rows already there, once
     /// every copy has its keys.
@@ -200,7 +194,10 @@ struct ShadowTables {
         }
     }
 
-    private func copyKeys(_ table: String, on connection: PostgresConnection) async throws {
+    /// Gives the copy of `table` its live table's primary, unique and exclusion keys and its other
+    /// indexes, built over the rows already there. Copies of different tables can be keyed side by
+    /// side, each on a connection of its own; foreign keys wait for all of them (``addForeignKeys(on:)``).
+    func addKeys(of table: String, on connection: PostgresConnection) async throws {
         let constraints = try await connection.query("""
             SELECT conname, pg_get_constraintdef(oid) AS definition FROM pg_constraint
             WHERE conrelid = \(live(table))::regclass AND contype IN ('p', 'u', 'x') ORDER BY conname
