@@ -75,4 +75,42 @@ struct AnonymousAndParseSessionTests {
         let apple = account(UserAccount.register(id: appleId, identity: self.apple, session: nil, now: now), id: appleId)
         #expect(throws: AccountError.self) { try apple.changePassword(passwordHash: "x", session: replacement, now: now) }
     }
+
+    @Test func aSessionPastTheLimitEndsTheOldestAndAnInstallationsOwnEndFirst() throws {
+        let id = UUID()
+        var user = account(UserAccount.register(id: id, identity: anonymous, session: nil, now: now), id: id)
+        func apply(_ events: [AccountEvent], at date: Date) {
+            user = user.appending(events.map { ($0, date) }, version: user.version + events.count)
+        }
+        func start(_ sessionId: UUID, installation: String? = nil, at date: Date) throws {
+            var session = parseSession(installation: installation)
+            session.id = sessionId
+            apply(try user.signIn(with: anonymous, session: session, now: date), at: date)
+        }
+        // Two sessions in one second, …002 before …001 in the log; then sessions …200 down to …100, each
+        // a second older than the one before it in the log (…160 for installation `i-1`, …140 for `i-2`), three
+        // of them signed out before the last three: 100 live.
+        let tied = ["00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000001"].map { UUID(uuidString: $0)! }
+        let ids = (0...100).map { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", 200 - $0))! }
+        for session in tied { try start(session, at: now) }
+        for (index, session) in ids.enumerated() {
+            if index == 98 { for ended in ids[0...2] { apply(try user.signOut(session: ended), at: now) } }
+            try start(session, installation: [40: "i-1", 60: "i-2"][index], at: now.addingTimeInterval(Double(1000 - index)))
+        }
+        let live = user.activeSessions.map(\.id)
+        #expect(live.count == UserAccount.maxLiveSessions)
+        #expect(live.prefix(2) == [tied[1], tied[0]], "a tie in time goes by id")
+        #expect(Array(live.dropFirst(2).prefix(3)) == [ids[100], ids[99], ids[98]], "oldest first")
+        #expect(live.last == ids[3])
+
+        func endedBySignIn(installation: String?) throws -> [String] {
+            try user.signIn(with: anonymous, session: parseSession(installation: installation), now: now).compactMap {
+                if case .sessionEnded(let ended) = $0 { "\(ended.sessionId.uuidString.suffix(3)) \(ended.reason)" } else { nil }
+            }
+        }
+        #expect(try endedBySignIn(installation: nil) == ["001 session_limit"])
+        #expect(try endedBySignIn(installation: "i-3") == ["001 session_limit"])
+        #expect(try endedBySignIn(installation: "i-1") == ["160 replaced"], "the installation's own, which makes room")
+        #expect(try endedBySignIn(installation: "i-2") == ["140 replaced"])
+    }
 }

@@ -255,16 +255,11 @@ extension UserAccount {
     /// the user's earlier sessions of that installation (Parse's rule), which end first; past
     /// ``maxLiveSessions``, the oldest sessions end too.
     func starting(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
-        var events: [AccountEvent] = []
-        var live = activeSessions // oldest first
-        if let installation = session.installationId {
-            for active in live where active.installationId == installation {
-                events.append(.sessionEnded(.init(sessionId: active.id, reason: "replaced")))
-            }
-            live.removeAll { $0.installationId == installation }
-        }
-        for oldest in live.prefix(max(0, live.count + 1 - Self.maxLiveSessions)) {
-            events.append(.sessionEnded(.init(sessionId: oldest.id, reason: "session_limit")))
+        let (live, replaced) = activeSessionIds(ofInstallation: session.installationId) // oldest first
+        var events: [AccountEvent] = replaced.map { .sessionEnded(.init(sessionId: $0, reason: "replaced")) }
+        let others = replaced.isEmpty ? live : live.filter { !replaced.contains($0) }
+        for oldest in others.prefix(max(0, others.count + 1 - Self.maxLiveSessions)) {
+            events.append(.sessionEnded(.init(sessionId: oldest, reason: "session_limit")))
         }
         return events + Self.started(session, provider: provider, outcome: outcome, now: now)
     }

@@ -209,8 +209,23 @@ public struct UserAccount: Sendable, Hashable {
         }
     }
 
-    /// Sessions still usable.
+    /// Sessions still usable, oldest first.
     public var activeSessions: [Session] {
-        sessions.values.filter(\.isActive).sorted { $0.startedAt != $1.startedAt ? $0.startedAt < $1.startedAt : $0.id.sortsBefore($1.id) }
+        activeSessionIds(ofInstallation: nil).all.map { sessions[$0]! }
+    }
+
+    /// The ids of the sessions still usable, oldest first (ties by id), and those of them opened for
+    /// `installation`. Only each session's start, id and installation are read: a user near
+    /// ``maxLiveSessions`` starts a session with every sign-in, and sorting copies of the sessions
+    /// themselves (their hashes, methods and claims) was most of a sign-in's own work then.
+    func activeSessionIds(ofInstallation installation: String?) -> (all: [UUID], ofInstallation: [UUID]) {
+        var live: [(startedAt: Date, id: UUID, isOfInstallation: Bool)] = []
+        live.reserveCapacity(sessions.count)
+        for index in sessions.indices where sessions.values[index].isActive {
+            let isOfInstallation = installation != nil && sessions.values[index].installationId == installation
+            live.append((sessions.values[index].startedAt, sessions.keys[index], isOfInstallation))
+        }
+        live.sort { $0.startedAt != $1.startedAt ? $0.startedAt < $1.startedAt : $0.id.sortsBefore($1.id) }
+        return (live.map(\.id), live.lazy.filter(\.isOfInstallation).map(\.id))
     }
 }
