@@ -112,5 +112,13 @@ struct AnonymousAndParseSessionTests {
         #expect(try endedBySignIn(installation: "i-3") == ["001 session_limit"])
         #expect(try endedBySignIn(installation: "i-1") == ["160 replaced"], "the installation's own, which makes room")
         #expect(try endedBySignIn(installation: "i-2") == ["140 replaced"])
+
+        // A state past the limit (a lower limit, or sessions from before it): the sign-in ends as many as it must.
+        for _ in 0..<2 {
+            let elsewhere = UserAccount.register(id: UUID(), identity: anonymous, session: parseSession(installation: nil), now: now)
+            apply(elsewhere.filter { if case .sessionStarted = $0 { true } else { false } }, at: now.addingTimeInterval(2000))
+        }
+        #expect(user.activeSessions.count == UserAccount.maxLiveSessions + 2)
+        #expect(try endedBySignIn(installation: nil) == ["001 session_limit", "002 session_limit", "100 session_limit"])
     }
 }

@@ -255,12 +255,12 @@ extension UserAccount {
     /// the user's earlier sessions of that installation (Parse's rule), which end first; past
     /// ``maxLiveSessions``, the oldest sessions end too.
     func starting(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
-        let (live, replaced) = activeSessionIds(ofInstallation: session.installationId) // oldest first
-        var events: [AccountEvent] = replaced.map { .sessionEnded(.init(sessionId: $0, reason: "replaced")) }
-        let others = replaced.isEmpty ? live : live.filter { !replaced.contains($0) }
-        for oldest in others.prefix(max(0, others.count + 1 - Self.maxLiveSessions)) {
-            events.append(.sessionEnded(.init(sessionId: oldest, reason: "session_limit")))
-        }
+        let (others, replaced) = liveSessionAges(splittingOff: session.installationId)
+        var events: [AccountEvent] = replaced.sorted().map { .sessionEnded(.init(sessionId: $0.id, reason: "replaced")) }
+        // Past the limit by one as a rule: the oldest is found without sorting them all.
+        let excess = others.count + 1 - Self.maxLiveSessions
+        let oldest = excess <= 0 ? [] : excess == 1 ? [others.min()!] : Array(others.sorted().prefix(excess))
+        events += oldest.map { .sessionEnded(.init(sessionId: $0.id, reason: "session_limit")) }
         return events + Self.started(session, provider: provider, outcome: outcome, now: now)
     }
 

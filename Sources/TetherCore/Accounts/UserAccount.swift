@@ -211,21 +211,34 @@ public struct UserAccount: Sendable, Hashable {
 
     /// Sessions still usable, oldest first.
     public var activeSessions: [Session] {
-        activeSessionIds(ofInstallation: nil).all.map { sessions[$0]! }
+        liveSessionAges(splittingOff: nil).others.sorted().map { sessions[$0.id]! }
     }
 
-    /// The ids of the sessions still usable, oldest first (ties by id), and those of them opened for
-    /// `installation`. Only each session's start, id and installation are read: a user near
-    /// ``maxLiveSessions`` starts a session with every sign-in, and sorting copies of the sessions
-    /// themselves (their hashes, methods and claims) was most of a sign-in's own work then.
-    func activeSessionIds(ofInstallation installation: String?) -> (all: [UUID], ofInstallation: [UUID]) {
-        var live: [(startedAt: Date, id: UUID, isOfInstallation: Bool)] = []
-        live.reserveCapacity(sessions.count)
-        for index in sessions.indices where sessions.values[index].isActive {
-            let isOfInstallation = installation != nil && sessions.values[index].installationId == installation
-            live.append((sessions.values[index].startedAt, sessions.keys[index], isOfInstallation))
+    /// Where a live session stands in age order: by its start, then by id.
+    struct SessionAge: Comparable {
+        var startedAt: Date
+        var id: UUID
+
+        static func < (lhs: SessionAge, rhs: SessionAge) -> Bool {
+            lhs.startedAt != rhs.startedAt ? lhs.startedAt < rhs.startedAt : lhs.id.sortsBefore(rhs.id)
         }
-        live.sort { $0.startedAt != $1.startedAt ? $0.startedAt < $1.startedAt : $0.id.sortsBefore($1.id) }
-        return (live.map(\.id), live.lazy.filter(\.isOfInstallation).map(\.id))
+    }
+
+    /// The ages of the sessions still usable, those opened for `installation` apart, in no order. Only each
+    /// session's start, id and installation are read: a user near ``maxLiveSessions`` starts a session with
+    /// every sign-in, and sorting copies of the sessions themselves (their hashes, methods and claims) was
+    /// most of a sign-in's own work then.
+    func liveSessionAges(splittingOff installation: String?) -> (others: [SessionAge], ofInstallation: [SessionAge]) {
+        var others: [SessionAge] = [], ofInstallation: [SessionAge] = []
+        others.reserveCapacity(sessions.count)
+        for index in sessions.indices where sessions.values[index].isActive {
+            let age = SessionAge(startedAt: sessions.values[index].startedAt, id: sessions.keys[index])
+            if installation != nil && sessions.values[index].installationId == installation {
+                ofInstallation.append(age)
+            } else {
+                others.append(age)
+            }
+        }
+        return (others, ofInstallation)
     }
 }
