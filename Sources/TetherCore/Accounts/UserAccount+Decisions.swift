@@ -255,12 +255,21 @@ extension UserAccount {
     /// the user's earlier sessions of that installation (Parse's rule), which end first; past
     /// ``maxLiveSessions``, the oldest sessions end too.
     func starting(_ session: NewSession, provider: String, outcome: String, now: Date) -> [AccountEvent] {
-        let (others, replaced) = liveSessionAges(splittingOff: session.installationId)
+        // Past the limit by one as a rule: the others are counted and the oldest found, with no list of them
+        // made (a list of a hundred asked malloc to sort its free chunks first) and none sorted.
+        var replaced: [SessionAge] = [], others = 0, oldest: SessionAge?
+        forEachLiveSession(splittingOff: session.installationId) { age, isOfInstallation in
+            if isOfInstallation {
+                replaced.append(age)
+            } else {
+                others += 1
+                if oldest.map({ age < $0 }) ?? true { oldest = age }
+            }
+        }
         var events: [AccountEvent] = replaced.sorted().map { .sessionEnded(.init(sessionId: $0.id, reason: "replaced")) }
-        // Past the limit by one as a rule: the oldest is found without sorting them all.
-        let excess = others.count + 1 - Self.maxLiveSessions
-        let oldest = excess <= 0 ? [] : excess == 1 ? [others.min()!] : Array(others.sorted().prefix(excess))
-        events += oldest.map { .sessionEnded(.init(sessionId: $0.id, reason: "session_limit")) }
+        let excess = others + 1 - Self.maxLiveSessions
+        let ending = excess <= 0 ? [] : excess == 1 ? [oldest!] : Array(liveSessionAges(splittingOff: session.installationId).others.sorted().prefix(excess))
+        events += ending.map { .sessionEnded(.init(sessionId: $0.id, reason: "session_limit")) }
         return events + Self.started(session, provider: provider, outcome: outcome, now: now)
     }
 

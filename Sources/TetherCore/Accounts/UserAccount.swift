@@ -224,21 +224,24 @@ public struct UserAccount: Sendable, Hashable {
         }
     }
 
-    /// The ages of the sessions still usable, those opened for `installation` apart, in no order. Only each
-    /// session's start, id and installation are read: a user near ``maxLiveSessions`` starts a session with
-    /// every sign-in, and sorting copies of the sessions themselves (their hashes, methods and claims) was
-    /// most of a sign-in's own work then.
+    /// The ages of the sessions still usable, those opened for `installation` apart, in no order.
     func liveSessionAges(splittingOff installation: String?) -> (others: [SessionAge], ofInstallation: [SessionAge]) {
         var others: [SessionAge] = [], ofInstallation: [SessionAge] = []
         others.reserveCapacity(sessions.count)
-        for index in sessions.indices where sessions.values[index].isActive {
-            let age = SessionAge(startedAt: sessions.values[index].startedAt, id: sessions.keys[index])
-            if installation != nil && sessions.values[index].installationId == installation {
-                ofInstallation.append(age)
-            } else {
-                others.append(age)
-            }
+        forEachLiveSession(splittingOff: installation) { age, isOfInstallation in
+            if isOfInstallation { ofInstallation.append(age) } else { others.append(age) }
         }
         return (others, ofInstallation)
+    }
+
+    /// Calls `body` with the age of each session still usable, in no order, and whether it was opened for
+    /// `installation`. Only each session's start, id and installation are read: a user near ``maxLiveSessions``
+    /// starts a session with every sign-in, and sorting copies of the sessions themselves (their hashes,
+    /// methods and claims) was most of a sign-in's own work then.
+    func forEachLiveSession(splittingOff installation: String?, _ body: (SessionAge, _ isOfInstallation: Bool) -> Void) {
+        for index in sessions.indices where sessions.values[index].isActive {
+            let age = SessionAge(startedAt: sessions.values[index].startedAt, id: sessions.keys[index])
+            body(age, installation != nil && sessions.values[index].installationId == installation)
+        }
     }
 }
