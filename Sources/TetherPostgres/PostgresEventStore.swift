@@ -432,20 +432,24 @@ public struct PostgresEventStore: Sendable {
         var query: PostgresQuery = "SELECT \(unsafeSQL: Self.columns) FROM events "
         query.append(selection)
         let rows = try await connection.query(query)
-        let wanted = Set(categories)
-        var kept: [PostgresRow] = []
+        let wanted = Set(categories.map { Substring($0) })
+        // Each kept row is decoded once: the stream and the transaction read to choose it go into its event.
+        var kept: [(event: RecordedEvent, occurredAt: String)] = []
         kept.reserveCapacity(rows.count)
         for row in rows {
-            if let horizon, try row.decode("tx", as: UInt64.self) >= horizon { continue }
-            if wanted.contains(String(StreamName(try row.decode("stream")).category)) { kept.append(row) }
+            let transactionId: UInt64 = try row.decode("tx")
+            if let horizon, transactionId >= horizon { continue }
+            let stream = StreamName(try row.decode("stream"))
+            guard wanted.contains(stream.category) else { continue }
+            // The column's text is what `occurred_at::text` prints (the same output function and settings).
+            kept.append((try decode(row, stream: stream, transactionId: transactionId, withMetadata: withMetadata), try row.decode("occurred_at")))
         }
-        let events = try await decode(kept, leavingSealed: leavingSealed, withMetadata: withMetadata) { try await connection.query($0) }
+        let events = try await opened(kept.map(\.event), leavingSealed: leavingSealed) { try await connection.query($0) }
         let last = try rows.last.map { row in
             (userId: try row.decode("user_id", as: UUID?.self),
              checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
         }
-        // The column's text is what `occurred_at::text` prints (the same output function and settings).
-        return LogPage(events: try zip(events, kept).map { ($0, try $1.decode("occurred_at")) }, isFull: rows.count == limit, last: last)
+        return LogPage(events: zip(events, kept).map { ($0, $1.occurredAt) }, isFull: rows.count == limit, last: last)
     }
 
     /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
@@ -578,10 +582,16 @@ public struct PostgresEventStore: Sendable {
     /// Decodes rows, opening sealed personal data with the keys of their users, and those of events about
     /// no one with their ``ExpiringKeys`` keys (one query for each kind).
     private func decode(
-        _ rows: some Sequence<PostgresRow>, leavingSealed: Set<String> = [], withMetadata: Bool = true,
-        query: (PostgresQuery) async throws -> PostgresRows
+        _ rows: some Sequence<PostgresRow>, query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
-        let stored = try rows.map { try decode($0, withMetadata: withMetadata) }
+        try await opened(try rows.map { try decode($0) }, query: query)
+    }
+
+    /// `stored` (as their rows hold them) upcast, their sealed parts opened with the keys of their users,
+    /// and those of events about no one with their ``ExpiringKeys`` keys (one query for each kind).
+    private func opened(
+        _ stored: [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
+    ) async throws -> [RecordedEvent] {
         let masterKeys = client.configuration.masterKeys
         let keys = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
         let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
@@ -591,12 +601,14 @@ public struct PostgresEventStore: Sendable {
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run); without `withMetadata`, its
-    /// metadata is left empty, unread.
-    private func decode(_ row: PostgresRow, withMetadata: Bool = true) throws -> RecordedEvent {
+    /// metadata is left empty, unread. `stream` and `transactionId`, when given, are the row's own, read already.
+    private func decode(
+        _ row: PostgresRow, stream: StreamName? = nil, transactionId: UInt64? = nil, withMetadata: Bool = true
+    ) throws -> RecordedEvent {
         let metadata = withMetadata ? try EventMetadata.decodeStored(try row.decode("metadata", as: PostgresJSON.self).data) : EventMetadata()
         let event = RecordedEvent(
-            position: try row.decode("position"), transactionId: try row.decode("tx"),
-            stream: StreamName(try row.decode("stream")), version: try row.decode("version"),
+            position: try row.decode("position"), transactionId: try transactionId ?? row.decode("tx"),
+            stream: try stream ?? StreamName(row.decode("stream")), version: try row.decode("version"),
             id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
             data: try row.decode("data", as: PostgresJSON.self).data, metadata: metadata,
             userId: try row.decode("user_id"), occurredAt: try row.decode("occurred_at"))
