@@ -61,4 +61,24 @@ struct AccountStateCacheBoundsTests {
         cache.forget(user.id)
         #expect(cache.usage.bytes == 0 && cache.usage.states == 0)
     }
+
+    /// Hints are bounded by turning generations: a hint asked for between two turns stays, however many
+    /// refresh tokens' hints come and go; one never asked for again is gone after two turns.
+    @Test func hintsInUseOutliveTheRotatedOnesAroundThem() throws {
+        let cache = AccountStateCache(capacity: 16, shards: 1)  // a generation turns past 32 hints
+        let user = try Self.account(sessions: 1)
+        let identity = AccountStateCache.hint(provider: "apple", uid: "001.kept")
+        let firstToken = AccountStateCache.hint(refreshTokenHash: "token-0")
+        cache.store(.init(account: user, lastTransaction: 1), hints: [identity, firstToken])
+        for rotation in 1...500 {
+            // A refresh rotates the token: its new hint is stored, the old one never asked for again.
+            cache.store(.init(account: user, lastTransaction: 1), hints: [AccountStateCache.hint(refreshTokenHash: "token-\(rotation)")])
+            if rotation.isMultiple(of: 25) {
+                #expect(cache.entry(forHint: identity)?.account.id == user.id, "the identity's hint, asked for every 25 rotations, after \(rotation)")
+            }
+            #expect(cache.hintCount <= 4 * 16 + 1)
+        }
+        #expect(cache.entry(forHint: firstToken) == nil, "a rotated token's hint is gone")
+        #expect(cache.entry(forHint: AccountStateCache.hint(refreshTokenHash: "token-500"))?.account.id == user.id)
+    }
 }

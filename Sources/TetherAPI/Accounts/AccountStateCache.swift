@@ -30,7 +30,10 @@ public final class AccountStateCache: Sendable {
         /// The estimated size of the states kept.
         var bytes = 0
         /// Which user a hint (an identity, a refresh token's hash) named when last seen; checked by the read.
+        /// Two generations: a hint set or found since the last turn is in `owners`, one from the turn before
+        /// in `earlierOwners`, and the older ones are gone (see ``name(_:by:in:capacity:)``).
         var owners: [Hint: UUID] = [:]
+        var earlierOwners: [Hint: UUID] = [:]
         var clock: UInt64 = 0
     }
 
@@ -100,8 +103,31 @@ public final class AccountStateCache: Sendable {
 
     /// The state kept for the user `hint` last named, if any.
     func entry(forHint hint: Hint) -> Entry? {
-        let owner = shard(hint).withLock { $0.owners[hint] }
+        let owner = shard(hint).withLock { state -> UUID? in
+            if let owner = state.owners[hint] { return owner }
+            // Found in the earlier generation: it was used, so it moves to the current one.
+            guard let owner = state.earlierOwners.removeValue(forKey: hint) else { return nil }
+            Self.name(owner, by: hint, in: &state, capacity: shardCapacity)
+            return owner
+        }
         return owner.flatMap(entry(for:))
+    }
+
+    /// Records that `hint` names `owner`. Past `2 × capacity` hints in the current generation, it becomes the
+    /// earlier one and the hints of the one before are dropped: hints of rotated refresh tokens, never asked for
+    /// again, go after two turns, while an identity or a live token asked for in between stays. (Dropping every
+    /// hint at the bound, as before, sent the next command of every user back to reading their whole stream.)
+    private static func name(_ owner: UUID, by hint: Hint, in state: inout State, capacity: Int) {
+        state.owners[hint] = owner
+        if state.owners.count > 2 * capacity {
+            state.earlierOwners = state.owners
+            state.owners = [:]
+        }
+    }
+
+    /// How many hints are kept, in both generations (for the tests of their bound).
+    var hintCount: Int {
+        shards.reduce(0) { total, shard in shard.withLock { total + $0.owners.count + $0.earlierOwners.count } }
     }
 
     /// Keeps `entry` (a committed state), unless a later one is kept already; `hints` name its user from now on.
@@ -122,11 +148,7 @@ public final class AccountStateCache: Sendable {
         }
         _ = replaced
         for hint in hints {
-            shard(hint).withLock { state in
-                state.owners[hint] = id
-                // Hints of rotated refresh tokens are never asked for again: keep a bounded number of them.
-                if state.owners.count > 4 * capacity { state.owners = [:] }
-            }
+            shard(hint).withLock { state in Self.name(id, by: hint, in: &state, capacity: capacity) }
         }
     }
 
