@@ -32,6 +32,31 @@ struct AccountStateCacheTests {
         #expect(returning.account?.sessions.count == 2)
     }
 
+    /// A session's first refresh finds its user's kept state by the refresh token the session was opened
+    /// with, as later refreshes do by the token they were given: none reads the whole stream again.
+    @Test func aSessionsFirstRefreshStartsFromTheKeptState() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 2)
+        defer { client.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let opened = session()
+        let userId = try await accounts.signIn(apple, session: opened, context: CommandContext()).userId
+        var presented = opened.refreshTokenHash
+        for round in 1...2 {
+            let meter = PostgresMeter()
+            let next = "rotated-\(round)-\(UUID().uuidString)"
+            let rotated = try await PostgresMeter.$current.withValue(meter) {
+                try await accounts.refresh(presentedHash: presented, newHash: next, presentedJKT: nil, context: CommandContext())
+            }
+            #expect(rotated.userId == userId && rotated.sessionId == opened.id)
+            #expect(rotated.account.version == 4 + round, "registered with the session (4 events), then one a refresh")
+            // The stream is read from the kept state's version (`version > CASE …`), not from the start.
+            #expect(meter.statements.contains { $0.contains("stream = 'user-'") && $0.contains("version > CASE") },
+                    "refresh \(round) read the whole stream: \(meter.statements)")
+            presented = next
+        }
+    }
+
     /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
         let database = try await TestDatabase.make()

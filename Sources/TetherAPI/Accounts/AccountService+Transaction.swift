@@ -132,6 +132,10 @@ extension AccountService {
     }
 
     /// Commits `events` on `user` in `transaction`'s last round trip; answers the user's state after them.
+    ///
+    /// The state is kept under `hints`, and under the refresh token of each session the events start whose
+    /// token rotates: a session's first refresh finds it as its later ones do. (Without, that first refresh
+    /// read the user's whole stream again: about 16 ms of CPU for a user with 1,300 events.)
     func commit(
         _ events: [AccountEvent], on user: LoadedUser, _ context: CommandContext, writingAfter: [PostgresQuery] = [],
         hints: [AccountStateCache.Hint] = [], in transaction: TransactionJob
@@ -139,7 +143,11 @@ extension AccountService {
         guard !events.isEmpty else { return user.account }
         try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + writingAfter))
         let account = user.account.appending(events.map { ($0, user.now) }, version: user.account.version + events.count)
-        cache.store(.init(account: account, lastTransaction: user.transactionId), hints: hints)
+        let started = events.compactMap { event -> AccountStateCache.Hint? in
+            guard case .sessionStarted(let session) = event, session.secretKind.rotates else { return nil }
+            return AccountStateCache.hint(refreshTokenHash: session.refreshTokenHash)
+        }
+        cache.store(.init(account: account, lastTransaction: user.transactionId), hints: hints + started)
         return account
     }
 
