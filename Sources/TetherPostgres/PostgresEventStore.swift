@@ -547,7 +547,7 @@ public struct PostgresEventStore: Sendable {
     /// Events of the types in `leavingSealed` keep their sealed part sealed, for a reader that reads
     /// nothing of it (their payload then has no `personal` member: the type must decode without one).
     /// (Events about no one keep theirs sealed: ``readStream(_:after:)`` and the log's other readers open them.)
-    public func decode(_ rows: PostgresRows, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
+    public func decode(_ rows: some Sequence<PostgresRow>, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
         try rows.map { row in try opened(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed) }
     }
 

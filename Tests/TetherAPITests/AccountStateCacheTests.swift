@@ -57,6 +57,37 @@ struct AccountStateCacheTests {
         }
     }
 
+    /// A command no hint led to (an identity the state was never named by) reads the stream whole, and
+    /// decodes only what the state kept of the user by id does not hold.
+    @Test func aStreamReadWholeIsFoldedOnlyPastTheStateKeptById() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 2)
+        let owner = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown(); owner.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
+        try await accounts.link(google, to: userId, context: CommandContext())
+        // Behind the service's back, the stream's first event stops decoding: only a command that decodes it fails.
+        try await owner.withTransaction { connection in
+            try await connection.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
+            try await connection.query("""
+                UPDATE events SET data = '{"unreadable": true}' WHERE stream = \(StreamName.user(userId).rawValue) AND version = 1
+                """)
+            try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+        }
+        let meter = PostgresMeter()
+        let returning = try await PostgresMeter.$current.withValue(meter) {
+            try await accounts.signIn(google, session: session(), context: CommandContext())
+        }
+        #expect(!meter.statements.contains { $0.contains("version > CASE") }, "no hint named the user: \(meter.statements)")
+        #expect(returning.userId == userId && !returning.isNewUser)
+        #expect(returning.account?.version == 7, "registered (4), linked (1), signed in (2)")
+        #expect(returning.account?.identities.keys.sorted() == ["apple", "google"])
+        // Without the kept state, the whole stream is decoded, the damaged event with it.
+        let fresh = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        await #expect(throws: (any Error).self) { try await fresh.signIn(google, session: session(), context: CommandContext()) }
+    }
+
     /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
         let database = try await TestDatabase.make()

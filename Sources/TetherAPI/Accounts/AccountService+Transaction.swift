@@ -80,9 +80,20 @@ extension AccountService {
         guard let userId else { return (nil, unknown) }
         let stream = StreamName.user(userId)
         let key = try PersonalDataVault.opened(try head.decode("key"), of: userId, masterKeys: database.configuration.masterKeys)
-        let recorded = try store.decode(rows[1], keys: key.map { [userId: $0] } ?? [:])
         let streamVersion: Int = try head.decode("stream_version", as: Int?.self) ?? 0
-        let base = known.flatMap { $0.account.id == userId ? $0 : nil }
+        // The state the stream was read after; or, when it was read whole (no hint named this user), the state
+        // kept of the user by id, when the stream goes on from it: the rows it already holds are not decoded.
+        let base: AccountStateCache.Entry?
+        var streamRows = Array(rows[1])
+        if let known, known.account.id == userId {
+            base = known
+        } else if let kept = cache.entry(for: userId), kept.account.version <= streamVersion {
+            base = kept
+            streamRows = try streamRows.filter { try $0.decode("version", as: Int.self) > kept.account.version }
+        } else {
+            base = nil
+        }
+        let recorded = try store.decode(streamRows, keys: key.map { [userId: $0] } ?? [:])
         let baseVersion = base?.account.version ?? 0
         guard recorded.allSatisfy({ $0.stream == stream }), recorded.first.map({ $0.version == baseVersion + 1 }) ?? true,
               (recorded.last?.version ?? baseVersion) == streamVersion
