@@ -15,6 +15,35 @@ struct AccountStateCacheTests {
     private let apple = ExternalIdentity(provider: "apple", uid: "001.cache", email: nil, isEmailVerified: false)
     private let google = ExternalIdentity(provider: "google", uid: "g-cache", email: nil, isEmailVerified: false)
 
+    /// A user signed in with Apple and linked to Google by `accounts`, and the log's owner, who can change it
+    /// behind the service's back.
+    private struct LinkedUser {
+        let client: PostgresClient
+        let owner: PostgresClient
+        let accounts: AccountService
+        let userId: UUID
+
+        /// Runs `statement` on the log, which refuses changes to what it holds unless its owner lifts that.
+        func rewriteLog(_ statement: PostgresQuery) async throws {
+            try await owner.withTransaction { connection in
+                try await connection.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
+                try await connection.query(statement)
+                try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+            }
+        }
+    }
+
+    private func withLinkedUser(_ body: (LinkedUser) async throws -> Void) async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(maxConnections: 2)
+        let owner = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown(); owner.shutdown() }
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
+        try await accounts.link(google, to: userId, context: CommandContext())
+        try await body(LinkedUser(client: client, owner: owner, accounts: accounts, userId: userId))
+    }
+
     /// Two instances on one database, as two servers: each keeps its own states, and neither misses the other's writes.
     @Test func anotherInstancesWritesAreReadOverAKeptState() async throws {
         let database = try await TestDatabase.make()
@@ -60,58 +89,40 @@ struct AccountStateCacheTests {
     /// A command no hint led to (an identity the state was never named by) reads the stream whole, and
     /// decodes only what the state kept of the user by id does not hold.
     @Test func aStreamReadWholeIsFoldedOnlyPastTheStateKeptById() async throws {
-        let database = try await TestDatabase.make()
-        let client = database.client(maxConnections: 2)
-        let owner = database.client(asServiceRole: false, maxConnections: 1)
-        defer { client.shutdown(); owner.shutdown() }
-        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
-        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
-        try await accounts.link(google, to: userId, context: CommandContext())
-        // Behind the service's back, the stream's first event stops decoding: only a command that decodes it fails.
-        try await owner.withTransaction { connection in
-            try await connection.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
-            try await connection.query("""
-                UPDATE events SET data = '{"unreadable": true}' WHERE stream = \(StreamName.user(userId).rawValue) AND version = 1
+        try await withLinkedUser { user in
+            // The stream's first event stops decoding: only a command that decodes it fails.
+            try await user.rewriteLog("""
+                UPDATE events SET data = '{"unreadable": true}' WHERE stream = \(StreamName.user(user.userId).rawValue) AND version = 1
                 """)
-            try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+            let meter = PostgresMeter()
+            let returning = try await PostgresMeter.$current.withValue(meter) {
+                try await user.accounts.signIn(google, session: session(), context: CommandContext())
+            }
+            #expect(!meter.statements.contains { $0.contains("version > CASE") }, "no hint named the user: \(meter.statements)")
+            #expect(returning.userId == user.userId && !returning.isNewUser)
+            #expect(returning.account?.version == 7, "registered (4), linked (1), signed in (2)")
+            #expect(returning.account?.identities.keys.sorted() == ["apple", "google"])
+            // Without the kept state, the whole stream is decoded, the damaged event with it.
+            let fresh = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            await #expect(throws: (any Error).self) { try await fresh.signIn(google, session: session(), context: CommandContext()) }
         }
-        let meter = PostgresMeter()
-        let returning = try await PostgresMeter.$current.withValue(meter) {
-            try await accounts.signIn(google, session: session(), context: CommandContext())
-        }
-        #expect(!meter.statements.contains { $0.contains("version > CASE") }, "no hint named the user: \(meter.statements)")
-        #expect(returning.userId == userId && !returning.isNewUser)
-        #expect(returning.account?.version == 7, "registered (4), linked (1), signed in (2)")
-        #expect(returning.account?.identities.keys.sorted() == ["apple", "google"])
-        // Without the kept state, the whole stream is decoded, the damaged event with it.
-        let fresh = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
-        await #expect(throws: (any Error).self) { try await fresh.signIn(google, session: session(), context: CommandContext()) }
     }
 
     /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
-        let database = try await TestDatabase.make()
-        let client = database.client(maxConnections: 2)
-        let owner = database.client(asServiceRole: false, maxConnections: 1)
-        defer { client.shutdown(); owner.shutdown() }
-        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
-        let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
-        try await accounts.link(google, to: userId, context: CommandContext())
-        // Behind the service's back: the link's event and read model are gone, as after a restore.
-        try await owner.withTransaction { connection in
-            try await connection.query("ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete")
-            try await connection.query("DELETE FROM events WHERE stream = \(StreamName.user(userId).rawValue) AND version > 4")
-            try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
+        try await withLinkedUser { user in
+            // The link's event and read model are gone, as after a restore.
+            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
+            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
+            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
+            let returning = try await user.accounts.signIn(apple, session: session(), context: CommandContext())
+            #expect(returning.account?.identities.keys.sorted() == ["apple"], "the lost link is not resurrected from memory")
+            #expect(returning.account?.version == 6, "the sign-in's two events follow the log's four")
+            let versions = try await user.owner.query("""
+                SELECT version FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) ORDER BY version
+                """).map { try $0.decode("version", as: Int.self) }
+            #expect(versions == Array(1...6), "appended right after the log's last event, with no gap")
         }
-        try await owner.query("DELETE FROM identities WHERE user_id = \(userId) AND provider = 'google'")
-        try await owner.query("UPDATE users SET version = 4 WHERE id = \(userId)")
-        let returning = try await accounts.signIn(apple, session: session(), context: CommandContext())
-        #expect(returning.account?.identities.keys.sorted() == ["apple"], "the lost link is not resurrected from memory")
-        #expect(returning.account?.version == 6, "the sign-in's two events follow the log's four")
-        let versions = try await owner.query("""
-            SELECT version FROM events WHERE stream = \(StreamName.user(userId).rawValue) ORDER BY version
-            """).map { try $0.decode("version", as: Int.self) }
-        #expect(versions == Array(1...6), "appended right after the log's last event, with no gap")
     }
 
     /// A kept state found by the identity makes the sign-in a returning one, without the email's lock;
