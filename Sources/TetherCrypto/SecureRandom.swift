@@ -25,10 +25,14 @@ public enum SecureRandom: Sendable {
     /// Each thread's pool, released with the thread.
     private static let poolKey: pthread_key_t = {
         var key = pthread_key_t()
+        #if canImport(Darwin)
+        let created = pthread_key_create(&key) { pool in Unmanaged<AnyObject>.fromOpaque(pool).release() }
+        #else
         let created = pthread_key_create(&key) { pool in
             guard let pool else { return }
             Unmanaged<AnyObject>.fromOpaque(pool).release()
         }
+        #endif
         precondition(created == 0, "pthread_key_create failed: \(created)")
         return key
     }()

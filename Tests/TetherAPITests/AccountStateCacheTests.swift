@@ -108,6 +108,25 @@ struct AccountStateCacheTests {
         }
     }
 
+    /// A log put back to an earlier point and written again since, by another instance, up to the kept
+    /// state's version: a command no hint led to believes the log, not the state kept by id.
+    @Test func aLogWrittenAgainPastARestoreIsBelievedOverTheStateKeptById() async throws {
+        try await withLinkedUser { user in
+            // The link (version 5) is undone, as by a restore; another instance then links Facebook as version 5.
+            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
+            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
+            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
+            let other = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            let facebook = ExternalIdentity(provider: "facebook", uid: "fb-cache", email: nil, isEmailVerified: false)
+            try await other.link(facebook, to: user.userId, context: CommandContext())
+            // This instance still keeps the state at version 5 with Google; no hint names Facebook.
+            let returning = try await user.accounts.signIn(facebook, session: session(), context: CommandContext())
+            #expect(returning.userId == user.userId)
+            #expect(returning.account?.identities.keys.sorted() == ["apple", "facebook"], "the log's version 5, not the kept one")
+            #expect(returning.account?.version == 7)
+        }
+    }
+
     /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
         try await withLinkedUser { user in
