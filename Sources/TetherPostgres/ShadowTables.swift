@@ -145,7 +145,6 @@ struct ShadowTables {
         try await addForeignKeys(on: connection)
     }
 
-
     /// Gives the copies the live tables' foreign keys, each checked over the rows already there, once
     /// every copy has its keys.
     func addForeignKeys(on connection: PostgresConnection) async throws {

@@ -84,16 +84,16 @@ extension AccountService {
         // The state the stream was read after; or, when it was read whole (no hint named this user), the state
         // kept of the user by id, when the stream goes on from it: its last event is the log's at that version,
         // by the transaction that wrote it (a log put back and written again since is not), and the rows it
-        // already holds are not decoded.
+        // already holds, those up to it in the stream's version order, are not decoded.
         let base: AccountStateCache.Entry?
         var streamRows = Array(rows[1])
         if let known, known.account.id == userId {
             base = known
-        } else if let kept = cache.entry(for: userId), kept.account.version <= streamVersion,
-                  let last = try streamRows.first(where: { try $0.decode("version", as: Int.self) == kept.account.version }),
-                  try last.decode("tx", as: UInt64.self) == kept.lastTransaction {
+        } else if let kept = cache.entry(for: userId),
+                  let last = try streamRows.firstIndex(where: { try $0.decode("version", as: Int.self) == kept.account.version }),
+                  try streamRows[last].decode("tx", as: UInt64.self) == kept.lastTransaction {
             base = kept
-            streamRows = try streamRows.filter { try $0.decode("version", as: Int.self) > kept.account.version }
+            streamRows.removeFirst(last + 1)
         } else {
             base = nil
         }
