@@ -66,25 +66,29 @@ extension UUID {
     }
 
     private static func parse(_ utf8: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Bool {
-        guard utf8.count == 36 else { return false }
-        func nibble(_ character: UInt8) -> UInt8? {
-            switch character {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-            default: nil
+        guard utf8.count == 36, utf8[8] == UInt8(ascii: "-"), utf8[13] == UInt8(ascii: "-"), utf8[18] == UInt8(ascii: "-"),
+              utf8[23] == UInt8(ascii: "-") else { return false }
+        // Each digit by table, with no branch: a byte that is no hex digit reads 0xFF, and one is enough to refuse.
+        return hexValues.withUnsafeBufferPointer { values in
+            var seen: UInt8 = 0
+            for slot in 0..<16 {
+                let offset = 2 * slot + (slot >= 4 ? 1 : 0) + (slot >= 6 ? 1 : 0) + (slot >= 8 ? 1 : 0) + (slot >= 10 ? 1 : 0)
+                let high = values[Int(utf8[offset])]
+                let low = values[Int(utf8[offset + 1])]
+                seen |= high | low
+                output[slot] = high << 4 | low
             }
+            return seen < 16
         }
-        var index = 0
-        for slot in 0..<16 {
-            if index == 8 || index == 13 || index == 18 || index == 23 {
-                guard utf8[index] == UInt8(ascii: "-") else { return false }
-                index += 1
-            }
-            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return false }
-            output[slot] = high << 4 | low
-            index += 2
+    }
+
+    /// The value of each byte as a hex digit in either case; 0xFF for other bytes.
+    private static let hexValues: [UInt8] = (0...255).map { byte -> UInt8 in
+        switch UInt8(byte) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(byte) - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt8(byte) - UInt8(ascii: "A") + 10
+        default: 0xFF
         }
-        return true
     }
 }

@@ -14,6 +14,41 @@ struct UUIDTextTests {
         return edges + (0..<count).map { _ in UUID() }
     }
 
+    @Test func everyByteAtEveryPlaceIsReadAsADigitADashOrARefusal() {
+        let id = UUID(uuid: (0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10))
+        let text = Array(id.uuidString.utf8)
+        for place in text.indices {
+            for byte in UInt8.min...UInt8.max {
+                var changed = text
+                changed[place] = byte
+                let isDash = [8, 13, 18, 23].contains(place)
+                let digit: UInt8? = switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+                default: nil
+                }
+                let parsed = changed.withUnsafeBufferPointer { UUID(utf8: $0) }
+                if isDash {
+                    #expect((parsed == id) == (byte == UInt8(ascii: "-")), "byte \(byte) at \(place)")
+                    #expect((parsed == nil) == (byte != UInt8(ascii: "-")), "byte \(byte) at \(place)")
+                } else if let digit {
+                    // The digit lands in its byte's high or low half, the rest unchanged.
+                    let slot = (place - [8, 13, 18, 23].filter { $0 < place }.count) / 2
+                    let isHigh = (place - [8, 13, 18, 23].filter { $0 < place }.count).isMultiple(of: 2)
+                    var expected = withUnsafeBytes(of: id.uuid) { Array($0) }
+                    expected[slot] = isHigh ? digit << 4 | expected[slot] & 0x0f : expected[slot] & 0xf0 | digit
+                    #expect(parsed.map { withUnsafeBytes(of: $0.uuid) { Array($0) } } == expected, "byte \(byte) at \(place)")
+                } else {
+                    #expect(parsed == nil, "byte \(byte) at \(place)")
+                }
+            }
+        }
+        for length in [0, 35, 37] {
+            #expect(Array(repeating: UInt8(ascii: "0"), count: length).withUnsafeBufferPointer { UUID(utf8: $0) } == nil)
+        }
+    }
+
     @Test func randomIdsAreVersionFourOfTheRFCVariantAndDistinct() {
         let ids = (0..<20_000).map { _ in UUID.random() }
         #expect(Set(ids).count == ids.count)
