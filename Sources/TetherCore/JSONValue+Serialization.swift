@@ -1,6 +1,12 @@
 /// Writing JSON text without `JSONEncoder`: its generic machinery costs more than the
 /// value itself on hot paths (a history page of 500 events, a token's claims).
 public enum JSONText {
+    /// Appends `text` as it is: JSON that a writer knows whole, such as `,"name":`.
+    @inlinable
+    public static func writeVerbatim(_ text: StaticString, to output: inout [UInt8]) {
+        output.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
     /// Writes `value` as a JSON string, escaping only what RFC 8259 requires (`"`, `\` and
     /// the controls below U+0020; `/` and everything else as it is). `JSONEncoder` with
     /// `.withoutEscapingSlashes` writes the same bytes, and JWK thumbprint input stays

@@ -8,6 +8,14 @@ public enum UTCTimestamp {
     /// `YYYY-MM-DD`, `separator`, `HH:MM:SS`, a fraction of `fractionDigits` digits (rounded to
     /// the nearest), then `zone`.
     public static func format(_ date: Date, separator: UInt8, fractionDigits: Int, zone: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20 + fractionDigits + zone.utf8.count)
+        write(date, separator: separator, fractionDigits: fractionDigits, zone: zone, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the text of ``format(_:separator:fractionDigits:zone:)`` to `bytes`.
+    public static func write(_ date: Date, separator: UInt8, fractionDigits: Int, zone: String, to bytes: inout [UInt8]) {
         var unitsPerSecond: Int64 = 1
         for _ in 0..<fractionDigits { unitsPerSecond *= 10 }
         let total = Int64((date.timeIntervalSince1970 * Double(unitsPerSecond)).rounded())
@@ -16,8 +24,6 @@ public enum UTCTimestamp {
         let unitsOfDay = total - days * unitsPerDay
         let (year, month, day) = civil(fromDays: days)
         let seconds = unitsOfDay / unitsPerSecond
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(20 + fractionDigits + zone.utf8.count)
         if year >= 0 && year <= 9999 {
             append(year, width: 4, to: &bytes)
         } else {
@@ -38,7 +44,6 @@ public enum UTCTimestamp {
             append(unitsOfDay % unitsPerSecond, width: fractionDigits, to: &bytes)
         }
         bytes.append(contentsOf: zone.utf8)
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Parses `YYYY-MM-DD`, one of `separators`, `HH:MM:SS`, an optional fraction (any number of

@@ -47,20 +47,32 @@ extension UUID {
         }
     }
 
+    /// Appends the text of ``lowercasedText`` to `bytes`, with no `String` between.
+    public func writeLowercased(to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: 36))
+        bytes.withUnsafeMutableBufferPointer { write(digits: "0123456789abcdef", into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+    }
+
     private func text(digits: StaticString) -> String {
+        String(unsafeUninitializedCapacity: 36) { output in
+            write(digits: digits, into: output)
+            return 36
+        }
+    }
+
+    /// The 36 characters of the text into the start of `output`.
+    private func write(digits: StaticString, into output: UnsafeMutableBufferPointer<UInt8>) {
         withUnsafeBytes(of: uuid) { bytes in
-            String(unsafeUninitializedCapacity: 36) { output in
-                var index = 0
-                for (slot, byte) in bytes.enumerated() {
-                    if slot == 4 || slot == 6 || slot == 8 || slot == 10 {
-                        output[index] = UInt8(ascii: "-")
-                        index += 1
-                    }
-                    output[index] = digits.utf8Start[Int(byte >> 4)]
-                    output[index + 1] = digits.utf8Start[Int(byte & 0x0f)]
-                    index += 2
+            var index = 0
+            for (slot, byte) in bytes.enumerated() {
+                if slot == 4 || slot == 6 || slot == 8 || slot == 10 {
+                    output[index] = UInt8(ascii: "-")
+                    index += 1
                 }
-                return index
+                output[index] = digits.utf8Start[Int(byte >> 4)]
+                output[index + 1] = digits.utf8Start[Int(byte & 0x0f)]
+                index += 2
             }
         }
     }

@@ -27,6 +27,9 @@ struct StoredEventDecodingTests {
         }
         for id in [UUID(), UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))] + (0..<100).map({ _ in UUID() }) {
             #expect(id.lowercasedText == id.uuidString.lowercased())
+            var bytes: [UInt8] = [1, 2]
+            id.writeLowercased(to: &bytes)
+            #expect(bytes == [1, 2] + Array(id.uuidString.lowercased().utf8))
         }
         // Stricter than sscanf, which skips a space before a pair of digits.
         #expect(UUID(uuidString: " 0000000-0000-0000-0000-000000000000") != nil)

@@ -38,26 +38,63 @@ public struct HistoryEntry: Sendable, Hashable {
         summary = payload.map { EventSummary.describe(type: event.type, payload: $0) } ?? EventSummary.describe(type: event.type, data: event.data)
     }
 
-    /// The JSON form (every member always present, `null` when unknown), as documented in the OpenAPI paths.
+    /// The JSON form (every member always present, `null` when unknown), as documented in the OpenAPI paths:
+    /// the text ``write(to:)`` writes, read back, so that the two cannot differ.
     public var json: JSONValue {
-        .object(Dictionary(uniqueKeysWithValues: jsonMembers.map { ($0.name, $0.value) }))
+        var text: [UInt8] = []
+        write(to: &text)
+        guard let value = try? CompactJSONDecoder().decode(JSONValue.self, from: text) else {
+            preconditionFailure("a history entry wrote text that is not JSON: \(String(decoding: text, as: UTF8.self))")
+        }
+        return value
     }
 
-    /// The members of ``json`` in UTF-8 order of their names, the order they are written in.
-    var jsonMembers: [(name: String, value: JSONValue)] {
-        [
-            ("actor", actor.map { ["kind": .string($0.kind), "id": $0.id.map(JSONValue.string) ?? .null] } ?? .null),
-            ("clientIP", clientIP.map(JSONValue.string) ?? .null),
-            ("commandId", commandId.map { .string($0.lowercasedText) } ?? .null),
-            ("personalDataErased", .bool(summary.isPersonalDataErased)),
-            ("position", .int(Int(position))),
-            ("stream", .string(stream)),
-            ("summary", .string(summary.text)),
-            ("surface", surface.map(JSONValue.string) ?? .null),
-            ("time", .string(ISO8601Milliseconds.format(occurredAt))),
-            ("type", .string(type)),
-            ("userAgent", userAgent.map(JSONValue.string) ?? .null),
-        ]
+    /// Appends the entry's JSON text: members in UTF-8 order of their names, as ``JSONValue/jsonBytes()``
+    /// writes an object, each written where it is read, with no tree of them made first (a page of
+    /// 500 entries is the support API's largest answer).
+    func write(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"actor":"#, to: &output)
+        if let actor {
+            JSONText.writeVerbatim(#"{"id":"#, to: &output)
+            Self.write(actor.id, to: &output)
+            JSONText.writeVerbatim(#","kind":"#, to: &output)
+            JSONText.writeString(actor.kind, to: &output)
+            output.append(UInt8(ascii: "}"))
+        } else {
+            JSONText.writeVerbatim("null", to: &output)
+        }
+        JSONText.writeVerbatim(#","clientIP":"#, to: &output)
+        Self.write(clientIP, to: &output)
+        JSONText.writeVerbatim(#","commandId":"#, to: &output)
+        if let commandId {
+            output.append(UInt8(ascii: "\""))
+            commandId.writeLowercased(to: &output)
+            output.append(UInt8(ascii: "\""))
+        } else {
+            JSONText.writeVerbatim("null", to: &output)
+        }
+        JSONText.writeVerbatim(#","personalDataErased":"#, to: &output)
+        JSONText.writeVerbatim(summary.isPersonalDataErased ? "true" : "false", to: &output)
+        JSONText.writeVerbatim(#","position":"#, to: &output)
+        output += String(position).utf8
+        JSONText.writeVerbatim(#","stream":"#, to: &output)
+        JSONText.writeString(stream, to: &output)
+        JSONText.writeVerbatim(#","summary":"#, to: &output)
+        JSONText.writeString(summary.text, to: &output)
+        JSONText.writeVerbatim(#","surface":"#, to: &output)
+        Self.write(surface, to: &output)
+        JSONText.writeVerbatim(#","time":""#, to: &output)
+        ISO8601Milliseconds.write(occurredAt, to: &output)
+        JSONText.writeVerbatim(#"","type":"#, to: &output)
+        JSONText.writeString(type, to: &output)
+        JSONText.writeVerbatim(#","userAgent":"#, to: &output)
+        Self.write(userAgent, to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
+
+    /// A string, or `null`.
+    private static func write(_ text: String?, to output: inout [UInt8]) {
+        if let text { JSONText.writeString(text, to: &output) } else { JSONText.writeVerbatim("null", to: &output) }
     }
 }
 
@@ -89,10 +126,10 @@ public struct HistoryPage: Sendable, Hashable {
         output.reserveCapacity(400 * entries.count + 100)
         // `events` comes first in name order; its entries are written straight into the output.
         let rest = members(events: .null).dropFirst()
-        output += #"{"events":["#.utf8
+        JSONText.writeVerbatim(#"{"events":["#, to: &output)
         for (offset, entry) in entries.enumerated() {
             if offset > 0 { output.append(UInt8(ascii: ",")) }
-            try JSONText.writeObject(entry.jsonMembers, to: &output)
+            entry.write(to: &output)
         }
         output.append(UInt8(ascii: "]"))
         for member in rest {

@@ -396,6 +396,11 @@ public enum ISO8601Milliseconds {
         UTCTimestamp.format(date, separator: UInt8(ascii: "T"), fractionDigits: 3, zone: "Z")
     }
 
+    /// Appends the text of ``format(_:)`` to `bytes`.
+    public static func write(_ date: Date, to bytes: inout [UInt8]) {
+        UTCTimestamp.write(date, separator: UInt8(ascii: "T"), fractionDigits: 3, zone: "Z", to: &bytes)
+    }
+
     /// Parses with or without fractional seconds; the zone is `Z` or an offset.
     public static func parse(_ text: String) -> Date? {
         UTCTimestamp.parse(text, separators: [UInt8(ascii: "T")], zoneRequired: true)

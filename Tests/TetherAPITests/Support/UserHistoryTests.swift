@@ -254,6 +254,42 @@ struct UserHistoryTests {
         }
     }
 
+    @Test func anEntrysJSONHoldsEachOfItsMembersAsDocumented() throws {
+        let user = UUID()
+        let command = UUID()
+        let full = RecordedEvent(
+            position: 9_007_199_254_740_993, transactionId: 1, stream: .user(user), version: 1, id: UUID(), type: "UserDisabled", schema: 1,
+            data: Data(#"{"reason":"a \"quoted\" reason"}"#.utf8),
+            metadata: EventMetadata(commandId: command, actor: .user(user), clientIP: "2001:db8::1", userAgent: "Tab\there \\ é 😀", surface: "parse"),
+            userId: user, occurredAt: Date(timeIntervalSince1970: 1_790_000_000.1236))
+        var bare = full
+        bare.metadata = EventMetadata()
+        bare.position = 1
+        bare.occurredAt = Date(timeIntervalSince1970: -86_400.5)
+        var system = full
+        system.metadata = EventMetadata(actor: .system("replay"))
+        let expected: [JSONValue] = [
+            [
+                "actor": ["kind": "user", "id": .string(user.uuidString.lowercased())], "clientIP": "2001:db8::1",
+                "commandId": .string(command.uuidString.lowercased()), "personalDataErased": false, "position": .int(9_007_199_254_740_993),
+                "stream": .string("user-\(user.uuidString.lowercased())"), "summary": #"user disabled: a "quoted" reason"#, "surface": "parse",
+                "time": "2026-09-21T14:13:20.124Z", "type": "UserDisabled", "userAgent": "Tab\there \\ é 😀",
+            ],
+            [
+                "actor": nil, "clientIP": nil, "commandId": nil, "personalDataErased": false, "position": 1,
+                "stream": .string("user-\(user.uuidString.lowercased())"), "summary": #"user disabled: a "quoted" reason"#, "surface": nil,
+                "time": "1969-12-30T23:59:59.500Z", "type": "UserDisabled", "userAgent": nil,
+            ],
+        ]
+        #expect(HistoryEntry(full).json == expected[0])
+        #expect(HistoryEntry(bare).json == expected[1])
+        #expect(HistoryEntry(system).json["actor"] == ["kind": "system", "id": "replay"])
+        // Written as `JSONValue` writes the same object: members in name order, nothing escaped twice.
+        let page = HistoryPage(userId: user, entries: [HistoryEntry(full), HistoryEntry(bare)], nextAfter: 1)
+        let document: JSONValue = ["events": .array(expected), "nextAfter": 1, "userId": .string(user.uuidString.lowercased())]
+        #expect(try page.jsonBytes() == document.jsonBytes())
+    }
+
     @Test func erasedPersonalDataShowsAsErasedInTableAndJSON() throws {
         let user = UUID()
         let at = Date(timeIntervalSince1970: 1_790_000_000)
