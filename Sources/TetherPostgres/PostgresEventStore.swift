@@ -514,9 +514,15 @@ public struct PostgresEventStore: Sendable {
 
     /// ``decodeUserEvents(_:)``, each event with its opened payload when opening it parsed it (a sealed part,
     /// no upcasting after): nil means parse the event's `data`, which holds the same payload.
-    public func decodeUserEventsParsed(_ rows: ArraySlice<PostgresRows>) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
+    /// With `range`, only the event rows in it (a page's rows without the one past its limit).
+    public func decodeUserEventsParsed(
+        _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil
+    ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys)
-        return try rows[rows.startIndex].map { row in try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: []) }
+        let events = rows[rows.startIndex]
+        return try events[range ?? events.indices].map { row in
+            try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [])
+        }
     }
 
     private static let columns =

@@ -32,10 +32,13 @@ public struct UserHistory: Sendable {
 
     /// Up to `limit` events after position `after`; with `since`, only those that occurred then or later.
     public func page(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) async throws -> HistoryPage {
-        precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
-        // One more than asked says whether another page follows.
-        let events = try await timed { try await store.readUserParsed(userId, after: after, since: since, limit: limit + 1) }
-        return Self.page(of: userId, events, limit: limit)
+        let statements = pageStatements(of: userId, after: after, since: since, limit: limit)
+        // The rows decoded where they arrive, on the connection's thread.
+        return try await timed {
+            try await store.client.withConnection { connection in
+                try await connection.run { [self] job in try page(of: userId, from: try job.pipeline(statements)[...], limit: limit) }
+            }
+        }
     }
 
     /// Runs `read`, a query of a page (alone or with others), timed into `latency`.
@@ -45,19 +48,18 @@ public struct UserHistory: Sendable {
 
     /// The statements that read the page ``page(of:after:since:limit:)`` answers, for a caller that sends
     /// them with others (the request's own record); ``page(of:from:limit:)`` reads their rows.
-    public func pageStatements(of userId: UUID, after: Int64 = 0, limit: Int = defaultPageSize) -> [PostgresQuery] {
+    public func pageStatements(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) -> [PostgresQuery] {
         precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
-        return PostgresEventStore.userEventsStatements(userId, after: after, limit: limit + 1)
+        // One more than asked says whether another page follows.
+        return PostgresEventStore.userEventsStatements(userId, after: after, since: since, limit: limit + 1)
     }
 
-    /// The page of the rows of ``pageStatements(of:after:limit:)``.
+    /// The page of the rows of ``pageStatements(of:after:since:limit:)``.
     public func page(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int) throws -> HistoryPage {
-        Self.page(of: userId, try store.decodeUserEventsParsed(rows), limit: limit)
-    }
-
-    private static func page(of userId: UUID, _ events: [(event: RecordedEvent, payload: JOSEObject?)], limit: Int) -> HistoryPage {
-        let entries = events.prefix(limit).map { HistoryEntry($0.event, payload: $0.payload) }
-        return HistoryPage(userId: userId, entries: entries, nextAfter: events.count > limit ? entries.last?.position : nil)
+        // The row past the limit only says that another page follows: it is not decoded.
+        let count = rows[rows.startIndex].count
+        let entries = try store.decodeUserEventsParsed(rows, in: 0..<min(count, limit)).map { HistoryEntry($0.event, payload: $0.payload) }
+        return HistoryPage(userId: userId, entries: entries, nextAfter: count > limit ? entries.last?.position : nil)
     }
 
     /// The whole history (page after page of the largest size).
