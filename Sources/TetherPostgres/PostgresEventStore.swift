@@ -532,20 +532,29 @@ public struct PostgresEventStore: Sendable {
     /// uuid, such as a lookup of an identity), in version order; decode it with ``decode(_:keys:)``.
     ///
     /// With `known`, a user whose state the caller holds up to a version: when the expression names
-    /// that user, only the events after the version are read.
-    public static func userStreamStatement(userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil) -> PostgresQuery {
-        guard let known else {
-            return """
-                SELECT \(unsafeSQL: columns) FROM events
-                WHERE stream = 'user-' || (\(userId))::text ORDER BY version
-                """
-        }
+    /// that user, only the events after the version are read. With `tail`, a stream read without such a
+    /// state is read from its last `tail` events only (all of a shorter one); the caller reads the
+    /// earlier ones (``userStreamStatement(_:before:)``) when it needs them.
+    public static func userStreamStatement(
+        userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int? = nil
+    ) -> PostgresQuery {
+        let stream: PostgresQuery = "'user-' || (\(userId))::text"
+        let start: PostgresQuery = tail.map { "greatest(0, (SELECT max(version) FROM events WHERE stream = \(stream)) - \($0))" } ?? "0"
+        let after: PostgresQuery = known.map { "CASE WHEN (\(userId))::uuid = \($0.userId)::uuid THEN \($0.version) ELSE \(start) END" } ?? start
         return """
             SELECT \(unsafeSQL: columns) FROM events
-            WHERE stream = 'user-' || (\(userId))::text
-              AND version > CASE WHEN (\(userId))::uuid = \(known.userId)::uuid THEN \(known.version) ELSE 0 END
+            WHERE stream = \(stream) AND version > \(after)
             ORDER BY version
             """
+    }
+
+    /// The events of `userId`'s stream before `version`, in version order: what a read of its last events left out.
+    public static func userStreamStatement(_ userId: UUID, before version: Int) -> PostgresQuery {
+        """
+        SELECT \(unsafeSQL: columns) FROM events
+        WHERE stream = \(StreamName.user(userId).rawValue) AND version < \(version)
+        ORDER BY version
+        """
     }
 
     /// Decodes rows read with ``userStreamStatement(userId:)``, opening sealed parts with `keys`.

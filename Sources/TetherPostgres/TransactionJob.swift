@@ -43,6 +43,12 @@ public final class TransactionJob: @unchecked Sendable {
         return try job.pipeline(statements)
     }
 
+    /// Runs `statements` in one round trip: inside the transaction while it is open, each on its own once it
+    /// committed. For reads of what no transaction changes, such as a stream's earlier events.
+    public func read(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
+        try job.pipeline(statements)
+    }
+
     /// Runs `statements` and commits, in one round trip; answers their rows.
     @discardableResult
     public func commit(_ statements: [PostgresQuery]) throws -> [PostgresRows] {

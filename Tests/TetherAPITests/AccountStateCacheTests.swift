@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TetherAPI
+@testable import TetherAPI
 import TetherCore
 import TetherPostgres
 import TetherTesting
@@ -33,12 +33,14 @@ struct AccountStateCacheTests {
         }
     }
 
-    private func withLinkedUser(_ body: (LinkedUser) async throws -> Void) async throws {
+    /// `tail`: how many of a stream's last events the service reads when no hint names its user.
+    private func withLinkedUser(tail: Int? = nil, _ body: (LinkedUser) async throws -> Void) async throws {
         let database = try await TestDatabase.make()
         let client = database.client(maxConnections: 2)
         let owner = database.client(asServiceRole: false, maxConnections: 1)
         defer { client.shutdown(); owner.shutdown() }
-        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        var accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        if let tail { accounts.streamTail = tail }
         let userId = try await accounts.signIn(apple, session: session(), context: CommandContext()).userId
         try await accounts.link(google, to: userId, context: CommandContext())
         try await body(LinkedUser(client: client, owner: owner, accounts: accounts, userId: userId))
@@ -86,8 +88,8 @@ struct AccountStateCacheTests {
         }
     }
 
-    /// A command no hint led to (an identity the state was never named by) reads the stream whole, and
-    /// decodes only what the state kept of the user by id does not hold.
+    /// A command no hint led to (an identity the state was never named by) reads the stream (whole, when shorter
+    /// than the tail it reads), and decodes only what the state kept of the user by id does not hold.
     @Test func aStreamReadWholeIsFoldedOnlyPastTheStateKeptById() async throws {
         try await withLinkedUser { user in
             // The stream's first event stops decoding: only a command that decodes it fails.
@@ -105,6 +107,73 @@ struct AccountStateCacheTests {
             // Without the kept state, the whole stream is decoded, the damaged event with it.
             let fresh = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
             await #expect(throws: (any Error).self) { try await fresh.signIn(google, session: session(), context: CommandContext()) }
+        }
+    }
+
+    /// The stream's version-1 event made unreadable: only a command that decodes it fails.
+    private func damageFirstEvent(of user: LinkedUser) async throws {
+        try await user.rewriteLog("""
+            UPDATE events SET data = '{"unreadable": true}' WHERE stream = \(StreamName.user(user.userId).rawValue) AND version = 1
+            """)
+    }
+
+    /// Without a hint, a command reads only the stream's last events (here 2 of 5): the state kept by id is
+    /// among them, so PostgreSQL reads no more, and nothing older is decoded.
+    @Test func aLongStreamIsReadOnlyFromItsTailWhenTheStateKeptByIdIsInIt() async throws {
+        try await withLinkedUser(tail: 2) { user in
+            try await damageFirstEvent(of: user)
+            let meter = PostgresMeter()
+            let returning = try await PostgresMeter.$current.withValue(meter) {
+                try await user.accounts.signIn(google, session: session(), context: CommandContext())
+            }
+            #expect(returning.userId == user.userId && returning.account?.version == 7)
+            #expect(meter.roundTrips == 2, "\(meter.statements)")
+            #expect(meter.statements.contains { $0.contains("stream = 'user-'") && $0.contains("greatest(0,") }, "\(meter.statements)")
+        }
+    }
+
+    /// With no state kept (another server, or after a restart), the tail is not enough: the earlier events are
+    /// read in a third round trip, and the state is the one a whole read gives.
+    @Test func aLongStreamWithNoStateKeptIsReadWholeInAThirdRoundTrip() async throws {
+        try await withLinkedUser { user in
+            var fresh = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            fresh.streamTail = 2
+            let meter = PostgresMeter()
+            let returning = try await PostgresMeter.$current.withValue(meter) {
+                try await fresh.signIn(google, session: session(), context: CommandContext())
+            }
+            #expect(meter.roundTrips == 3, "\(meter.statements)")
+            #expect(meter.statements.contains { $0.contains("version < ") }, "\(meter.statements)")
+            #expect(returning.account?.version == 7 && returning.account?.identities.keys.sorted() == ["apple", "google"])
+            #expect(returning.account?.sessions.count == 2)
+            // Folded from the log in two parts by one server, and whole by another: the same state.
+            var parts = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            parts.streamTail = 3
+            let whole = try await AccountService(database: user.client, emailPolicy: .oneAccountPerEmail).read(user.userId)
+            #expect(try await parts.read(user.userId) == whole)
+            // The next command of the same server finds its state kept: two round trips again.
+            let again = PostgresMeter()
+            _ = try await PostgresMeter.$current.withValue(again) {
+                try await fresh.signIn(google, session: session(), context: CommandContext())
+            }
+            #expect(again.roundTrips == 2, "\(again.statements)")
+        }
+    }
+
+    /// A kept state older than the tail (another server wrote more events since): the earlier events are
+    /// read, and decoding still starts after the kept state.
+    @Test func aStateKeptFromBeforeTheTailIsFoundInTheEarlierEvents() async throws {
+        try await withLinkedUser(tail: 2) { user in
+            let other = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            for _ in 0..<2 { _ = try await other.signIn(apple, session: session(), context: CommandContext()) }
+            try await damageFirstEvent(of: user)
+            let meter = PostgresMeter()
+            let returning = try await PostgresMeter.$current.withValue(meter) {
+                try await user.accounts.signIn(google, session: session(), context: CommandContext())
+            }
+            #expect(meter.roundTrips == 3, "\(meter.statements)")
+            #expect(returning.account?.version == 11, "registered (4), linked (1), three sign-ins of two events")
+            #expect(returning.account?.sessions.count == 4)
         }
     }
 

@@ -38,16 +38,18 @@ extension AccountService {
     /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each),
     /// read their stream (only after `known`'s version when it names that user), and read their key,
     /// the stream's version, whether `commandId` is recorded already, the transaction's id and `now()`.
-    /// Decoded by ``loaded(from:known:)``.
+    /// Without `known` (or when the expression names someone else), only the stream's last `tail` events
+    /// are read: ``loaded(from:known:in:)`` reads the rest when no state it keeps is among them.
+    /// Decoded by ``loaded(from:known:in:)``.
     static func loadStatements(
-        userId: PostgresQuery, known: AccountStateCache.Entry? = nil, commandId: UUID
+        userId: PostgresQuery, known: AccountStateCache.Entry? = nil, commandId: UUID, tail: Int
     ) -> [PostgresQuery] {
         [
             """
             SELECT id, pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
             FROM (SELECT (\(userId))::uuid AS id) AS target WHERE id IS NOT NULL
             """,
-            PostgresEventStore.userStreamStatement(userId: userId, after: known.map { ($0.account.id, $0.account.version) }),
+            PostgresEventStore.userStreamStatement(userId: userId, after: known.map { ($0.account.id, $0.account.version) }, tail: tail),
             """
             SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row,
                    (SELECT max(version) FROM events WHERE stream = 'user-' || target.id::text) AS stream_version,
@@ -64,7 +66,10 @@ extension AccountService {
     /// snapshot): every writer before is complete. A stream whose last writer's transaction id is
     /// above ours (one that did not take the lock) is a lost race: the command is re-decided. So is
     /// a kept state that does not lead to the stream's version: it is forgotten and the stream read whole.
-    func loaded(from rows: some Collection<PostgresRows>, known: AccountStateCache.Entry?) throws -> (user: LoadedUser?, unknown: Unknown) {
+    /// The earlier events a read of the stream's last ones left out are read in `transaction` when needed.
+    func loaded(
+        from rows: some Collection<PostgresRows>, known: AccountStateCache.Entry?, in transaction: TransactionJob
+    ) throws -> (user: LoadedUser?, unknown: Unknown) {
         let rows = Array(rows)
         let head = rows[2][0]
         let now: Date = try head.decode("now")
@@ -81,21 +86,27 @@ extension AccountService {
         let stream = StreamName.user(userId)
         let key = try PersonalDataVault.opened(try head.decode("key"), of: userId, masterKeys: database.configuration.masterKeys)
         let streamVersion: Int = try head.decode("stream_version", as: Int?.self) ?? 0
-        // The state the stream was read after; or, when it was read whole (no hint named this user), the state
-        // kept of the user by id, when the stream goes on from it: its last event is the log's at that version,
-        // by the transaction that wrote it (a log put back and written again since is not), and the rows it
-        // already holds, those up to it in the stream's version order, are not decoded.
-        let base: AccountStateCache.Entry?
+        // The state the stream was read after; or, when no hint named this user (only the stream's last events
+        // were read), the state kept of the user by id, when the stream goes on from it: its last event is the
+        // log's at that version, by the transaction that wrote it (a log put back and written again since is
+        // not), and the rows it already holds, those up to it in the stream's version order, are not decoded.
+        // When that event is not among the rows read, the stream's earlier events are read too: a third round
+        // trip, for a user whose state is not kept and whose stream is longer than the tail.
+        var base: AccountStateCache.Entry?
         var streamRows = Array(rows[1])
         if let known, known.account.id == userId {
             base = known
-        } else if let kept = cache.entry(for: userId),
-                  let last = try streamRows.firstIndex(where: { try $0.decode("version", as: Int.self) == kept.account.version }),
-                  try streamRows[last].decode("tx", as: UInt64.self) == kept.lastTransaction {
-            base = kept
-            streamRows.removeFirst(last + 1)
         } else {
-            base = nil
+            let kept = cache.entry(for: userId)
+            var held = try Self.rows(heldBy: kept, in: streamRows)
+            if held == nil, let first = try streamRows.first?.decode("version", as: Int.self), first > 1 {
+                streamRows = Array(try transaction.read([PostgresEventStore.userStreamStatement(userId, before: first)])[0]) + streamRows
+                held = try Self.rows(heldBy: kept, in: streamRows)
+            }
+            if let held {
+                base = kept
+                streamRows.removeFirst(held)
+            }
         }
         let recorded = try store.decode(streamRows, keys: key.map { [userId: $0] } ?? [:])
         let baseVersion = base?.account.version ?? 0
@@ -117,6 +128,15 @@ extension AccountService {
         return (LoadedUser(
             account: account, isCommandRecorded: try head.decode("recorded"), key: key,
             hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction), unknown)
+    }
+
+    /// How many of `rows` (a stream's, in version order) the state `kept` holds: those up to its version, when
+    /// the row at its version was written by the transaction the state last saw. Nil when it holds none of them.
+    private static func rows(heldBy kept: AccountStateCache.Entry?, in rows: [PostgresRow]) throws -> Int? {
+        guard let kept, let last = try rows.firstIndex(where: { try $0.decode("version", as: Int.self) == kept.account.version }),
+              try rows[last].decode("tx", as: UInt64.self) == kept.lastTransaction
+        else { return nil }
+        return last + 1
     }
 
     /// The statements that append `events` to the user's stream and project them, for the commit's round trip.
@@ -190,8 +210,9 @@ extension AccountService {
         try await retrying { _ in
             try await database.withTransactionJob { transaction in
                 let kept = known()
-                let rows = try transaction.begin(reads + Self.loadStatements(userId: user, known: kept, commandId: context.commandId))
-                guard let loaded = try loaded(from: rows.suffix(3), known: kept).user,
+                let rows = try transaction.begin(
+                    reads + Self.loadStatements(userId: user, known: kept, commandId: context.commandId, tail: streamTail))
+                guard let loaded = try loaded(from: rows.suffix(3), known: kept, in: transaction).user,
                       loaded.account.exists || (allowingErased && loaded.account.isErased) else {
                     throw AccountError.notFound
                 }
@@ -207,8 +228,9 @@ extension AccountService {
     public func read(_ userId: UUID) async throws -> UserAccount {
         try await database.withTransactionJob { transaction in
             let kept = cache.entry(for: userId)
-            let rows = try transaction.runAlone(Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random()))
-            guard let loaded = try loaded(from: rows, known: kept).user else {
+            let rows = try transaction.runAlone(
+                Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random(), tail: streamTail))
+            guard let loaded = try loaded(from: rows, known: kept, in: transaction).user else {
                 throw AccountError.notFound
             }
             return loaded.account

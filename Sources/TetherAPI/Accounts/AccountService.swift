@@ -67,6 +67,10 @@ public struct AccountService: Sendable {
     let recoveryHasher = RecoveryCodeHasher()
     /// How often a command is re-decided after losing a race.
     static let maxAttempts = 6
+    /// How many of a stream's last events a command reads when no hint named its user: enough to reach the
+    /// state kept of the user by id after a few commands of another instance, few enough that a user of
+    /// thousands of events costs PostgreSQL no more than one of a few (tests set it lower).
+    var streamTail = 64
 
     /// - Parameter stateCacheBytes: about the most memory users' kept states take (`TETHER_STATE_CACHE_MB`).
     public init(
@@ -107,9 +111,10 @@ public struct AccountService: Sendable {
                     reads.append(try Self.userWithEmail(lockedEmail, seal: readModels))
                 }
                 let owner = try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: readModels)
-                let rows = try transaction.begin(reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId))
+                let rows = try transaction.begin(
+                    reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId, tail: streamTail))
                 try check?.verdict(Array(rows.prefix(checks)))
-                let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept)
+                let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept, in: transaction)
                 if loaded == nil, let kept {
                     throw WrongExpectedVersion(stream: .user(kept.account.id), expected: .any, actual: -1)
                 }
@@ -118,8 +123,9 @@ public struct AccountService: Sendable {
                 if loaded == nil, lockedEmail != nil, let ownerId: UUID = try rows[checks + 1].first?.decode("id") {
                     let ownerKept = cache.entry(for: ownerId)
                     emailOwner = try self.loaded(
-                        from: transaction.run(Self.loadStatements(userId: "\(ownerId)", known: ownerKept, commandId: context.commandId)),
-                        known: ownerKept).user
+                        from: transaction.run(
+                            Self.loadStatements(userId: "\(ownerId)", known: ownerKept, commandId: context.commandId, tail: streamTail)),
+                        known: ownerKept, in: transaction).user
                 }
                 switch try SignInRoute.route(identity, owner: loaded?.account, emailOwner: emailOwner?.account) {
                 case .returning:
