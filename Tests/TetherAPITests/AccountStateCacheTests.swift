@@ -196,6 +196,27 @@ struct AccountStateCacheTests {
         }
     }
 
+    /// A state kept by id that is ahead of the log (a database put back, then written again by another
+    /// instance) is forgotten by the first command no hint led to, which folds the log whole: the state that
+    /// command leaves, though of a lower version, is kept, and the next command by id starts from it.
+    @Test func aStateKeptByIdAheadOfTheLogIsForgottenAndReplaced() async throws {
+        try await withLinkedUser(tail: 2) { user in
+            for _ in 0..<2 { _ = try await user.accounts.signIn(apple, session: session(), context: CommandContext()) }
+            // Kept: version 9. The log goes back to version 4, and another instance links Facebook as version 5.
+            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
+            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
+            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
+            let facebook = ExternalIdentity(provider: "facebook", uid: "fb-ahead", email: nil, isEmailVerified: false)
+            try await AccountService(database: user.client, emailPolicy: .oneAccountPerEmail).link(facebook, to: user.userId, context: CommandContext())
+            let returning = try await user.accounts.signIn(facebook, session: session(), context: CommandContext())
+            #expect(returning.account?.version == 7 && returning.account?.identities.keys.sorted() == ["apple", "facebook"])
+            let meter = PostgresMeter()
+            let read = try await PostgresMeter.$current.withValue(meter) { try await user.accounts.read(user.userId) }
+            #expect(read.version == 7, "the state the sign-in left, not the one kept from before the restore")
+            #expect(meter.roundTrips == 1, "\(meter.statements)")
+        }
+    }
+
     /// A log that lost its newest events (a database put back to an earlier point) is believed over the kept state.
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
         try await withLinkedUser { user in

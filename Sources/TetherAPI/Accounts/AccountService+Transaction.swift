@@ -106,6 +106,11 @@ extension AccountService {
             if let held {
                 base = kept
                 streamRows.removeFirst(held)
+            } else if kept != nil {
+                // The rows are the whole stream now, and the kept state leads to none of them: it is ahead of
+                // the log, or of a log written again since (a database put back). Kept, it would refuse the
+                // state folded here (``AccountStateCache/store(_:hints:)`` keeps the later version).
+                cache.forget(userId)
             }
         }
         let recorded = try store.decode(streamRows, keys: key.map { [userId: $0] } ?? [:])
