@@ -7,7 +7,7 @@ import TetherJOSE
 /// Appends run in the caller's transaction when one is given, so projections
 /// written in the same transaction commit or roll back with the events. The
 /// command layer batches its appends into its own round trips through
-/// ``appendStatement(_:to:after:metadata:userKey:)`` and ``userStreamStatement(userId:)``:
+/// ``appendStatement(_:to:after:metadata:userKey:)`` and ``userStreamStatement(userId:after:tail:)``:
 /// its seam is the transaction it runs (``TransactionJob``), so the log has no
 /// protocol of its own (one implementation, nothing outside this machine to stand in for).
 public struct PostgresEventStore: Sendable {
@@ -532,14 +532,14 @@ public struct PostgresEventStore: Sendable {
     /// uuid, such as a lookup of an identity), in version order; decode it with ``decode(_:keys:)``.
     ///
     /// With `known`, a user whose state the caller holds up to a version: when the expression names
-    /// that user, only the events after the version are read. With `tail`, a stream read without such a
-    /// state is read from its last `tail` events only (all of a shorter one); the caller reads the
-    /// earlier ones (``userStreamStatement(_:before:)``) when it needs them.
+    /// that user, only the events after the version are read. Otherwise only the last `tail` events are
+    /// read (all of a shorter stream); the caller reads the earlier ones (``userStreamStatement(_:before:)``)
+    /// when it needs them.
     public static func userStreamStatement(
-        userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int? = nil
+        userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int
     ) -> PostgresQuery {
         let stream: PostgresQuery = "'user-' || (\(userId))::text"
-        let start: PostgresQuery = tail.map { "greatest(0, (SELECT max(version) FROM events WHERE stream = \(stream)) - \($0))" } ?? "0"
+        let start: PostgresQuery = "greatest(0, (SELECT max(version) FROM events WHERE stream = \(stream)) - \(tail))"
         let after: PostgresQuery = known.map { "CASE WHEN (\(userId))::uuid = \($0.userId)::uuid THEN \($0.version) ELSE \(start) END" } ?? start
         return """
             SELECT \(unsafeSQL: columns) FROM events
@@ -557,7 +557,7 @@ public struct PostgresEventStore: Sendable {
         """
     }
 
-    /// Decodes rows read with ``userStreamStatement(userId:)``, opening sealed parts with `keys`.
+    /// Decodes rows read with ``userStreamStatement(userId:after:tail:)``, opening sealed parts with `keys`.
     ///
     /// Events of the types in `leavingSealed` keep their sealed part sealed, for a reader that reads
     /// nothing of it (their payload then has no `personal` member: the type must decode without one).

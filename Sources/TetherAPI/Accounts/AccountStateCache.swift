@@ -10,8 +10,9 @@ import TetherCore
 /// exactly to that version is dropped and the stream read whole. So states written by another
 /// instance, and a database put back to an earlier point, are not hidden by the cache. One case is
 /// not seen: a log put back and then written again, by another instance, up to or past a kept state's
-/// version. Where the stream is read whole, the state's last event must be the log's, by the same
-/// transaction; a command led by a hint reads only past the kept version and does not check it.
+/// version. Where no hint led the command (its stream's last events are read, or all of them), the
+/// state's last event must be the log's, by the same transaction; a command led by a hint reads only
+/// past the kept version and does not check it.
 /// Bounded in number and in size (a user may hold up to a hundred live sessions): the least recently
 /// used states go first.
 public final class AccountStateCache: Sendable {
