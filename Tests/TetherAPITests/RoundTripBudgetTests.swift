@@ -248,8 +248,18 @@ struct RoundTripBudgetTests {
         // Keys are made by an operator (the owner role); the service records what they are used for.
         let owner = fixture.database.client(asServiceRole: false, maxConnections: 1)
         defer { owner.shutdown() }
-        let (admin, _) = try await AdminKeyStore(database: owner).create(role: .support, name: "budget", metadata: EventMetadata(surface: "cli"))
+        let (admin, secret) = try await AdminKeyStore(database: owner).create(role: .support, name: "budget", metadata: EventMetadata(surface: "cli"))
         let keys = AdminKeyStore(database: fixture.client)
+        // A key found live is not looked up again by a request whose record checks it (a history page)...
+        let (found, lookup) = try await metered { try await keys.authenticate(secret, checkedByItsRecord: true) }
+        #expect(found?.id == admin.id)
+        #expect(lookup.roundTrips == 1, "\(lookup.statements)")
+        let (again, remembered) = try await metered { try await keys.authenticate(secret, checkedByItsRecord: true) }
+        #expect(again == found)
+        #expect(remembered.roundTrips == 0, "\(remembered.statements)")
+        // ...and is by any other.
+        let (_, other) = try await metered { try await keys.authenticate(secret) }
+        #expect(other.roundTrips == 1, "\(other.statements)")
         let viewed = AdminEvent.historyViewed(.init(userId: account.id, after: 0, limit: 50, returned: page.entries.count, status: 200))
         let ((), recording) = try await metered {
             try await keys.record(viewed, keyId: admin.id, metadata: EventMetadata(actor: .init(kind: "admin", id: admin.id.uuidString), surface: "admin"))

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 import TetherPostgres
 
@@ -18,6 +19,8 @@ public struct AdminKeyStore: Sendable {
 
     public let database: PostgresClient
     let store: PostgresEventStore
+    /// Live keys found before, by the hash of their secret, for ``authenticate(_:checkedByItsRecord:)``.
+    private let found = FoundKeys()
 
     public init(database: PostgresClient) {
         self.database = database
@@ -64,16 +67,27 @@ public struct AdminKeyStore: Sendable {
     /// The lookup goes by the key's SHA-256, which tells an observer nothing about
     /// the key; the stored hash is then compared in constant time all the same.
     public func authenticate(_ presented: String) async throws -> AdminKey? {
+        try await authenticate(presented, checkedByItsRecord: false)
+    }
+
+    /// ``authenticate(_:)``, for a request whose record checks in its own transaction that the key is
+    /// still live (``record(keyId:about:metadata:reading:decide:)``): when `checkedByItsRecord`, a key
+    /// this store found live before is answered without a lookup, saving the request a round trip.
+    /// A key's role never changes; its revocation is what the record's check catches.
+    public func authenticate(_ presented: String, checkedByItsRecord: Bool) async throws -> AdminKey? {
         guard Self.secretFormat.isWellFormed(presented) else { return nil }
+        let hash = Self.secretFormat.hash(presented)
+        if checkedByItsRecord, let key = found.key(hash: hash) { return key }
         let rows = try await database.query("""
-            SELECT id, name, role, key_hash, created_at, revoked_at FROM admin_keys
-            WHERE key_hash = \(Self.secretFormat.hash(presented))
+            SELECT id, name, role, key_hash, created_at, revoked_at FROM admin_keys WHERE key_hash = \(hash)
             """)
         guard let row = rows.first, Self.secretFormat.matches(presented, storedHash: try row.decode("key_hash")) else {
             return nil
         }
         let key = try Self.decodeKey(row)
-        return key.isRevoked ? nil : key
+        guard !key.isRevoked else { return nil }
+        found.remember(key, hash: hash)
+        return key
     }
 
     /// Appends `event` to the stream of key `keyId`, and projects it, in one transaction.
@@ -125,20 +139,29 @@ public struct AdminKeyStore: Sendable {
     /// transaction, in its first round trip (after the locks of the key's stream and of `userId`),
     /// and `decide` makes the record and the caller's result of their rows. Two round trips in all:
     /// what the request reads costs no round trip more than its record. Retried like ``record(_:keyId:metadata:)``.
+    ///
+    /// The same round trip checks that the key is still live: when it is not (revoked since it was
+    /// authenticated), nothing is recorded or answered, the store forgets the key, and this throws
+    /// ``AdminError/invalidKey``.
     public func record<T: Sendable>(
         keyId: UUID, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery],
         decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (record: AdminEvent, result: T)
     ) async throws -> T {
+        let live: PostgresQuery = "SELECT 1 AS live FROM admin_keys WHERE id = \(keyId) AND revoked_at IS NULL"
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await store.appendAtEnd(to: .adminKey(keyId), about: userId, metadata: metadata, reading: reads) { rows in
-                    let (record, result) = try decide(rows)
+                return try await store.appendAtEnd(to: .adminKey(keyId), about: userId, metadata: metadata, reading: [live] + reads) { rows in
+                    guard !rows[rows.startIndex].isEmpty else { throw AdminError.invalidKey }
+                    let (record, result) = try decide(rows.dropFirst())
                     return ([try AdminEventCodec.encode(record)], result)
                 }
             } catch let error as PostgresError where error.isTransient && attempt < Self.maxAttempts {
                 continue
+            } catch let error as AdminError where error == .invalidKey {
+                found.forget(keyId)
+                throw error
             }
         }
     }
@@ -164,5 +187,27 @@ public struct AdminKeyStore: Sendable {
         return AdminKey(
             id: try row.decode("id"), name: try row.decode("name"), role: role, createdAt: try row.decode("created_at"),
             revokedAt: try row.decode("revoked_at"))
+    }
+}
+
+/// The live keys an ``AdminKeyStore`` found, by the hash of their secret; at most ``capacity``, all
+/// forgotten when full (a deployment has a handful of keys).
+private final class FoundKeys: Sendable {
+    static let capacity = 256
+    private let keys = Mutex<[String: AdminKey]>([:])
+
+    func key(hash: String) -> AdminKey? {
+        keys.withLock { $0[hash] }
+    }
+
+    func remember(_ key: AdminKey, hash: String) {
+        keys.withLock { keys in
+            if keys.count >= Self.capacity { keys.removeAll() }
+            keys[hash] = key
+        }
+    }
+
+    func forget(_ id: UUID) {
+        keys.withLock { keys in keys = keys.filter { $0.value.id != id } }
     }
 }

@@ -113,7 +113,9 @@ public struct AdminRoutes: Sendable {
         let failure = { (status: Int) in
             AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: status))
         }
-        return try await audited(request, requires: .support, failure: failure) { metadata, key in
+        // Without a replica the page's record checks the key in its own transaction: a key found live before
+        // is not looked up first.
+        return try await audited(request, requires: .support, keyCheckedByTheRecord: replica == nil, failure: failure) { metadata, key in
             let query = try AdminQuery(request, accepting: ["after", "limit"])
             let id = try Self.userID(request)
             let after = try query.position("after") ?? 0
@@ -148,7 +150,11 @@ public struct AdminRoutes: Sendable {
             } else {
                 // The page is read in its record's transaction, in the same round trip as the record's locks:
                 // the reader waits for one round trip more than the read, the commit of the record.
-                page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads, decide: answer) }
+                do {
+                    page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads, decide: answer) }
+                } catch let error as AdminError where error == .invalidKey {
+                    throw Recorded(error: error)  // revoked since it was found: nothing to record it in
+                }
             }
             do {
                 return HTTPResponse.json(text: try page.get().jsonBytes())
@@ -289,11 +295,15 @@ public struct AdminRoutes: Sendable {
 
     /// Runs `body` for the request's admin key, which must have `role`; `body` writes the request's
     /// record itself. Anything else it throws is recorded as `failure` with the error's status.
+    ///
+    /// `keyCheckedByTheRecord`: `body` writes its record with ``AdminKeyStore/record(keyId:about:metadata:reading:decide:)``,
+    /// which checks that the key is live in the record's transaction, and writes nothing before it; a key
+    /// found live before is then not looked up again.
     func audited(
-        _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
+        _ request: HTTPRequest, requires role: AdminRole, keyCheckedByTheRecord: Bool = false, failure: (Int) -> AdminEvent,
         recordingItself body: (EventMetadata, AdminKey) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
-        let key = try await authenticate(request)
+        let key = try await authenticate(request, checkedByItsRecord: keyCheckedByTheRecord)
         // A new command per request; retries get the stored answer (see `register`).
         let commandID = UUID.random()
         let metadata = EventMetadata(
@@ -305,18 +315,22 @@ public struct AdminRoutes: Sendable {
         } catch let recorded as Recorded {
             throw recorded.error
         } catch {
+            // A key not looked up is looked up now: a key revoked since it was found gets 401, as it would have
+            // before, and no record.
+            if keyCheckedByTheRecord { _ = try await authenticate(request) }
             try? await keys.record(failure(Problem(converting: error)?.status ?? 500), keyId: key.id, metadata: metadata)
             throw error
         }
     }
 
     /// The live admin key of `Authorization: Bearer`, or 401.
-    private func authenticate(_ request: HTTPRequest) async throws -> AdminKey {
+    private func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
         guard let header = request.headers["authorization"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else {
             throw AdminError.missingKey
         }
         guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw AdminError.invalidKey }
-        guard let key = try await keys.authenticate(header.dropFirst(7).trimmingCharacters(in: .whitespaces)) else {
+        let presented = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        guard let key = try await keys.authenticate(presented, checkedByItsRecord: checkedByItsRecord) else {
             throw AdminError.invalidKey
         }
         return key

@@ -38,6 +38,37 @@ struct AdminAPITests {
         }
     }
 
+    /// A history read does not look up a key found live before: its record checks it, in its own transaction.
+    /// A key revoked since (here from another pool, as `tether admin-keys revoke` would) is refused there
+    /// with 401, and nothing is recorded or read with it.
+    @Test func aKeyRevokedAfterAHistoryReadIsRefusedAtItsNextReadWithNothingRecorded() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            let history = "/v1/admin/users/\(user.id.uuidString.lowercased())/history"
+            let support = try await harness.adminKey(.support)
+            for _ in 0..<2 {
+                let read = try await harness.adminGet(history, key: support.secret)
+                #expect(read.status == 200)
+                #expect(try read.json["events"]?.elements.isEmpty == false)
+            }
+            _ = try await AdminKeyStore(database: harness.owner).revoke(support.key.id, metadata: EventMetadata(surface: "cli"))
+            for target in [history, "\(history)?limit=50", "\(history)?limit=none", "\(history)?after=1"] {
+                let refused = try await harness.adminGet(target, key: support.secret)
+                #expect(refused.status == 401, "\(target)")
+                #expect(try refused.json["code"]?.string == "invalid_token", "\(target)")
+                #expect(try refused.json["events"] == nil)
+            }
+            let types = try await harness.events(inStream: .adminKey(support.key.id)).map(\.type)
+            #expect(types == ["AdminKeyCreated", "AdminHistoryViewed", "AdminHistoryViewed", "AdminKeyRevoked"])
+
+            // Another key is found and used as before.
+            let other = try await harness.adminKey(.support)
+            #expect(try await harness.adminGet(history, key: other.secret).status == 200)
+            #expect(try await harness.adminGet(history, key: other.secret).status == 200)
+            #expect(try await harness.events(inStream: .adminKey(other.key.id)).map(\.type).filter { $0 == "AdminHistoryViewed" }.count == 2)
+        }
+    }
+
     @Test func supportKeyCannotActAndTheRefusalIsRecorded() async throws {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("ada@example.com")
