@@ -122,10 +122,15 @@ public enum PersonalDataVault {
 
     /// The statement of ``keys(for:query:)``, for a caller that pipelines it; read its rows with ``keys(from:)``.
     static func keysStatement(for userIds: Set<UUID>) -> PostgresQuery {
-        """
-        SELECT user_id, key FROM personal_data_keys
-        WHERE user_id = ANY(\(PostgresArray(Array(userIds)))::uuid[]) AND key IS NOT NULL
-        """
+        // One user's (a history page's) by equality: PostgreSQL plans an `= ANY` of an array parameter at
+        // every execution (40 µs for a 5 µs read), an equality once per connection.
+        if userIds.count == 1, let userId = userIds.first {
+            return "SELECT user_id, key FROM personal_data_keys WHERE user_id = \(userId) AND key IS NOT NULL"
+        }
+        return """
+            SELECT user_id, key FROM personal_data_keys
+            WHERE user_id = ANY(\(PostgresArray(Array(userIds)))::uuid[]) AND key IS NOT NULL
+            """
     }
 
     /// The keys the rows of ``keysStatement(for:)`` hold.

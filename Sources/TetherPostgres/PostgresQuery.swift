@@ -94,6 +94,15 @@ public struct PostgresQuery: Sendable, Hashable, ExpressibleByStringInterpolatio
             sql += "$\(parameters.count)"
         }
 
+        /// Splices an integer as an SQL literal, for a value fixed by the code or its configuration (a window,
+        /// a page size), not one that changes from call to call. PostgreSQL plans a prepared statement for
+        /// each execution while a plan for its parameters' values looks cheaper than its generic plan, which a
+        /// parameter in `OFFSET`, `LIMIT` or `make_interval` makes it: a sign-in's limits statement cost 140 µs
+        /// of planning for 14 µs of execution. As literals, the generic plan is the custom one, made once.
+        public mutating func appendInterpolation(literal value: Int) {
+            sql += String(value)
+        }
+
         /// Splices raw SQL. Only for text chosen by code (identifiers, keywords), never input.
         public mutating func appendInterpolation(unsafeSQL raw: String) {
             sql += raw

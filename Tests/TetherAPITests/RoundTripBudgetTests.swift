@@ -73,6 +73,68 @@ struct RoundTripBudgetTests {
         #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
     }
 
+    /// PostgreSQL plans a prepared statement at each execution while a plan for its parameters' values looks
+    /// cheaper than the generic one; a parameter in `LIMIT`, `OFFSET`, `make_interval` or `= ANY` makes it so,
+    /// and the sign-in's limits statement cost 140 µs of planning for 14 µs of execution. After five custom
+    /// plans, each hot statement must run on its generic plan: planned once per connection.
+    @Test func theStatementsOfSignInsRefreshesAndHistoryPagesArePlannedOncePerConnection() async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        let client = fixture.database.client(maxConnections: 1)
+        defer { client.shutdown() }
+        _ = try await client.readModelSeal()
+        // The table after an attack from one address an hour ago, with its statistics: what a live service's
+        // planner then sees. (In an empty table any plan looks as cheap as any other. With the limits' numbers
+        // as parameters, such a table made PostgreSQL plan the limits statement at each sign-in.)
+        let owner = fixture.database.client(asServiceRole: false, maxConnections: 1)
+        defer { owner.shutdown() }
+        try await owner.query("""
+            INSERT INTO sign_in_attempts (id, scope_key, kind, started_at)
+            SELECT gen_random_uuid(), 'ip:203.0.113.66', 'failure', now() - interval '1 hour' FROM generate_series(1, 20000) n
+            """)
+        try await owner.query("ANALYZE sign_in_attempts")
+        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
+        let commands = AccountCommands(
+            accounts: accounts, identities: AcceptedToken(identity: Self.apple), limits: SignInLimits(database: client),
+            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: try PasswordVerifier())
+        var userId: UUID?
+        var hash = ""
+        for _ in 0..<10 {
+            let command = signIn(commands)
+            guard case .signedIn(let account, _) = try await commands.signIn(command) else {
+                Issue.record("expected a session")
+                return
+            }
+            userId = account.id
+            hash = command.session.refreshTokenHash
+        }
+        for round in 0..<10 {
+            let next = "rotated \(round)"
+            _ = try await accounts.refresh(presentedHash: hash, newHash: next, presentedJKT: nil, context: CommandContext())
+            hash = next
+        }
+        let (admin, _) = try await AdminKeyStore(database: owner).create(role: .support, name: "plans", metadata: EventMetadata(surface: "cli"))
+        let keys = AdminKeyStore(database: client)
+        let history = UserHistory(database: client)
+        let user = try #require(userId)
+        for _ in 0..<10 {
+            _ = try await keys.record(
+                keyId: admin.id, about: user, metadata: EventMetadata(surface: "admin"), reading: history.pageStatements(of: user, limit: 50)
+            ) { rows in
+                let page = try history.page(of: user, from: rows, limit: 50)
+                return (.historyViewed(.init(userId: user, after: 0, limit: 50, returned: page.entries.count, status: 200)), page)
+            }
+        }
+        let plans = try await client.query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+        #expect(plans.count >= 10, "the commands' statements are prepared on the pool's one connection")
+        for row in plans {
+            let statement: String = try row.decode("statement")
+            let custom: Int = try row.decode("custom_plans")
+            let generic: Int = try row.decode("generic_plans")
+            #expect(custom <= 5, "planned at each of its \(custom + generic) executions: \(statement)")
+        }
+    }
+
     @Test func aNewUsersSignInIsOneTransactionOfTwoRoundTrips() async throws {
         let fixture = try await fixture(accepting: Self.apple)
         defer { fixture.client.shutdown() }

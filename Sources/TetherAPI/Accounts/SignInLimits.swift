@@ -130,11 +130,11 @@ public struct SignInLimits: Sendable {
                 expire(key: key),
                 """
                 INSERT INTO sign_in_attempts (id, scope_key, kind)
-                SELECT \(UUID.random()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(limit)
+                SELECT \(UUID.random()), \(key), 'sign_up' WHERE (SELECT count(*) FROM sign_in_attempts WHERE scope_key = \(key)) < \(literal: limit)
                 RETURNING id
                 """,
                 """
-                SELECT ceil(extract(epoch FROM min(started_at) + make_interval(secs => \(window)) - now()))::int AS retry_after
+                SELECT ceil(extract(epoch FROM min(started_at) + make_interval(secs => \(literal: window)) - now()))::int AS retry_after
                 FROM sign_in_attempts WHERE scope_key = \(key)
                 """,
             ])
@@ -175,7 +175,7 @@ public struct SignInLimits: Sendable {
         }
         if userId == nil { writes.append(Self.tally("failed", provider: attempt.provider, detail: reason)) }
         if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
-            writes.append("DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(configuration.windowSeconds))")
+            writes.append("DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))")
         }
         if let userId {
             // The limits' rows go in the transaction of the account's record.
@@ -265,11 +265,13 @@ public struct SignInLimits: Sendable {
 
     /// Deletes the rows of `key` that have left the window (short-lived operational records, not the log).
     private func expire(key: String) -> PostgresQuery {
-        "DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(configuration.windowSeconds))"
+        "DELETE FROM sign_in_attempts WHERE scope_key = \(key) AND started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))"
     }
 
     /// Counts what fills the window of `key`: failures and password attempts in flight, each only within the window.
     private func count(key: String) -> PostgresQuery {
+        // The configuration's numbers are literals, the key the only parameter: the statement is planned once
+        // per connection, not at every sign-in (see `PostgresQuery`'s `literal:`).
         let window = configuration.windowSeconds
         // The failures that keep the count at the limit: once the oldest of them leaves the window, one more try is allowed.
         return """
@@ -277,10 +279,10 @@ public struct SignInLimits: Sendable {
                    count(*) FILTER (WHERE kind = 'attempt' AND started_at > now() - interval '30 seconds')::int AS in_flight,
                    ceil(extract(epoch FROM
                        (SELECT started_at FROM sign_in_attempts
-                        WHERE scope_key = \(key) AND kind = 'failure' AND started_at >= now() - make_interval(secs => \(window))
-                        ORDER BY started_at DESC OFFSET \(configuration.failures - 1) LIMIT 1)
-                       + make_interval(secs => \(window)) - now()))::int AS retry_after
-            FROM sign_in_attempts WHERE scope_key = \(key) AND started_at >= now() - make_interval(secs => \(window))
+                        WHERE scope_key = \(key) AND kind = 'failure' AND started_at >= now() - make_interval(secs => \(literal: window))
+                        ORDER BY started_at DESC OFFSET \(literal: configuration.failures - 1) LIMIT 1)
+                       + make_interval(secs => \(literal: window)) - now()))::int AS retry_after
+            FROM sign_in_attempts WHERE scope_key = \(key) AND started_at >= now() - make_interval(secs => \(literal: window))
             """
     }
 

@@ -51,7 +51,8 @@ public struct UserHistory: Sendable {
     public func pageStatements(of userId: UUID, after: Int64 = 0, since: Date? = nil, limit: Int = defaultPageSize) -> [PostgresQuery] {
         precondition((1...Self.maxPageSize).contains(limit), "a history page holds 1 to \(Self.maxPageSize) events")
         // One more than asked says whether another page follows.
-        return PostgresEventStore.userEventsStatements(userId, after: after, since: since, limit: limit + 1)
+        return PostgresEventStore.userEventsStatements(
+            userId, after: after, since: since, limit: limit + 1, limitIsUsual: limit == Self.defaultPageSize || limit == Self.maxPageSize)
     }
 
     /// The page of the rows of ``pageStatements(of:after:since:limit:)``.
