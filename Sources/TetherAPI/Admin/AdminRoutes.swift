@@ -316,8 +316,10 @@ public struct AdminRoutes: Sendable {
             throw recorded.error
         } catch {
             // A key not looked up is looked up now: a key revoked since it was found gets 401, as it would have
-            // before, and no record.
-            if keyCheckedByTheRecord { _ = try await authenticate(request) }
+            // before, and no record. (When the lookup itself fails, the request's own error stands.)
+            if keyCheckedByTheRecord {
+                do { _ = try await authenticate(request) } catch let refused as AdminError { throw refused } catch {}
+            }
             try? await keys.record(failure(Problem(converting: error)?.status ?? 500), keyId: key.id, metadata: metadata)
             throw error
         }
