@@ -26,9 +26,9 @@ struct RoundTripBudgetTests {
         let commands: AccountCommands
     }
 
-    private func fixture(accepting identity: ExternalIdentity) async throws -> Fixture {
+    private func fixture(accepting identity: ExternalIdentity, maxConnections: Int = 4) async throws -> Fixture {
         let database = try await TestDatabase.make()
-        let client = database.client(maxConnections: 4)
+        let client = database.client(maxConnections: maxConnections)
         // The read models' seal is loaded once per pool, before its first command: no command's cost.
         _ = try await client.readModelSeal()
         let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
@@ -78,11 +78,10 @@ struct RoundTripBudgetTests {
     /// and the sign-in's limits statement cost 140 µs of planning for 14 µs of execution. After five custom
     /// plans, each hot statement must run on its generic plan: planned once per connection.
     @Test func theStatementsOfSignInsRefreshesAndHistoryPagesArePlannedOncePerConnection() async throws {
-        let fixture = try await fixture(accepting: Self.apple)
+        // One connection: every statement below is prepared on it.
+        let fixture = try await fixture(accepting: Self.apple, maxConnections: 1)
         defer { fixture.client.shutdown() }
-        let client = fixture.database.client(maxConnections: 1)
-        defer { client.shutdown() }
-        _ = try await client.readModelSeal()
+        let (client, accounts, commands) = (fixture.client, fixture.accounts, fixture.commands)
         // The table after an attack from one address an hour ago, with its statistics: what a live service's
         // planner then sees. (In an empty table any plan looks as cheap as any other. With the limits' numbers
         // as parameters, such a table made PostgreSQL plan the limits statement at each sign-in.)
@@ -93,10 +92,6 @@ struct RoundTripBudgetTests {
             SELECT gen_random_uuid(), 'ip:203.0.113.66', 'failure', now() - interval '1 hour' FROM generate_series(1, 20000) n
             """)
         try await owner.query("ANALYZE sign_in_attempts")
-        let accounts = AccountService(database: client, emailPolicy: .oneAccountPerEmail)
-        let commands = AccountCommands(
-            accounts: accounts, identities: AcceptedToken(identity: Self.apple), limits: SignInLimits(database: client),
-            pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: try PasswordVerifier())
         var userId: UUID?
         var hash = ""
         for _ in 0..<10 {
