@@ -6,8 +6,8 @@ import Foundation
 /// content, bounded nesting) into a small tree of members in arrays, then read by a `Decoder` over it.
 ///
 /// It reads what `JSONDecoder` reads: `Date` from ISO 8601 text with or without a fraction
-/// (``ISO8601Milliseconds/parse(_:)``), `URL` from its string, `Data` from base64 and ``JSONValue`` as
-/// itself; a number is decoded exactly into the type asked for. Errors are `DecodingError`s with the
+/// (``ISO8601Milliseconds/parse(_:)``) or from a number of seconds since 2001-01-01 (as `Date` encodes
+/// itself), `URL` from its string, `Data` from base64 and ``JSONValue`` as itself; a number is decoded exactly into the type asked for. Errors are `DecodingError`s with the
 /// coding path, as `JSONDecoder` throws. A name given twice keeps its first value, as in `JSONDecoder`.
 public struct CompactJSONDecoder: Sendable {
     public init() {}
@@ -248,6 +248,8 @@ private final class NodeDecoder: Decoder {
             return id as! T
         }
         if T.self == Date.self {
+            // A number is the seconds since 2001-01-01 (``CompactJSONEncoder/DateFormat/secondsSinceReferenceDate``).
+            if case .number = node { return Date(timeIntervalSinceReferenceDate: try decodeFloat(Double.self)) as! T }
             let text = try decodeString()
             guard let date = ISO8601Milliseconds.parse(text) else { throw corrupted("Expected date string to be ISO8601-formatted.") }
             return date as! T

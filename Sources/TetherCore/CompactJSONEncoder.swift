@@ -15,6 +15,9 @@ public struct CompactJSONEncoder: Sendable {
         case iso8601Seconds
         /// `2026-11-29T13:29:45.123Z`, rounded to the millisecond (event payloads).
         case iso8601Milliseconds
+        /// The seconds since 2001-01-01 as a number, exactly (what `Date` encodes itself as, `JSONEncoder`'s
+        /// `.deferredToDate`): for states that must read back as they were (users' snapshots).
+        case secondsSinceReferenceDate
     }
 
     public var dates: DateFormat
@@ -54,11 +57,13 @@ private enum EncodedNode {
         if T.self == UUID.self { return .text(quoted((value as! UUID).uppercasedText)) }
         if T.self == Date.self {
             let date = value as! Date
+            if case .secondsSinceReferenceDate = dates { return try number(date.timeIntervalSinceReferenceDate, codingPath: []) }
             let text = switch dates {
             case .iso8601Seconds:
                 UTCTimestamp.format(Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)),
                                     separator: UInt8(ascii: "T"), fractionDigits: 0, zone: "Z")
             case .iso8601Milliseconds: ISO8601Milliseconds.format(date)
+            case .secondsSinceReferenceDate: ""
             }
             return .text(quoted(text))
         }

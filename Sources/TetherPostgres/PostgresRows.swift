@@ -272,31 +272,48 @@ extension Date: PostgresTextDecodable {
     }
 }
 
-/// `bytea` in the hex output format (`\x0a1b…`).
-extension Array: PostgresDecodable where Element == UInt8 {}
+/// `bytea` in the hex output format (`\x0a1b…`), read from the cell's bytes (a user's snapshot is tens of KB).
+extension Array: PostgresDecodable where Element == UInt8 {
+    public static func decode(postgresBytes: UnsafeBufferPointer<UInt8>?) throws -> [UInt8] {
+        try decodeBytes(postgresBytes, as: [UInt8].self) { fromHex($0) }
+    }
+}
+
 extension Array: PostgresTextDecodable where Element == UInt8 {
     public init?(postgresText: String) {
-        let utf8 = Array(postgresText.utf8)
-        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
-            return nil
-        }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity((utf8.count - 2) / 2)
-        var index = 2
-        while index < utf8.count {
-            guard let high = Self.hexValue(utf8[index]), let low = Self.hexValue(utf8[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
+        var text = postgresText
+        guard let bytes = text.withUTF8({ Self.fromHex($0) }) else { return nil }
         self = bytes
     }
 
-    private static func hexValue(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-        default: nil
+    /// The bytes `\x` and pairs of hex digits stand for; nil for anything else.
+    private static func fromHex(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        guard text.count >= 2, text[0] == UInt8(ascii: "\\"), text[1] == UInt8(ascii: "x"), text.count % 2 == 0 else {
+            return nil
+        }
+        var invalid: UInt8 = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: (text.count - 2) / 2) { buffer, count in
+            hexValues.withUnsafeBufferPointer { values in
+                var index = 2
+                while index < text.count {
+                    let high = values[Int(text[index])], low = values[Int(text[index + 1])]
+                    invalid |= (high | low) & 0x10
+                    buffer[count] = high << 4 | low & 0x0F
+                    count += 1
+                    index += 2
+                }
+            }
+        }
+        return invalid == 0 ? bytes : nil
+    }
+
+    /// Each byte's value as a hex digit; 0x10 for a byte that is not one.
+    private static let hexValues: [UInt8] = (0...255).map { byte in
+        switch UInt8(byte) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(byte) - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(byte) - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt8(byte) - UInt8(ascii: "A") + 10
+        default: 0x10
         }
     }
 }

@@ -68,6 +68,17 @@ struct CompactJSONDecoderTests {
         #expect(decoded.nested?.kind == .totp)
     }
 
+    /// Dates as numbers of seconds since 2001 (``CompactJSONEncoder/DateFormat/secondsSinceReferenceDate``, what
+    /// `Date` encodes itself as) read back exactly, microseconds and all; as `JSONDecoder` reads them by default.
+    @Test func datesWrittenAsNumbersReadBackExactly() throws {
+        let dates = [Date(timeIntervalSince1970: 1_795_958_985.123_456), Date(timeIntervalSinceReferenceDate: -0.000_001),
+                     Date(timeIntervalSinceReferenceDate: 0), Date(timeIntervalSince1970: 1e-7), Date.distantFuture]
+        let text = try CompactJSONEncoder(dates: .secondsSinceReferenceDate).encode(dates)
+        #expect(try CompactJSONDecoder().decode([Date].self, from: text) == dates)
+        #expect(try JSONDecoder().decode([Date].self, from: Data(text)) == dates)
+        #expect(throws: DecodingError.self) { try CompactJSONDecoder().decode(Date.self, from: Array("true".utf8)) }
+    }
+
     @Test func accountEventPayloadsRoundTrip() throws {
         let date = Date(timeIntervalSince1970: 1_795_958_985.125)
         let events: [AccountEvent] = [

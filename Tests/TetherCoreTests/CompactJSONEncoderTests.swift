@@ -16,6 +16,7 @@ struct CompactJSONEncoderTests {
                 var container = encoder.singleValueContainer()
                 try container.encode(ISO8601Milliseconds.format(date))
             }
+        case .secondsSinceReferenceDate: encoder.dateEncodingStrategy = .deferredToDate
         }
         return encoder
     }
@@ -75,6 +76,7 @@ struct CompactJSONEncoderTests {
     @Test func scalarsCollectionsAndFoundationTypes() throws {
         try expectSame(Scalars(), .iso8601Milliseconds)
         try expectSame(Scalars(), .iso8601Seconds)
+        try expectSame(Scalars(), .secondsSinceReferenceDate)
         try expectSame([Scalars(), Scalars()], .iso8601Seconds)
         try expectSame("top-level /string/", .iso8601Seconds)
         try expectSame(Optional<Int>.none, .iso8601Seconds)
