@@ -558,12 +558,14 @@ public struct PostgresEventStore: Sendable {
     }
 
     /// The events of `userId`'s stream before `version`, in version order: what a read of its last events left out.
-    public static func userStreamStatement(_ userId: UUID, before version: Int) -> PostgresQuery {
-        """
-        SELECT \(unsafeSQL: columns) FROM events
-        WHERE stream = \(StreamName.user(userId).rawValue) AND version < \(version)
-        ORDER BY version
-        """
+    /// With `start` (an SQL integer expression; NULL reads from the first), only those from its value on.
+    public static func userStreamStatement(_ userId: UUID, before version: Int, from start: PostgresQuery? = nil) -> PostgresQuery {
+        let bound: PostgresQuery = start.map { "AND version >= coalesce(\($0), 1)" } ?? ""
+        return """
+            SELECT \(unsafeSQL: columns) FROM events
+            WHERE stream = \(StreamName.user(userId).rawValue) AND version < \(version) \(bound)
+            ORDER BY version
+            """
     }
 
     /// Decodes rows read with ``userStreamStatement(userId:after:tail:)``, opening sealed parts with `keys`.

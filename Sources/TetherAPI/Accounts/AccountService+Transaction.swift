@@ -20,6 +20,9 @@ extension AccountService {
         var now: Date
         /// The transaction's id: the `tx` of the events it appends.
         var transactionId: UInt64
+        /// The state as loaded, when it is to be written as the user's snapshot (``AccountSnapshot``): the load
+        /// folded it from the log (not from a kept state), and decoded so many events to get there.
+        var snapshot: AccountStateCache.Entry?
 
         /// A user about to be registered in the transaction that read `unknown` (no one, for its expression).
         static func new(_ id: UUID, in unknown: Unknown) -> LoadedUser {
@@ -90,27 +93,39 @@ extension AccountService {
         // were read), the state kept of the user by id, when the stream goes on from it: its last event is the
         // log's at that version, by the transaction that wrote it (a log put back and written again since is
         // not), and the rows it already holds, those up to it in the stream's version order, are not decoded.
-        // When that event is not among the rows read, the stream's earlier events are read too: a third round
-        // trip, for a user whose state is not kept and whose stream is longer than the tail.
+        // When that event is not among the rows read, a third round trip reads the user's snapshot and the
+        // earlier events from the later of its version and the kept state's (``AccountSnapshot``): for a user
+        // whose state is not kept and whose stream is longer than the tail.
         var base: AccountStateCache.Entry?
         var streamRows = Array(rows[1])
+        // Whether the state folded here starts from a snapshot (or nothing) rather than a state the cache keeps.
+        var isNewToTheCache = false
         if let known, known.account.id == userId {
             base = known
         } else {
+            // If neither leads to the rows read then, the whole stream is read (a fourth round trip, and a rare one).
             let kept = cache.entry(for: userId)
-            var held = try Self.rows(heldBy: kept, in: streamRows)
-            if held == nil, let first = try streamRows.first?.decode("version", as: Int.self), first > 1 {
-                streamRows = Array(try transaction.read([PostgresEventStore.userStreamStatement(userId, before: first)])[0]) + streamRows
-                held = try Self.rows(heldBy: kept, in: streamRows)
+            var held = try Self.rows(heldBy: kept, in: streamRows).map { (entry: kept, rows: $0, isKept: true) }
+            if held == nil, let first = try Self.firstVersion(of: streamRows), first > 1 {
+                let read = try transaction.read(AccountSnapshot.readStatements(userId, before: first, keptVersion: kept?.account.version))
+                let snapshot = key.flatMap { AccountSnapshot.opened(from: read[0], of: userId, key: $0) }
+                streamRows = Array(read[1]) + streamRows
+                held = try Self.latest(heldOf: kept, snapshot, in: streamRows)
+                if held == nil, let earliest = try Self.firstVersion(of: streamRows), earliest > 1 {
+                    streamRows = Array(try transaction.read([PostgresEventStore.userStreamStatement(userId, before: earliest)])[0]) + streamRows
+                    held = try Self.latest(heldOf: kept, snapshot, in: streamRows)
+                }
             }
             if let held {
-                base = kept
-                streamRows.removeFirst(held)
-            } else if kept != nil {
-                // The rows are the whole stream now, and the kept state leads to none of them: it is ahead of
-                // the log, or of a log written again since (a database put back). Kept, it would refuse the
-                // state folded here (``AccountStateCache/store(_:hints:)`` keeps the later version).
-                cache.forget(userId)
+                base = held.entry
+                streamRows.removeFirst(held.rows)
+            }
+            if held?.isKept != true {
+                isNewToTheCache = true
+                // A kept state the stream does not go on from (when there is one) is ahead of the log, or of a
+                // log written again since (a database put back). Kept, it would refuse the state folded here
+                // (``AccountStateCache/store(_:hints:)`` keeps the later version).
+                if kept != nil { cache.forget(userId) }
             }
         }
         let recorded = try store.decode(streamRows, keys: key.map { [userId: $0] } ?? [:])
@@ -129,10 +144,30 @@ extension AccountService {
             try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
         }
         let account = (base?.account ?? UserAccount(id: userId)).appending(history, version: streamVersion)
-        if !recorded.isEmpty { cache.store(.init(account: account, lastTransaction: lastTransaction)) }
+        let folded = AccountStateCache.Entry(account: account, lastTransaction: lastTransaction)
+        cache.loads.count(!isNewToTheCache ? .kept : base == nil ? .log : .snapshot)
+        if !recorded.isEmpty || isNewToTheCache { cache.store(folded) }
+        // A state the load folded from the log alone: a kept one may hold what a command decided with more
+        // precision than its events store (their dates are stored to the millisecond).
+        let isSnapshotDue = isNewToTheCache && recorded.count >= snapshotInterval
         return (LoadedUser(
             account: account, isCommandRecorded: try head.decode("recorded"), key: key,
-            hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction), unknown)
+            hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction,
+            snapshot: isSnapshotDue ? folded : nil), unknown)
+    }
+
+    /// The version of the first of `rows` (a stream's, in version order); nil when there are none.
+    private static func firstVersion(of rows: [PostgresRow]) throws -> Int? {
+        try rows.first?.decode("version", as: Int.self)
+    }
+
+    /// Of the kept state and the snapshot, the one of the later version that holds some of `stream`'s rows, with how many.
+    private static func latest(
+        heldOf kept: AccountStateCache.Entry?, _ snapshot: AccountStateCache.Entry?, in stream: [PostgresRow]
+    ) throws -> (entry: AccountStateCache.Entry?, rows: Int, isKept: Bool)? {
+        let ofKept = try rows(heldBy: kept, in: stream), ofSnapshot = try rows(heldBy: snapshot, in: stream)
+        if let ofKept, ofKept >= ofSnapshot ?? 0 { return (kept, ofKept, true) }
+        return ofSnapshot.map { (snapshot, $0, false) }
     }
 
     /// How many of `rows` (a stream's, in version order) the state `kept` holds: those up to its version, when
@@ -181,8 +216,13 @@ extension AccountService {
         hints: [AccountStateCache.Hint] = [], in transaction: TransactionJob
     ) throws -> UserAccount {
         guard !events.isEmpty else { return user.account }
-        try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + writingAfter))
         let account = user.account.appending(events.map { ($0, user.now) }, version: user.account.version + events.count)
+        var snapshot: [PostgresQuery] = []
+        if let due = user.snapshot, let key = user.key, !account.isErased {
+            snapshot.append(try AccountSnapshot.writeStatement(due, key: key))
+        }
+        try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + snapshot + writingAfter))
+        cache.loads.snapshotsWritten.add(snapshot.count, ordering: .relaxed)
         let started = events.compactMap { event -> AccountStateCache.Hint? in
             guard case .sessionStarted(let session) = event, session.secretKind.rotates else { return nil }
             return AccountStateCache.hint(refreshTokenHash: session.refreshTokenHash)

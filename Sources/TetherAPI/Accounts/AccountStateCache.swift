@@ -47,6 +47,33 @@ public final class AccountStateCache: Sendable {
     let byteBudget: Int
     /// Commands on different users rarely meet on one lock: states are spread over shards by user.
     private let shards: [Shard]
+    /// Where commands' loads started their users' states, and the snapshots they wrote (`/metrics`).
+    let loads = Loads()
+
+    /// Counts of loads by where they started: a kept state, the user's snapshot (``AccountSnapshot``), or the
+    /// log's first event; and of snapshots written.
+    final class Loads: Sendable {
+        enum Origin: String, CaseIterable { case kept, snapshot, log }
+
+        private let fromKept = Atomic<Int>(0), fromSnapshot = Atomic<Int>(0), fromLog = Atomic<Int>(0)
+        let snapshotsWritten = Atomic<Int>(0)
+
+        func count(_ origin: Origin) {
+            switch origin {
+            case .kept: fromKept.add(1, ordering: .relaxed)
+            case .snapshot: fromSnapshot.add(1, ordering: .relaxed)
+            case .log: fromLog.add(1, ordering: .relaxed)
+            }
+        }
+
+        subscript(origin: Origin) -> Int {
+            switch origin {
+            case .kept: fromKept.load(ordering: .relaxed)
+            case .snapshot: fromSnapshot.load(ordering: .relaxed)
+            case .log: fromLog.load(ordering: .relaxed)
+            }
+        }
+    }
 
     /// One lock's share of the states.
     private final class Shard: Sendable {
@@ -58,10 +85,10 @@ public final class AccountStateCache: Sendable {
     }
 
     /// The default byte budget: 256 MB (`TETHER_STATE_CACHE_MB`). A state is cheap to keep and dear to lose (a command
-    /// on a user whose state went reads and decodes their whole stream), and users who sign in often hold up to 100
-    /// live sessions each (about 57 KB): `make bench`'s 2,256 such users need about 128 MB. A budget below that (64 MB
-    /// by the older, lower estimate, against their 101 MB by it) sent the least recently used on every other sign-in,
-    /// and sign-ins fell from about 1,200 a second to 100.
+    /// on a user whose state went reads their snapshot and the events since, ``AccountSnapshot``; before snapshots, their
+    /// whole stream), and users who sign in often hold up to 100 live sessions each (about 57 KB): `make bench`'s 2,256
+    /// such users need about 128 MB. A budget below that (64 MB by the older, lower estimate, against their 101 MB by it)
+    /// sent the least recently used on every other sign-in, and sign-ins fell from about 1,200 a second to 100.
     public static let defaultByteBudget = 256 << 20
 
     init(capacity: Int = 10_000, byteBudget: Int = defaultByteBudget, shards: Int = 16) {

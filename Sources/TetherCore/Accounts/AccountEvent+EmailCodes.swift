@@ -85,7 +85,7 @@ extension AccountEvent {
 }
 
 /// A code mailed to the user, as their events describe it.
-public struct EmailCode: Sendable, Hashable {
+public struct EmailCode: Sendable, Hashable, Codable {
     public var id: UUID
     public var purpose: EmailCodePurpose
     /// The address it was mailed to and is bound to; nil once the user was erased.

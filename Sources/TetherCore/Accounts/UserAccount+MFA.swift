@@ -1,9 +1,9 @@
 import Foundation
 
 /// A user's second factors, recovery codes and open challenges, as their events describe them.
-public struct MFAState: Sendable, Hashable {
+public struct MFAState: Sendable, Hashable, Codable {
     /// A second factor (confirmed or still being enrolled).
-    public struct Factor: Sendable, Hashable {
+    public struct Factor: Sendable, Hashable, Codable {
         public var id: UUID
         public var type: MFAFactorType
         public var displayName: String?
@@ -23,7 +23,7 @@ public struct MFAState: Sendable, Hashable {
     }
 
     /// A second-factor challenge opened by a first-factor sign-in.
-    public struct Challenge: Sendable, Hashable {
+    public struct Challenge: Sendable, Hashable, Codable {
         public var id: UUID
         public var firstFactor: String
         public var amr: [String]

@@ -1,9 +1,9 @@
 import Foundation
 
 /// One user as their event stream describes them: the state every decision is made on.
-public struct UserAccount: Sendable, Hashable {
+public struct UserAccount: Sendable, Hashable, Codable {
     /// An identity linked to the account.
-    public struct Identity: Sendable, Hashable {
+    public struct Identity: Sendable, Hashable, Codable {
         public var provider: String
         public var uid: String
         public var email: String?
@@ -20,7 +20,7 @@ public struct UserAccount: Sendable, Hashable {
     }
 
     /// A session and where its refresh token has got to.
-    public struct Session: Sendable, Hashable {
+    public struct Session: Sendable, Hashable, Codable {
         public var id: UUID
         public var refreshTokenHash: String
         public var generation: Int
