@@ -159,8 +159,8 @@ struct AccountSnapshotTests {
     }
 
     /// A snapshot the log does not go on from (its transaction is not the one that wrote the event at its
-    /// version: a log put back and written again), of another format, or that does not open, is passed
-    /// over: the stream is read whole, and a command writes a good one again.
+    /// version: a log put back and written again; or ahead of the log), of another format, or that does not
+    /// open, is passed over: the stream is read whole, and a command writes a good one in its place.
     @Test func aSnapshotTheLogDoesNotGoOnFromOrThatDoesNotOpenIsPassedOver() async throws {
         try await withLongUser { user in
             _ = try await user.freshService().signIn(google, session: session(), context: CommandContext())
@@ -169,6 +169,7 @@ struct AccountSnapshotTests {
             let damages: [(damage: PostgresQuery, roundTrips: Int)] = [
                 ("UPDATE account_snapshots SET tx = '3' WHERE user_id = \(user.userId)", 3),
                 ("UPDATE account_snapshots SET format = format + 1 WHERE user_id = \(user.userId)", 2),
+                ("UPDATE account_snapshots SET version = version + 1000 WHERE user_id = \(user.userId)", 3),
                 ("UPDATE account_snapshots SET state = set_byte(state, 20, get_byte(state, 20) # 1) WHERE user_id = \(user.userId)", 3),
             ]
             for (damage, roundTrips) in damages {

@@ -48,7 +48,8 @@ enum AccountSnapshot {
         return AccountStateCache.Entry(account: account, lastTransaction: transaction)
     }
 
-    /// Writes `state` as its user's snapshot, unless one of a later version of this format is there already.
+    /// Writes `state` as its user's snapshot in place of any before. It is folded from the log under the user's
+    /// lock, so a snapshot of a later version can only be one the log does not go on from (a log put back).
     static func writeStatement(_ state: AccountStateCache.Entry, key: [UInt8]) throws -> PostgresQuery {
         let account = state.account
         return """
@@ -56,7 +57,6 @@ enum AccountSnapshot {
             VALUES (\(account.id), \(account.version), \(String(state.lastTransaction))::xid8, \(literal: format), \(try sealed(account, key: key)))
             ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, tx = excluded.tx, format = excluded.format,
                 state = excluded.state, taken_at = now()
-            WHERE account_snapshots.version < excluded.version OR account_snapshots.format <> excluded.format
             """
     }
 
