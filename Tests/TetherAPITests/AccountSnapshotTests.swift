@@ -21,7 +21,7 @@ struct AccountSnapshotTests {
     /// A state of every part: identities (one with a grant), sessions of two kinds, a confirmed TOTP factor
     /// with recovery codes, a phone factor being enrolled, an open challenge with a wrong code, an email
     /// code, custom claims; dates with microseconds, as PostgreSQL gives them.
-    @Test func aSealedStateOpensAsTheSameStateAndOnlyAsItsOwnUsersAtItsVersion() throws {
+    private func richState() throws -> UserAccount {
         let id = UUID()
         let now = Date(timeIntervalSince1970: 1_795_958_985.123_456)
         var user = UserAccount(id: id)
@@ -46,6 +46,12 @@ struct AccountSnapshotTests {
         apply(try user.issueEmailCode(
             .passwordReset, codeId: UUID(), codeHash: "h", email: "snap@example.com", expiresAt: now.addingTimeInterval(60)))
         apply(try user.setCustomClaims(#"{"role":"admin"}"#))
+        return user
+    }
+
+    @Test func aSealedStateOpensAsTheSameStateAndOnlyAsItsOwnUsersAtItsVersion() throws {
+        let user = try richState()
+        let id = user.id
         #expect(user.sessions.count == 2 && user.mfa.factors.count == 2 && user.mfa.challenges.count == 1)
         #expect(user.mfa.failures.count == 1 && user.emailCodes.count == 1 && user.identities["google"]?.grant != nil)
 
@@ -57,6 +63,40 @@ struct AccountSnapshotTests {
         #expect(AccountSnapshot.opened(stored, of: id, version: user.version - 1, key: key) == nil, "bound to its version")
         #expect(AccountSnapshot.opened(stored, of: UUID(), version: user.version, key: key) == nil, "bound to its user")
         #expect(AccountSnapshot.opened(stored, of: id, version: user.version, key: SecureRandom.bytes(count: 32)) == nil)
+    }
+
+    /// A tripwire for ``AccountSnapshot/format``: the stored properties a snapshot of this format holds. A new
+    /// optional property would read as nil from an older snapshot, so a change here needs a new format number
+    /// (and so does a change to how an event folds into the state, which no test can see).
+    @Test func theFormatNamesEveryStoredPropertyOfTheState() throws {
+        func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
+        let user = try richState()
+        let mfa = user.mfa
+        #expect(AccountSnapshot.format == 1)
+        #expect(labels(user) == [
+            "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
+            "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",
+        ])
+        #expect(labels(try #require(user.identities["google"])) == [
+            "provider", "uid", "email", "isEmailVerified", "displayName", "photoURL", "linkedAt", "emailForwarding", "grant",
+            "grantCheckedAt",
+        ])
+        #expect(labels(try #require(user.identities["google"]?.grant)) == ["kind", "token", "clientId"])
+        #expect(labels(try #require(user.sessions.values.first)) == [
+            "id", "refreshTokenHash", "generation", "authTime", "amr", "jkt", "startedAt", "isActive", "secretKind", "installationId",
+            "expiresAt", "developerClaims", "grantCheckedAt",
+        ])
+        #expect(labels(mfa) == ["factors", "recoveryCodes", "challenges", "failures", "smsSends"])
+        #expect(labels(try #require(mfa.factors.values.first)) == [
+            "id", "type", "displayName", "phoneNumber", "totpSecret", "enrolledAt", "confirmedAt", "lastUsedStep", "codeHash",
+            "codeExpiresAt", "failedAttempts",
+        ])
+        #expect(labels(try #require(mfa.challenges.values.first)) == [
+            "id", "firstFactor", "amr", "expiresAt", "jkt", "attempts", "isEnded", "codeHash", "codeFactorId", "codeExpiresAt",
+        ])
+        #expect(labels(try #require(user.emailCodes.values.first)) == [
+            "id", "purpose", "email", "codeHash", "issuedAt", "expiresAt", "restoresVerified", "isSpent", "isUsed",
+        ])
     }
 
     /// A user of `events` or so events (sign-ins after an Apple sign-up and a Google link), and the log's owner.

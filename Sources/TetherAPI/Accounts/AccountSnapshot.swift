@@ -9,8 +9,9 @@ import TetherPostgres
 /// budget) read and decoded their whole stream: 22–33 ms of CPU for a user of 2,000 events and 100
 /// sessions, which a restarted server paid for each user's first command (25–37 sign-ins a second in
 /// its first 10 s on the replay database, against about 1,100 warm). With a snapshot it decodes the
-/// snapshot and the events after it: about 1–2 ms, and 480–814 sign-ins a second in those 10 s. A command that decoded ``AccountService/snapshotInterval`` events or more to
-/// fold its user's state from the log writes that state as their new snapshot, in its own commit.
+/// snapshot and the events after it: about 1–2 ms, and 480–814 sign-ins a second in those 10 s. A
+/// command that decoded ``AccountService/snapshotInterval`` events or more to fold its user's state from
+/// the log writes that state as their new snapshot, in its own commit.
 ///
 /// A snapshot is trusted as a kept state is: only while the log's event at its version is the one its
 /// transaction wrote (a log put back and written again since does not match), and only by a build of the
@@ -18,7 +19,8 @@ import TetherPostgres
 enum AccountSnapshot {
     /// The layout of the sealed state and the rules that folded it. A change to ``UserAccount``'s stored
     /// properties or to how an event folds into it takes a new number: snapshots of another are passed over
-    /// and written again.
+    /// and written again. (A new optional property would otherwise read as nil from an older snapshot;
+    /// `AccountSnapshotTests` lists the properties of this format and fails when they change.)
     static let format = 1
 
     /// The SQL of the version of `userId`'s snapshot a build of this format can use (NULL when there is none).
