@@ -173,6 +173,7 @@ struct AccountSnapshotTests {
             }
             #expect(nextServer.cache.loads[.snapshot] == 1 && nextServer.cache.loads[.log] == 0)
             #expect(nextServer.cache.loads.snapshotsWritten.load(ordering: .relaxed) == 0)
+            #expect(nextServer.cache.loads.snapshotsPassedOver.load(ordering: .relaxed) == 0)
             #expect(next.account?.version == 21 && next.account?.sessions.count == 9)
             #expect(meter.roundTrips == 3, "\(meter.statements)")
             #expect(meter.statements.contains { $0.contains("FROM account_snapshots") }, "\(meter.statements)")
@@ -206,18 +207,22 @@ struct AccountSnapshotTests {
             _ = try await user.freshService().signIn(google, session: session(), context: CommandContext())
             // With the round trips of a read: the snapshot and the events from it, then the whole stream; or, for a
             // snapshot of another format, which is not read, the whole stream at once.
-            let damages: [(damage: PostgresQuery, roundTrips: Int)] = [
-                ("UPDATE account_snapshots SET tx = '3' WHERE user_id = \(user.userId)", 3),
-                ("UPDATE account_snapshots SET format = format + 1 WHERE user_id = \(user.userId)", 2),
-                ("UPDATE account_snapshots SET version = version + 1000 WHERE user_id = \(user.userId)", 3),
-                ("UPDATE account_snapshots SET state = set_byte(state, 20, get_byte(state, 20) # 1) WHERE user_id = \(user.userId)", 3),
+            // A snapshot of another format is not read, so not counted as passed over either.
+            let damages: [(damage: PostgresQuery, roundTrips: Int, passedOver: Int)] = [
+                ("UPDATE account_snapshots SET tx = '3' WHERE user_id = \(user.userId)", 3, 1),
+                ("UPDATE account_snapshots SET format = format + 1 WHERE user_id = \(user.userId)", 2, 0),
+                ("UPDATE account_snapshots SET version = version + 1000 WHERE user_id = \(user.userId)", 3, 1),
+                ("UPDATE account_snapshots SET state = set_byte(state, 20, get_byte(state, 20) # 1) WHERE user_id = \(user.userId)", 3, 1),
             ]
-            for (damage, roundTrips) in damages {
+            for (damage, roundTrips, passedOver) in damages {
                 try await user.owner.query(damage)
                 let whole = try await user.foldedWhole()
                 let meter = PostgresMeter()
-                let read = try await PostgresMeter.$current.withValue(meter) { try await user.freshService().read(user.userId) }
+                let server = user.freshService()
+                let read = try await PostgresMeter.$current.withValue(meter) { try await server.read(user.userId) }
                 #expect(read == whole, "\(damage.sql)")
+                #expect(server.cache.loads.snapshotsPassedOver.load(ordering: .relaxed) == passedOver, "\(damage.sql)")
+                #expect(server.cache.loads[.log] == 1, "\(damage.sql)")
                 #expect(meter.roundTrips == roundTrips, "\(damage.sql): \(meter.statements)")
                 let version = read.version
                 let signedIn = try await user.freshService().signIn(google, session: session(), context: CommandContext())

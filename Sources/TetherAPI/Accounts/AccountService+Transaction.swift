@@ -115,6 +115,7 @@ extension AccountService {
                     streamRows = Array(try transaction.read([PostgresEventStore.userStreamStatement(userId, before: earliest)])[0]) + streamRows
                     held = try Self.latest(heldOf: kept, snapshot, in: streamRows)
                 }
+                if held == nil, !read[0].isEmpty { cache.loads.snapshotsPassedOver.add(1, ordering: .relaxed) }
             }
             if let held {
                 base = held.entry

@@ -51,12 +51,14 @@ public final class AccountStateCache: Sendable {
     let loads = Loads()
 
     /// Counts of loads by where they started: a kept state, the user's snapshot (``AccountSnapshot``), or the
-    /// log's first event; and of snapshots written.
+    /// log's first event; and of snapshots written, and passed over.
     final class Loads: Sendable {
         enum Origin: String, CaseIterable { case kept, snapshot, log }
 
         private let fromKept = Atomic<Int>(0), fromSnapshot = Atomic<Int>(0), fromLog = Atomic<Int>(0)
         let snapshotsWritten = Atomic<Int>(0)
+        /// Snapshots read and not used: the log does not go on from them (written again since), or they did not open.
+        let snapshotsPassedOver = Atomic<Int>(0)
 
         func count(_ origin: Origin) {
             switch origin {

@@ -24,6 +24,10 @@ struct AccountStateCacheMetrics: MetricsCollector {
             MetricFamily(
                 name: "tether_account_snapshots_written_total", help: "Users' snapshots written by commands that folded their state from the log.",
                 type: .counter, samples: [MetricSample(value: Double(loads.snapshotsWritten.load(ordering: .relaxed)))]),
+            MetricFamily(
+                name: "tether_account_snapshots_passed_over_total",
+                help: "Users' snapshots read and not used: the log was written again since, or they did not open.",
+                type: .counter, samples: [MetricSample(value: Double(loads.snapshotsPassedOver.load(ordering: .relaxed)))]),
         ]
     }
 }
