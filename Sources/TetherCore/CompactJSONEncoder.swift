@@ -57,15 +57,13 @@ private enum EncodedNode {
         if T.self == UUID.self { return .text(quoted((value as! UUID).uppercasedText)) }
         if T.self == Date.self {
             let date = value as! Date
-            if case .secondsSinceReferenceDate = dates { return try number(date.timeIntervalSinceReferenceDate, codingPath: []) }
-            let text = switch dates {
+            switch dates {
             case .iso8601Seconds:
-                UTCTimestamp.format(Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)),
-                                    separator: UInt8(ascii: "T"), fractionDigits: 0, zone: "Z")
-            case .iso8601Milliseconds: ISO8601Milliseconds.format(date)
-            case .secondsSinceReferenceDate: ""
+                return .text(quoted(UTCTimestamp.format(Date(timeIntervalSince1970: date.timeIntervalSince1970.rounded(.down)),
+                                                        separator: UInt8(ascii: "T"), fractionDigits: 0, zone: "Z")))
+            case .iso8601Milliseconds: return .text(quoted(ISO8601Milliseconds.format(date)))
+            case .secondsSinceReferenceDate: return try number(date.timeIntervalSinceReferenceDate, codingPath: [])
             }
-            return .text(quoted(text))
         }
         if T.self == URL.self { return .text(quoted((value as! URL).absoluteString)) }
         if T.self == Data.self { return .text(quoted((value as! Data).base64EncodedString())) }
