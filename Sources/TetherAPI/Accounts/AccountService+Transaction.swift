@@ -20,9 +20,10 @@ extension AccountService {
         var now: Date
         /// The transaction's id: the `tx` of the events it appends.
         var transactionId: UInt64
-        /// The state as loaded, when it is to be written as the user's snapshot (``AccountSnapshot``): the load
-        /// folded it from the log (not from a kept state), and decoded so many events to get there.
-        var snapshot: AccountStateCache.Entry?
+        /// When the state as loaded is to be written as the user's snapshot (``AccountSnapshot``), the transaction
+        /// of the stream's last event: the load folded it from the log (not from a kept state), and decoded so many
+        /// events to get there.
+        var snapshotTransaction: UInt64?
 
         /// A user about to be registered in the transaction that read `unknown` (no one, for its expression).
         static func new(_ id: UUID, in unknown: Unknown) -> LoadedUser {
@@ -145,16 +146,15 @@ extension AccountService {
             try AccountEventCodec.decode(event).map { ($0, event.occurredAt) }
         }
         let account = (base?.account ?? UserAccount(id: userId)).appending(history, version: streamVersion)
-        let folded = AccountStateCache.Entry(account: account, lastTransaction: lastTransaction)
         cache.loads.count(!isNewToTheCache ? .kept : base == nil ? .log : .snapshot)
-        if !recorded.isEmpty || isNewToTheCache { cache.store(folded) }
+        if !recorded.isEmpty || isNewToTheCache { cache.store(.init(account: account, lastTransaction: lastTransaction)) }
         // A state the load folded from the log alone: a kept one may hold what a command decided with more
         // precision than its events store (their dates are stored to the millisecond).
         let isSnapshotDue = isNewToTheCache && recorded.count >= snapshotInterval
         return (LoadedUser(
             account: account, isCommandRecorded: try head.decode("recorded"), key: key,
             hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction,
-            snapshot: isSnapshotDue ? folded : nil), unknown)
+            snapshotTransaction: isSnapshotDue ? lastTransaction : nil), unknown)
     }
 
     /// The version of the first of `rows` (a stream's, in version order); nil when there are none.
@@ -219,8 +219,8 @@ extension AccountService {
         guard !events.isEmpty else { return user.account }
         let account = user.account.appending(events.map { ($0, user.now) }, version: user.account.version + events.count)
         var snapshot: [PostgresQuery] = []
-        if let due = user.snapshot, let key = user.key, !account.isErased {
-            snapshot.append(try AccountSnapshot.writeStatement(due, key: key))
+        if let lastTransaction = user.snapshotTransaction, let key = user.key, !account.isErased {
+            snapshot.append(try AccountSnapshot.writeStatement(user.account, lastTransaction: lastTransaction, key: key))
         }
         try transaction.commit(PostgresQuery.combiningWrites(try writeStatements(user, events, context) + snapshot + writingAfter))
         cache.loads.snapshotsWritten.add(snapshot.count, ordering: .relaxed)

@@ -23,20 +23,15 @@ enum AccountSnapshot {
     /// `AccountSnapshotTests` lists the properties of this format and fails when they change.)
     static let format = 1
 
-    /// The SQL of the version of `userId`'s snapshot a build of this format can use (NULL when there is none).
-    static func versionExpression(of userId: UUID) -> PostgresQuery {
-        "(SELECT version FROM account_snapshots WHERE user_id = \(userId) AND format = \(literal: format))"
-    }
-
     /// The statements of the extra round trip a user's load takes when its first read did not reach a
     /// state it can start from: their snapshot, and their stream's events before `version` from the later
     /// of the snapshot's version and `keptVersion` (the state the cache keeps of them), those included.
     static func readStatements(_ userId: UUID, before version: Int, keptVersion: Int?) -> [PostgresQuery] {
-        let start = keptVersion.map { "greatest(\($0), \(versionExpression(of: userId)))" } ?? versionExpression(of: userId)
-        return [
-            "SELECT version, tx, state FROM account_snapshots WHERE user_id = \(userId) AND format = \(literal: format)",
-            PostgresEventStore.userStreamStatement(userId, before: version, from: start),
-        ]
+        // The snapshot a build of this format can use; its version is NULL when there is none.
+        let usable: PostgresQuery = "FROM account_snapshots WHERE user_id = \(userId) AND format = \(literal: format)"
+        let snapshotVersion: PostgresQuery = "(SELECT version \(usable))"
+        let start = keptVersion.map { "greatest(\($0), \(snapshotVersion))" } ?? snapshotVersion
+        return ["SELECT version, tx, state \(usable)", PostgresEventStore.userStreamStatement(userId, before: version, from: start)]
     }
 
     /// The state the snapshot in `rows` holds, when there is one this build can open with `key`.
@@ -50,13 +45,13 @@ enum AccountSnapshot {
         return AccountStateCache.Entry(account: account, lastTransaction: transaction)
     }
 
-    /// Writes `state` as its user's snapshot in place of any before. It is folded from the log under the user's
-    /// lock, so a snapshot of a later version can only be one the log does not go on from (a log put back).
-    static func writeStatement(_ state: AccountStateCache.Entry, key: [UInt8]) throws -> PostgresQuery {
-        let account = state.account
-        return """
+    /// Writes `account` as its user's snapshot, the event at its version written by `lastTransaction`, in place
+    /// of any before. It is folded from the log under the user's lock, so a snapshot of a later version can
+    /// only be one the log does not go on from (a log put back).
+    static func writeStatement(_ account: UserAccount, lastTransaction: UInt64, key: [UInt8]) throws -> PostgresQuery {
+        """
             INSERT INTO account_snapshots (user_id, version, tx, format, state)
-            VALUES (\(account.id), \(account.version), \(String(state.lastTransaction))::xid8, \(literal: format), \(try sealed(account, key: key)))
+            VALUES (\(account.id), \(account.version), \(String(lastTransaction))::xid8, \(literal: format), \(try sealed(account, key: key)))
             ON CONFLICT (user_id) DO UPDATE SET version = excluded.version, tx = excluded.tx, format = excluded.format,
                 state = excluded.state, taken_at = now()
             """
