@@ -127,10 +127,18 @@ public struct HistoryPage: Sendable, Hashable {
         // `events` comes first in name order; its entries are written straight into the output.
         let rest = members(events: .null).dropFirst()
         JSONText.writeVerbatim(#"{"events":["#, to: &output)
-        for (offset, entry) in entries.enumerated() {
-            if offset > 0 { output.append(UInt8(ascii: ",")) }
-            entry.write(to: &output)
+        // A large page is written in parts side by side, each part's text then appended in order.
+        let entries = entries
+        let parts = try SideBySide.map(entries.count, minimumPart: UserHistory.minimumPart) { part in
+            var text: [UInt8] = []
+            text.reserveCapacity(400 * part.count)
+            for index in part {
+                if index > 0 { text.append(UInt8(ascii: ",")) }
+                entries[index].write(to: &text)
+            }
+            return [text]
         }
+        for part in parts { output += part }
         output.append(UInt8(ascii: "]"))
         for member in rest {
             output.append(UInt8(ascii: ","))

@@ -161,6 +161,26 @@ struct UserHistoryTests {
         }
     }
 
+    /// A page large enough to be opened and written in parts on two cores (``SideBySide``) holds the
+    /// entries one thread makes of the events in order, and writes the bytes of its JSON tree.
+    @Test func aLargePageOpenedInPartsIsThePageOpenedEventByEvent() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, secret) = try await livedThrough(harness)
+            let base = "/v1/admin/users/\(user.uuidString.lowercased())"
+            for _ in 0..<(2 * UserHistory.minimumPart) {
+                #expect(try await harness.adminGet(base, key: secret).status == 200)
+            }
+            let store = PostgresEventStore(client: harness.owner, upcasters: AccountEventCodec.upcasters)
+            let events = try await store.readUser(user)
+            #expect(events.count > 2 * UserHistory.minimumPart)
+            #expect(SideBySide.ranges(events.count, minimumPart: UserHistory.minimumPart, cores: 2).count == 2)
+            let page = try await UserHistory(database: harness.owner).page(of: user, limit: UserHistory.maxPageSize)
+            #expect(page.entries == events.map { HistoryEntry($0) })
+            #expect(page.nextAfter == nil)
+            #expect(try page.jsonBytes() == (try page.json.jsonBytes()))
+        }
+    }
+
     @Test func payloadsParsedWhileOpeningGiveTheEntriesTheStoredDataGives() async throws {
         try await SupportHarness.run { harness in
             let (user, _, secret) = try await livedThrough(harness)
