@@ -8,7 +8,8 @@ import Foundation
 /// It reads what `JSONDecoder` reads: `Date` from ISO 8601 text with or without a fraction
 /// (``ISO8601Milliseconds/parse(_:)``) or from a number of seconds since 2001-01-01 (as `Date` encodes
 /// itself), `URL` from its string, `Data` from base64 and ``JSONValue`` as itself; a number is decoded
-/// exactly into the type asked for. Errors are `DecodingError`s with the coding path, as `JSONDecoder` throws. A name given twice keeps its first value, as in `JSONDecoder`.
+/// exactly into the type asked for. Errors are `DecodingError`s with the coding path, as `JSONDecoder`
+/// throws. A name given twice keeps its first value, as in `JSONDecoder`.
 public struct CompactJSONDecoder: Sendable {
     public init() {}
 

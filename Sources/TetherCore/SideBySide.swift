@@ -25,12 +25,13 @@ public enum SideBySide {
             let result = Result { try body(parts[index]) }
             results.withLock { $0[index] = result }
         }
-        var joined: [T] = []
-        joined.reserveCapacity(count)
-        for result in results.withLock({ $0 }) {
+        let finished = try results.withLock { $0 }.map { result in
             guard let result else { preconditionFailure("concurrentPerform returned before a range ran") }
-            joined += try result.get()
+            return try result.get()
         }
+        var joined: [T] = []
+        joined.reserveCapacity(finished.reduce(0) { $0 + $1.count })
+        for part in finished { joined += part }
         return joined
     }
 
