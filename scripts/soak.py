@@ -73,6 +73,13 @@ def totp(secret, step):
     return f"{(struct.unpack('>I', digest[offset:offset + 4])[0] & 0x7FFFFFFF) % 1_000_000:06d}"
 
 
+def used_step(secret, step):
+    """The step Tether records for the code of `step`: the latest step its window (one step either side of
+    the server's time, which may already be the next step) finds the same six digits in. Neighbouring steps
+    share a code about once in a million, and the later step's code then counts as used."""
+    return max(candidate for candidate in range(step - 1, step + 3) if totp(secret, candidate) == totp(secret, step))
+
+
 class Receiver(http.server.BaseHTTPRequestHandler):
     delivered = 0
     lock = threading.Lock()
@@ -152,9 +159,10 @@ def main(argv):
         signed = setup.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": apple(sub)}}, expect=(201,))
         bearer = {"Authorization": "Bearer " + signed["session"]["accessToken"]}
         factor = setup.call("POST", "/v1/users/me/mfa/totp", {"displayName": "soak"}, headers=bearer, expect=(201,))
-        setup.call("POST", "/v1/users/me/mfa/totp/verify",
-                   {"factorId": factor["factorId"], "code": totp(factor["secret"], int(time.time()) // 30)}, headers=bearer)
-        totp_users.append((sub, factor, int(time.time()) // 30))  # the step the enrolment used
+        step = int(time.time()) // 30
+        setup.call("POST", "/v1/users/me/mfa/totp/verify", {"factorId": factor["factorId"], "code": totp(factor["secret"], step)},
+                   headers=bearer)
+        totp_users.append((sub, factor, used_step(factor["secret"], step)))  # the step the enrolment used up
 
     counts = {}
     errors = []
@@ -200,7 +208,7 @@ def main(argv):
                     if not free or time.time() % 30 > 25:  # no unused user this step, or the step is about to end
                         continue
                     sub, factor = free[0]
-                    last_step[sub] = step
+                    last_step[sub] = used_step(factor["secret"], step)
                     token = tokens.call("POST", "/dev-idp/apple/token", {"sub": sub})["identityToken"]
                     challenge = client.call("POST", "/v1/sign-in", {"provider": "apple", "credential": {"identityToken": token}},
                                             expect=(401,))
