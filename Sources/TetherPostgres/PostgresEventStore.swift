@@ -494,8 +494,9 @@ public struct PostgresEventStore: Sendable {
         }
     }
 
-    /// The statements of ``readUser(_:after:since:limit:)`` (the events, then their user's key), for a
-    /// caller that sends them with others; decode their rows with ``decodeUserEvents(_:)``.
+    /// The statements of ``readUser(_:after:since:limit:)`` (the plan setting ``userEventsPlanStatement``, the
+    /// events, then their user's key), for a caller that sends them with others; decode their rows with
+    /// ``decodeUserEvents(_:)``.
     ///
     /// `limitIsUsual`: the caller asks for this `limit` again and again (a page's default or largest size).
     /// It is then a literal, so that PostgreSQL plans the statement once per connection instead of at each
@@ -511,8 +512,24 @@ public struct PostgresEventStore: Sendable {
             query.append(" AND occurred_at >= \(since)::timestamptz")
         }
         query.append(limitIsUsual ? " ORDER BY position LIMIT \(literal: limit)" : " ORDER BY position LIMIT \(limit)")
-        return [query, PersonalDataVault.keysStatement(for: [userId])]
+        return [userEventsPlanStatement, query, PersonalDataVault.keysStatement(for: [userId])]
     }
+
+    /// How many statements ``userEventsStatements(_:after:since:limit:limitIsUsual:)`` gives: a caller that
+    /// sends more after them finds their rows after this many.
+    public static let userEventsStatementCount = 3
+
+    /// Turns bitmap scans off until the end of the transaction (or of the pipeline's implicit one), so that a
+    /// page of a user's events is one ordered range scan of `events_user_id` that stops at the page's end.
+    ///
+    /// The page statement is prepared, and after five executions it runs on its generic plan, which the
+    /// planner costs for an average user (the log's events over its distinct users: a few events). For so
+    /// few rows a bitmap scan and a sort look cheapest, and it then read and sorted all of a user's events
+    /// for each page: 3,425 rows for a first page of 50 of a long-lived user, 1.4 ms of PostgreSQL's time
+    /// against 0.09 ms for the range scan (`EXPLAIN ANALYZE`). The statement after this one is planned,
+    /// and its generic plan made, with the setting in force; the transaction's other statements are
+    /// lookups by key, which bitmap scans do not serve either.
+    static let userEventsPlanStatement: PostgresQuery = "SELECT set_config('enable_bitmapscan', 'off', true)"
 
     /// The events of the rows of ``userEventsStatements(_:after:since:limit:)``, sealed parts opened.
     public func decodeUserEvents(_ rows: ArraySlice<PostgresRows>) throws -> [RecordedEvent] {
@@ -525,8 +542,9 @@ public struct PostgresEventStore: Sendable {
     public func decodeUserEventsParsed(
         _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil
     ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
-        let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 1], masterKeys: client.configuration.masterKeys)
-        let events = rows[rows.startIndex]
+        // The rows of the plan statement, the events and the key.
+        let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
+        let events = rows[rows.startIndex + 1]
         return try events[range ?? events.indices].map { row in
             try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [])
         }

@@ -123,9 +123,10 @@ public struct AdminRoutes: Sendable {
             let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.existsStatement(id)]
             // The page and its record, from the rows of `reads`.
             let answer: @Sendable (ArraySlice<PostgresRows>) throws -> (AdminEvent, Result<HistoryPage, AccountError>) = { [history] rows in
-                let page = try history.page(of: id, from: rows.prefix(2), limit: limit)
+                let count = PostgresEventStore.userEventsStatementCount
+                let page = try history.page(of: id, from: rows.prefix(count), limit: limit)
                 // An erased user's history outlives their row; an id with neither is no user at all.
-                if page.entries.isEmpty, after == 0, rows[rows.startIndex + 2].isEmpty {
+                if page.entries.isEmpty, after == 0, rows[rows.startIndex + count].isEmpty {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }

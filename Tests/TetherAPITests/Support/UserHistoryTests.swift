@@ -181,6 +181,52 @@ struct UserHistoryTests {
         }
     }
 
+    /// A page is one ordered range scan of `events_user_id` that stops at the page's end, also on the generic
+    /// plan PostgreSQL keeps for the prepared page statement, which it costs for an average user. In a log of
+    /// 1,000 users of 20 events each, that plan was a bitmap scan of all of the user's events and a sort
+    /// (with 2 events a user, an index scan: few enough rows that a bitmap does not pay).
+    @Test func aPageIsOneRangeScanThatStopsAtItsEndOnThePlanAnAverageUserGets() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, _) = try await livedThrough(harness)
+            try await harness.owner.query("""
+                INSERT INTO events (stream, version, event_id, type, data, user_id)
+                SELECT 'test-plan-' || (n % 1000), n / 1000 + 1, gen_random_uuid(), 'TestPlanned', '{}', md5((n % 1000)::text)::uuid
+                FROM generate_series(0, 19999) n
+                """)
+            try await harness.owner.query("""
+                INSERT INTO events (stream, version, event_id, type, data, user_id)
+                SELECT 'test-plan-user', n, gen_random_uuid(), 'TestPlanned', '{}', \(user) FROM generate_series(1, 300) n
+                """)
+            try await harness.owner.query("ANALYZE events")
+            let statements = PostgresEventStore.userEventsStatements(user, limit: 51, limitIsUsual: true)
+            #expect(statements.count == PostgresEventStore.userEventsStatementCount)
+            let page = statements[1]
+            #expect(page.parameters.count == 2 && page.sql.contains("user_id = $1 AND position > $2"), "\(page.sql)")
+            // The generic plan of the page statement, run after the statement before it, as a page is read.
+            let plan = try await harness.owner.withTransactionJob { job in
+                try job.runAlone([
+                    statements[0], "SET LOCAL plan_cache_mode = force_generic_plan",
+                    PostgresQuery(unsafeSQL: "PREPARE test_history_page(uuid, bigint) AS \(page.sql)"),
+                    PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE test_history_page('\(user.lowercasedText)', 0)"),
+                    "DEALLOCATE test_history_page",
+                ])
+            }
+            let text: String = try plan[3][0].decode("QUERY PLAN")
+            #expect(text.contains(#""Index Name": "events_user_id""#), "\(text)")
+            #expect(!text.contains("Bitmap") && !text.contains(#""Node Type": "Sort""#), "\(text)")
+            let scanned = text.split(separator: "\n").filter { $0.contains(#""Actual Rows""#) }
+                .compactMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces.union(.punctuationCharacters))) }
+            #expect(!scanned.isEmpty && scanned.allSatisfy { $0 <= 51 }, "rows read for a page of 51: \(scanned)")
+            // The setting ends with the page's transaction (a pipeline's own, here): the connection's next
+            // statements are planned as before.
+            let one = harness.database.client(asServiceRole: false, maxConnections: 1)
+            defer { one.shutdown() }
+            #expect(try await UserHistory(database: one).page(of: user, limit: 50).entries.count == 50)
+            let after: String = try await one.query("SHOW enable_bitmapscan")[0].decode("enable_bitmapscan")
+            #expect(after == "on")
+        }
+    }
+
     @Test func payloadsParsedWhileOpeningGiveTheEntriesTheStoredDataGives() async throws {
         try await SupportHarness.run { harness in
             let (user, _, secret) = try await livedThrough(harness)
