@@ -196,6 +196,27 @@ struct AccountStateCacheTests {
         }
     }
 
+    /// The same restore, with the state found by a hint (the identity it signs in with): the stream is read
+    /// only after the kept version, which the log has again, written by another transaction. The kept state is
+    /// not the log's, so the command is decided again from the log.
+    @Test func aLogWrittenAgainPastARestoreIsBelievedOverTheStateAHintFinds() async throws {
+        try await withLinkedUser { user in
+            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
+            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
+            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
+            let other = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
+            let facebook = ExternalIdentity(provider: "facebook", uid: "fb-hinted", email: nil, isEmailVerified: false)
+            try await other.link(facebook, to: user.userId, context: CommandContext())
+            // This instance keeps the state at version 5 with Google, and Apple's hint leads to it.
+            let returning = try await user.accounts.signIn(apple, session: session(), context: CommandContext())
+            #expect(returning.userId == user.userId)
+            #expect(returning.account?.identities.keys.sorted() == ["apple", "facebook"], "the log's version 5, not the kept one")
+            #expect(returning.account?.version == 7)
+            let kept = try await user.accounts.read(user.userId)
+            #expect(kept.version == 7 && kept.identities.keys.sorted() == ["apple", "facebook"], "the state kept after it is the log's")
+        }
+    }
+
     /// A state kept by id that is ahead of the log (a database put back, then written again by another
     /// instance) is forgotten by the first command no hint led to, which folds the log whole: the state that
     /// command leaves, though of a lower version, is kept, and the next command by id starts from it.

@@ -57,6 +57,7 @@ extension AccountService {
             """
             SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row,
                    (SELECT max(version) FROM events WHERE stream = 'user-' || target.id::text) AS stream_version,
+                   (SELECT tx FROM events WHERE stream = 'user-' || target.id::text AND version = \(known?.account.version ?? 0)) AS known_tx,
                    EXISTS (SELECT 1 FROM events WHERE event_id = \(AccountEventCodec.eventID(command: commandId, index: 0))) AS recorded,
                    pg_current_xact_id() AS tx, now() AS now
             FROM (SELECT (\(userId))::uuid AS id) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
@@ -102,6 +103,13 @@ extension AccountService {
         // Whether the state folded here starts from a snapshot (or nothing) rather than a state the cache keeps.
         var isNewToTheCache = false
         if let known, known.account.id == userId {
+            // The state a hint found holds the stream up to its version: when the log's event there was written
+            // by another transaction than the one the state last saw, the log was put back and written again
+            // since, and the command is decided again without the hint.
+            guard try head.decode("known_tx", as: UInt64?.self) == known.lastTransaction else {
+                cache.forget(userId)
+                throw WrongExpectedVersion(stream: stream, expected: .exact(known.account.version), actual: streamVersion)
+            }
             base = known
         } else {
             // If neither leads to the rows read then, the whole stream is read (a fourth round trip, and a rare one).
