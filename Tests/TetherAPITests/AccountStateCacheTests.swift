@@ -31,6 +31,17 @@ struct AccountStateCacheTests {
                 try await connection.query("ALTER TABLE events ENABLE TRIGGER events_no_update_or_delete")
             }
         }
+
+        /// The log and read models put back to before the Google link (version 4), as by a restore; with `relinking`,
+        /// another instance then links that Facebook identity as version 5.
+        func putBackBeforeTheLink(relinking facebook: ExternalIdentity? = nil) async throws {
+            try await rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(userId).rawValue) AND version > 4")
+            try await owner.query("DELETE FROM identities WHERE user_id = \(userId) AND provider = 'google'")
+            try await owner.query("UPDATE users SET version = 4 WHERE id = \(userId)")
+            if let facebook {
+                try await AccountService(database: client, emailPolicy: .oneAccountPerEmail).link(facebook, to: userId, context: CommandContext())
+            }
+        }
     }
 
     /// `tail`: how many of a stream's last events the service reads when no hint names its user.
@@ -182,12 +193,8 @@ struct AccountStateCacheTests {
     @Test func aLogWrittenAgainPastARestoreIsBelievedOverTheStateKeptById() async throws {
         try await withLinkedUser { user in
             // The link (version 5) is undone, as by a restore; another instance then links Facebook as version 5.
-            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
-            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
-            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
-            let other = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
             let facebook = ExternalIdentity(provider: "facebook", uid: "fb-cache", email: nil, isEmailVerified: false)
-            try await other.link(facebook, to: user.userId, context: CommandContext())
+            try await user.putBackBeforeTheLink(relinking: facebook)
             // This instance still keeps the state at version 5 with Google; no hint names Facebook.
             let returning = try await user.accounts.signIn(facebook, session: session(), context: CommandContext())
             #expect(returning.userId == user.userId)
@@ -201,12 +208,8 @@ struct AccountStateCacheTests {
     /// not the log's, so the command is decided again from the log.
     @Test func aLogWrittenAgainPastARestoreIsBelievedOverTheStateAHintFinds() async throws {
         try await withLinkedUser { user in
-            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
-            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
-            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
-            let other = AccountService(database: user.client, emailPolicy: .oneAccountPerEmail)
             let facebook = ExternalIdentity(provider: "facebook", uid: "fb-hinted", email: nil, isEmailVerified: false)
-            try await other.link(facebook, to: user.userId, context: CommandContext())
+            try await user.putBackBeforeTheLink(relinking: facebook)
             // This instance keeps the state at version 5 with Google, and Apple's hint leads to it.
             let returning = try await user.accounts.signIn(apple, session: session(), context: CommandContext())
             #expect(returning.userId == user.userId)
@@ -224,11 +227,8 @@ struct AccountStateCacheTests {
         try await withLinkedUser(tail: 2) { user in
             for _ in 0..<2 { _ = try await user.accounts.signIn(apple, session: session(), context: CommandContext()) }
             // Kept: version 9. The log goes back to version 4, and another instance links Facebook as version 5.
-            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
-            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
-            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
             let facebook = ExternalIdentity(provider: "facebook", uid: "fb-ahead", email: nil, isEmailVerified: false)
-            try await AccountService(database: user.client, emailPolicy: .oneAccountPerEmail).link(facebook, to: user.userId, context: CommandContext())
+            try await user.putBackBeforeTheLink(relinking: facebook)
             let returning = try await user.accounts.signIn(facebook, session: session(), context: CommandContext())
             #expect(returning.account?.version == 7 && returning.account?.identities.keys.sorted() == ["apple", "facebook"])
             let meter = PostgresMeter()
@@ -242,9 +242,7 @@ struct AccountStateCacheTests {
     @Test func aKeptStateAheadOfTheLogIsDroppedAndTheStreamReadWhole() async throws {
         try await withLinkedUser { user in
             // The link's event and read model are gone, as after a restore.
-            try await user.rewriteLog("DELETE FROM events WHERE stream = \(StreamName.user(user.userId).rawValue) AND version > 4")
-            try await user.owner.query("DELETE FROM identities WHERE user_id = \(user.userId) AND provider = 'google'")
-            try await user.owner.query("UPDATE users SET version = 4 WHERE id = \(user.userId)")
+            try await user.putBackBeforeTheLink()
             let returning = try await user.accounts.signIn(apple, session: session(), context: CommandContext())
             #expect(returning.account?.identities.keys.sorted() == ["apple"], "the lost link is not resurrected from memory")
             #expect(returning.account?.version == 6, "the sign-in's two events follow the log's four")
