@@ -258,6 +258,11 @@ public struct UpcasterChain: Sendable {
         self.upcasters = table
     }
 
+    /// Whether ``apply(to:)`` changes `event`: there is an upcaster for its type and schema.
+    public func upcasts(_ event: RecordedEvent) -> Bool {
+        upcasters[event.type]?[event.schema] != nil
+    }
+
     /// Upcasts `event` step by step; an event with no upcaster for its schema is returned unchanged.
     public func apply(to event: RecordedEvent) throws -> RecordedEvent {
         guard let steps = upcasters[event.type] else { return event }

@@ -202,7 +202,12 @@ public enum PersonalDataVault {
 
     /// ``open(_:key:)``, with the opened payload as parsed on the way when the event had a sealed part
     /// (nil otherwise): a reader that needs its members need not parse the payload again.
-    static func openParsed(_ event: RecordedEvent, key: [UInt8]?) throws -> (event: RecordedEvent, payload: JOSEObject?) {
+    ///
+    /// Without `writingData`, an event with a payload keeps its `data` as stored (sealed), unwritten: for a
+    /// reader of the payload alone (a history page), to which writing it out is 3–6% of opening an event.
+    static func openParsed(
+        _ event: RecordedEvent, key: [UInt8]?, writingData: Bool = true
+    ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
         guard event.data.contains(text: sealedMember),
               var payload = try? JOSEObject(parsing: event.data),
               case .string(let text)? = payload[sealedMember],
@@ -225,7 +230,7 @@ public enum PersonalDataVault {
             if identifierTypes.contains(event.type) { payload["uid"] = .string(ExternalIdentity.erasedUID) }
             payload[erasedMarker] = .bool(true)
         }
-        opened.data = Data(payload.jsonBytes)
+        if writingData { opened.data = Data(payload.jsonBytes) }
         return (opened, payload)
     }
 

@@ -539,14 +539,16 @@ public struct PostgresEventStore: Sendable {
     /// ``decodeUserEvents(_:)``, each event with its opened payload when opening it parsed it (a sealed part,
     /// no upcasting after): nil means parse the event's `data`, which holds the same payload.
     /// With `range`, only the event rows in it (a page's rows without the one past its limit).
+    /// With `payloadsOnly`, an event that comes with its payload keeps its `data` as stored (sealed): the
+    /// caller reads the payload, never the data, of such an event.
     public func decodeUserEventsParsed(
-        _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil
+        _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil, payloadsOnly: Bool = false
     ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
         // The rows of the plan statement, the events and the key.
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
         let events = rows[rows.startIndex + 1]
         return try events[range ?? events.indices].map { row in
-            try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [])
+            try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
         }
     }
 
@@ -605,8 +607,11 @@ public struct PostgresEventStore: Sendable {
 
     /// ``opened(_:keys:expiringKeys:leavingSealed:)``, with the opened payload as the opening parsed it: nil when
     /// nothing was opened, or an upcaster changed the payload after.
+    /// With `payloadsOnly`, an event that comes with its payload keeps its `data` as stored (see
+    /// ``decodeUserEventsParsed(_:in:payloadsOnly:)``); one an upcaster changes gets its data, and no payload.
     private func openedParsed(
-        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
+        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>,
+        payloadsOnly: Bool = false
     ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
         let key: [UInt8]?
         if leavingSealed.contains(event.type) {
@@ -618,7 +623,8 @@ public struct PostgresEventStore: Sendable {
         } else {
             return (try upcasters.apply(to: event), nil)
         }
-        let (opened, payload) = try PersonalDataVault.openParsed(event, key: key)
+        let writingData = !payloadsOnly || upcasters.upcasts(event)
+        let (opened, payload) = try PersonalDataVault.openParsed(event, key: key, writingData: writingData)
         let current = try upcasters.apply(to: opened)
         return (current, current.schema == opened.schema ? payload : nil)
     }

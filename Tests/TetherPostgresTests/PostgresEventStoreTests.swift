@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TetherCore
+import TetherJOSE
 import TetherPostgres
 import TetherTesting
 
@@ -174,6 +175,43 @@ struct PostgresEventStoreTests {
         let raw = try await client.query("SELECT schema, data->>'name' AS name FROM events")
         #expect(try raw[0].decode("schema", as: Int.self) == 1)
         #expect(try raw[0].decode("name", as: String.self) == "Ada Lovelace")
+    }
+
+    /// A reader of payloads alone (a history page) gets each sealed event's payload as a full read parses it,
+    /// without its data written out again; an event an upcaster changes is read whole, its data upcast.
+    @Test func payloadsOnlyLeavesTheDataOfAnEventWithItsPayloadUnwrittenAndUpcastsTheRest() async throws {
+        struct Marked: EventUpcaster {
+            let eventType = "Renamed"
+            let fromSchema = 1
+            func upcast(_ data: Data, metadata: EventMetadata) throws -> Data {
+                var payload = try JOSEObject(parsing: data)
+                payload["upcast"] = .bool(true)
+                return Data(payload.jsonBytes)
+            }
+        }
+        let database = try await TestDatabase.make()
+        let client = database.client()
+        defer { client.shutdown() }
+        let user = UUID()
+        try await PostgresEventStore(client: client).append([
+            NewEvent(type: "Renamed", data: Data(#"{"personal":{"name":"Ada"}}"#.utf8), userId: user),
+            NewEvent(type: "Kept", data: Data(#"{"n":1,"personal":{"name":"Ada"}}"#.utf8), userId: user),
+        ], to: .user(user), expected: .noStream, metadata: EventMetadata())
+        let upcasting = PostgresEventStore(client: client, upcasters: UpcasterChain([Marked()]))
+        let statements = PostgresEventStore.userEventsStatements(user)
+        let rows = try await client.withConnection { connection in try await connection.run { try $0.pipeline(statements) } }
+        let whole = try upcasting.decodeUserEventsParsed(rows[...])
+        let light = try upcasting.decodeUserEventsParsed(rows[...], payloadsOnly: true)
+        #expect(whole.count == 2 && light.count == 2)
+        // Upcast: read whole, as without payloadsOnly (its payload changed after opening: none is handed over).
+        #expect(light[0].event == whole[0].event && light[0].payload == nil)
+        #expect(try JOSEObject(parsing: light[0].event.data)["upcast"] == .bool(true))
+        // Not upcast: the same payload, holding the opened personal part; the data as stored, not written again.
+        let payload = try #require(light[1].payload)
+        let written = try JOSEObject(parsing: whole[1].event.data)
+        #expect(payload == whole[1].payload && payload == written)
+        #expect(payload["personal"] == .object(["name": .string("Ada")]))
+        #expect(light[1].event.data != whole[1].event.data)
     }
 
     @Test func theGlobalReaderNeverPassesAnUncommittedEarlierPosition() async throws {

@@ -64,7 +64,7 @@ public struct UserHistory: Sendable {
         let count = rows[rows.startIndex + 1].count  // after the plan statement's row
         // A large page is opened in parts side by side: the reader waits for the part of one core.
         let entries = try SideBySide.map(min(count, limit), minimumPart: Self.minimumPart) { [store] part in
-            try store.decodeUserEventsParsed(rows, in: part).map { HistoryEntry($0.event, payload: $0.payload) }
+            try store.decodeUserEventsParsed(rows, in: part, payloadsOnly: true).map { HistoryEntry($0.event, payload: $0.payload) }
         }
         return HistoryPage(userId: userId, entries: entries, nextAfter: count > limit ? entries.last?.position : nil)
     }
