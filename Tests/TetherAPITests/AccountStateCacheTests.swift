@@ -220,6 +220,32 @@ struct AccountStateCacheTests {
         }
     }
 
+    /// A read of an id that names no user keeps the empty state it found (version 0: no event to check). The
+    /// reads and commands after it start from that state and answer the same (a read checking the empty
+    /// state's event answered "stream … is at version 0, expected 0", a 500 of the email-code routes).
+    @Test func anIdWithNoUserReadsAndIsRefusedAgainFromTheEmptyStateKeptOfIt() async throws {
+        try await withLinkedUser { user in
+            let nobody = UUID()
+            for attempt in 1...3 {
+                let read = try await user.accounts.read(nobody)
+                #expect(!read.exists && read.version == 0, "attempt \(attempt)")
+                await #expect(throws: AccountError.notFound, "attempt \(attempt)") {
+                    try await user.accounts.unlink(provider: "apple", from: nobody, context: CommandContext())
+                }
+            }
+        }
+    }
+
+    /// A read finds the state kept by id as a command's hint does: after a restore, the log's state, not the kept one.
+    @Test func aReadAfterARestoreAnswersTheLogNotTheStateKeptById() async throws {
+        try await withLinkedUser { user in
+            let facebook = ExternalIdentity(provider: "facebook", uid: "fb-read", email: nil, isEmailVerified: false)
+            try await user.putBackBeforeTheLink(relinking: facebook)
+            let read = try await user.accounts.read(user.userId)
+            #expect(read.version == 5 && read.identities.keys.sorted() == ["apple", "facebook"])
+        }
+    }
+
     /// A state kept by id that is ahead of the log (a database put back, then written again by another
     /// instance) is forgotten by the first command no hint led to, which folds the log whole: the state that
     /// command leaves, though of a lower version, is kept, and the next command by id starts from it.

@@ -105,8 +105,10 @@ extension AccountService {
         if let known, known.account.id == userId {
             // The state a hint found holds the stream up to its version: when the log's event there was written
             // by another transaction than the one the state last saw, the log was put back and written again
-            // since, and the command is decided again without the hint.
-            guard try head.decode("known_tx", as: UInt64?.self) == known.lastTransaction else {
+            // since, and the command is decided again without the hint. (The empty state of an id that named
+            // no user, version 0, holds no event: any stream goes on from it.)
+            let knownTransaction = try head.decode("known_tx", as: UInt64?.self)
+            guard known.account.version == 0 || knownTransaction == known.lastTransaction else {
                 cache.forget(userId)
                 throw WrongExpectedVersion(stream: stream, expected: .exact(known.account.version), actual: streamVersion)
             }
@@ -279,15 +281,18 @@ extension AccountService {
     }
 
     /// The user as their stream says now, read in one round trip (a transaction of its own, under their lock).
+    /// A kept state the log no longer holds is forgotten, and the user read again from the log.
     public func read(_ userId: UUID) async throws -> UserAccount {
-        try await database.withTransactionJob { transaction in
-            let kept = cache.entry(for: userId)
-            let rows = try transaction.runAlone(
-                Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random(), tail: streamTail))
-            guard let loaded = try loaded(from: rows, known: kept, in: transaction).user else {
-                throw AccountError.notFound
+        try await retrying { _ in
+            try await database.withTransactionJob { transaction in
+                let kept = cache.entry(for: userId)
+                let rows = try transaction.runAlone(
+                    Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random(), tail: streamTail))
+                guard let loaded = try loaded(from: rows, known: kept, in: transaction).user else {
+                    throw AccountError.notFound
+                }
+                return loaded.account
             }
-            return loaded.account
         }
     }
 }
