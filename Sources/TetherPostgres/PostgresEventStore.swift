@@ -519,6 +519,12 @@ public struct PostgresEventStore: Sendable {
     /// sends more after them finds their rows after this many.
     public static let userEventsStatementCount = 3
 
+    /// The event rows among the rows of ``userEventsStatements(_:after:since:limit:limitIsUsual:)``
+    /// (after the plan setting's, before the key's).
+    public static func userEventRows(_ rows: ArraySlice<PostgresRows>) -> PostgresRows {
+        rows[rows.startIndex + 1]
+    }
+
     /// Turns bitmap scans off until the end of the transaction (or of the pipeline's implicit one), so that a
     /// page of a user's events is one ordered range scan of `events_user_id` that stops at the page's end.
     ///
@@ -544,9 +550,8 @@ public struct PostgresEventStore: Sendable {
     public func decodeUserEventsParsed(
         _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil, payloadsOnly: Bool = false
     ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
-        // The rows of the plan statement, the events and the key.
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
-        let events = rows[rows.startIndex + 1]
+        let events = Self.userEventRows(rows)
         return try events[range ?? events.indices].map { row in
             try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
         }

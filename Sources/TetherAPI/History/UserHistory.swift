@@ -61,7 +61,7 @@ public struct UserHistory: Sendable {
     /// The page of the rows of ``pageStatements(of:after:since:limit:)``.
     public func page(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int) throws -> HistoryPage {
         // The row past the limit only says that another page follows: it is not decoded.
-        let count = rows[rows.startIndex + 1].count  // after the plan statement's row
+        let count = PostgresEventStore.userEventRows(rows).count
         // A large page is opened in parts side by side: the reader waits for the part of one core.
         let entries = try SideBySide.map(min(count, limit), minimumPart: Self.minimumPart) { [store] part in
             try store.decodeUserEventsParsed(rows, in: part, payloadsOnly: true).map { HistoryEntry($0.event, payload: $0.payload) }
