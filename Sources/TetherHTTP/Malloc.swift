@@ -41,6 +41,30 @@ public enum Malloc {
         return mallopt(M_MMAP_THRESHOLD, threshold) == 1 ? Int(threshold) : nil
     }
 
+    /// For a batch command that allocates and frees blocks of the same few sizes over and over: blocks up to
+    /// `mappingThreshold` (glibc's largest, 32 MiB) come from the arenas, and freed space stays there until
+    /// more than `trimThreshold` of it is free at the top, unless the environment chose either
+    /// (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_` or their `GLIBC_TUNABLES`); answers the thresholds
+    /// set, or nil when none were.
+    ///
+    /// `tether replay` reads the log in pages of 2,000 events, each page's arrays a few hundred KiB: mapped
+    /// apart (``fixMappingThreshold(at:environment:)``), every one is mapped, faulted in page by page and
+    /// unmapped again, thousands of times. Over a log of 7.1 million events the page faults were a tenth of
+    /// the process's CPU samples. The resident set stays near the largest heap the run needs, which a
+    /// replay, streaming the log, keeps small; a server, whose heap is long-lived, keeps the fixed threshold.
+    @discardableResult
+    public static func keepFreedBlocks(
+        mappingThreshold: Int = 32 << 20, trimThreshold: Int = 256 << 20,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> (mapping: Int, trim: Int)? {
+        let tunables = environment["GLIBC_TUNABLES"] ?? ""
+        guard environment["MALLOC_MMAP_THRESHOLD_"] == nil, environment["MALLOC_TRIM_THRESHOLD_"] == nil,
+              !tunables.contains("glibc.malloc.mmap_threshold"), !tunables.contains("glibc.malloc.trim_threshold") else { return nil }
+        let mapping = Int32(clamping: mappingThreshold), trim = Int32(clamping: trimThreshold)
+        guard mallopt(M_MMAP_THRESHOLD, mapping) == 1, mallopt(M_TRIM_THRESHOLD, trim) == 1 else { return nil }
+        return (Int(mapping), Int(trim))
+    }
+
     /// Bytes malloc has handed out and not had back (`inUse`), bytes it holds from the system for
     /// them (`held`: its arenas and its separately mapped large blocks), and of those the mapped blocks
     /// (`mapped`). A resident set that grows with `inUse` is live memory; one that grows while `inUse`

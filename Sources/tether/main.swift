@@ -26,10 +26,15 @@ if ["--help", "-h", "help"].contains(command) {
 }
 // Every connection and pooled database connection is a descriptor: lift the soft limit first.
 _ = HTTPServer.raiseOpenFileLimit()
-// As many malloc arenas as cores, not eight per core, and large blocks always mapped apart: the resident
-// set stays near the live heap.
+// As many malloc arenas as cores, not eight per core. A server's large blocks are always mapped apart, so
+// its resident set stays near the live heap; a replay's (`migrate` runs the rebuilds migrations ask for),
+// allocated and freed page after page, are kept.
 Malloc.limitArenas()
-Malloc.fixMappingThreshold()
+if command == "replay" || command == "migrate" {
+    Malloc.keepFreedBlocks()
+} else {
+    Malloc.fixMappingThreshold()
+}
 let rest = Array(arguments.dropFirst())
 if rest.contains("--help") || rest.contains("-h") {
     guard let text = Help.text(for: command) else { fail("unknown command \"\(command)\" (see tether --help)", status: 2) }

@@ -47,6 +47,35 @@ struct MallocTests {
         #expect(Malloc.fixMappingThreshold(environment: ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"]) == nil)
     }
 
+    /// With freed blocks kept (`tether replay`), blocks of 512 KiB come from the arenas instead of being mapped
+    /// apart, and freed, stay there for the next ones: nothing is handed back to the system.
+    @Test func keptBlocksComeFromTheArenasAndStayThereWhenFreed() throws {
+        let set = try #require(Malloc.keepFreedBlocks(environment: [:]))
+        #expect(set.mapping == 32 << 20 && set.trim == 256 << 20)
+        defer { _ = Malloc.keepFreedBlocks(mappingThreshold: 128 << 10, trimThreshold: 128 << 10, environment: [:]) }
+        let half = 512 << 10
+        var mappedApart = 0
+        var blocks: [UnsafeMutableRawPointer] = []
+        for _ in 0..<8 {
+            let before = Malloc.usage.mapped
+            let block = UnsafeMutableRawPointer.allocate(byteCount: half, alignment: 16)
+            block.initializeMemory(as: UInt8.self, repeating: 1, count: half)
+            blocks.append(block)
+            if Malloc.usage.mapped - before >= half { mappedApart += 1 }
+        }
+        let held = Malloc.usage.held
+        for block in blocks { block.deallocate() }
+        #expect(mappedApart <= 2, "\(mappedApart) of 8 blocks of 512 KiB mapped apart")
+        #expect(Malloc.usage.held >= held - half, "held \(held) → \(Malloc.usage.held) after freeing 4 MiB")
+    }
+
+    /// An operator's choice of either threshold, by either spelling, is left to glibc.
+    @Test func theEnvironmentsThresholdsAreKeptByKeepFreedBlocks() {
+        #expect(Malloc.keepFreedBlocks(environment: ["MALLOC_TRIM_THRESHOLD_": "65536"]) == nil)
+        #expect(Malloc.keepFreedBlocks(environment: ["MALLOC_MMAP_THRESHOLD_": "65536"]) == nil)
+        #expect(Malloc.keepFreedBlocks(environment: ["GLIBC_TUNABLES": "glibc.malloc.trim_threshold=65536"]) == nil)
+    }
+
     /// The figures move with what is allocated: 64 MB held (and touched) shows in use, within what malloc holds.
     @Test func theHeapInUseCountsWhatIsAllocated() {
         let size = 64 << 20
