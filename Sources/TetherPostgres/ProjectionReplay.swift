@@ -400,6 +400,8 @@ public struct ProjectionReplay: Sendable {
         try await retryingLocks(&run, on: main) { (run: inout RunState) in
             var attempt = run
             try await main.withTransaction { connection in
+                // Before the gate: it locks only the copies, which nothing but this run touches.
+                try await shadow.restoreAutovacuum(on: connection)
                 try await setLockTimeout(configuration.gateTimeout, on: connection)
                 try await ProjectionGate.closeExclusively(on: connection)
                 try await setLockTimeout(configuration.tableLockTimeout, on: connection)

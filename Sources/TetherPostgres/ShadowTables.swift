@@ -15,7 +15,8 @@
 /// - foreign keys, added once every copy exists with the shadow schema first on the
 ///   search path, so a reference between projection tables points at the copy and
 ///   one to any other table keeps pointing at the live table;
-/// - table privileges (`tether_service`) and storage parameters.
+/// - table privileges (`tether_service`) and storage parameters, its TOAST table's included,
+///   except that autovacuum stays off on a copy until the swap (``copyOptions``).
 ///
 /// Then ``verifyShapes(on:)`` compares a fingerprint of every copy with its live
 /// table (columns, constraints, indexes, triggers, privileges, row security) and
@@ -32,6 +33,24 @@ struct ShadowTables {
     let tables: [String]
     /// The schema the live tables are in (where the unqualified names resolve).
     let liveSchema: String
+
+    /// Storage parameters a copy is built with, whatever its live table has: no autovacuum (nor autoanalyze)
+    /// of a copy, or of its TOAST table, while it fills; the run analyzes each copy itself once it is loaded.
+    /// The bulk load's inserts set one off on every large copy, taking the machine from the load, and one
+    /// still running at the swap holds a lock that `ALTER TABLE … SET SCHEMA` waits for. PostgreSQL cancels
+    /// an autovacuum in the way only after `deadlock_timeout` (1 s), longer than the swap's lock wait: a
+    /// replay of a 7.7-million-event log gave up after its 50 attempts. The swap gives each copy its live
+    /// table's switches back (``restoreAutovacuum(on:)``).
+    static let copyOptions = ["autovacuum_enabled": "off", "toast.autovacuum_enabled": "off"]
+
+    /// The storage parameters of the table `c` (an alias of `pg_class`) and, prefixed `toast.`, of its TOAST
+    /// table `t` (`pg_class` joined on `c.reltoastrelid`), sorted, without ``copyOptions``' names: a `text[]`.
+    private static func storageOptions(_ c: String, toast t: String) -> String {
+        """
+        ARRAY(SELECT o FROM unnest(\(c).reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(\(t).reloptions) o)) AS o
+              WHERE split_part(o, '=', 1) <> ALL ('{\(copyOptions.keys.sorted().joined(separator: ","))}') ORDER BY o)
+        """
+    }
 
     /// `"public"."users"`.
     func live(_ table: String) -> String { Self.quote(liveSchema) + "." + Self.quote(table) }
@@ -184,13 +203,39 @@ struct ShadowTables {
                 TO \(try row.decode("grantee", as: String.self))\(option)
                 """)
         }
-        let options = try await connection.query("""
-            SELECT array_to_string(reloptions, ', ') AS options FROM pg_class
-            WHERE oid = \(live(table))::regclass AND reloptions IS NOT NULL
+        let liveOptions: String = try await connection.query("""
+            SELECT array_to_string(\(unsafeSQL: Self.storageOptions("c", toast: "t")), ', ') AS options
+            FROM pg_class c LEFT JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = \(live(table))::regclass
+            """)[0].decode("options")
+        let options = (liveOptions.isEmpty ? [] : [liveOptions]) + Self.copyOptions.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }
+        try await connection.execute(simple: "ALTER TABLE \(shadow(table)) SET (\(options.joined(separator: ", ")))")
+    }
+
+    /// Gives every copy its live table's settings of ``copyOptions``' parameters (set or not), in the swap's
+    /// transaction, before it takes the gate: two round trips, whatever the number of tables.
+    func restoreAutovacuum(on connection: PostgresConnection) async throws {
+        let rows = try await connection.query("""
+            SELECT n.name, s.option, s.value
+            FROM unnest(\(PostgresArray(tables))::text[]) AS n(name)
+            JOIN pg_class c ON c.oid = format('%I.%I', \(liveSchema)::text, n.name)::regclass
+            LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+            CROSS JOIN LATERAL (
+                SELECT split_part(o, '=', 1) AS option, substr(o, strpos(o, '=') + 1) AS value
+                FROM unnest(c.reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(t.reloptions) o)) AS o
+            ) AS s
+            WHERE s.option = ANY(\(PostgresArray(Self.copyOptions.keys.sorted()))::text[])
             """)
-        if let options: String = try options.first?.decode("options") {
-            try await connection.execute(simple: "ALTER TABLE \(shadow(table)) SET (\(options))")
+        var live: [String: [String: String]] = [:]
+        for row in rows {
+            live[try row.decode("name"), default: [:]][try row.decode("option")] = try row.decode("value")
         }
+        let statements = tables.map { table in
+            let changes = Self.copyOptions.keys.sorted().map { option in
+                live[table]?[option].map { "SET (\(option) = \(Self.literal($0)))" } ?? "RESET (\(option))"
+            }
+            return "ALTER TABLE \(shadow(table)) \(changes.joined(separator: ", "))"
+        }
+        try await connection.execute(simple: statements.joined(separator: ";\n"))
     }
 
     /// Gives the copy of `table` its live table's primary, unique and exclusion keys and its other
@@ -288,9 +333,10 @@ struct ShadowTables {
         return try await Self.withSearchPath(searchPath, on: connection) {
             let rows = try await connection.query("""
                 SELECT 'table ' || c.relkind::text || ' ' || c.relpersistence::text || ' rls=' || c.relrowsecurity::text
-                       || ' options=' || coalesce(array_to_string(c.reloptions, ','), '') || ' acl=' || coalesce(c.relacl::text, '')
+                       || ' options=' || array_to_string(\(unsafeSQL: Self.storageOptions("c", toast: "t")), ',')
+                       || ' acl=' || coalesce(c.relacl::text, '')
                        AS line, 0 AS part, '' AS sort
-                FROM pg_class c WHERE c.oid = \(qualified)::regclass
+                FROM pg_class c LEFT JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.oid = \(qualified)::regclass
                 UNION ALL
                 SELECT format('column %s %s notnull=%s default=%s generated=%s identity=%s collation=%s storage=%s compression=%s acl=%s',
                               a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid),

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TetherCore
-import TetherPostgres
+@testable import TetherPostgres
 import TetherTesting
 
 /// A projection that exists only in these tests: notebooks with a title and unkeyed
@@ -272,6 +272,82 @@ struct ProjectionReplayTests {
             "\(error)".contains("view notebook_titles")
         }
         #expect(try await !shadowSchemaExists(owner))
+    }
+
+    // MARK: Storage parameters and autovacuum
+
+    /// Each table's storage parameters and, prefixed `toast.`, its TOAST table's, sorted.
+    private func storageOptions(_ tables: [String], in schema: String, _ client: PostgresClient) async throws -> [String: [String]] {
+        let rows = try await client.query("""
+            SELECT c.relname AS name,
+                   ARRAY(SELECT o FROM unnest(c.reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(t.reloptions) o)) o ORDER BY o)::text AS options
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+            WHERE n.nspname = \(schema) AND c.relname = ANY(\(PostgresArray(tables))::text[])
+            """)
+        var options: [String: [String]] = [:]
+        for row in rows {
+            let text: String = try row.decode("options")
+            options[try row.decode("name")] = text.trimmingCharacters(in: CharacterSet(charactersIn: "{}")).split(separator: ",").map(String.init)
+        }
+        return options
+    }
+
+    /// The copies fill with autovacuum off, their TOAST tables' too (an autovacuum the load set off held the swap's
+    /// locks past its 50 attempts); the swap gives back the live tables' own switches, set or not, and every other
+    /// storage parameter, the TOAST table's included, is the live table's throughout.
+    @Test func copiesFillWithAutovacuumOffAndTakeTheLiveTablesStorageParametersAtTheSwap() async throws {
+        let (owner, service, _) = try await notebooks(3)
+        defer { owner.shutdown(); service.shutdown() }
+        let tables = Notebooks.projection.tables
+        try await owner.withConnection {
+            try await $0.execute(simple: """
+                ALTER TABLE notebooks SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.05, toast.autovacuum_enabled = false);
+                ALTER TABLE notebook_marks SET (autovacuum_enabled = false)
+                """)
+        }
+        let before = try await storageOptions(tables, in: "public", owner)
+        #expect(before == [
+            "notebooks": ["autovacuum_vacuum_scale_factor=0.05", "fillfactor=90", "toast.autovacuum_enabled=false"],
+            "notebook_marks": ["autovacuum_enabled=false"],
+        ])
+
+        try await owner.withConnection { connection in
+            try await ShadowTables.dropLeftovers(on: connection)
+            let shadow = try await ShadowTables.locate(tables, on: connection)
+            try await shadow.create(on: connection)
+            let copies = try await storageOptions(tables, in: ShadowTables.schema, owner)
+            #expect(copies == [
+                "notebooks": ["autovacuum_enabled=off", "autovacuum_vacuum_scale_factor=0.05", "fillfactor=90", "toast.autovacuum_enabled=off"],
+                "notebook_marks": ["autovacuum_enabled=off", "toast.autovacuum_enabled=off"],
+            ])
+            try await shadow.verifyShapes(on: connection) // the switches aside, built exactly alike
+            try await connection.withTransaction { try await shadow.restoreAutovacuum(on: $0) }
+            #expect(try await storageOptions(tables, in: ShadowTables.schema, owner) == before)
+            try await ShadowTables.dropLeftovers(on: connection)
+        }
+
+        _ = try await ProjectionReplay(projection: Notebooks.projection, database: owner).run(.replace)
+        #expect(try await storageOptions(tables, in: "public", owner) == before)
+        try await owner.withConnection { try await $0.execute(simple: "ALTER TABLE notebooks RESET (toast.autovacuum_enabled)") }
+        _ = try await ProjectionReplay(projection: Notebooks.projection, database: owner, configuration: .init(bulkLoad: false)).run(.replace)
+        #expect(try await storageOptions(tables, in: "public", owner)["notebooks"] == ["autovacuum_vacuum_scale_factor=0.05", "fillfactor=90"])
+    }
+
+    /// A TOAST table's storage parameter the copy lacks is a difference in shape, like any other.
+    @Test func aToastStorageParameterTheCopyLacksIsADifferenceInShape() async throws {
+        let (owner, service, _) = try await notebooks(1)
+        defer { owner.shutdown(); service.shutdown() }
+        let tables = Notebooks.projection.tables
+        try await owner.withConnection { connection in
+            try await ShadowTables.dropLeftovers(on: connection)
+            let shadow = try await ShadowTables.locate(tables, on: connection)
+            try await shadow.create(on: connection)
+            try await connection.execute(simple: "ALTER TABLE notebooks SET (toast.vacuum_truncate = false)")
+            await #expect { try await shadow.verifyShapes(on: connection) } throws: { error in
+                "\(error)".contains("cannot reproduce table notebooks exactly") && "\(error)".contains("toast.vacuum_truncate=false")
+            }
+            try await ShadowTables.dropLeftovers(on: connection)
+        }
     }
 
     // MARK: Upcasting
