@@ -83,6 +83,7 @@ public struct JSONLexer {
         let start = index
         // The usual case: no escape, so the bytes between the quotes are the string.
         var isASCII = true
+        skipPlainASCII()
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
@@ -127,6 +128,22 @@ public struct JSONLexer {
             }
         }
         throw failure("unterminated string")
+    }
+
+    /// Moves past whole 8-byte words of printable ASCII other than `"` and `\\`, the bytes a string's
+    /// scan passes over without a look (the byte-by-byte scan goes on from the first word that has any
+    /// other byte). Tokens, hashes and sealed values run to dozens of such bytes.
+    private mutating func skipPlainASCII() {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        /// High bit set in each byte of `word` that is zero (and perhaps in some above one that is): never missed.
+        func zeroBytes(_ word: UInt64) -> UInt64 { (word &- ones) & ~word & highs }
+        while index + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let special = zeroBytes(word ^ (ones &* 0x22)) | zeroBytes(word ^ (ones &* 0x5C))
+                | ((word &- ones &* 0x20) & ~word & highs) | (word & highs)
+            if special != 0 { return }
+            index += 8
+        }
     }
 
     /// The string of UTF-8 `bytes`, nil when they are not valid UTF-8. ASCII (`isASCII`, as a scan saw)

@@ -175,6 +175,53 @@ struct CompactJSONDecoderTests {
         }
     }
 
+    /// Members read straight from the parsed value (strings, Booleans, `Int`s, ids, dates, arrays of strings,
+    /// required or optional) give what `JSONDecoder` gives: the value, nil for a missing or null optional, and
+    /// for anything else the same error at the same member.
+    @Test func membersReadStraightFromTheParsedValueMatchJSONDecoder() {
+        struct Plain: Decodable, Equatable {
+            var text: String; var flag: Bool; var count: Int; var id: UUID; var when: Date; var amr: [String]
+            var maybeText: String?; var maybeFlag: Bool?; var maybeCount: Int?; var maybeId: UUID?; var maybeWhen: Date?
+            var maybeAmr: [String]?
+        }
+        let required = #""text": "t", "flag": false, "count": 2, "id": "C86E950D-2311-46DA-8EAB-BA4945B68939", "when": "2026-11-29T13:29:45.5Z", "amr": ["a", "b"]"#
+        var bodies = ["{\(required)}"]
+        let values = [#""x""#, "true", "7", "2.0", "1.5", "1e30", "null", #"["p"]"#, "[]", #"[1]"#, #"["p", null]"#, "{}",
+                      #""c86e950d-2311-46da-8eab-ba4945b68939""#, #""2026-11-29T13:29:45Z""#, #""2026-11-29""#]
+        /// Where this decoder differs from `JSONDecoder` on purpose, or did before: dates written as numbers are
+        /// read (the seconds of `Date`'s own encoding), a number that is no `Int` is refused at its member, and
+        /// a required Boolean given null is `valueNotFound` (`JSONDecoder` says `typeMismatch`), and a required date
+        /// given null is a `String` not found (`JSONDecoder` names `Date`).
+        func differsAsBefore(_ name: String, _ value: String) -> Bool {
+            (name.lowercased().hasSuffix("when") && Double(value) != nil) || (name.lowercased().hasSuffix("count") && ["1.5", "1e30"].contains(value))
+                || (["flag", "when"].contains(name) && value == "null")
+        }
+        for name in ["maybeText", "maybeFlag", "maybeCount", "maybeId", "maybeWhen", "maybeAmr"] {
+            bodies += values.filter { !differsAsBefore(name, $0) }.map { "{\(required), \"\(name)\": \($0)}" }
+        }
+        for name in ["text", "flag", "count", "id", "when", "amr"] {
+            let others = required.split(separator: ", \"").filter { !$0.hasPrefix("\(name)\"") && !$0.hasPrefix("\"\(name)\"") }
+            let rest = others.map { $0.hasPrefix("\"") ? String($0) : "\"" + $0 }.joined(separator: ", ")
+            bodies.append("{\(rest)}")
+            bodies += values.filter { !differsAsBefore(name, $0) }.map { "{\(rest), \"\(name)\": \($0)}" }
+        }
+        var decodedSome = 0
+        for body in bodies {
+            let expected = Result { try Self.foundation.decode(Plain.self, from: Data(body.utf8)) }
+            let decoded = Result { try CompactJSONDecoder().decode(Plain.self, from: Data(body.utf8)) }
+            switch (expected, decoded) {
+            case (.success(let expected), .success(let decoded)):
+                decodedSome += 1
+                #expect(decoded == expected, "\(body)")
+            case (.failure(let expected as DecodingError), .failure(let decoded as DecodingError)):
+                #expect(Self.shape(of: decoded) == Self.shape(of: expected), "\(body)")
+            default:
+                Issue.record("JSONDecoder: \(expected); CompactJSONDecoder: \(decoded) for \(body)")
+            }
+        }
+        #expect(decodedSome > 20 && decodedSome < bodies.count - 50, "\(decodedSome) of \(bodies.count) decoded")
+    }
+
     /// Where `JSONDecoder` says less than it could, this decoder names the member: a number that is
     /// no integer, or beyond `Double`. (`JSONDecoder` calls the first invalid JSON at the top and the
     /// second a member that must be an object.)

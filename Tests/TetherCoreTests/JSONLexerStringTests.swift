@@ -34,4 +34,25 @@ struct JSONLexerStringTests {
         }
         #expect(invalid > 100 && invalid < contents.count - 100, "both kinds were tried")
     }
+
+    /// Long runs of plain ASCII are passed over a word at a time: a byte that ends the string, starts an escape,
+    /// is refused or needs validating is seen wherever it falls in a run, as are its neighbours, which are plain.
+    @Test func everyByteIsSeenWhereverItFallsInALongRun() {
+        let plain = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_+/=.".utf8)
+        let inserts: [(bytes: [UInt8], expected: String?)] = [
+            ([], ""), (Array(#"\""#.utf8), "\""), (Array(#"\\"#.utf8), "\\"), (Array(#"\u00e9"#.utf8), "é"),
+            (Array("é".utf8), "é"), (Array("😀".utf8), "😀"), ([0x7F], "\u{7F}"), ([0x20], " "), ([0x21], "!"), ([0x23], "#"),
+            ([0x5B], "["), ([0x5D], "]"), ([0x1F], nil), ([0x00], nil), ([0x0A], nil), ([0xFF], nil), ([0xC3], nil),
+            ([UInt8(ascii: "\"")], nil), // the string ends there, before the last quote
+        ]
+        for length in 0...40 {
+            for offset in 0...length {
+                let (head, tail) = (Array(plain[0..<offset]), Array(plain[offset..<length]))
+                for insert in inserts {
+                    let expected = insert.expected.map { String(decoding: head, as: UTF8.self) + $0 + String(decoding: tail, as: UTF8.self) }
+                    #expect(lexed(head + insert.bytes + tail, escaped: false) == expected, "\(insert.bytes) at \(offset) of \(length)")
+                }
+            }
+        }
+    }
 }
