@@ -16,7 +16,13 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     public let affectedRows: Int
     /// The result the rows are read from; nil for a command's, which has none.
     private let result: Result?
-    private let columnIndex: [String: Int]
+    /// Each name's first column, for a wide result; nil for one of at most ``scannedColumns`` columns, whose
+    /// names are scanned instead: a column name is a small string, compared in a word or two, where hashing
+    /// it took a twentieth of a replay's CPU (ten cells a row, millions of rows), and building the
+    /// dictionary was work for every statement of every command.
+    private let columnIndex: [String: Int]?
+    /// The widest result whose column names are scanned rather than hashed.
+    static let scannedColumns = 16
 
     /// Owns a libpq result: cleared when the last rows reading it go.
     ///
@@ -42,22 +48,27 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         let columnCount = Int(PQnfields(result))
         var columns = [String]()
         columns.reserveCapacity(columnCount)
-        var index: [String: Int] = [:]
         for column in 0..<columnCount {
-            let name = String(cString: PQfname(result, Int32(column)))
-            columns.append(name)
-            if index[name] == nil { index[name] = column }
+            columns.append(String(cString: PQfname(result, Int32(column))))
         }
         self.columns = columns
-        self.columnIndex = index
+        self.columnIndex = Self.index(of: columns)
         self.result = owned
         self.affectedRows = owned.rowCount
+    }
+
+    /// The dictionary of ``columnIndex`` for `columns`, nil for few of them.
+    static func index(of columns: [String]) -> [String: Int]? {
+        guard columns.count > scannedColumns else { return nil }
+        var index: [String: Int] = Dictionary(minimumCapacity: columns.count)
+        for (column, name) in columns.enumerated() where index[name] == nil { index[name] = column }
+        return index
     }
 
     /// A result without rows: a command's, with how many rows it affected.
     init(affectedRows: Int) {
         columns = []
-        columnIndex = [:]
+        columnIndex = nil
         result = nil
         self.affectedRows = affectedRows
     }
@@ -83,7 +94,11 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         }
     }
 
-    fileprivate func column(named name: String) -> Int? { columnIndex[name] }
+    /// The first column called `name`.
+    func column(named name: String) -> Int? {
+        if let columnIndex { return columnIndex[name] }
+        return columns.firstIndex(of: name)
+    }
 }
 
 /// One row of a result.

@@ -74,6 +74,26 @@ struct PostgresClientTests {
         #expect(try numbers.decode("nodoc", as: PostgresJSON?.self) == nil)
     }
 
+    /// A column is found by its name whether the names are scanned (a result of up to 16 columns) or hashed
+    /// (a wider one): a name given twice is its first column, and a name not there is an error that says so.
+    @Test(arguments: [1, 14, 15, 40])
+    func columnsAreFoundByNameTheFirstOfANameGivenTwice(count: Int) async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false)
+        defer { client.shutdown() }
+        let list = (0..<count).map { "\($0) AS c\($0)" } + ["-1 AS c0", "'Zz' AS \"C0\""]
+        let rows = try await client.query(PostgresQuery(unsafeSQL: "SELECT " + list.joined(separator: ", ")))
+        #expect((PostgresRows.index(of: rows.columns) == nil) == (count + 2 <= PostgresRows.scannedColumns))
+        let row = try #require(rows.first)
+        for column in 0..<count {
+            #expect(try row.decode("c\(column)", as: Int.self) == column)
+        }
+        #expect(try row.decode("C0", as: String.self) == "Zz")
+        #expect(rows.column(named: "c0") == 0)
+        #expect(rows.column(named: "C0") == count + 1)
+        #expect { try row.decode("c\(count)", as: Int.self) } throws: { "\($0)".contains("no column \"c\(count)\"") }
+    }
+
     /// The race of the pool's waiters, forced: the only connection comes back after an acquirer found
     /// the pool full but before it registered as a waiter. It must still get that connection, at once,
     /// rather than sleep until another release or its timeout (a 503 for the request waiting on it).
