@@ -15,9 +15,11 @@ public struct StreamName: Hashable, Sendable, CustomStringConvertible {
         StreamName("user-\(id.lowercasedText)")
     }
 
-    /// The name before the first `-` (the whole name when it has none), as `split_part(stream, '-', 1)` gives it.
+    /// The name before the first `-` (the whole name when it has none), as `split_part(stream, '-', 1)` gives it:
+    /// found among the bytes, not the characters (a `-` with a combining mark after it still splits, as there),
+    /// and without breaking the name into characters, which the log reader paid for on every row.
     public var category: Substring {
-        rawValue.firstIndex(of: "-").map { rawValue[..<$0] } ?? rawValue[...]
+        rawValue.utf8.firstIndex(of: UInt8(ascii: "-")).map { rawValue[..<$0] } ?? rawValue[...]
     }
 
     public var description: String { rawValue }

@@ -436,22 +436,24 @@ public struct PostgresEventStore: Sendable {
         let rows = try await connection.query(query)
         let wanted = Set(categories.map { Substring($0) })
         // Each kept row is decoded once: the stream and the transaction read to choose it go into its event.
-        var kept: [(event: RecordedEvent, occurredAt: String)] = []
-        kept.reserveCapacity(rows.count)
+        var events: [RecordedEvent] = [], occurredAt: [String] = []
+        events.reserveCapacity(rows.count)
+        occurredAt.reserveCapacity(rows.count)
         for row in rows {
             let transactionId: UInt64 = try row.decode("tx")
             if let horizon, transactionId >= horizon { continue }
             let stream = StreamName(try row.decode("stream"))
             guard wanted.contains(stream.category) else { continue }
+            events.append(try decode(row, stream: stream, transactionId: transactionId, withMetadata: withMetadata))
             // The column's text is what `occurred_at::text` prints (the same output function and settings).
-            kept.append((try decode(row, stream: stream, transactionId: transactionId, withMetadata: withMetadata), try row.decode("occurred_at")))
+            occurredAt.append(try row.decode("occurred_at"))
         }
-        let events = try await opened(kept.map(\.event), leavingSealed: leavingSealed) { try await connection.query($0) }
+        try await open(&events, leavingSealed: leavingSealed) { try await connection.query($0) }
         let last = try rows.last.map { row in
             (userId: try row.decode("user_id", as: UUID?.self),
              checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
         }
-        return LogPage(events: zip(events, kept).map { ($0, $1.occurredAt) }, isFull: rows.count == limit, last: last)
+        return LogPage(events: zip(events, occurredAt).map { (event: $0, occurredAt: $1) }, isFull: rows.count == limit, last: last)
     }
 
     /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
@@ -639,20 +641,24 @@ public struct PostgresEventStore: Sendable {
     private func decode(
         _ rows: some Sequence<PostgresRow>, query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
-        try await opened(try rows.map { try decode($0) }, query: query)
+        var events = try rows.map { try decode($0) }
+        try await open(&events, query: query)
+        return events
     }
 
-    /// `stored` (as their rows hold them) upcast, their sealed parts opened with the keys of their users,
-    /// and those of events about no one with their ``ExpiringKeys`` keys (one query for each kind).
-    private func opened(
-        _ stored: [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
-    ) async throws -> [RecordedEvent] {
+    /// Upcasts `stored` (as their rows hold them) in place, their sealed parts opened with the keys of their
+    /// users, and those of events about no one with their ``ExpiringKeys`` keys (one query for each kind).
+    private func open(
+        _ stored: inout [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
+    ) async throws {
         let masterKeys = client.configuration.masterKeys
         let keys = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
         let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
         let expiring = names.isEmpty
             ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)
-        return try stored.map { try opened($0, keys: keys, expiringKeys: expiring, leavingSealed: leavingSealed) }
+        for index in stored.indices {
+            stored[index] = try opened(stored[index], keys: keys, expiringKeys: expiring, leavingSealed: leavingSealed)
+        }
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run); without `withMetadata`, its
