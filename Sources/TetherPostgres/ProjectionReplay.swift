@@ -531,14 +531,12 @@ private final class BulkReader: Sendable {
                 leavingSealed: bulk.leavingSealed, withMetadata: readsMetadata, on: connection)
             for (event, occurredAt) in page.events {
                 guard let userId = event.userId else { continue }
-                if let current = user, current.id != userId {
-                    try current.fold.write(to: &rows)
-                    user = nil
+                if user?.id != userId {
+                    try user?.fold.write(to: &rows)
+                    user = (userId, bulk.fold(userId, progress.seal))
                 }
-                var fold = user?.fold ?? bulk.fold(userId, progress.seal)
-                user = nil // the fold is uniquely referenced while it changes
-                try fold.apply(event, occurredAt: occurredAt)
-                user = (userId, fold)
+                // Changed where it is kept: the fold is never copied, nor retained and released, event by event.
+                try user!.fold.apply(event, occurredAt: occurredAt)
             }
             // Counted and reported under one lock, so reports from the readers never go backwards.
             applied.withLock { applied in
