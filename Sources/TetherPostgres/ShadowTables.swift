@@ -43,11 +43,16 @@ struct ShadowTables {
     /// table's switches back (``restoreAutovacuum(on:)``).
     static let copyOptions = ["autovacuum_enabled": "off", "toast.autovacuum_enabled": "off"]
 
-    /// The storage parameters of the table `c` (an alias of `pg_class`) and, prefixed `toast.`, of its TOAST
-    /// table `t` (`pg_class` joined on `c.reltoastrelid`), sorted, without ``copyOptions``' names: a `text[]`.
+    /// The storage parameters (`name=value`) of the table `c` (an alias of `pg_class`) and, prefixed `toast.`,
+    /// of its TOAST table `t` (`pg_class` joined on `c.reltoastrelid`): a `text[]`.
+    private static func allOptions(_ c: String, toast t: String) -> String {
+        "\(c).reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(\(t).reloptions) o)"
+    }
+
+    /// ``allOptions(_:toast:)`` sorted, without ``copyOptions``' names.
     private static func storageOptions(_ c: String, toast t: String) -> String {
         """
-        ARRAY(SELECT o FROM unnest(\(c).reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(\(t).reloptions) o)) AS o
+        ARRAY(SELECT o FROM unnest(\(allOptions(c, toast: t))) AS o
               WHERE split_part(o, '=', 1) <> ALL ('{\(copyOptions.keys.sorted().joined(separator: ","))}') ORDER BY o)
         """
     }
@@ -221,17 +226,17 @@ struct ShadowTables {
             LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
             CROSS JOIN LATERAL (
                 SELECT split_part(o, '=', 1) AS option, substr(o, strpos(o, '=') + 1) AS value
-                FROM unnest(c.reloptions || ARRAY(SELECT 'toast.' || o FROM unnest(t.reloptions) o)) AS o
+                FROM unnest(\(unsafeSQL: Self.allOptions("c", toast: "t"))) AS o
             ) AS s
             WHERE s.option = ANY(\(PostgresArray(Self.copyOptions.keys.sorted()))::text[])
             """)
-        var live: [String: [String: String]] = [:]
+        var liveSettings: [String: [String: String]] = [:]
         for row in rows {
-            live[try row.decode("name"), default: [:]][try row.decode("option")] = try row.decode("value")
+            liveSettings[try row.decode("name"), default: [:]][try row.decode("option")] = try row.decode("value")
         }
         let statements = tables.map { table in
             let changes = Self.copyOptions.keys.sorted().map { option in
-                live[table]?[option].map { "SET (\(option) = \(Self.literal($0)))" } ?? "RESET (\(option))"
+                liveSettings[table]?[option].map { "SET (\(option) = \(Self.literal($0)))" } ?? "RESET (\(option))"
             }
             return "ALTER TABLE \(shadow(table)) \(changes.joined(separator: ", "))"
         }
