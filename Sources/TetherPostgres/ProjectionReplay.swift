@@ -26,7 +26,10 @@ import TetherCore
 ///
 /// Locks in step 4 wait with a short `lock_timeout`; a timeout or a deadlock PostgreSQL
 /// detected rolls the attempt back (the live tables untouched), the run catches up
-/// outside the gate and tries again, so the swap never makes a request fail.
+/// outside the gate and tries again, so the swap never makes a request fail. The first
+/// lock, taken before the gate, is the exception: the live tables in the mode a vacuum
+/// holds, waited for longer than `deadlock_timeout`, so that PostgreSQL cancels an
+/// autovacuum in the way; nothing a command or reader holds conflicts with it.
 ///
 /// Cancelling the task (SIGINT in `tether replay`) stops between batches, drops the
 /// copies and throws `CancellationError`; the live tables are only ever changed by
@@ -58,6 +61,9 @@ public struct ProjectionReplay: Sendable {
         /// How long the rebuild waits for a transaction that holds back the gap-safe
         /// reader before it leaves the backlog to the swap.
         public var horizonWait: Duration
+        /// How long the swap (and `--verify`'s snapshot), before taking the gate, waits for a vacuum of a live
+        /// table to give way; at least twice `deadlock_timeout`, after which PostgreSQL cancels an autovacuum.
+        public var vacuumWait: Duration
 
         /// Whether a projection with ``Projection/BulkRows`` is first loaded in bulk (its final rows
         /// computed user by user and written with `COPY`, keys built after); off, every event goes
@@ -69,8 +75,10 @@ public struct ProjectionReplay: Sendable {
 
         public init(
             batchSize: Int = 2000, gateTimeout: Duration = .seconds(1), tableLockTimeout: Duration = .milliseconds(200),
-            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30), bulkLoad: Bool = true, bulkReaders: Int = 2
+            maxSwapAttempts: Int = 50, horizonWait: Duration = .seconds(30), bulkLoad: Bool = true, bulkReaders: Int = 2,
+            vacuumWait: Duration = .seconds(5)
         ) {
+            self.vacuumWait = vacuumWait
             self.bulkLoad = bulkLoad
             self.bulkReaders = max(1, bulkReaders)
             self.batchSize = max(1, batchSize)
@@ -402,6 +410,7 @@ public struct ProjectionReplay: Sendable {
             try await main.withTransaction { connection in
                 // Before the gate: it locks only the copies, which nothing but this run touches.
                 try await shadow.restoreAutovacuum(on: connection)
+                try await waitOutVacuums(of: shadow, on: connection)
                 try await setLockTimeout(configuration.gateTimeout, on: connection)
                 try await ProjectionGate.closeExclusively(on: connection)
                 try await setLockTimeout(configuration.tableLockTimeout, on: connection)
@@ -426,6 +435,7 @@ public struct ProjectionReplay: Sendable {
                 // command has either committed whole or not started.
                 try await gate.execute(simple: "BEGIN")
                 do {
+                    try await waitOutVacuums(of: shadow, on: gate)
                     try await setLockTimeout(configuration.gateTimeout, on: gate)
                     try await ProjectionGate.closeExclusively(on: gate)
                     try await setLockTimeout(configuration.tableLockTimeout, on: gate)
@@ -477,9 +487,27 @@ public struct ProjectionReplay: Sendable {
         }
     }
 
+    /// Takes the live tables in `SHARE UPDATE EXCLUSIVE` mode for the rest of the transaction, before the gate:
+    /// the mode a (auto)vacuum holds, which the swap's and the compare's table locks wait for, and which no
+    /// command's or reader's lock conflicts with, so nothing waits while this does. It waits longer than
+    /// `deadlock_timeout`, after which PostgreSQL cancels an autovacuum in its way: one of the live tables
+    /// (after a swap, every one of them is new to autovacuum) otherwise outlasted the swap's 200 ms waits
+    /// through all 50 attempts. Held, it keeps any new one off the tables until the swap is done.
+    private func waitOutVacuums(of shadow: ShadowTables, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            SELECT set_config('lock_timeout', greatest(\(Self.milliseconds(configuration.vacuumWait)), 2 * setting::bigint)::text, true)
+            FROM pg_settings WHERE name = 'deadlock_timeout'
+            """)
+        try await shadow.lockLiveTables("SHARE UPDATE EXCLUSIVE", on: connection)
+    }
+
     private func setLockTimeout(_ timeout: Duration, on connection: PostgresConnection) async throws {
-        let milliseconds = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        try await connection.execute(simple: "SET LOCAL lock_timeout = \(max(1, milliseconds))")
+        try await connection.execute(simple: "SET LOCAL lock_timeout = \(Self.milliseconds(timeout))")
+    }
+
+    /// `duration` in whole milliseconds, at least 1 (`lock_timeout = 0` would wait for ever).
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 }
 

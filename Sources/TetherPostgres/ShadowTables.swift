@@ -38,9 +38,9 @@ struct ShadowTables {
     /// of a copy, or of its TOAST table, while it fills; the run analyzes each copy itself once it is loaded.
     /// The bulk load's inserts set one off on every large copy, taking the machine from the load, and one
     /// still running at the swap holds a lock that `ALTER TABLE … SET SCHEMA` waits for. PostgreSQL cancels
-    /// an autovacuum in the way only after `deadlock_timeout` (1 s), longer than the swap's lock wait: a
-    /// replay of a 7.7-million-event log gave up after its 50 attempts. The swap gives each copy its live
-    /// table's switches back (``restoreAutovacuum(on:)``).
+    /// an autovacuum in the way only after `deadlock_timeout` (1 s), longer than the swap's lock wait: 20 of
+    /// the 50 failed attempts of a replay of a 7.7-million-event log that gave up. The swap gives each copy
+    /// its live table's switches back (``restoreAutovacuum(on:)``).
     static let copyOptions = ["autovacuum_enabled": "off", "toast.autovacuum_enabled": "off"]
 
     /// The storage parameters (`name=value`) of the table `c` (an alias of `pg_class`) and, prefixed `toast.`,

@@ -274,6 +274,51 @@ struct ProjectionReplayTests {
         #expect(try await !shadowSchemaExists(owner))
     }
 
+    // MARK: Vacuums of the live tables
+
+    /// A vacuum of a live table (its lock taken here by another session, in the mode a vacuum holds, for 3 s)
+    /// outlasts the swap's 200 ms table waits, which once gave up after all 50 attempts while autovacuum
+    /// worked through tables a swap had just put in place. The swap (and `--verify`'s snapshot) now waits it
+    /// out before taking the gate: one attempt is enough, and a command written meanwhile does not wait.
+    @Test(arguments: [ProjectionReplay.Mode.replace, .verify])
+    func aVacuumOfALiveTableIsWaitedOutBeforeTheGate(mode: ProjectionReplay.Mode) async throws {
+        let (owner, service, _) = try await notebooks(4)
+        defer { owner.shutdown(); service.shutdown() }
+        let holder = Task {
+            try await service.withConnection { connection in
+                try await connection.execute(simple: "BEGIN")
+                try await connection.execute(simple: "LOCK TABLE notebooks IN SHARE UPDATE EXCLUSIVE MODE")
+                try await Task.sleep(for: .seconds(3))
+                try await connection.execute(simple: "COMMIT")
+            }
+        }
+        defer { holder.cancel() }
+        func held() async throws -> Bool {
+            try await owner.query("""
+                SELECT count(*) = 1 AS held FROM pg_locks
+                WHERE relation = 'notebooks'::regclass AND mode = 'ShareUpdateExclusiveLock' AND granted
+                """)[0].decode("held")
+        }
+        while try await !held() { try await Task.sleep(for: .milliseconds(10)) }
+
+        let replay = ProjectionReplay(projection: Notebooks.projection, database: owner, configuration: .init(maxSwapAttempts: 1))
+        let run = Task { try await replay.run(mode) }
+        try await Task.sleep(for: .milliseconds(300)) // the run is at its swap, waiting
+        let clock = ContinuousClock()
+        let written = clock.now
+        try await Notebooks.write("NotebookCreated", .init(title: "while a vacuum runs"), notebook: UUID(), client: service)
+        #expect(clock.now - written < .seconds(1), "a command waited for the swap")
+        #expect(try await held(), "the vacuum's lock was still held when the command was written")
+
+        let outcome = try await run.value
+        try await holder.value
+        #expect(outcome.drift.isEmpty)
+        if mode == .replace {
+            let titles = try await owner.query("SELECT title FROM notebooks ORDER BY title").map { try $0.decode("title", as: String.self) }
+            #expect(titles.contains("while a vacuum runs") && titles.count == 5)
+        }
+    }
+
     // MARK: Storage parameters and autovacuum
 
     /// Each table's storage parameters and, prefixed `toast.`, its TOAST table's, sorted.
