@@ -408,7 +408,8 @@ public struct ProjectionReplay: Sendable {
         try await retryingLocks(&run, on: main) { (run: inout RunState) in
             var attempt = run
             try await main.withTransaction { connection in
-                // Before the gate: it locks only the copies, which nothing but this run touches.
+                // Before the gate, with locks no command waits for: the copies' autovacuum switches (only this
+                // run touches the copies), then the live tables, once any vacuum of them has given way.
                 try await shadow.restoreAutovacuum(on: connection)
                 try await waitOutVacuums(of: shadow, on: connection)
                 try await setLockTimeout(configuration.gateTimeout, on: connection)
