@@ -35,8 +35,7 @@ public enum Malloc {
     public static func fixMappingThreshold(
         at bytes: Int = 128 << 10, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> Int? {
-        guard environment["MALLOC_MMAP_THRESHOLD_"] == nil,
-              !(environment["GLIBC_TUNABLES"] ?? "").contains("glibc.malloc.mmap_threshold") else { return nil }
+        guard !environment.choseMalloc("mmap_threshold") else { return nil }
         let threshold = Int32(clamping: bytes)
         return mallopt(M_MMAP_THRESHOLD, threshold) == 1 ? Int(threshold) : nil
     }
@@ -57,9 +56,7 @@ public enum Malloc {
         mappingThreshold: Int = 32 << 20, trimThreshold: Int = 256 << 20,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> (mapping: Int, trim: Int)? {
-        let tunables = environment["GLIBC_TUNABLES"] ?? ""
-        guard environment["MALLOC_MMAP_THRESHOLD_"] == nil, environment["MALLOC_TRIM_THRESHOLD_"] == nil,
-              !tunables.contains("glibc.malloc.mmap_threshold"), !tunables.contains("glibc.malloc.trim_threshold") else { return nil }
+        guard !environment.choseMalloc("mmap_threshold"), !environment.choseMalloc("trim_threshold") else { return nil }
         let mapping = Int32(clamping: mappingThreshold), trim = Int32(clamping: trimThreshold)
         guard mallopt(M_MMAP_THRESHOLD, mapping) == 1, mallopt(M_TRIM_THRESHOLD, trim) == 1 else { return nil }
         return (Int(mapping), Int(trim))
@@ -74,5 +71,13 @@ public enum Malloc {
     public static var usage: (inUse: Int, held: Int, mapped: Int) {
         let info = mallinfo2()
         return (Int(info.uordblks + info.hblkhd), Int(info.arena + info.hblkhd), Int(info.hblkhd))
+    }
+}
+
+extension [String: String] {
+    /// Whether this environment sets glibc malloc's `parameter` (`mmap_threshold`, `trim_threshold`), as
+    /// `MALLOC_MMAP_THRESHOLD_` and the like or as a `glibc.malloc.…` tunable: then Tether leaves it alone.
+    fileprivate func choseMalloc(_ parameter: String) -> Bool {
+        self["MALLOC_\(parameter.uppercased())_"] != nil || (self["GLIBC_TUNABLES"] ?? "").contains("glibc.malloc.\(parameter)")
     }
 }
