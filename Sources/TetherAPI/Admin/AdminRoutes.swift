@@ -121,47 +121,52 @@ public struct AdminRoutes: Sendable {
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
             let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.existsStatement(id)]
-            // The page and its record, from the rows of `reads`.
-            let answer: @Sendable (ArraySlice<PostgresRows>) throws -> (AdminEvent, Result<HistoryPage, AccountError>) = { [history] rows in
+            // The record, from how many rows were read, and the page's text started on a dispatch thread: the
+            // record commits while the page is opened and written out, and sends nothing until it has.
+            let answer: @Sendable (ArraySlice<PostgresRows>, Double?) -> (AdminEvent, Result<BlockingWork.Pending<[UInt8]>, AccountError>) = {
+                [history] rows, lag in
                 let count = PostgresEventStore.userEventsStatementCount
-                let page = try history.page(of: id, from: rows.prefix(count), limit: limit)
+                let returned = UserHistory.entryCount(in: rows.prefix(count), limit: limit)
                 // An erased user's history outlives their row; an id with neither is no user at all.
-                if page.entries.isEmpty, after == 0, rows[rows.startIndex + count].isEmpty {
+                if returned == 0, after == 0, rows[rows.startIndex + count].isEmpty {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }
-                let record = AdminEvent.historyViewed(.init(
-                    userId: id, after: after, limit: limit, returned: page.entries.count, status: 200))
-                return (record, .success(page))
+                let record = AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200))
+                return (record, .success(history.startWriting(of: id, from: rows.prefix(count), limit: limit, replicaLagSeconds: lag)))
             }
-            let page: Result<HistoryPage, AccountError>
-            if let replica {
-                // On the standby, in one round trip with its lag; then the record, on the primary.
-                let rows = try await history.timed {
-                    try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
-                }
-                let (record, read) = try answer(rows.dropLast())
-                do {
-                    try await keys.record(record, keyId: key.id, metadata: metadata)
-                } catch {
-                    throw Recorded(error: error)
-                }
-                let lag = try ReadReplica.lag(from: rows[rows.endIndex - 1])
-                page = read.map { var page = $0; page.replicaLagSeconds = lag; return page }
-            } else {
-                // The page is read in its record's transaction, in the same round trip as the record's locks:
-                // the reader waits for one round trip more than the read, the commit of the record.
-                do {
-                    page = try await history.timed { try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads, decide: answer) }
-                } catch let error as AdminError where error == .invalidKey {
-                    throw Recorded(error: error)  // revoked since it was found: nothing to record it in
-                }
-            }
+            let text: [UInt8]
             do {
-                return HTTPResponse.json(text: try page.get().jsonBytes())
-            } catch {
-                throw Recorded(error: error)
+                text = try await history.timed {
+                    let page: Result<BlockingWork.Pending<[UInt8]>, AccountError>
+                    if let replica {
+                        // On the standby, in one round trip with its lag; then the record, on the primary.
+                        let rows = try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
+                        let (record, read) = answer(rows.dropLast(), try ReadReplica.lag(from: rows[rows.endIndex - 1]))
+                        do {
+                            try await keys.record(record, keyId: key.id, metadata: metadata)
+                        } catch {
+                            throw Recorded(error: error)
+                        }
+                        page = read
+                    } else {
+                        // The page is read in its record's transaction, in the same round trip as the record's locks:
+                        // the reader waits for one round trip more than the read, the commit of the record.
+                        do {
+                            page = try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads) { rows in answer(rows, nil) }
+                        } catch let error as AdminError where error == .invalidKey {
+                            throw Recorded(error: error)  // revoked since it was found: nothing to record it in
+                        }
+                    }
+                    // Recorded: a page that cannot be written out now (a server fault) is not recorded again.
+                    do {
+                        return try await page.get().value
+                    } catch {
+                        throw Recorded(error: error)
+                    }
+                }
             }
+            return HTTPResponse.json(text: text)
         }
     }
 

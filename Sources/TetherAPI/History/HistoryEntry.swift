@@ -122,25 +122,34 @@ public struct HistoryPage: Sendable, Hashable {
     /// The text of `json.jsonBytes()`, written entry by entry without building the page's tree first
     /// (a page of 500 entries is the support API's largest answer).
     public func jsonBytes() throws -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(400 * entries.count + 100)
-        // `events` comes first in name order; its entries are written straight into the output.
-        let rest = members(events: .null).dropFirst()
-        JSONText.writeVerbatim(#"{"events":["#, to: &output)
         // A large page is written in parts side by side, each part's text then appended in order.
         let entries = entries
         let parts = try SideBySide.map(entries.count, minimumPart: UserHistory.minimumPart) { part in
-            var text: [UInt8] = []
-            text.reserveCapacity(400 * part.count)
-            for index in part {
-                if index > 0 { text.append(UInt8(ascii: ",")) }
-                entries[index].write(to: &text)
-            }
-            return [text]
+            [Self.text(of: entries[part], first: part.lowerBound == 0)]
         }
+        return try jsonBytes(eventsText: parts)
+    }
+
+    /// The text of entries of `events` (after a comma unless they are the `first`).
+    static func text(of entries: some Collection<HistoryEntry>, first: Bool) -> [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(400 * entries.count)
+        for (index, entry) in entries.enumerated() {
+            if index > 0 || !first { text.append(UInt8(ascii: ",")) }
+            entry.write(to: &text)
+        }
+        return text
+    }
+
+    /// ``jsonBytes()`` with `events` holding the texts of `parts` (of ``text(of:first:)``) in order, not `entries`.
+    func jsonBytes(eventsText parts: [[UInt8]]) throws -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(parts.reduce(100) { $0 + $1.count })
+        // `events` comes first in name order; its entries are written straight into the output.
+        JSONText.writeVerbatim(#"{"events":["#, to: &output)
         for part in parts { output += part }
         output.append(UInt8(ascii: "]"))
-        for member in rest {
+        for member in members(events: .null).dropFirst() {
             output.append(UInt8(ascii: ","))
             JSONText.writeString(member.name, to: &output)
             output.append(UInt8(ascii: ":"))

@@ -20,10 +20,13 @@ public struct UserHistory: Sendable {
 
     let store: PostgresEventStore
     let latency: Histogram?
+    /// Where ``startWriting(of:from:limit:replicaLagSeconds:)`` writes a page's text.
+    let writingQueue: DispatchQueue
 
-    public init(database: PostgresClient, latency: Histogram? = nil) {
+    public init(database: PostgresClient, latency: Histogram? = nil, writingOn queue: DispatchQueue = .global(qos: .userInitiated)) {
         self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
         self.latency = latency
+        self.writingQueue = queue
     }
 
     /// Registers `tether_history_query_duration_seconds` in `registry`.
@@ -67,6 +70,34 @@ public struct UserHistory: Sendable {
             try store.decodeUserEventsParsed(rows, in: part, payloadsOnly: true).map { HistoryEntry($0.event, payload: $0.payload) }
         }
         return HistoryPage(userId: userId, entries: entries, nextAfter: count > limit ? entries.last?.position : nil)
+    }
+
+    /// How many entries the rows of ``pageStatements(of:after:since:limit:)`` make a page of `limit` hold,
+    /// without opening any: the row past the limit only says that another page follows.
+    public static func entryCount(in rows: ArraySlice<PostgresRows>, limit: Int) -> Int {
+        min(PostgresEventStore.userEventRows(rows).count, limit)
+    }
+
+    /// The JSON text of the page of the rows of ``pageStatements(of:after:since:limit:)``, as
+    /// ``HistoryPage/jsonBytes()`` writes it: a large page in parts side by side, each part's entries
+    /// opened and written out on one core, with no page of entries made first.
+    public func text(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int, replicaLagSeconds: Double? = nil) throws -> [UInt8] {
+        let count = PostgresEventStore.userEventRows(rows).count
+        let parts = try SideBySide.map(min(count, limit), minimumPart: Self.minimumPart) { [store] part in
+            let entries = try store.decodeUserEventsParsed(rows, in: part, payloadsOnly: true).map { HistoryEntry($0.event, payload: $0.payload) }
+            return [(text: HistoryPage.text(of: entries, first: part.lowerBound == 0), last: entries.last?.position)]
+        }
+        let page = HistoryPage(userId: userId, entries: [], nextAfter: count > limit ? parts.last?.last : nil, replicaLagSeconds: replicaLagSeconds)
+        return try page.jsonBytes(eventsText: parts.map(\.text))
+    }
+
+    /// Starts ``text(of:from:limit:replicaLagSeconds:)`` on a dispatch thread and returns at once: a caller that
+    /// commits before it answers (the support API's record of the read) commits meanwhile, and no lock or
+    /// connection is held while the page is opened and written out.
+    public func startWriting(
+        of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int, replicaLagSeconds: Double? = nil
+    ) -> BlockingWork.Pending<[UInt8]> {
+        BlockingWork.start(on: writingQueue) { [self] in try text(of: userId, from: rows, limit: limit, replicaLagSeconds: replicaLagSeconds) }
     }
 
     /// The whole history (page after page of the largest size).

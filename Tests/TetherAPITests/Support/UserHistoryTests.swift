@@ -178,6 +178,58 @@ struct UserHistoryTests {
             #expect(page.entries == events.map { HistoryEntry($0) })
             #expect(page.nextAfter == nil)
             #expect(try page.jsonBytes() == (try page.json.jsonBytes()))
+
+            // The support API's text, written part by part straight from the rows, is the page's, also for a
+            // page that another follows (its row past the limit neither opened nor written).
+            let history = UserHistory(database: harness.owner)
+            for limit in [UserHistory.maxPageSize, 2 * UserHistory.minimumPart, 3] {
+                let rows = try await harness.owner.withTransactionJob { try $0.runAlone(history.pageStatements(of: user, limit: limit)) }
+                let expected = try await history.page(of: user, limit: limit)
+                #expect((expected.nextAfter != nil) == (limit < events.count))
+                #expect(UserHistory.entryCount(in: rows[...], limit: limit) == expected.entries.count)
+                #expect(try history.text(of: user, from: rows[...], limit: limit) == (try expected.jsonBytes()), "limit \(limit)")
+            }
+        }
+    }
+
+    /// The support API's record of a page commits, releasing the user's stream lock (which every command of
+    /// theirs takes) and the connection, before the page is opened and written out: a user's sign-in does not
+    /// wait for a support reader's 500 events. The page is written on a queue the test holds until then.
+    @Test func aPagesRecordCommitsAndFreesTheUsersLockBeforeThePageIsWrittenOut() async throws {
+        try await SupportHarness.run { harness in
+            let (user, _, _) = try await livedThrough(harness)
+            let support = try await harness.adminKey(.support)
+            let writing = DispatchQueue(label: "held history page writing")
+            writing.suspend()
+            var router = Router()
+            AdminRoutes(
+                keys: AdminKeyStore(database: harness.owner), directory: AdminUserDirectory(database: harness.owner),
+                history: UserHistory(database: harness.owner, writingOn: writing), accounts: harness.service.accounts
+            ).register(on: &router)
+            let routes = router
+            let id = user.uuidString.lowercased()
+            let request = HTTPRequest(
+                method: "GET", target: "/v1/admin/users/\(id)/history", headers: ["Authorization": "Bearer \(support.secret)"])
+            async let answered = routes.respond(to: request)
+
+            var recorded = false
+            for _ in 0..<400 where !recorded {
+                recorded = try await harness.owner.query("""
+                    SELECT 1 FROM events WHERE stream = \(StreamName.adminKey(support.key.id).rawValue) AND type = 'AdminHistoryViewed'
+                    """).count == 1
+                if !recorded { try await Task.sleep(for: .milliseconds(25)) }
+            }
+            #expect(recorded, "the record is in the log while the page waits to be written")
+            let free: Bool = try await harness.owner.withTransactionJob { job in
+                try job.runAlone(["SELECT pg_try_advisory_xact_lock(hashtextextended(\(StreamName.user(user).rawValue), 0)) AS free"])
+            }.last![0].decode("free")
+            #expect(free, "a command of the user takes their stream lock at once")
+
+            writing.resume()
+            let response = try await answered
+            #expect(response.status == 200)
+            let events = try JSONDecoder().decode(JSONValue.self, from: Data(response.body))["events"]?.elements ?? []
+            #expect(events.compactMap { $0["type"]?.string } == Self.expectedTypes)
         }
     }
 
