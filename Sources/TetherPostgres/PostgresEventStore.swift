@@ -439,14 +439,15 @@ public struct PostgresEventStore: Sendable {
         var events: [RecordedEvent] = [], occurredAt: [String] = []
         events.reserveCapacity(rows.count)
         occurredAt.reserveCapacity(rows.count)
+        let columns = try EventColumns(rows)
         for row in rows {
-            let transactionId: UInt64 = try row.decode("tx")
+            let transactionId: UInt64 = try row.decode(columns.tx)
             if let horizon, transactionId >= horizon { continue }
-            let stream = StreamName(try row.decode("stream"))
+            let stream = StreamName(try row.decode(columns.stream))
             guard wanted.contains(stream.category) else { continue }
-            events.append(try decode(row, stream: stream, transactionId: transactionId, withMetadata: withMetadata))
+            events.append(try decode(row, columns: columns, stream: stream, transactionId: transactionId, withMetadata: withMetadata))
             // The column's text is what `occurred_at::text` prints (the same output function and settings).
-            occurredAt.append(try row.decode("occurred_at"))
+            occurredAt.append(try row.decode(columns.occurredAt))
         }
         try await open(&events, leavingSealed: leavingSealed) { try await connection.query($0) }
         let last = try rows.last.map { row in
@@ -554,8 +555,9 @@ public struct PostgresEventStore: Sendable {
     ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
         let events = Self.userEventRows(rows)
+        let columns = try EventColumns(events)
         return try events[range ?? events.indices].map { row in
-            try openedParsed(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
+            try openedParsed(try decode(row, columns: columns), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
         }
     }
 
@@ -601,7 +603,10 @@ public struct PostgresEventStore: Sendable {
     /// nothing of it (their payload then has no `personal` member: the type must decode without one).
     /// (Events about no one keep theirs sealed: ``readStream(_:after:)`` and the log's other readers open them.)
     public func decode(_ rows: some Sequence<PostgresRow>, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
-        try rows.map { row in try opened(try decode(row), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed) }
+        var columns = EventColumns.Found()
+        return try rows.map { row in
+            try opened(try decode(row, columns: columns.of(row)), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed)
+        }
     }
 
     /// `event` upcast, with its sealed part opened by its user's key (or, about no one, its ``ExpiringKeys``
@@ -641,7 +646,8 @@ public struct PostgresEventStore: Sendable {
     private func decode(
         _ rows: some Sequence<PostgresRow>, query: (PostgresQuery) async throws -> PostgresRows
     ) async throws -> [RecordedEvent] {
-        var events = try rows.map { try decode($0) }
+        var columns = EventColumns.Found()
+        var events = try rows.map { try decode($0, columns: columns.of($0)) }
         try await open(&events, query: query)
         return events
     }
@@ -661,19 +667,61 @@ public struct PostgresEventStore: Sendable {
         }
     }
 
-    /// One row as stored (sealed parts still sealed, no upcasters run); without `withMetadata`, its
-    /// metadata is left empty, unread. `stream` and `transactionId`, when given, are the row's own, read already.
+    /// One row as stored (sealed parts still sealed, no upcasters run), its cells found at `columns`; without
+    /// `withMetadata`, its metadata is left empty, unread. `stream` and `transactionId`, when given, are the
+    /// row's own, read already.
     private func decode(
-        _ row: PostgresRow, stream: StreamName? = nil, transactionId: UInt64? = nil, withMetadata: Bool = true
+        _ row: PostgresRow, columns: EventColumns, stream: StreamName? = nil, transactionId: UInt64? = nil, withMetadata: Bool = true
     ) throws -> RecordedEvent {
-        let metadata = withMetadata ? try EventMetadata.decodeStored(try row.decode("metadata", as: PostgresJSON.self).data) : EventMetadata()
+        var metadata = EventMetadata()
+        if withMetadata {
+            guard let column = columns.metadata else { throw PostgresError.decoding("no column \"metadata\" in the result") }
+            metadata = try EventMetadata.decodeStored(try row.decode(column, as: PostgresJSON.self).data)
+        }
         let event = RecordedEvent(
-            position: try row.decode("position"), transactionId: try transactionId ?? row.decode("tx"),
-            stream: try stream ?? StreamName(row.decode("stream")), version: try row.decode("version"),
-            id: try row.decode("event_id"), type: try row.decode("type"), schema: try row.decode("schema"),
-            data: try row.decode("data", as: PostgresJSON.self).data, metadata: metadata,
-            userId: try row.decode("user_id"), occurredAt: try row.decode("occurred_at"))
+            position: try row.decode(columns.position), transactionId: try transactionId ?? row.decode(columns.tx),
+            stream: try stream ?? StreamName(row.decode(columns.stream)), version: try row.decode(columns.version),
+            id: try row.decode(columns.eventId), type: try row.decode(columns.type), schema: try row.decode(columns.schema),
+            data: try row.decode(columns.data, as: PostgresJSON.self).data, metadata: metadata,
+            userId: try row.decode(columns.userId), occurredAt: try row.decode(columns.occurredAt))
         return event
+    }
+}
+
+/// Where the cells of an event row are in its result: found once a result, not at every cell (eleven
+/// scans of the column names a row were 3% of a history read's CPU).
+struct EventColumns {
+    let position, tx, stream, version, eventId, type, schema, data, userId, occurredAt: Int
+    /// Nil in a result read without it (``PostgresEventStore/columnsButMetadata``).
+    let metadata: Int?
+
+    init(_ rows: PostgresRows) throws {
+        func find(_ name: String) throws -> Int {
+            guard let column = rows.column(named: name) else {
+                throw PostgresError.decoding("no column \"\(name)\" in the result (columns: \(rows.columns.joined(separator: ", ")))")
+            }
+            return column
+        }
+        (position, tx, stream, version) = (try find("position"), try find("tx"), try find("stream"), try find("version"))
+        (eventId, type, schema, data) = (try find("event_id"), try find("type"), try find("schema"), try find("data"))
+        (userId, occurredAt) = (try find("user_id"), try find("occurred_at"))
+        metadata = rows.column(named: "metadata")
+    }
+
+    /// The columns of each row's result, for rows that may come from more than one (a stream read in two
+    /// parts): found again only when a row of another result comes.
+    struct Found {
+        private var last: (result: ObjectIdentifier?, columns: EventColumns)?
+
+        init() {}
+
+        mutating func of(_ row: PostgresRow) throws -> EventColumns {
+            let result = row.rows.resultIdentity
+            if let last, last.result == result { return last.columns }
+            let columns = try EventColumns(row.rows)
+            last = (result, columns)
+            return columns
+        }
     }
 }
 

@@ -94,6 +94,9 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         }
     }
 
+    /// Which result the rows read: equal for rows of one result.
+    var resultIdentity: ObjectIdentifier? { result.map(ObjectIdentifier.init) }
+
     /// The first column called `name`.
     func column(named name: String) -> Int? {
         if let columnIndex { return columnIndex[name] }
@@ -103,7 +106,8 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 
 /// One row of a result.
 public struct PostgresRow: Sendable {
-    fileprivate let rows: PostgresRows
+    /// The result the row is of.
+    let rows: PostgresRows
     fileprivate let row: Int
 
     /// Decodes the column called `name`.

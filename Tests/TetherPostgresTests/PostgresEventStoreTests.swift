@@ -151,6 +151,32 @@ struct PostgresEventStoreTests {
         #expect(try await store.readUser(user).map(\.id) == [stored.id])
     }
 
+    /// Rows are decoded by where their result holds each column, found once a result: a stream read in two
+    /// parts whose results order their columns differently decodes as the stream read at once, and a result
+    /// without a column the event needs is refused by name.
+    @Test func rowsOfResultsWithTheirColumnsInAnotherOrderDecodeAlike() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client()
+        defer { client.shutdown() }
+        let store = PostgresEventStore(client: client)
+        let user = UUID()
+        let metadata = EventMetadata(commandId: UUID(), actor: .user(user), surface: "v1")
+        try await store.append(
+            (1...4).map { NewEvent(type: "Noted", schema: 1, data: Data(#"{"n":\#($0)}"#.utf8), userId: $0.isMultiple(of: 2) ? user : nil) },
+            to: .user(user), expected: .noStream, metadata: metadata)
+        let expected = try await store.readStream(.user(user), after: 0)
+        #expect(expected.count == 4)
+        let order = "position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at"
+        let reversed = order.split(separator: ", ").reversed().joined(separator: ", ")
+        let first = try await client.query(PostgresQuery(unsafeSQL: "SELECT \(order) FROM events WHERE stream = 'user-\(user.lowercasedText)' AND version <= 2 ORDER BY version"))
+        let rest = try await client.query(PostgresQuery(unsafeSQL: "SELECT 0 AS padding, \(reversed) FROM events WHERE stream = 'user-\(user.lowercasedText)' AND version > 2 ORDER BY version"))
+        #expect(try store.decode(Array(first) + Array(rest), keys: [:]) == expected)
+        #expect(try store.decode(Array(rest) + Array(first), keys: [:]).map(\.version) == [3, 4, 1, 2])
+
+        let lacking = try await client.query(PostgresQuery(unsafeSQL: "SELECT position, tx, stream FROM events WHERE stream = 'user-\(user.lowercasedText)'"))
+        #expect { try store.decode(lacking, keys: [:]) } throws: { "\($0)".contains("no column \"version\"") }
+    }
+
     @Test func oldSchemasAreUpcastWhenRead() async throws {
         struct SplitName: EventUpcaster {
             let eventType = "ProfileChanged"
