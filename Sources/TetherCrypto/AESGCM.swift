@@ -31,6 +31,15 @@ public enum AESGCM: Sendable {
 
         /// Splits `nonce ‖ ciphertext ‖ tag`.
         public init(combined: [UInt8]) throws {
+            self = try combined.withUnsafeBufferPointer { try Self(splitting: $0) }
+        }
+
+        /// Splits `nonce ‖ ciphertext ‖ tag` held in `Data` (decoded from Base64, say), with no copy made first.
+        public init(combined: Data) throws {
+            self = try combined.withUnsafeBytes { try Self(splitting: $0.assumingMemoryBound(to: UInt8.self)) }
+        }
+
+        private init(splitting combined: UnsafeBufferPointer<UInt8>) throws {
             guard combined.count >= AESGCM.nonceByteCount + AESGCM.tagByteCount else {
                 throw CryptoError.invalidInput.with(detail: "sealed box is too short")
             }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TetherCrypto
 
@@ -23,6 +24,9 @@ struct AESGCMTests {
         let box = try AESGCM.seal(message, key: key, authenticating: aad)
         #expect(box.nonce.count == 12 && box.tag.count == 16)
         #expect(try AESGCM.open(AESGCM.SealedBox(combined: box.combined), key: key, authenticating: aad) == message)
+        // The same bytes in Data, a slice of a larger buffer among them, split alike.
+        #expect(try AESGCM.SealedBox(combined: Data(box.combined)) == box)
+        #expect(try AESGCM.SealedBox(combined: Data([9, 9] + box.combined).dropFirst(2)) == box)
     }
 
     @Test func anEmptyMessageWithAADSealsAndOpens() throws {
@@ -49,5 +53,6 @@ struct AESGCMTests {
         #expect(throws: CryptoError.invalidInput) { try AESGCM.seal([UInt8](), key: [UInt8](repeating: 0, count: 16)) }
         #expect(throws: CryptoError.invalidInput) { try AESGCM.seal([UInt8](), key: key, nonce: [UInt8](repeating: 0, count: 8)) }
         #expect(throws: CryptoError.invalidInput) { try AESGCM.SealedBox(combined: [UInt8](repeating: 0, count: 27)) }
+        #expect(throws: CryptoError.invalidInput) { try AESGCM.SealedBox(combined: Data(count: 27)) }
     }
 }

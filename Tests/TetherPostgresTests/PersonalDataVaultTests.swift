@@ -29,6 +29,18 @@ struct PersonalDataVaultTests {
         #expect(opened.metadata.clientIP == "192.0.2.1" && opened.metadata.userAgent == "Agent/1")
     }
 
+    /// What the log holds keeps opening: a part sealed as every event was, authenticating the text
+    /// `tether personal data <event id>`, opens into the payload and the metadata.
+    @Test func aPartSealedAuthenticatingTheEventsIdTextOpens() throws {
+        let event = NewEvent(type: "UserRegistered", data: Data(), userId: UUID())
+        let box = Array(#"{"personal":{"email":"ada@example.com"},"clientIP":"192.0.2.7"}"#.utf8)
+        let sealed = try AESGCM.seal(box, key: key, authenticating: Array("tether personal data \(event.id.uuidString.lowercased())".utf8))
+        let data = Data(#"{"\#(PersonalDataVault.sealedMember)":"\#(Data(sealed.combined).base64EncodedString())"}"#.utf8)
+        let opened = try PersonalDataVault.open(recorded(event, stored: (data, EventMetadata())), key: key)
+        #expect(try JOSEValue(parsing: opened.data) == JOSEValue(parsing: Data(#"{"personal":{"email":"ada@example.com"}}"#.utf8)))
+        #expect(opened.metadata.clientIP == "192.0.2.7")
+    }
+
     @Test func withoutTheKeyAPayloadReadsAsErased() throws {
         let event = NewEvent(type: "IdentityLinked", data: Data(#"{"uid":"001.a","personal":{"email":"a@b.c"}}"#.utf8), userId: UUID())
         let stored = try PersonalDataVault.seal(event, metadata: EventMetadata(), key: key)
