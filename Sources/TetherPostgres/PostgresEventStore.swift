@@ -553,11 +553,25 @@ public struct PostgresEventStore: Sendable {
     public func decodeUserEventsParsed(
         _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil, payloadsOnly: Bool = false
     ) throws -> [(event: RecordedEvent, payload: JOSEObject?)] {
+        var decoded: [(event: RecordedEvent, payload: JOSEObject?)] = []
+        decoded.reserveCapacity(range?.count ?? Self.userEventRows(rows).count)
+        try forEachUserEvent(rows, in: range, payloadsOnly: payloadsOnly) { decoded.append(($0, $1)) }
+        return decoded
+    }
+
+    /// Calls `body` with each event of ``decodeUserEventsParsed(_:in:payloadsOnly:)`` in order, making no array
+    /// of them: for a reader that turns each into something else at once (a history page's text).
+    public func forEachUserEvent(
+        _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil, payloadsOnly: Bool = false,
+        _ body: (_ event: RecordedEvent, _ payload: JOSEObject?) throws -> Void
+    ) throws {
         let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
         let events = Self.userEventRows(rows)
         let columns = try EventColumns(events)
-        return try events[range ?? events.indices].map { row in
-            try openedParsed(try decode(row, columns: columns), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
+        for row in events[range ?? events.indices] {
+            let (event, payload) = try openedParsed(
+                try decode(row, columns: columns), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
+            try body(event, payload)
         }
     }
 

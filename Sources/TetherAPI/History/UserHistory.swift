@@ -84,8 +84,16 @@ public struct UserHistory: Sendable {
     public func text(of userId: UUID, from rows: ArraySlice<PostgresRows>, limit: Int, replicaLagSeconds: Double? = nil) throws -> [UInt8] {
         let count = PostgresEventStore.userEventRows(rows).count
         let parts = try SideBySide.map(min(count, limit), minimumPart: Self.minimumPart) { [store] part in
-            let entries = try store.decodeUserEventsParsed(rows, in: part, payloadsOnly: true).map { HistoryEntry($0.event, payload: $0.payload) }
-            return [(text: HistoryPage.text(of: entries, first: part.lowerBound == 0), last: entries.last?.position)]
+            var text: [UInt8] = []
+            text.reserveCapacity(400 * part.count)
+            var last: Int64?
+            // Each entry written out as its event is opened: no array of events or of entries.
+            try store.forEachUserEvent(rows, in: part, payloadsOnly: true) { event, payload in
+                if last != nil || part.lowerBound > 0 { text.append(UInt8(ascii: ",")) }
+                HistoryEntry(event, payload: payload).write(to: &text)
+                last = event.position
+            }
+            return [(text: text, last: last)]
         }
         let page = HistoryPage(userId: userId, entries: [], nextAfter: count > limit ? parts.last?.last : nil, replicaLagSeconds: replicaLagSeconds)
         return try page.jsonBytes(eventsText: parts.map(\.text))
