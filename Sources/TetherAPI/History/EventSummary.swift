@@ -223,7 +223,9 @@ private final class Payload {
 
     /// The first eight characters of an id member (enough to tell sessions apart in one history).
     func shortID(_ key: String) -> String {
-        String(self[key].prefix(8)).lowercased()
+        let short = self[key].prefix(8)
+        // Ids are written in lower case: only one with an upper-case or non-ASCII byte is lowered (a new string).
+        return short.utf8.contains { $0 >= 0x80 || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? short.lowercased() : String(short)
     }
 
     /// An array member of strings.

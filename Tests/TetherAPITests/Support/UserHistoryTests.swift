@@ -372,6 +372,16 @@ struct UserHistoryTests {
         }
     }
 
+    /// An id in a summary is its first eight characters in lower case, whatever case it was written in.
+    @Test(arguments: [
+        ("0f9a2b7c-1111-4222-8333-444455556666", "0f9a2b7c"), ("0F9A2B7C-1111", "0f9a2b7c"), ("ÉÀé-ab12-x", "éàé-ab12"),
+        ("abc", "abc"), ("", ""),
+    ])
+    func aShortIDIsItsFirstEightCharactersInLowerCase(id: String, short: String) throws {
+        let data = try JSONEncoder().encode(["sessionId": id, "reason": "signed_out"])
+        #expect(EventSummary.describe(type: "SessionEnded", data: data).text == "session \(short) ended (signed_out)")
+    }
+
     @Test func anEntrysJSONHoldsEachOfItsMembersAsDocumented() throws {
         let user = UUID()
         let command = UUID()
