@@ -158,12 +158,15 @@ public struct AdminRoutes: Sendable {
                             throw Recorded(error: error)  // revoked since it was found: nothing to record it in
                         }
                     }
-                    // Recorded: a page that cannot be written out now (a server fault) is not recorded again.
+                    let writing: BlockingWork.Pending<[UInt8]>
                     do {
-                        return try await page.get().value
+                        writing = try page.get()
                     } catch {
-                        throw Recorded(error: error)
+                        throw Recorded(error: error)  // the 404, recorded as such
                     }
+                    // A page that cannot be written out (a server fault: an event that does not decode) fails after
+                    // its record of 200 committed; the failure is recorded too, as a second record with its status.
+                    return try await writing.value
                 }
             }
             return HTTPResponse.json(text: text)
