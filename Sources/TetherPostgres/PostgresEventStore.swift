@@ -725,15 +725,15 @@ struct EventColumns {
     /// The columns of each row's result, for rows that may come from more than one (a stream read in two
     /// parts): found again only when a row of another result comes.
     struct Found {
-        private var last: (result: ObjectIdentifier?, columns: EventColumns)?
+        /// The last result's rows (held, so that no other result takes its address meanwhile) and columns.
+        private var last: (rows: PostgresRows, columns: EventColumns)?
 
         init() {}
 
         mutating func of(_ row: PostgresRow) throws -> EventColumns {
-            let result = row.rows.resultIdentity
-            if let last, last.result == result { return last.columns }
+            if let last, last.rows.resultIdentity == row.rows.resultIdentity { return last.columns }
             let columns = try EventColumns(row.rows)
-            last = (result, columns)
+            last = (row.rows, columns)
             return columns
         }
     }

@@ -135,39 +135,36 @@ public struct AdminRoutes: Sendable {
                 let record = AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200))
                 return (record, .success(history.startWriting(of: id, from: rows.prefix(count), limit: limit, replicaLagSeconds: lag)))
             }
-            let text: [UInt8]
-            do {
-                text = try await history.timed {
-                    let page: Result<BlockingWork.Pending<[UInt8]>, AccountError>
-                    if let replica {
-                        // On the standby, in one round trip with its lag; then the record, on the primary.
-                        let rows = try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
-                        let (record, read) = answer(rows.dropLast(), try ReadReplica.lag(from: rows[rows.endIndex - 1]))
-                        do {
-                            try await keys.record(record, keyId: key.id, metadata: metadata)
-                        } catch {
-                            throw Recorded(error: error)
-                        }
-                        page = read
-                    } else {
-                        // The page is read in its record's transaction, in the same round trip as the record's locks:
-                        // the reader waits for one round trip more than the read, the commit of the record.
-                        do {
-                            page = try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads) { rows in answer(rows, nil) }
-                        } catch let error as AdminError where error == .invalidKey {
-                            throw Recorded(error: error)  // revoked since it was found: nothing to record it in
-                        }
-                    }
-                    let writing: BlockingWork.Pending<[UInt8]>
+            let text: [UInt8] = try await history.timed {
+                let page: Result<BlockingWork.Pending<[UInt8]>, AccountError>
+                if let replica {
+                    // On the standby, in one round trip with its lag; then the record, on the primary.
+                    let rows = try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
+                    let (record, read) = answer(rows.dropLast(), try ReadReplica.lag(from: rows[rows.endIndex - 1]))
                     do {
-                        writing = try page.get()
+                        try await keys.record(record, keyId: key.id, metadata: metadata)
                     } catch {
-                        throw Recorded(error: error)  // the 404, recorded as such
+                        throw Recorded(error: error)
                     }
-                    // A page that cannot be written out (a server fault: an event that does not decode) fails after
-                    // its record of 200 committed; the failure is recorded too, as a second record with its status.
-                    return try await writing.value
+                    page = read
+                } else {
+                    // The page is read in its record's transaction, in the same round trip as the record's locks:
+                    // the reader waits for one round trip more than the read, the commit of the record.
+                    do {
+                        page = try await keys.record(keyId: key.id, about: id, metadata: metadata, reading: reads) { rows in answer(rows, nil) }
+                    } catch let error as AdminError where error == .invalidKey {
+                        throw Recorded(error: error)  // revoked since it was found: nothing to record it in
+                    }
                 }
+                let writing: BlockingWork.Pending<[UInt8]>
+                do {
+                    writing = try page.get()
+                } catch {
+                    throw Recorded(error: error)  // the 404, recorded as such
+                }
+                // A page that cannot be written out (a server fault: an event that does not decode) fails after
+                // its record of 200 committed; the failure is recorded too, as a second record with its status.
+                return try await writing.value
             }
             return HTTPResponse.json(text: text)
         }

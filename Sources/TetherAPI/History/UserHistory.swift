@@ -32,7 +32,7 @@ public struct UserHistory: Sendable {
     /// Registers `tether_history_query_duration_seconds` in `registry`.
     public static func latencyHistogram(in registry: MetricsRegistry) -> Histogram {
         registry.histogram(
-            "tether_history_query_duration_seconds", help: "Duration of one query of a user's history (one page).",
+            "tether_history_query_duration_seconds", help: "Duration of one page of a user's history, from its read to its written text.",
             buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5])
     }
 
