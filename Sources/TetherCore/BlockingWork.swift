@@ -47,6 +47,11 @@ public enum BlockingWork {
             waiter?.resume(with: result)
         }
 
+        /// Whether a caller waits for the result (for tests that order a wait before the work's end).
+        var isAwaited: Bool {
+            state.withLock { if case .awaited = $0 { true } else { false } }
+        }
+
         /// The work's result, once it has finished (at once if it has).
         public var value: T {
             get async throws {

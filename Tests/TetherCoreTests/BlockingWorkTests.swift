@@ -1,6 +1,6 @@
 import Dispatch
 import Testing
-import TetherCore
+@testable import TetherCore
 
 @Suite("Blocking work started now and awaited later")
 struct BlockingWorkTests {
@@ -12,12 +12,14 @@ struct BlockingWorkTests {
         held.suspend()
         let early = BlockingWork.start(on: held) { 6 * 7 }
         async let waited = early.value
-        try await Task.sleep(for: .milliseconds(50))
+        while !early.isAwaited { await Task.yield() }
         held.resume()
         #expect(try await waited == 42)
 
-        let late = BlockingWork.start { "done" }
-        try await Task.sleep(for: .milliseconds(50))
+        let serial = DispatchQueue(label: "serial")
+        let late = BlockingWork.start(on: serial) { "done" }
+        serial.sync {}  // the work and its finish ran before this
+        #expect(!late.isAwaited)
         #expect(try await late.value == "done")
     }
 

@@ -212,20 +212,29 @@ struct UserHistoryTests {
                 method: "GET", target: "/v1/admin/users/\(id)/history", headers: ["Authorization": "Bearer \(support.secret)"])
             async let answered = routes.respond(to: request)
 
-            var recorded = false
-            for _ in 0..<400 where !recorded {
-                recorded = try await harness.owner.query("""
-                    SELECT 1 FROM events WHERE stream = \(StreamName.adminKey(support.key.id).rawValue) AND type = 'AdminHistoryViewed'
-                    """).count == 1
-                if !recorded { try await Task.sleep(for: .milliseconds(25)) }
+            // The queue is resumed whatever the checks meet: a failed query must fail the test, not leave the
+            // page's writing (and the `async let` awaited at the scope's end) held for ever.
+            let checked: Result<(recorded: Bool, free: Bool), any Error>
+            do {
+                var recorded = false
+                for _ in 0..<400 where !recorded {
+                    recorded = try await harness.owner.query("""
+                        SELECT 1 FROM events WHERE stream = \(StreamName.adminKey(support.key.id).rawValue) AND type = 'AdminHistoryViewed'
+                        """).count == 1
+                    if !recorded { try await Task.sleep(for: .milliseconds(25)) }
+                }
+                let free: Bool = try await harness.owner.withTransactionJob { job in
+                    try job.runAlone(["SELECT pg_try_advisory_xact_lock(hashtextextended(\(StreamName.user(user).rawValue), 0)) AS free"])
+                }.last![0].decode("free")
+                checked = .success((recorded, free))
+            } catch {
+                checked = .failure(error)
             }
+            writing.resume()
+            let (recorded, free) = try checked.get()
             #expect(recorded, "the record is in the log while the page waits to be written")
-            let free: Bool = try await harness.owner.withTransactionJob { job in
-                try job.runAlone(["SELECT pg_try_advisory_xact_lock(hashtextextended(\(StreamName.user(user).rawValue), 0)) AS free"])
-            }.last![0].decode("free")
             #expect(free, "a command of the user takes their stream lock at once")
 
-            writing.resume()
             let response = try await answered
             #expect(response.status == 200)
             let events = try JSONDecoder().decode(JSONValue.self, from: Data(response.body))["events"]?.elements ?? []
