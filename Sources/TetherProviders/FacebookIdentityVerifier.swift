@@ -44,7 +44,7 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
     private func verifyLimitedLogin(_ token: String, rawNonce: String?) async throws -> VerifiedIdentity {
         let checked = try await limitedLogin.check(token, rawNonce: rawNonce)
         let claims = checked.claims
-        guard let jwtID = try limitedLogin.string(claims, "jti"), !jwtID.trimmingCharacters(in: .whitespaces).isEmpty else {
+        guard let jwtID = try limitedLogin.string(claims, "jti"), !jwtID.allSatisfy(\.isWhitespace) else {
             throw limitedLogin.fail(.invalidCredential(.tokenID), "jti missing or empty")
         }
         var identity = VerifiedIdentity(

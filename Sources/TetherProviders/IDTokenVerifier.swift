@@ -64,7 +64,7 @@ struct IDTokenVerifier: Sendable {
         guard let issuer = jwt.claims.issuer, acceptedIssuers.contains(issuer) else {
             throw fail(.invalidCredential(.issuer), "iss \(jwt.claims.issuer ?? "missing")")
         }
-        guard let subject = jwt.claims.subject, !subject.trimmingCharacters(in: .whitespaces).isEmpty else {
+        guard let subject = jwt.claims.subject, !subject.allSatisfy(\.isWhitespace) else {
             throw fail(.invalidCredential(.subject), "sub missing or empty")
         }
         return CheckedToken(jwt: jwt, subject: subject, nonce: try nonce(of: jwt.claims, rawNonce: rawNonce))

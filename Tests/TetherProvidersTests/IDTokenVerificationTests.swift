@@ -9,7 +9,7 @@ import TetherProviders
 /// A flaw a minted ID token can have, the request that produces it, and the check that must catch it.
 enum TokenDefect: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case wrongAudience, wrongIssuer, expired, issuedInFuture, tooOld, badSignature, algNone, hs256SignedWithPublicKey,
-        unknownKeyID, missingSubject, emptySubject, missingExpiry, nonceWithoutRawNonce, rawNonceWithoutNonce,
+        unknownKeyID, missingSubject, emptySubject, blankSubject, missingExpiry, nonceWithoutRawNonce, rawNonceWithoutNonce,
         nonceMismatch
 
     var testDescription: String { rawValue }
@@ -29,6 +29,8 @@ enum TokenDefect: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .unknownKeyID: ["header": ["kid": "no-such-key"]]
         case .missingSubject: ["claims": ["sub": nil]]
         case .emptySubject: ["sub": ""]
+        // Spaces, a tab and line breaks name no one either.
+        case .blankSubject: ["sub": " \t\n\r "]
         case .missingExpiry: ["claims": ["exp": nil]]
         case .nonceWithoutRawNonce, .nonceMismatch: ["rawNonce": "nonce-minted-into-the-token"]
         case .rawNonceWithoutNonce: [:]
@@ -53,7 +55,7 @@ enum TokenDefect: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .badSignature: .signature
         case .algNone, .hs256SignedWithPublicKey: .algorithm
         case .unknownKeyID: .unknownKey
-        case .missingSubject, .emptySubject: .subject
+        case .missingSubject, .emptySubject, .blankSubject: .subject
         case .missingExpiry: .missingClaim
         case .nonceWithoutRawNonce, .rawNonceWithoutNonce: .nonceMissing
         case .nonceMismatch: .nonceMismatch
@@ -257,7 +259,7 @@ struct FacebookLimitedLoginTests {
         #expect(identity.rawClaims["jti"] != nil)
     }
 
-    @Test(arguments: [JSONValue.null, .string("")])
+    @Test(arguments: [JSONValue.null, .string(""), .string(" \n ")])
     func limitedLoginTokenWithoutTokenIDIsRejected(jti: JSONValue) async throws {
         let fixture = try await DevIdPFixture.shared.get()
         let token = try await fixture.idToken(.facebook, ["claims": ["jti": jti]])
