@@ -8,12 +8,16 @@ import TetherCrypto
 /// The file holds 32 random bytes in base64 on one line; `tether dev` makes one under `.tether/`.
 public struct MasterKey: Sendable, Hashable {
     public let bytes: [UInt8]
+    /// What names the key in what it wraps: the first 8 bytes of a SHA-256 of it (it reveals nothing of the
+    /// key). Hashed once: every key unwrapped (a user's, at each of their commands) is matched by it.
+    public let id: [UInt8]
 
     public init(bytes: [UInt8]) throws {
         guard bytes.count == AESGCM.keyByteCount else {
             throw CryptoError.invalidInput.with(detail: "a master key is \(AESGCM.keyByteCount) bytes, not \(bytes.count)")
         }
         self.bytes = bytes
+        self.id = Array(DigestAlgorithm.sha256.hash(Array("tether master key id".utf8) + bytes).prefix(8))
     }
 
     /// A new random key.
@@ -50,9 +54,6 @@ public struct MasterKey: Sendable, Hashable {
         }
         return key
     }
-
-    /// What names the key in what it wraps: the first 8 bytes of a SHA-256 of it (it reveals nothing of the key).
-    public var id: [UInt8] { Array(DigestAlgorithm.sha256.hash(Array("tether master key id".utf8) + bytes).prefix(8)) }
 }
 
 /// The master keys a process knows: the current one wraps; it and the others (a rotation's old one)
@@ -90,7 +91,7 @@ public struct MasterKeyRing: Sendable, Hashable {
     /// - Throws: when it was wrapped by a master key this ring does not hold, or for another row.
     public func unwrap(_ stored: [UInt8], context: String) throws -> [UInt8] {
         guard let id = Self.masterKeyID(of: stored) else { return stored }
-        guard let key = ([current] + others).first(where: { $0.id == id }) else {
+        guard let key = current.id == id ? current : others.first(where: { $0.id == id }) else {
             throw CryptoError.invalidInput.with(detail: "a stored key was wrapped by a master key this server does not have (id \(id.hexString))")
         }
         return try AESGCM.open(try AESGCM.SealedBox(combined: Array(stored.dropFirst(Self.magic.count + 8))), key: key.bytes,
