@@ -44,6 +44,11 @@ public struct HTTPResponse: Sendable, Equatable {
         json(text: try value.jsonBytes(), status: status, headers: headers)
     }
 
+    /// A JSON response of a value that writes its own text (``JSONTextWritable``).
+    public static func json(_ value: some JSONTextWritable, status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
+        json(text: value.jsonText, status: status, headers: headers)
+    }
+
     /// A JSON response of a body already written as JSON text.
     public static func json(text body: [UInt8], status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
         HTTPResponse(status: status, headers: headers.setting(contentType: "application/json"), body: body)

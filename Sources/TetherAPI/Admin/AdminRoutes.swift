@@ -268,7 +268,7 @@ public struct AdminRoutes: Sendable {
             }
             let user = UserBody(account)
             let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))
-            return (try HTTPResponse.json(["user": user]), record)
+            return (HTTPResponse.json(UserAnswer(user: user)), record)
         }
     }
 

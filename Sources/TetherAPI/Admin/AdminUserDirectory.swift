@@ -151,7 +151,7 @@ public struct AdminUserDirectory: Sendable {
             WHERE user_id = \(id) AND confirmed_at IS NOT NULL ORDER BY enrolled_at, id
             """)
         return [
-            "user": try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(user)),
+            "user": try user.jsonValue,
             "validSince": Self.time(try extra.first?.decode("valid_since", as: Date?.self) ?? nil),
             "activeSessionCount": .int(try extra.first?.decode("active_sessions") ?? 0),
             "sessions": .array(try sessions.map { row in

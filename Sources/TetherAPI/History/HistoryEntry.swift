@@ -56,7 +56,7 @@ public struct HistoryEntry: Sendable, Hashable {
         JSONText.writeVerbatim(#"{"actor":"#, to: &output)
         if let actor {
             JSONText.writeVerbatim(#"{"id":"#, to: &output)
-            Self.write(actor.id, to: &output)
+            JSONText.writeString(actor.id, to: &output)
             JSONText.writeVerbatim(#","kind":"#, to: &output)
             JSONText.writeString(actor.kind, to: &output)
             output.append(UInt8(ascii: "}"))
@@ -64,17 +64,15 @@ public struct HistoryEntry: Sendable, Hashable {
             JSONText.writeVerbatim("null", to: &output)
         }
         JSONText.writeVerbatim(#","clientIP":"#, to: &output)
-        Self.write(clientIP, to: &output)
+        JSONText.writeString(clientIP, to: &output)
         JSONText.writeVerbatim(#","commandId":"#, to: &output)
         if let commandId {
-            output.append(UInt8(ascii: "\""))
-            commandId.writeLowercased(to: &output)
-            output.append(UInt8(ascii: "\""))
+            JSONText.writeLowercased(commandId, to: &output)
         } else {
             JSONText.writeVerbatim("null", to: &output)
         }
         JSONText.writeVerbatim(#","personalDataErased":"#, to: &output)
-        JSONText.writeVerbatim(summary.isPersonalDataErased ? "true" : "false", to: &output)
+        JSONText.writeBool(summary.isPersonalDataErased, to: &output)
         JSONText.writeVerbatim(#","position":"#, to: &output)
         output += String(position).utf8
         JSONText.writeVerbatim(#","stream":"#, to: &output)
@@ -82,19 +80,14 @@ public struct HistoryEntry: Sendable, Hashable {
         JSONText.writeVerbatim(#","summary":"#, to: &output)
         JSONText.writeString(summary.text, to: &output)
         JSONText.writeVerbatim(#","surface":"#, to: &output)
-        Self.write(surface, to: &output)
+        JSONText.writeString(surface, to: &output)
         JSONText.writeVerbatim(#","time":""#, to: &output)
         ISO8601Milliseconds.write(occurredAt, to: &output)
         JSONText.writeVerbatim(#"","type":"#, to: &output)
         JSONText.writeString(type, to: &output)
         JSONText.writeVerbatim(#","userAgent":"#, to: &output)
-        Self.write(userAgent, to: &output)
+        JSONText.writeString(userAgent, to: &output)
         output.append(UInt8(ascii: "}"))
-    }
-
-    /// A string, or `null`.
-    private static func write(_ text: String?, to output: inout [UInt8]) {
-        if let text { JSONText.writeString(text, to: &output) } else { JSONText.writeVerbatim("null", to: &output) }
     }
 }
 

@@ -3,8 +3,8 @@ import TetherCore
 import TetherPostgres
 
 /// `User` of API.md, read from the projections.
-struct UserBody: Encodable, Sendable {
-    struct Identity: Encodable, Sendable {
+struct UserBody: JSONTextWritable, Sendable {
+    struct Identity: Sendable {
         var provider: String
         var uid: String
         var email: String?
@@ -16,16 +16,24 @@ struct UserBody: Encodable, Sendable {
         var emailForwarding: Bool?
 
         /// Unknown values are `null`, as in `User`, rather than absent (`emailForwarding` is absent unless known).
-        func encode(to encoder: any Encoder) throws {
-            enum Keys: String, CodingKey { case provider, uid, email, emailVerified, displayName, linkedAt, emailForwarding }
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(provider, forKey: .provider)
-            try container.encode(uid, forKey: .uid)
-            try container.encode(email, forKey: .email)
-            try container.encode(emailVerified, forKey: .emailVerified)
-            try container.encode(displayName, forKey: .displayName)
-            try container.encode(linkedAt, forKey: .linkedAt)
-            try container.encodeIfPresent(emailForwarding, forKey: .emailForwarding)
+        func writeJSON(to output: inout [UInt8]) {
+            JSONText.writeVerbatim(#"{"displayName":"#, to: &output)
+            JSONText.writeString(displayName, to: &output)
+            JSONText.writeVerbatim(#","email":"#, to: &output)
+            JSONText.writeString(email, to: &output)
+            if let emailForwarding {
+                JSONText.writeVerbatim(#","emailForwarding":"#, to: &output)
+                JSONText.writeBool(emailForwarding, to: &output)
+            }
+            JSONText.writeVerbatim(#","emailVerified":"#, to: &output)
+            JSONText.writeBool(emailVerified, to: &output)
+            JSONText.writeVerbatim(#","linkedAt":"#, to: &output)
+            JSONText.writeString(linkedAt, to: &output)
+            JSONText.writeVerbatim(#","provider":"#, to: &output)
+            JSONText.writeString(provider, to: &output)
+            JSONText.writeVerbatim(#","uid":"#, to: &output)
+            JSONText.writeString(uid, to: &output)
+            output.append(UInt8(ascii: "}"))
         }
     }
 
@@ -71,27 +79,47 @@ struct UserBody: Encodable, Sendable {
             mfa: factors)
     }
 
-    func encode(to encoder: any Encoder) throws {
-        enum Keys: String, CodingKey {
-            case id, email, emailVerified, displayName, photoUrl, disabled, isAnonymous, createdAt, lastSignInAt, identities, mfa
-        }
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.lowercasedText, forKey: .id)
-        try container.encode(email, forKey: .email)
-        try container.encode(emailVerified, forKey: .emailVerified)
-        try container.encode(displayName, forKey: .displayName)
-        try container.encode(photoUrl, forKey: .photoUrl)
-        try container.encode(disabled, forKey: .disabled)
-        try container.encode(isAnonymous, forKey: .isAnonymous)
-        try container.encode(createdAt, forKey: .createdAt)
-        try container.encode(lastSignInAt, forKey: .lastSignInAt)
-        try container.encode(identities, forKey: .identities)
-        try container.encode(mfa, forKey: .mfa)
+    /// Members in UTF-8 order of their names; unknown values are `null`.
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"createdAt":"#, to: &output)
+        JSONText.writeString(createdAt, to: &output)
+        JSONText.writeVerbatim(#","disabled":"#, to: &output)
+        JSONText.writeBool(disabled, to: &output)
+        JSONText.writeVerbatim(#","displayName":"#, to: &output)
+        JSONText.writeString(displayName, to: &output)
+        JSONText.writeVerbatim(#","email":"#, to: &output)
+        JSONText.writeString(email, to: &output)
+        JSONText.writeVerbatim(#","emailVerified":"#, to: &output)
+        JSONText.writeBool(emailVerified, to: &output)
+        JSONText.writeVerbatim(#","id":"#, to: &output)
+        JSONText.writeLowercased(id, to: &output)
+        JSONText.writeVerbatim(#","identities":"#, to: &output)
+        JSONText.writeArray(identities, to: &output) { $0.writeJSON(to: &$1) }
+        JSONText.writeVerbatim(#","isAnonymous":"#, to: &output)
+        JSONText.writeBool(isAnonymous, to: &output)
+        JSONText.writeVerbatim(#","lastSignInAt":"#, to: &output)
+        JSONText.writeString(lastSignInAt, to: &output)
+        JSONText.writeVerbatim(#","mfa":"#, to: &output)
+        JSONText.writeArray(mfa, to: &output) { $0.writeJSON(to: &$1) }
+        JSONText.writeVerbatim(#","photoUrl":"#, to: &output)
+        JSONText.writeString(photoUrl, to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
+}
+
+/// `{"user": User}`: the answer of the routes that change a user.
+struct UserAnswer: JSONTextWritable, Sendable {
+    var user: UserBody
+
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"user":"#, to: &output)
+        user.writeJSON(to: &output)
+        output.append(UInt8(ascii: "}"))
     }
 }
 
 /// The `session` member of sign-in and refresh answers.
-struct SessionBody: Encodable, Sendable {
+struct SessionBody: Sendable {
     var id: UUID
     var accessToken: String
     /// `DPoP` for a session bound to a device key (RFC 9449 §5), `Bearer` otherwise.
@@ -99,14 +127,18 @@ struct SessionBody: Encodable, Sendable {
     var expiresIn: Int
     var refreshToken: String
 
-    func encode(to encoder: any Encoder) throws {
-        enum Keys: String, CodingKey { case id, accessToken, tokenType, expiresIn, refreshToken }
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.lowercasedText, forKey: .id)
-        try container.encode(accessToken, forKey: .accessToken)
-        try container.encode(tokenType, forKey: .tokenType)
-        try container.encode(expiresIn, forKey: .expiresIn)
-        try container.encode(refreshToken, forKey: .refreshToken)
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"accessToken":"#, to: &output)
+        JSONText.writeString(accessToken, to: &output)
+        JSONText.writeVerbatim(#","expiresIn":"#, to: &output)
+        JSONText.writeInteger(expiresIn, to: &output)
+        JSONText.writeVerbatim(#","id":"#, to: &output)
+        JSONText.writeLowercased(id, to: &output)
+        JSONText.writeVerbatim(#","refreshToken":"#, to: &output)
+        JSONText.writeString(refreshToken, to: &output)
+        JSONText.writeVerbatim(#","tokenType":"#, to: &output)
+        JSONText.writeString(tokenType, to: &output)
+        output.append(UInt8(ascii: "}"))
     }
 
     init(id: UUID, accessToken: String, isBound: Bool, expiresIn: Int, refreshToken: String) {
@@ -118,19 +150,39 @@ struct SessionBody: Encodable, Sendable {
     }
 }
 
-struct SignInResponse: Encodable, Sendable {
+/// The answer of a sign-in: `{"isNewUser", "session", "user"}`.
+struct SignInResponse: JSONTextWritable, Sendable {
     var user: UserBody
     var isNewUser: Bool
     var session: SessionBody
+
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"isNewUser":"#, to: &output)
+        JSONText.writeBool(isNewUser, to: &output)
+        JSONText.writeVerbatim(#","session":"#, to: &output)
+        session.writeJSON(to: &output)
+        JSONText.writeVerbatim(#","user":"#, to: &output)
+        user.writeJSON(to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
 }
 
-struct RefreshResponse: Encodable, Sendable {
+/// The answer of a refresh and of a second factor's sign-in: `{"session", "user"}`.
+struct RefreshResponse: JSONTextWritable, Sendable {
     var user: UserBody
     var session: SessionBody
+
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"session":"#, to: &output)
+        session.writeJSON(to: &output)
+        JSONText.writeVerbatim(#","user":"#, to: &output)
+        user.writeJSON(to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
 }
 
 /// A second factor as API.md shows it: `{"id","type","displayName","enrolledAt","phoneHint"?}`.
-struct FactorBody: Encodable, Sendable {
+struct FactorBody: JSONTextWritable, Encodable, Sendable {
     var id: UUID
     var type: String
     var displayName: String?
@@ -151,14 +203,25 @@ struct FactorBody: Encodable, Sendable {
     }
 
     /// `phoneHint` only for phone factors; `displayName` always, `null` when unnamed.
+    func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeVerbatim(#"{"displayName":"#, to: &output)
+        JSONText.writeString(displayName, to: &output)
+        JSONText.writeVerbatim(#","enrolledAt":"#, to: &output)
+        JSONText.writeString(enrolledAt, to: &output)
+        JSONText.writeVerbatim(#","id":"#, to: &output)
+        JSONText.writeLowercased(id, to: &output)
+        if let phoneHint {
+            JSONText.writeVerbatim(#","phoneHint":"#, to: &output)
+            JSONText.writeString(phoneHint, to: &output)
+        }
+        JSONText.writeVerbatim(#","type":"#, to: &output)
+        JSONText.writeString(type, to: &output)
+        output.append(UInt8(ascii: "}"))
+    }
+
+    /// The written text's value: a factor is also a member of the enrolment and challenge answers.
     func encode(to encoder: any Encoder) throws {
-        enum Keys: String, CodingKey { case id, type, displayName, enrolledAt, phoneHint }
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(id.lowercasedText, forKey: .id)
-        try container.encode(type, forKey: .type)
-        try container.encode(displayName, forKey: .displayName)
-        try container.encode(enrolledAt, forKey: .enrolledAt)
-        try container.encodeIfPresent(phoneHint, forKey: .phoneHint)
+        try encodeWrittenJSON(to: encoder)
     }
 }
 

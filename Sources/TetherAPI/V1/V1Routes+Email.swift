@@ -39,7 +39,7 @@ extension V1Routes {
         router.post("/v1/password-reset/confirm") { request in
             let body = try request.decodeJSON(ResetBody.self)
             let account = try await email.resetPassword(code: body.code, newPassword: body.newPassword, context: context(request, nil))
-            return try HTTPResponse.json(["user": UserBody(account)])
+            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
         }
         router.post("/v1/users/me/email-verification") { request in
             let claims = try await authenticate(request)
@@ -52,7 +52,7 @@ extension V1Routes {
             let caller = request.headers["authorization"] == nil ? nil : try await authenticate(request).userId
             let account = try await email.confirm(
                 code: body.code, purposes: [.verifyEmail, .changeEmail], caller: caller, emailRequest(request, caller, locale: nil))
-            return try HTTPResponse.json(["user": UserBody(account)])
+            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
         }
         router.post("/v1/users/me/email") { request in
             let claims = try await authenticate(request)
@@ -64,7 +64,7 @@ extension V1Routes {
         router.post("/v1/email-change/undo") { request in
             let body = try request.decodeJSON(CodeBody.self)
             let account = try await email.confirm(code: body.code, purposes: [.undoEmailChange], emailRequest(request, nil, locale: nil))
-            return try HTTPResponse.json(["user": UserBody(account)])
+            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
         }
     }
 

@@ -49,7 +49,7 @@ extension V1Routes {
                 try await accounts.removeFactor(
                     userId: claims.userId, factorId: try Self.factorId(request.pathParameters["factorId"] ?? ""),
                     authTime: claims.authTime, context: context(request, claims.userId))
-                return try HTTPResponse.json(["user": try await user(claims.userId)])
+                return HTTPResponse.json(UserAnswer(user: try await user(claims.userId)))
             }
         }
         router.post("/v1/users/me/mfa/recovery-codes") { request in
@@ -84,7 +84,7 @@ extension V1Routes {
                     code: body.code, recoveryCode: body.recoveryCode, session: session, context: context(request, pending.userId))
                 let access = try await issuer.issue(
                     userId: pending.userId, sessionId: started.id, authTime: started.authTime, amr: started.amr, jkt: started.jkt)
-                return try HTTPResponse.json(RefreshResponse(
+                return HTTPResponse.json(RefreshResponse(
                     user: try await user(pending.userId),
                     session: SessionBody(id: started.id, accessToken: access.token, isBound: started.jkt != nil,
                                          expiresIn: access.expiresIn, refreshToken: refreshToken)))

@@ -60,7 +60,7 @@ public struct V1Routes: Sendable {
         }
         router.get("/v1/users/me") { request in
             let claims = try await authenticate(request)
-            return try HTTPResponse.json(["user": try await user(claims.userId)])
+            return HTTPResponse.json(UserAnswer(user: try await user(claims.userId)))
         }
         router.post("/v1/users/me/identities") { request in
             let claims = try await authenticate(request)
@@ -71,7 +71,7 @@ public struct V1Routes: Sendable {
             return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 let account = try await accounts.unlink(
                     provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
-                return try HTTPResponse.json(["user": UserBody(account)])
+                return HTTPResponse.json(UserAnswer(user: UserBody(account)))
             }
         }
         router.post("/v1/sessions/refresh") { request in
@@ -139,7 +139,7 @@ public struct V1Routes: Sendable {
         let account = try await commands.link(LinkCommand(
             credential: try ProviderCredential(provider: body.provider, credential: body.credential ?? .null), userId: claims.userId,
             context: context(request, claims.userId)))
-        return try HTTPResponse.json(["user": UserBody(account)])
+        return HTTPResponse.json(UserAnswer(user: UserBody(account)))
     }
 
     private struct RefreshBody: Decodable {
@@ -158,7 +158,7 @@ public struct V1Routes: Sendable {
             userId: rotated.userId, sessionId: rotated.sessionId, authTime: rotated.authTime, amr: rotated.amr, jkt: rotated.jkt)
         let session = SessionBody(
             id: rotated.sessionId, accessToken: access.token, isBound: rotated.jkt != nil, expiresIn: access.expiresIn, refreshToken: next)
-        return try HTTPResponse.json(RefreshResponse(user: UserBody(rotated.account), session: session))
+        return HTTPResponse.json(RefreshResponse(user: UserBody(rotated.account), session: session))
     }
 
     // MARK: Pieces
@@ -212,7 +212,7 @@ public struct V1Routes: Sendable {
             session: SessionBody(
                 id: session.id, accessToken: access.token, isBound: session.jkt != nil, expiresIn: access.expiresIn,
                 refreshToken: refreshToken))
-        return try HTTPResponse.json(body, status: isNewUser ? 201 : 200)
+        return HTTPResponse.json(body, status: isNewUser ? 201 : 200)
     }
 
     func context(_ request: HTTPRequest, _ userId: UUID?) -> CommandContext {

@@ -1,0 +1,66 @@
+import Foundation
+
+/// A value that writes its own JSON text: compact, its members in UTF-8 order of their names, the
+/// bytes ``JSONValue/jsonBytes()`` writes for the same value. For answers written on every request,
+/// such as a sign-in's, where an `Encoder` would build a tree of members and sort it each time.
+public protocol JSONTextWritable {
+    /// Appends the value's JSON text to `output`.
+    func writeJSON(to output: inout [UInt8])
+}
+
+extension JSONTextWritable {
+    /// The value's JSON text.
+    public var jsonText: [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(512)
+        writeJSON(to: &output)
+        return output
+    }
+
+    /// The value the text holds, for a caller that puts it into a larger ``JSONValue``.
+    public var jsonValue: JSONValue {
+        get throws { try CompactJSONDecoder().decode(JSONValue.self, from: jsonText) }
+    }
+}
+
+extension JSONTextWritable where Self: Encodable {
+    /// Encodes the value of the written text: for a type that is also a member of larger `Encodable`
+    /// answers, so that ``writeJSON(to:)`` stays its one description.
+    public func encodeWrittenJSON(to encoder: any Encoder) throws {
+        try jsonValue.encode(to: encoder)
+    }
+}
+
+extension JSONText {
+    /// Writes `value` as a JSON string, or `null` for nil.
+    public static func writeString(_ value: String?, to output: inout [UInt8]) {
+        if let value { writeString(value, to: &output) } else { writeVerbatim("null", to: &output) }
+    }
+
+    /// Writes `true` or `false`.
+    public static func writeBool(_ value: Bool, to output: inout [UInt8]) {
+        if value { writeVerbatim("true", to: &output) } else { writeVerbatim("false", to: &output) }
+    }
+
+    /// Writes an integer in decimal.
+    public static func writeInteger(_ value: Int, to output: inout [UInt8]) {
+        output += String(value).utf8
+    }
+
+    /// Writes `id` as a JSON string of its lower-case text.
+    public static func writeLowercased(_ id: UUID, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        id.writeLowercased(to: &output)
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Writes `elements` as a JSON array, each written by `write`.
+    public static func writeArray<Element>(_ elements: [Element], to output: inout [UInt8], _ write: (Element, inout [UInt8]) -> Void) {
+        output.append(UInt8(ascii: "["))
+        for (offset, element) in elements.enumerated() {
+            if offset > 0 { output.append(UInt8(ascii: ",")) }
+            write(element, &output)
+        }
+        output.append(UInt8(ascii: "]"))
+    }
+}
