@@ -21,7 +21,8 @@ import TetherCrypto
 /// Stored form: `rm1:` and base64 of nonce ‖ ciphertext ‖ tag.
 public struct ReadModelSeal: Sendable, Hashable {
     private let encryptionKey: [UInt8]
-    private let nonceKey: [UInt8]
+    /// Keyed once: every lookup of a sealed value (a sign-in's of its provider uid) makes a nonce.
+    private let nonceKey: HMACKey
 
     /// The name of the stored key's row in `hash_keys`.
     public static let keyName = "read-models"
@@ -33,14 +34,14 @@ public struct ReadModelSeal: Sendable, Hashable {
             throw CryptoError.invalidInput.with(detail: "the read-model key is 32 bytes, not \(key.count)")
         }
         encryptionKey = HMAC.authenticationCode(for: Array("tether read models: encryption".utf8), key: key, digest: .sha256)
-        nonceKey = HMAC.authenticationCode(for: Array("tether read models: nonce".utf8), key: key, digest: .sha256)
+        nonceKey = HMACKey(HMAC.authenticationCode(for: Array("tether read models: nonce".utf8), key: key, digest: .sha256), digest: .sha256)
     }
 
     /// `text` sealed for a read model; nil stays nil (a SQL NULL).
     public func seal(_ text: String?) throws -> String? {
         guard let text else { return nil }
         let plaintext = Array(text.utf8)
-        let nonce = Array(HMAC.authenticationCode(for: plaintext, key: nonceKey, digest: .sha256).prefix(AESGCM.nonceByteCount))
+        let nonce = Array(nonceKey.authenticationCode(for: plaintext).prefix(AESGCM.nonceByteCount))
         let box = try AESGCM.seal(plaintext, key: encryptionKey, nonce: nonce)
         return Self.prefix + Data(box.combined).base64EncodedString()
     }

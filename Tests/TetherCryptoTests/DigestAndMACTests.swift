@@ -29,6 +29,35 @@ struct DigestAndMACTests {
         #expect(HMAC.isValidAuthenticationCode(code, for: message, key: key, digest: algorithm))
         #expect(!HMAC.isValidAuthenticationCode(code.dropLast(), for: message, key: key, digest: algorithm))
         #expect(!HMAC.isValidAuthenticationCode(code, for: message + [0], key: key, digest: algorithm))
+        // A kept key gives the same code, again and again: each code is made on a copy of the keyed context.
+        let kept = HMACKey(key, digest: algorithm)
+        #expect(kept.authenticationCode(for: message).hex == expected)
+        #expect(kept.authenticationCode(for: message).hex == expected)
+        #expect(kept.authenticationCode(for: message + [0]) == HMAC.authenticationCode(for: message + [0], key: key, digest: algorithm))
+    }
+
+    /// Codes made on one kept key from many threads at once are each the code of their own message.
+    @Test func aKeptHMACKeyServesManyThreadsAtOnce() async {
+        let key = HMACKey(Array("a key kept for many codes".utf8), digest: .sha256)
+        let mismatches = await withTaskGroup(of: Int.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    var mismatches = 0
+                    for index in 0..<500 {
+                        let message = Array("message \(task) \(index)".utf8)
+                        if key.authenticationCode(for: message)
+                            != HMAC.authenticationCode(for: message, key: Array("a key kept for many codes".utf8), digest: .sha256) {
+                            mismatches += 1
+                        }
+                    }
+                    return mismatches
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(mismatches == 0)
+        #expect(key == HMACKey(Array("a key kept for many codes".utf8), digest: .sha256))
+        #expect(key != HMACKey(Array("another key".utf8), digest: .sha256))
     }
 
     @Test func hmacWithEmptyKeyAndMessageIsDefined() {
