@@ -291,4 +291,35 @@ struct AccountStateCacheTests {
         #expect(again.isNewUser, "the identity left its user: signing in with it makes a new one")
         #expect(again.userId != userId)
     }
+
+    /// A kept state's key is used again only for the stored bytes it was opened from: a key re-wrapped
+    /// (another master key, another nonce) is unwrapped anew, and a destroyed one is none.
+    @Test func aKeptKeyIsUsedOnlyForTheStoredKeyItWasOpenedFrom() throws {
+        let ring = MasterKeyRing(current: MasterKey.generate())
+        let user = UUID()
+        let made = try PersonalDataVault.newKey(for: user, masterKeys: ring)
+        let opened = try #require(try AccountStateCache.KeptKey.opening(made.stored, of: user, kept: nil, masterKeys: ring))
+        #expect(opened.opened == made.key && opened.stored == made.stored)
+
+        // A marker in place of the opened key shows whether the kept one was taken or the stored one unwrapped.
+        let kept = AccountStateCache.KeptKey(stored: made.stored, opened: Array(repeating: 7, count: 32))
+        #expect(try AccountStateCache.KeptKey.opening(made.stored, of: user, kept: kept, masterKeys: ring)?.opened == kept.opened)
+        let rewrapped = try ring.wrap(made.key, context: PersonalDataVault.wrappingContext(user))
+        #expect(rewrapped != made.stored)
+        #expect(try AccountStateCache.KeptKey.opening(rewrapped, of: user, kept: kept, masterKeys: ring)?.opened == made.key)
+        #expect(try AccountStateCache.KeptKey.opening(nil, of: user, kept: kept, masterKeys: ring) == nil, "a destroyed key")
+    }
+
+    /// A user's commands keep their key with their state; the next command takes it from there.
+    @Test func aCommandKeepsTheUsersKeyWithTheState() async throws {
+        try await withLinkedUser { linked in
+            let stored: [UInt8] = try await linked.owner.query(
+                "SELECT key FROM personal_data_keys WHERE user_id = \(linked.userId)")[0].decode("key")
+            let kept = try #require(linked.accounts.cache.entry(for: linked.userId)?.key, "the link's load opened the key")
+            #expect(kept.stored == stored)
+            #expect(kept.opened == (try PersonalDataVault.opened(stored, of: linked.userId, masterKeys: linked.client.configuration.masterKeys)))
+            _ = try await linked.accounts.signIn(apple, session: session(), context: CommandContext())
+            #expect(linked.accounts.cache.entry(for: linked.userId)?.key?.stored == stored)
+        }
+    }
 }

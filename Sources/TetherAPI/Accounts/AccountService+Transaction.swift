@@ -14,6 +14,8 @@ extension AccountService {
         var isCommandRecorded: Bool
         /// The user's data key; nil once it was destroyed (an erased user) or when there is none yet.
         var key: [UInt8]?
+        /// The key as stored and opened, kept with the state the command leaves.
+        var keptKey: AccountStateCache.KeptKey?
         /// Whether `personal_data_keys` has a row for the user (a destroyed key keeps its row).
         var hasKeyRow: Bool
         /// The transaction's `now()`: the `occurred_at` of the events it appends.
@@ -89,7 +91,11 @@ extension AccountService {
         }
         guard let userId else { return (nil, unknown) }
         let stream = StreamName.user(userId)
-        let key = try PersonalDataVault.opened(try head.decode("key"), of: userId, masterKeys: database.configuration.masterKeys)
+        // The key a hinted state kept, when the stored key is the one it was opened from.
+        let keptKey = try AccountStateCache.KeptKey.opening(
+            try head.decode("key"), of: userId, kept: known?.account.id == userId ? known?.key : nil,
+            masterKeys: database.configuration.masterKeys)
+        let key = keptKey?.opened
         let streamVersion: Int = try head.decode("stream_version", as: Int?.self) ?? 0
         // The state the stream was read after; or, when no hint named this user (only the stream's last events
         // were read), the state kept of the user by id, when the stream goes on from it: its last event is the
@@ -157,12 +163,12 @@ extension AccountService {
         }
         let account = (base?.account ?? UserAccount(id: userId)).appending(history, version: streamVersion)
         cache.loads.count(!isNewToTheCache ? .kept : base == nil ? .log : .snapshot)
-        if !recorded.isEmpty || isNewToTheCache { cache.store(.init(account: account, lastTransaction: lastTransaction)) }
+        if !recorded.isEmpty || isNewToTheCache { cache.store(.init(account: account, lastTransaction: lastTransaction, key: keptKey)) }
         // A state the load folded from the log alone: a kept one may hold what a command decided with more
         // precision than its events store (their dates are stored to the millisecond).
         let isSnapshotDue = isNewToTheCache && recorded.count >= snapshotInterval
         return (LoadedUser(
-            account: account, isCommandRecorded: try head.decode("recorded"), key: key,
+            account: account, isCommandRecorded: try head.decode("recorded"), key: key, keptKey: keptKey,
             hasKeyRow: try head.decode("has_key_row"), now: now, transactionId: ourTransaction,
             snapshotTransaction: isSnapshotDue ? lastTransaction : nil), unknown)
     }
@@ -238,7 +244,7 @@ extension AccountService {
             guard case .sessionStarted(let session) = event, session.secretKind.rotates else { return nil }
             return AccountStateCache.hint(refreshTokenHash: session.refreshTokenHash)
         }
-        cache.store(.init(account: account, lastTransaction: user.transactionId), hints: hints + started)
+        cache.store(.init(account: account, lastTransaction: user.transactionId, key: user.keptKey), hints: hints + started)
         return account
     }
 

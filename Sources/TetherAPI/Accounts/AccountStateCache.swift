@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TetherCore
+import TetherPostgres
 
 /// Users' states as of a stream version, kept between commands, so that a command reads and
 /// decodes only the events appended since (decoding a whole stream was most of a sign-in's CPU).
@@ -21,6 +22,24 @@ public final class AccountStateCache: Sendable {
         var account: UserAccount
         /// The transaction id of the stream's last event (the append-order check needs it).
         var lastTransaction: UInt64
+        /// The user's data key as stored and as opened, when the command that kept the state had it: a
+        /// later command whose read finds the same stored key uses it without unwrapping it again. (The
+        /// state holds the user's personal data opened already; a key stored anew, re-wrapped or destroyed
+        /// is read as it is.)
+        var key: KeptKey? = nil
+    }
+
+    /// A user's data key as `personal_data_keys` stores it, and opened.
+    struct KeptKey: Sendable {
+        var stored: [UInt8]
+        var opened: [UInt8]
+
+        /// The key `stored` opens: `kept`'s when it was opened from the same stored bytes, else unwrapped now.
+        static func opening(_ stored: [UInt8]?, of userId: UUID, kept: KeptKey?, masterKeys: MasterKeyRing?) throws -> KeptKey? {
+            guard let stored else { return nil }
+            if let kept, kept.stored == stored { return kept }
+            return KeptKey(stored: stored, opened: try PersonalDataVault.opened(stored, of: userId, masterKeys: masterKeys)!)
+        }
     }
 
     private struct Slot: Sendable {
