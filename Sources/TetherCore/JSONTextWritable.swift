@@ -54,11 +54,15 @@ extension JSONText {
         output.append(UInt8(ascii: "\""))
     }
 
-    /// Writes `elements` as a JSON array, each written by `write`.
+    /// Writes `elements` as a JSON array, each written by `write`. Inlinable, so that it is specialised
+    /// where it is called: unspecialised, a generic call from another module costs more than the writing.
+    @inlinable
     public static func writeArray<Element>(_ elements: [Element], to output: inout [UInt8], _ write: (Element, inout [UInt8]) -> Void) {
         output.append(UInt8(ascii: "["))
-        for (offset, element) in elements.enumerated() {
-            if offset > 0 { output.append(UInt8(ascii: ",")) }
+        var isFirst = true
+        for element in elements {
+            if !isFirst { output.append(UInt8(ascii: ",")) }
+            isFirst = false
             write(element, &output)
         }
         output.append(UInt8(ascii: "]"))
