@@ -45,18 +45,36 @@ extension PostgresQuery {
     }
 
     /// The table an `INSERT INTO t`, `UPDATE t` or `DELETE FROM t` statement writes; nil for any other.
-    private static func writtenTable(of sql: String) -> Substring? {
-        // Only the first three words matter: the rest of the statement is left unsplit.
-        let words = sql.split(maxSplits: 3, whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "(" }).prefix(3)
-        guard let first = words.first?.uppercased() else { return nil }
-        switch first {
-        case "INSERT", "DELETE":
-            guard words.count == 3, ["INTO", "FROM"].contains(words[words.startIndex + 1].uppercased()) else { return nil }
-            return words[words.startIndex + 2]
-        case "UPDATE":
-            return words.count >= 2 ? words[words.startIndex + 1] : nil
-        default:
-            return nil
+    /// Reads the first three words' UTF-8 bytes, letters compared without case: every command's writes
+    /// pass here, and splitting the text into `Character`s and upper-casing words cost more than the rest.
+    static func writtenTable(of sql: String) -> Substring? {
+        let utf8 = sql.utf8
+        var index = utf8.startIndex
+        func isSeparator(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "(")
         }
+        func nextWord() -> Range<String.Index>? {
+            while index < utf8.endIndex, isSeparator(utf8[index]) { utf8.formIndex(after: &index) }
+            guard index < utf8.endIndex else { return nil }
+            let start = index
+            while index < utf8.endIndex, !isSeparator(utf8[index]) { utf8.formIndex(after: &index) }
+            return start..<index
+        }
+        func isWord(_ range: Range<String.Index>, _ word: StaticString) -> Bool {
+            guard utf8.distance(from: range.lowerBound, to: range.upperBound) == word.utf8CodeUnitCount else { return false }
+            // ASCII letters: setting bit 5 lowers an upper-case one; the words compared are in upper case.
+            return zip(utf8[range], UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount)).allSatisfy { byte, letter in
+                byte == letter || byte == letter | 0x20
+            }
+        }
+        guard let first = nextWord() else { return nil }
+        if isWord(first, "INSERT") || isWord(first, "DELETE") {
+            guard let second = nextWord(), isWord(second, isWord(first, "INSERT") ? "INTO" : "FROM"), let table = nextWord() else { return nil }
+            return sql[table]
+        }
+        if isWord(first, "UPDATE") {
+            return nextWord().map { sql[$0] }
+        }
+        return nil
     }
 }

@@ -125,4 +125,22 @@ struct CombiningWritesTests {
             "DELETE FROM sms_sends WHERE user_id = $1",
         ])
     }
+
+    @Test(arguments: [
+        ("INSERT INTO events (stream) VALUES ($1)", "events"),
+        ("insert into events(stream) VALUES ($1)", "events"),
+        ("  DELETE\nFROM\tsms_sends WHERE user_id = $1", "sms_sends"),
+        ("Update users SET version = 2", "users"),
+        ("UPDATE", nil),
+        ("INSERT INTO", nil),
+        ("INSERT users VALUES (1)", nil),
+        ("DELETE INTO users", nil),
+        ("INSERTS INTO users VALUES (1)", nil),
+        ("WITH w0 AS (INSERT INTO users (id) VALUES ($1)) SELECT 1", nil),
+        ("SELECT * FROM users", nil),
+        ("", nil),
+    ] as [(String, String?)])
+    func theTableAWriteWritesIsItsThirdWordOrSecondForAnUpdate(sql: String, table: String?) {
+        #expect(PostgresQuery.writtenTable(of: sql).map(String.init) == table)
+    }
 }
