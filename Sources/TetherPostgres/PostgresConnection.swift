@@ -392,36 +392,61 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Calls `body` with a query's parameters as libpq takes them (type oids, values, lengths, formats).
+    ///
+    /// The arrays and the values' bytes (each text with its NUL) are temporary allocations, on the stack when
+    /// small: libpq copies the values into its output buffer before `body` returns. A command's writes carry
+    /// a few dozen parameters, and a copy (`strdup`) and array each cost more than the bytes.
     private static func withParameters<R>(
         of query: PostgresQuery,
-        _ body: (Int32, [Oid], UnsafePointer<UnsafePointer<CChar>?>?, [Int32], [Int32]) -> R
+        _ body: (Int32, UnsafePointer<Oid>?, UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> R
     ) -> R {
-        let count = query.parameters.count
-        var types = [Oid](repeating: 0, count: count)
-        var lengths = [Int32](repeating: 0, count: count)
-        var formats = [Int32](repeating: 0, count: count)
-        var values = [UnsafeMutablePointer<CChar>?](repeating: nil, count: count)
-        defer { values.forEach { free($0) } }
-        for (index, parameter) in query.parameters.enumerated() {
+        let parameters = query.parameters
+        let count = parameters.count
+        guard count > 0 else { return body(0, nil, nil, nil, nil) }
+        var size = 0
+        for parameter in parameters {
             switch parameter.storage {
-            case .null:
-                values[index] = nil
-            case .text(let text):
-                values[index] = strdup(text)
-            case .bytea(let bytes):
-                types[index] = 17 // bytea
-                formats[index] = 1
-                lengths[index] = Int32(bytes.count)
-                let buffer = malloc(max(bytes.count, 1))!.assumingMemoryBound(to: CChar.self)
-                bytes.withUnsafeBytes { raw in
-                    if let base = raw.baseAddress { memcpy(buffer, base, bytes.count) }
-                }
-                values[index] = buffer
+            case .null: break
+            case .text(let text): size += text.utf8.count + 1
+            case .bytea(let bytes): size += bytes.count
             }
         }
-        return values.withUnsafeBufferPointer { valuePointers in
-            valuePointers.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(count, 1)) { rebound in
-                body(Int32(count), types, count == 0 ? nil : rebound, lengths, formats)
+        return withUnsafeTemporaryAllocation(of: Oid.self, capacity: count) { types in
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: 2 * count) { lengthsAndFormats in
+                withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: count) { values in
+                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(size, 1)) { storage in
+                        let lengths = lengthsAndFormats.baseAddress!, formats = lengths + count
+                        var offset = 0
+                        /// Copies `bytes` into the storage and points the parameter at them.
+                        func place(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) {
+                            let start = storage.baseAddress! + offset
+                            if let base = bytes.baseAddress { start.update(from: base, count: bytes.count) }
+                            offset += bytes.count
+                            values[index] = UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)
+                        }
+                        for (index, parameter) in parameters.enumerated() {
+                            types[index] = 0
+                            lengths[index] = 0
+                            formats[index] = 0
+                            switch parameter.storage {
+                            case .null:
+                                values[index] = nil
+                            case .text(let text):
+                                if text.utf8.withContiguousStorageIfAvailable({ place($0, at: index) }) == nil {
+                                    Array(text.utf8).withUnsafeBufferPointer { place($0, at: index) }
+                                }
+                                storage[offset] = 0
+                                offset += 1
+                            case .bytea(let bytes):
+                                types[index] = 17 // bytea
+                                formats[index] = 1
+                                lengths[index] = Int32(bytes.count)
+                                bytes.withUnsafeBufferPointer { place($0, at: index) }
+                            }
+                        }
+                        return body(Int32(count), types.baseAddress, UnsafePointer(values.baseAddress), lengths, formats)
+                    }
+                }
             }
         }
     }

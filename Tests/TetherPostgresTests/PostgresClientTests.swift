@@ -34,6 +34,28 @@ struct PostgresClientTests {
         #expect(throws: PostgresError.self) { try row.decode("no such column", as: String.self) }
     }
 
+    /// Parameters side by side in one statement, sent unnamed and then prepared: NULL, empty and long texts
+    /// (past any stack allocation), empty and binary byte strings each arrive as themselves.
+    @Test func parametersOfEveryKindArriveAsThemselvesSideBySide() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        let long = String(repeating: "Zoë ✓ ", count: 2_000)
+        let bytes: [UInt8] = [0, 0xff, 0, 1]
+        for _ in 0..<3 {
+            let row = try #require(try await client.query("""
+                SELECT \(String?.none)::text AS nothing, \("")::text AS empty, \(long)::text AS long, \([UInt8]())::bytea AS none,
+                       \(bytes)::bytea AS raw, \("après")::text AS after
+                """).first)
+            #expect(try row.decode("nothing", as: String?.self) == nil)
+            #expect(try row.decode("empty", as: String.self) == "")
+            #expect(try row.decode("long", as: String.self) == long)
+            #expect(try row.decode("none", as: [UInt8].self) == [])
+            #expect(try row.decode("raw", as: [UInt8].self) == bytes)
+            #expect(try row.decode("after", as: String.self) == "après")
+        }
+    }
+
     /// Cells are read from libpq's result where it put them: NULL and empty cells side by side, first and
     /// last in a row and across rows, each read back as itself; numbers, ids, times and JSON read from the
     /// bytes answer as their `String` parsers would, refusals included.
