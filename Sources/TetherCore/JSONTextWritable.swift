@@ -47,6 +47,30 @@ extension JSONText {
         output += String(value).utf8
     }
 
+    /// Writes an object member's name: `{"name":` for the object's first member (`isFirst`, which it
+    /// clears), `,"name":` for a later one. For objects whose optional members are left out when absent;
+    /// ``writeObjectEnd(isEmpty:to:)`` closes them.
+    public static func writeMemberName(_ name: StaticString, isFirst: inout Bool, to output: inout [UInt8]) {
+        output.append(isFirst ? UInt8(ascii: "{") : UInt8(ascii: ","))
+        isFirst = false
+        output.append(UInt8(ascii: "\""))
+        writeVerbatim(name, to: &output)
+        output += [UInt8(ascii: "\""), UInt8(ascii: ":")]
+    }
+
+    /// Closes an object written with ``writeMemberName(_:isFirst:to:)``: `{}` when it had no member.
+    public static func writeObjectEnd(isEmpty: Bool, to output: inout [UInt8]) {
+        if isEmpty { output.append(UInt8(ascii: "{")) }
+        output.append(UInt8(ascii: "}"))
+    }
+
+    /// Writes `id` as a JSON string of its upper-case text, as `JSONEncoder` writes a `UUID`.
+    public static func writeUppercased(_ id: UUID, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        id.writeUppercased(to: &output)
+        output.append(UInt8(ascii: "\""))
+    }
+
     /// Writes `id` as a JSON string of its lower-case text.
     public static func writeLowercased(_ id: UUID, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))

@@ -49,9 +49,18 @@ extension UUID {
 
     /// Appends the text of ``lowercasedText`` to `bytes`, with no `String` between.
     public func writeLowercased(to bytes: inout [UInt8]) {
+        append(digits: "0123456789abcdef", to: &bytes)
+    }
+
+    /// Appends the text of ``uppercasedText`` to `bytes`, with no `String` between.
+    public func writeUppercased(to bytes: inout [UInt8]) {
+        append(digits: "0123456789ABCDEF", to: &bytes)
+    }
+
+    private func append(digits: StaticString, to bytes: inout [UInt8]) {
         let start = bytes.count
         bytes.append(contentsOf: repeatElement(0, count: 36))
-        bytes.withUnsafeMutableBufferPointer { write(digits: "0123456789abcdef", into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        bytes.withUnsafeMutableBufferPointer { write(digits: digits, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
     }
 
     private func text(digits: StaticString) -> String {

@@ -220,8 +220,8 @@ public struct PostgresEventStore: Sendable {
     ) throws -> PostgresQuery {
         var insert: PostgresQuery =
             "INSERT INTO events (stream, version, event_id, type, schema, data, metadata, user_id) VALUES "
-        // A command's events share their metadata: each distinct stored form is encoded once.
-        var encodedMetadata: [EventMetadata: PostgresJSON] = [:]
+        // A command's events share their metadata: a stored form like the last one's is not written again.
+        var lastMetadata: (metadata: EventMetadata, json: PostgresJSON)?
         for (offset, event) in events.enumerated() {
             let stored: (data: Data, metadata: EventMetadata)
             if let userId = event.userId {
@@ -234,8 +234,8 @@ public struct PostgresEventStore: Sendable {
             } else {
                 stored = (event.data, metadata)
             }
-            let storedMetadata = try encodedMetadata[stored.metadata] ?? PostgresJSON(encoding: stored.metadata)
-            encodedMetadata[stored.metadata] = storedMetadata
+            let storedMetadata = lastMetadata?.metadata == stored.metadata ? lastMetadata!.json : PostgresJSON(writing: stored.metadata)
+            lastMetadata = (stored.metadata, storedMetadata)
             let row: PostgresQuery = """
                 (\(stream.rawValue), \(version + offset + 1), \(event.id), \(event.type), \(event.schema), \
                 \(PostgresJSON(data: stored.data))::jsonb, \(storedMetadata)::jsonb, \(event.userId))

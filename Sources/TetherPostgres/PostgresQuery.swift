@@ -223,6 +223,11 @@ public struct PostgresJSON: PostgresEncodable, Hashable {
         data = try CompactJSONEncoder(dates: .iso8601Seconds).encodeData(value)
     }
 
+    /// The text a value writes itself (``JSONTextWritable``).
+    public init(writing value: some JSONTextWritable) {
+        data = Data(value.jsonText)
+    }
+
     /// Decodes the document into `type`.
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let decoder = JSONDecoder()

@@ -279,7 +279,8 @@ public enum AccountEventCodec {
     /// Payloads are read without `JSONDecoder`: replay and the kept states decode every event.
     private static let decoder = CompactJSONDecoder()
 
-    /// The stored form, with a deterministic id so that retrying a command writes nothing new.
+    /// The stored form, with a deterministic id so that retrying a command writes nothing new. The payloads
+    /// of a sign-in and a refresh write themselves (EventText.swift): the same bytes, without the encoder's tree.
     public static func encode(_ event: AccountEvent, userId: UUID, id: UUID) throws -> NewEvent {
         let data: Data
         switch event {
@@ -288,9 +289,9 @@ public enum AccountEventCodec {
         case .identityUnlinked(let payload): data = try encoder.encodeData(payload)
         case .emailVerified(let payload): data = try encoder.encodeData(payload)
         case .passwordSet(let payload): data = try encoder.encodeData(payload)
-        case .signedIn(let payload): data = try encoder.encodeData(payload)
-        case .sessionStarted(let payload): data = try encoder.encodeData(payload)
-        case .sessionRefreshed(let payload): data = try encoder.encodeData(payload)
+        case .signedIn(let payload): data = Data(payload.jsonText)
+        case .sessionStarted(let payload): data = Data(payload.jsonText)
+        case .sessionRefreshed(let payload): data = Data(payload.jsonText)
         case .sessionEnded(let payload): data = try encoder.encodeData(payload)
         case .sessionsRevoked(let payload): data = try encoder.encodeData(payload)
         case .userDisabled(let payload), .userEnabled(let payload), .userErased(let payload): data = try encoder.encodeData(payload)
