@@ -219,14 +219,17 @@ public enum PersonalDataVault {
         stored.clientIP = nil
         stored.userAgent = nil
         let sealed = try AESGCM.seal(box.jsonData, key: key, authenticating: aad(event.id))
-        var text = [UInt8](data.dropLast())
+        let combined = sealed.combined
+        var text: [UInt8] = []
+        text.reserveCapacity(data.count + (combined.count + 2) / 3 * 4 + 64 + (expiringKey?.utf8.count ?? 0))
+        data.withUnsafeBytes { text.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0.dropLast())) }
         // A comma after the last member, none in an empty object.
         let hasMembers = text.last(where: { ![UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains($0) })
             != UInt8(ascii: "{")
         if hasMembers { text.append(UInt8(ascii: ",")) }
         JSONText.writeString(sealedMember, to: &text)
         text.append(UInt8(ascii: ":"))
-        JSONText.writeString(Data(sealed.combined).base64EncodedString(), to: &text)
+        JSONText.writeString(Data(combined).base64EncodedString(), to: &text)
         if let expiringKey {
             text.append(UInt8(ascii: ","))
             JSONText.writeString(expiringKeyMember, to: &text)
