@@ -52,6 +52,11 @@ public enum BlockingWork {
             state.withLock { if case .awaited = $0 { true } else { false } }
         }
 
+        /// Whether the work has finished (for tests that order a wait after it).
+        var isFinished: Bool {
+            state.withLock { if case .finished = $0 { true } else { false } }
+        }
+
         /// The work's result, once it has finished (at once if it has).
         public var value: T {
             get async throws {

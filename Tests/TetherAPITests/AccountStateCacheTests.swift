@@ -310,8 +310,9 @@ struct AccountStateCacheTests {
         #expect(try AccountStateCache.KeptKey.opening(nil, of: user, kept: kept, masterKeys: ring) == nil, "a destroyed key")
     }
 
-    /// A user's commands keep their key with their state; the next command takes it from there.
-    @Test func aCommandKeepsTheUsersKeyWithTheState() async throws {
+    /// A user's commands keep their key with their state (``aKeptKeyIsUsedOnlyForTheStoredKeyItWasOpenedFrom``
+    /// shows when it is used again); their erasure leaves the state without it.
+    @Test func aCommandKeepsTheUsersKeyWithTheStateUntilTheirErasure() async throws {
         try await withLinkedUser { linked in
             let stored: [UInt8] = try await linked.owner.query(
                 "SELECT key FROM personal_data_keys WHERE user_id = \(linked.userId)")[0].decode("key")
@@ -320,6 +321,11 @@ struct AccountStateCacheTests {
             #expect(kept.opened == (try PersonalDataVault.opened(stored, of: linked.userId, masterKeys: linked.client.configuration.masterKeys)))
             _ = try await linked.accounts.signIn(apple, session: session(), context: CommandContext())
             #expect(linked.accounts.cache.entry(for: linked.userId)?.key?.stored == stored)
+
+            _ = try await linked.accounts.erase(userId: linked.userId, reason: nil, context: CommandContext())
+            let erased = try #require(linked.accounts.cache.entry(for: linked.userId))
+            #expect(erased.account.isErased)
+            #expect(erased.key == nil, "the destroyed key is not kept in memory")
         }
     }
 }

@@ -3,8 +3,9 @@ import Testing
 @testable import TetherCore
 
 /// What every command writes as text itself (EventText.swift) must be the bytes its `Encodable`
-/// conformance gives through `CompactJSONEncoder`, as events were always written: a member added to one
-/// of these types and not to its writer fails here.
+/// conformance gives through `CompactJSONEncoder`, as events were always written. A required member added
+/// to one of these types and not to its writer fails here; an optional one only once a fixture sets it
+/// (each type has one with every optional set).
 @Suite("Event metadata and payloads written as text")
 struct EventTextTests {
     static let payloads = CompactJSONEncoder(dates: .iso8601Milliseconds)

@@ -163,7 +163,9 @@ extension AccountService {
         }
         let account = (base?.account ?? UserAccount(id: userId)).appending(history, version: streamVersion)
         cache.loads.count(!isNewToTheCache ? .kept : base == nil ? .log : .snapshot)
-        if !recorded.isEmpty || isNewToTheCache { cache.store(.init(account: account, lastTransaction: lastTransaction, key: keptKey)) }
+        if !recorded.isEmpty || isNewToTheCache {
+            cache.store(.init(account: account, lastTransaction: lastTransaction, key: account.isErased ? nil : keptKey))
+        }
         // A state the load folded from the log alone: a kept one may hold what a command decided with more
         // precision than its events store (their dates are stored to the millisecond).
         let isSnapshotDue = isNewToTheCache && recorded.count >= snapshotInterval
@@ -244,7 +246,9 @@ extension AccountService {
             guard case .sessionStarted(let session) = event, session.secretKind.rotates else { return nil }
             return AccountStateCache.hint(refreshTokenHash: session.refreshTokenHash)
         }
-        cache.store(.init(account: account, lastTransaction: user.transactionId, key: user.keptKey), hints: hints + started)
+        // An erased user's key is destroyed with the erasure: the state left is kept without it.
+        cache.store(.init(account: account, lastTransaction: user.transactionId, key: account.isErased ? nil : user.keptKey),
+                    hints: hints + started)
         return account
     }
 
