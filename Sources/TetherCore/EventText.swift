@@ -8,10 +8,7 @@ import Foundation
 extension EventActor: JSONTextWritable {
     public func writeJSON(to output: inout [UInt8]) {
         var isFirst = true
-        if let id {
-            JSONText.writeMemberName("id", isFirst: &isFirst, to: &output)
-            JSONText.writeString(id, to: &output)
-        }
+        JSONText.writeMember("id", ifPresent: id, isFirst: &isFirst, to: &output)
         JSONText.writeMemberName("kind", isFirst: &isFirst, to: &output)
         JSONText.writeString(kind, to: &output)
         output.append(UInt8(ascii: "}"))
@@ -25,30 +22,12 @@ extension EventMetadata: JSONTextWritable {
             JSONText.writeMemberName("actor", isFirst: &isFirst, to: &output)
             actor.writeJSON(to: &output)
         }
-        if let causationId {
-            JSONText.writeMemberName("causationId", isFirst: &isFirst, to: &output)
-            JSONText.writeUppercased(causationId, to: &output)
-        }
-        if let clientIP {
-            JSONText.writeMemberName("clientIP", isFirst: &isFirst, to: &output)
-            JSONText.writeString(clientIP, to: &output)
-        }
-        if let commandId {
-            JSONText.writeMemberName("commandId", isFirst: &isFirst, to: &output)
-            JSONText.writeUppercased(commandId, to: &output)
-        }
-        if let correlationId {
-            JSONText.writeMemberName("correlationId", isFirst: &isFirst, to: &output)
-            JSONText.writeUppercased(correlationId, to: &output)
-        }
-        if let surface {
-            JSONText.writeMemberName("surface", isFirst: &isFirst, to: &output)
-            JSONText.writeString(surface, to: &output)
-        }
-        if let userAgent {
-            JSONText.writeMemberName("userAgent", isFirst: &isFirst, to: &output)
-            JSONText.writeString(userAgent, to: &output)
-        }
+        JSONText.writeMember("causationId", ifPresent: causationId, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("clientIP", ifPresent: clientIP, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("commandId", ifPresent: commandId, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("correlationId", ifPresent: correlationId, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("surface", ifPresent: surface, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("userAgent", ifPresent: userAgent, isFirst: &isFirst, to: &output)
         JSONText.writeObjectEnd(isEmpty: isFirst, to: &output)
     }
 }
@@ -56,15 +35,15 @@ extension EventMetadata: JSONTextWritable {
 extension PersonalData: JSONTextWritable {
     public func writeJSON(to output: inout [UInt8]) {
         var isFirst = true
-        for (name, value) in [
-            ("codeHash", codeHash), ("customClaims", customClaims), ("displayName", displayName), ("email", email),
-            ("passwordHash", passwordHash), ("phoneNumber", phoneNumber), ("photoURL", photoURL),
-            ("providerToken", providerToken), ("totpSecret", totpSecret),
-        ] as [(StaticString, String?)] {
-            guard let value else { continue }
-            JSONText.writeMemberName(name, isFirst: &isFirst, to: &output)
-            JSONText.writeString(value, to: &output)
-        }
+        JSONText.writeMember("codeHash", ifPresent: codeHash, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("customClaims", ifPresent: customClaims, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("displayName", ifPresent: displayName, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("email", ifPresent: email, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("passwordHash", ifPresent: passwordHash, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("phoneNumber", ifPresent: phoneNumber, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("photoURL", ifPresent: photoURL, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("providerToken", ifPresent: providerToken, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("totpSecret", ifPresent: totpSecret, isFirst: &isFirst, to: &output)
         JSONText.writeObjectEnd(isEmpty: isFirst, to: &output)
     }
 }
@@ -93,14 +72,9 @@ extension AccountEvent.SessionStarted: JSONTextWritable {
             ISO8601Milliseconds.write(expiresAt, to: &output)
             output.append(UInt8(ascii: "\""))
         }
-        if let installationId {
-            JSONText.writeVerbatim(#","installationId":"#, to: &output)
-            JSONText.writeString(installationId, to: &output)
-        }
-        if let jkt {
-            JSONText.writeVerbatim(#","jkt":"#, to: &output)
-            JSONText.writeString(jkt, to: &output)
-        }
+        var isFirst = false  // after amr and authTime
+        JSONText.writeMember("installationId", ifPresent: installationId, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("jkt", ifPresent: jkt, isFirst: &isFirst, to: &output)
         if let personal {
             JSONText.writeVerbatim(#","personal":"#, to: &output)
             personal.writeJSON(to: &output)

@@ -58,6 +58,21 @@ extension JSONText {
         output += [UInt8(ascii: "\""), UInt8(ascii: ":")]
     }
 
+    /// Writes the member `"name":"value"` (see ``writeMemberName(_:isFirst:to:)``) when there is a value,
+    /// nothing when there is none: an optional member left out when absent.
+    public static func writeMember(_ name: StaticString, ifPresent value: String?, isFirst: inout Bool, to output: inout [UInt8]) {
+        guard let value else { return }
+        writeMemberName(name, isFirst: &isFirst, to: &output)
+        writeString(value, to: &output)
+    }
+
+    /// Writes the member `"name":"ID"` (upper case, as `JSONEncoder` writes a `UUID`) when there is an id.
+    public static func writeMember(_ name: StaticString, ifPresent id: UUID?, isFirst: inout Bool, to output: inout [UInt8]) {
+        guard let id else { return }
+        writeMemberName(name, isFirst: &isFirst, to: &output)
+        writeUppercased(id, to: &output)
+    }
+
     /// Closes an object written with ``writeMemberName(_:isFirst:to:)``: `{}` when it had no member.
     public static func writeObjectEnd(isEmpty: Bool, to output: inout [UInt8]) {
         if isEmpty { output.append(UInt8(ascii: "{")) }

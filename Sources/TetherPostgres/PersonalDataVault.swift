@@ -52,27 +52,27 @@ public enum PersonalDataVault {
         var jsonData: Data {
             var output: [UInt8] = []
             var isFirst = true
-            if let clientIP {
-                JSONText.writeMemberName("clientIP", isFirst: &isFirst, to: &output)
-                JSONText.writeString(clientIP, to: &output)
-            }
+            JSONText.writeMember("clientIP", ifPresent: clientIP, isFirst: &isFirst, to: &output)
             if let personal {
                 JSONText.writeMemberName("personal", isFirst: &isFirst, to: &output)
                 output += personal.jsonBytes
             }
-            if let uid {
-                JSONText.writeMemberName("uid", isFirst: &isFirst, to: &output)
-                JSONText.writeString(uid, to: &output)
-            }
-            if let userAgent {
-                JSONText.writeMemberName("userAgent", isFirst: &isFirst, to: &output)
-                JSONText.writeString(userAgent, to: &output)
-            }
+            JSONText.writeMember("uid", ifPresent: uid, isFirst: &isFirst, to: &output)
+            JSONText.writeMember("userAgent", ifPresent: userAgent, isFirst: &isFirst, to: &output)
             JSONText.writeObjectEnd(isEmpty: isFirst, to: &output)
             return Data(output)
         }
 
         init() {}
+
+        /// Moves the client's address out of `metadata` into the box: it is personal, unless the event's
+        /// type keeps it in clear (an admin's record).
+        mutating func takeAddress(from metadata: inout EventMetadata) {
+            clientIP = metadata.clientIP
+            userAgent = metadata.userAgent
+            metadata.clientIP = nil
+            metadata.userAgent = nil
+        }
 
         init?(json: [UInt8]) {
             guard let members = try? JOSEObject(parsing: json) else { return nil }
@@ -183,12 +183,7 @@ public enum PersonalDataVault {
             payload["uid"] = nil
             box.uid = uid
         }
-        if !clearAddressTypes.contains(event.type) {
-            box.clientIP = stored.clientIP
-            box.userAgent = stored.userAgent
-            stored.clientIP = nil
-            stored.userAgent = nil
-        }
+        if !clearAddressTypes.contains(event.type) { box.takeAddress(from: &stored) }
         guard !box.isEmpty else { return (event.data, metadata) }
         let sealed = try AESGCM.seal(box.jsonData, key: key, authenticating: aad(event.id))
         payload[sealedMember] = .string(Data(sealed.combined).base64EncodedString())
@@ -213,11 +208,8 @@ public enum PersonalDataVault {
         else { return nil }
         guard metadata.clientIP != nil || metadata.userAgent != nil else { return (data, metadata) }
         var box = Box()
-        box.clientIP = metadata.clientIP
-        box.userAgent = metadata.userAgent
         var stored = metadata
-        stored.clientIP = nil
-        stored.userAgent = nil
+        box.takeAddress(from: &stored)
         let sealed = try AESGCM.seal(box.jsonData, key: key, authenticating: aad(event.id))
         let combined = sealed.combined
         var text: [UInt8] = []
