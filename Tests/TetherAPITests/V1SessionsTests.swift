@@ -485,6 +485,33 @@ struct V1SessionsTests {
         }
     }
 
+    /// Sessions and refresh tokens have no foreign keys (schema 029: their checks were a third of a sign-in's
+    /// write): a row no event accounts for, such as one for a user or session that does not exist, is drift
+    /// that `--verify` reports and a replay removes.
+    @Test func aSessionOrRefreshTokenNoEventAccountsForIsDrift() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-orphans"))
+            let nobody = UUID(), noSession = UUID()
+            try await app.admin.query("""
+                INSERT INTO sessions (id, user_id, refresh_token_hash, auth_time, started_at)
+                VALUES (\(UUID()), \(nobody), 'orphan-hash', now(), now())
+                """)
+            try await app.admin.query("INSERT INTO refresh_tokens (token_hash, session_id, generation) VALUES ('orphan-token', \(noSession), 0)")
+            let replay = ProjectionReplay(projection: .accounts, database: app.admin)
+            let drift = try await replay.run(.verify).drift
+            #expect(drift.count == 2, "\(drift)")
+            #expect(drift.contains { $0.table == "sessions" && $0.kind == .extra && $0.description.contains(nobody.uuidString.lowercased()) })
+            #expect(drift.contains { $0.table == "refresh_tokens" && $0.kind == .extra && $0.description.contains("orphan-token") })
+
+            _ = try await replay.run(.replace)
+            #expect(try await replay.run(.verify).drift.isEmpty)
+            let left = try await app.admin.query("SELECT count(*)::int AS n FROM sessions WHERE user_id = \(nobody)")
+            #expect(try left[0].decode("n", as: Int.self) == 0)
+            // The user's own session is the log's, and still refreshes.
+            #expect(try await app.refresh(user.session.refreshToken).status == 200)
+        }
+    }
+
     /// Verifies the account tables against the log, then rebuilds them (`tether replay`'s engine) and compares.
     private func expectProjectionsMatchTheLog(_ app: DevService) async throws {
         func snapshot() async throws -> [String] {
