@@ -590,13 +590,13 @@ public struct PostgresEventStore: Sendable {
     public static func userStreamStatement(
         userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int
     ) -> PostgresQuery {
-        let stream: PostgresQuery = "'user-' || (\(userId))::text"
-        let start: PostgresQuery = "greatest(0, (SELECT max(version) FROM events WHERE stream = \(stream)) - \(tail))"
-        let after: PostgresQuery = known.map { "CASE WHEN (\(userId))::uuid = \($0.userId)::uuid THEN \($0.version) ELSE \(start) END" } ?? start
+        // `OFFSET 0` keeps the expression a subquery evaluated once: inlined, each use of `target.id` was a lookup.
+        let start: PostgresQuery = "greatest(0, (SELECT max(e.version) FROM events e WHERE e.stream = 'user-' || target.id::text) - \(tail))"
+        let after: PostgresQuery = known.map { "CASE WHEN target.id = \($0.userId)::uuid THEN \($0.version) ELSE \(start) END" } ?? start
         return """
-            SELECT \(unsafeSQL: columns) FROM events
-            WHERE stream = \(stream) AND version > \(after)
-            ORDER BY version
+            SELECT \(unsafeSQL: columns) FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target
+            JOIN events ON events.stream = 'user-' || target.id::text AND events.version > \(after)
+            ORDER BY events.version
             """
     }
 

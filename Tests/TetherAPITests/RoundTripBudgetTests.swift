@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TetherAPI
+@testable import TetherAPI
 import TetherCore
 import TetherCrypto
 import TetherHTTP
@@ -71,6 +71,30 @@ struct RoundTripBudgetTests {
         #expect(account.sessions.count == 2)
         #expect(meter.transactions == 1, "\(meter.statements)")
         #expect(meter.roundTrips == 2, "\(meter.roundTrips) round trips: \(meter.statements)")
+    }
+
+    /// The statements that load the user an identity names evaluate the identity's lookup once each. Inlined
+    /// at each use of the id (as PostgreSQL does with a plain subquery), a returning sign-in looked the
+    /// identity up nine times instead of three.
+    @Test(arguments: [false, true])
+    func theStatementsThatLoadAnIdentitysOwnerLookItUpOnceEach(knowingTheState: Bool) async throws {
+        let fixture = try await fixture(accepting: Self.apple)
+        defer { fixture.client.shutdown() }
+        guard case .signedIn(let account, _) = try await fixture.commands.signIn(signIn(fixture.commands)) else {
+            Issue.record("expected a session")
+            return
+        }
+        let owner = try AccountProjection.identityOwner(provider: "apple", uid: Self.apple.uid, seal: try await fixture.client.readModelSeal())
+        let known = knowingTheState ? fixture.accounts.cache.entry(for: account.id) : nil
+        #expect((known != nil) == knowingTheState)
+        let statements = AccountService.loadStatements(userId: owner, known: known, commandId: UUID(), tail: 32)
+        #expect(statements.count == 3)
+        for statement in statements {
+            var explain = PostgresQuery(unsafeSQL: "EXPLAIN (COSTS OFF) ")
+            explain.append(statement)
+            let plan = try await fixture.client.query(explain).map { try $0.decode("QUERY PLAN", as: String.self) }
+            #expect(plan.filter { $0.contains(" on identities") }.count == 1, "\(plan.joined(separator: "\n"))")
+        }
     }
 
     /// PostgreSQL plans a prepared statement at each execution while a plan for its parameters' values looks

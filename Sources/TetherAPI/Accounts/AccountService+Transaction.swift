@@ -41,7 +41,8 @@ extension AccountService {
         var transactionId: UInt64
     }
 
-    /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each),
+    /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each, and once in
+    /// each: `OFFSET 0` keeps PostgreSQL from inlining it at every use of the id),
     /// read their stream (only after `known`'s version when it names that user), and read their key,
     /// the stream's version, whether `commandId` is recorded already, the transaction's id and `now()`.
     /// Without `known` (or when the expression names someone else), only the stream's last `tail` events
@@ -53,7 +54,7 @@ extension AccountService {
         [
             """
             SELECT id, pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
-            FROM (SELECT (\(userId))::uuid AS id) AS target WHERE id IS NOT NULL
+            FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target WHERE id IS NOT NULL
             """,
             PostgresEventStore.userStreamStatement(userId: userId, after: known.map { ($0.account.id, $0.account.version) }, tail: tail),
             """
@@ -62,7 +63,7 @@ extension AccountService {
                    (SELECT tx FROM events WHERE stream = 'user-' || target.id::text AND version = \(known?.account.version ?? 0)) AS known_tx,
                    EXISTS (SELECT 1 FROM events WHERE event_id = \(AccountEventCodec.eventID(command: commandId, index: 0))) AS recorded,
                    pg_current_xact_id() AS tx, now() AS now
-            FROM (SELECT (\(userId))::uuid AS id) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
+            FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
             """,
         ]
     }
