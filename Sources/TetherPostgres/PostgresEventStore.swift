@@ -7,7 +7,7 @@ import TetherJOSE
 /// Appends run in the caller's transaction when one is given, so projections
 /// written in the same transaction commit or roll back with the events. The
 /// command layer batches its appends into its own round trips through
-/// ``appendStatement(_:to:after:metadata:userKey:)`` and ``userStreamStatement(userId:after:tail:)``:
+/// ``appendStatement(_:to:after:metadata:userKey:)`` and ``userStreamStatement(user:after:tail:)``:
 /// its seam is the transaction it runs (``TransactionJob``), so the log has no
 /// protocol of its own (one implementation, nothing outside this machine to stand in for).
 public struct PostgresEventStore: Sendable {
@@ -580,21 +580,22 @@ public struct PostgresEventStore: Sendable {
     /// ``columns`` without `metadata`, for a reader that leaves it unread.
     private static let columnsButMetadata = "position, tx, stream, version, event_id, type, schema, data, user_id, occurred_at"
 
-    /// The statement that reads the stream of the user `userId` names (an SQL expression of type
-    /// uuid, such as a lookup of an identity), in version order; decode it with ``decode(_:keys:)``.
+    /// The statement that reads the stream of the user `user` finds (an SQL query of at most one row whose
+    /// `id` column, a uuid, is the user's id: `SELECT (lookup)::uuid AS id`, say), in version order; decode it
+    /// with ``decode(_:keys:)``. The query is evaluated once (`OFFSET 0` keeps it from being inlined at
+    /// every use of the id), and only its `id` is taken: its other columns cannot clash with the events'.
     ///
-    /// With `known`, a user whose state the caller holds up to a version: when the expression names
+    /// With `known`, a user whose state the caller holds up to a version: when the query finds
     /// that user, only the events after the version are read. Otherwise only the last `tail` events are
     /// read (all of a shorter stream); the caller reads the earlier ones (``userStreamStatement(_:before:)``)
     /// when it needs them.
     public static func userStreamStatement(
-        userId: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int
+        user: PostgresQuery, after known: (userId: UUID, version: Int)? = nil, tail: Int
     ) -> PostgresQuery {
-        // `OFFSET 0` keeps the expression a subquery evaluated once: inlined, each use of `target.id` was a lookup.
         let start: PostgresQuery = "greatest(0, (SELECT max(e.version) FROM events e WHERE e.stream = 'user-' || target.id::text) - \(tail))"
         let after: PostgresQuery = known.map { "CASE WHEN target.id = \($0.userId)::uuid THEN \($0.version) ELSE \(start) END" } ?? start
         return """
-            SELECT \(unsafeSQL: columns) FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target
+            SELECT \(unsafeSQL: columns) FROM (SELECT found.id FROM (\(user)) AS found OFFSET 0) AS target
             JOIN events ON events.stream = 'user-' || target.id::text AND events.version > \(after)
             ORDER BY events.version
             """
@@ -611,7 +612,7 @@ public struct PostgresEventStore: Sendable {
             """
     }
 
-    /// Decodes rows read with ``userStreamStatement(userId:after:tail:)``, opening sealed parts with `keys`.
+    /// Decodes rows read with ``userStreamStatement(user:after:tail:)``, opening sealed parts with `keys`.
     ///
     /// Events of the types in `leavingSealed` keep their sealed part sealed, for a reader that reads
     /// nothing of it (their payload then has no `personal` member: the type must decode without one).

@@ -27,7 +27,7 @@ extension AccountService {
         let seal = try await database.readModelSeal()
         let reads = code.purpose == .changeEmail
             ? try code.email.map { try Self.emailHolderReads(ExternalIdentity.normalize($0), seal: seal) } ?? [] : []
-        let result = try await execute(user: user, reads: reads, context) { account, rows in
+        let result = try await execute(user: .named(user), reads: reads, context) { account, rows in
             if code.purpose == .changeEmail, try Self.emailHolders(rows).contains(where: { $0 != account.id }) {
                 throw AccountError.emailAlreadyInUse
             }
@@ -72,7 +72,7 @@ extension AccountService {
                 reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal())
             }
         }
-        let result = try await namingNoOne { try await mappingEmailConstraints { try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) {
+        let result = try await namingNoOne { try await mappingEmailConstraints { try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) {
             account, rows -> (events: [AccountEvent], result: Result<EmailCode, AccountError>) in
             if let caller, caller != account.id {
                 // Someone else's real code in a signed-in caller's hands is worth recording; a made-up one is not.

@@ -52,7 +52,7 @@ extension AccountService {
     @discardableResult
     public func changeEmail(userId: UUID, to email: String, verified: Bool, context: CommandContext) async throws -> UserAccount {
         let reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal())
-        return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
+        return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
             if try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
             return (try account.changeEmail(to: email, verified: verified), ())
         }.account

@@ -43,7 +43,7 @@ extension AccountService {
             }
         }
         do {
-            let account = try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: recording, context) { account, _ in
+            let account = try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: recording, context) { account, _ in
                 (account.endedByProvider(provider, reason: reason), ())
             }.account
             return account.identities[provider] == nil ? .unlinked : .unchanged

@@ -41,34 +41,60 @@ extension AccountService {
         var transactionId: UInt64
     }
 
-    /// Statements that lock the user `userId` names (an SQL uuid expression, evaluated anew by each, and once in
-    /// each: `OFFSET 0` keeps PostgreSQL from inlining it at every use of the id),
-    /// read their stream (only after `known`'s version when it names that user), and read their key,
-    /// the stream's version, whether `commandId` is recorded already, the transaction's id and `now()`.
-    /// Without `known` (or when the expression names someone else), only the stream's last `tail` events
+    /// The user a command is about, in SQL: a query of at most one row whose `id` column is the user's id.
+    /// Its other columns, if any, come back in the row of the statement that locks the user, for the command
+    /// to read (a refresh's session, found with its user by one lookup of the token).
+    struct UserRow: Sendable {
+        let query: PostgresQuery
+        /// Whether the query has columns of its own for the command (``row(_:)``).
+        let hasColumns: Bool
+
+        /// The user an SQL uuid expression names (NULL for no one), such as a lookup of an identity's owner.
+        static func named(_ expression: PostgresQuery) -> UserRow {
+            UserRow(query: "SELECT (\(expression))::uuid AS id", hasColumns: false)
+        }
+
+        /// The user of `id`.
+        static func id(_ id: UUID) -> UserRow {
+            named("\(id)")
+        }
+
+        /// The user of the row `query` finds, with its other columns; no row is no one.
+        static func row(_ query: PostgresQuery) -> UserRow {
+            UserRow(query: query, hasColumns: true)
+        }
+    }
+
+    /// Statements that lock the user `user` finds (its query is evaluated anew by each, and once in each:
+    /// `OFFSET 0` keeps PostgreSQL from inlining a lookup at every use of the id), read their stream (only
+    /// after `known`'s version when it names that user), and read their key, the stream's version, whether
+    /// `commandId` is recorded already, the transaction's id and `now()`. The first answers the user's row
+    /// (none for no one), with its other columns.
+    /// Without `known` (or when the query finds someone else), only the stream's last `tail` events
     /// are read: ``loaded(from:known:in:)`` reads the rest when no state it keeps is among them.
     /// Decoded by ``loaded(from:known:in:)``.
     static func loadStatements(
-        userId: PostgresQuery, known: AccountStateCache.Entry? = nil, commandId: UUID, tail: Int
+        user: UserRow, known: AccountStateCache.Entry? = nil, commandId: UUID, tail: Int
     ) -> [PostgresQuery] {
         [
             """
-            SELECT id, pg_advisory_xact_lock(hashtextextended('user-' || id::text, 0))
-            FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target WHERE id IS NOT NULL
+            SELECT target.*, pg_advisory_xact_lock(hashtextextended('user-' || target.id::text, 0))
+            FROM (\(user.query) OFFSET 0) AS target WHERE target.id IS NOT NULL
             """,
-            PostgresEventStore.userStreamStatement(userId: userId, after: known.map { ($0.account.id, $0.account.version) }, tail: tail),
+            PostgresEventStore.userStreamStatement(user: user.query, after: known.map { ($0.account.id, $0.account.version) }, tail: tail),
             """
             SELECT target.id AS user_id, k.key, k.user_id IS NOT NULL AS has_key_row,
                    (SELECT max(version) FROM events WHERE stream = 'user-' || target.id::text) AS stream_version,
                    (SELECT tx FROM events WHERE stream = 'user-' || target.id::text AND version = \(known?.account.version ?? 0)) AS known_tx,
                    EXISTS (SELECT 1 FROM events WHERE event_id = \(AccountEventCodec.eventID(command: commandId, index: 0))) AS recorded,
                    pg_current_xact_id() AS tx, now() AS now
-            FROM (SELECT (\(userId))::uuid AS id OFFSET 0) AS target LEFT JOIN personal_data_keys k ON k.user_id = target.id
+            FROM (SELECT (SELECT found.id FROM (\(user.query)) AS found)::uuid AS id OFFSET 0) AS target
+            LEFT JOIN personal_data_keys k ON k.user_id = target.id
             """,
         ]
     }
 
-    /// The user the rows of ``loadStatements(userId:known:commandId:)`` describe; nil when the expression named no one.
+    /// The user the rows of ``loadStatements(user:known:commandId:tail:)`` describe; nil when its query found no one.
     ///
     /// The lock is taken by the first statement, and the stream is read by a later one (a later
     /// snapshot): every writer before is complete. A stream whose last writer's transaction id is
@@ -260,17 +286,18 @@ extension AccountService {
         _ userId: UUID, _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
-        try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, context) { account, _ in try decide(account) }
+        try await execute(user: .id(userId), known: { cache.entry(for: userId) }, context) { account, _ in try decide(account) }
     }
 
-    /// Like ``execute(_:_:decide:)`` for the user `user` names (an SQL uuid expression); `reads` run
-    /// first in the same round trip, and their rows go to `decide`; `writingAfter` runs after the
+    /// Like ``execute(_:_:decide:)`` for the user `user` finds; `reads` run first in the same round trip, and
+    /// their rows go to `decide`, followed, for a ``UserRow/row(_:)`` query, by the user's row as locked
+    /// (with its other columns); `writingAfter` runs after the
     /// events' writes, in the commit's round trip. `known` answers the kept state the user may have;
     /// `hints` name the user in the cache afterwards.
     /// With `allowingErased`, an erased user's stream takes the events too (the outbox's records of calls
     /// an erasure caused; stored without personal data, the key being gone).
     func execute<T: Sendable>(
-        user: PostgresQuery, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil }, reads: [PostgresQuery] = [],
+        user: UserRow, known: @escaping @Sendable () -> AccountStateCache.Entry? = { nil }, reads: [PostgresQuery] = [],
         writingAfter: [PostgresQuery] = [], hints: [AccountStateCache.Hint] = [], allowingErased: Bool = false, _ context: CommandContext,
         decide: @escaping @Sendable (UserAccount, [PostgresRows]) throws -> (events: [AccountEvent], result: T)
     ) async throws -> (account: UserAccount, result: T) {
@@ -278,12 +305,12 @@ extension AccountService {
             try await database.withTransactionJob { transaction in
                 let kept = known()
                 let rows = try transaction.begin(
-                    reads + Self.loadStatements(userId: user, known: kept, commandId: context.commandId, tail: streamTail))
+                    reads + Self.loadStatements(user: user, known: kept, commandId: context.commandId, tail: streamTail))
                 guard let loaded = try loaded(from: rows.suffix(3), known: kept, in: transaction).user,
                       loaded.account.exists || (allowingErased && loaded.account.isErased) else {
                     throw AccountError.notFound
                 }
-                let decision = try decide(loaded.account, Array(rows.prefix(reads.count)))
+                let decision = try decide(loaded.account, Array(rows.prefix(reads.count + (user.hasColumns ? 1 : 0))))
                 if loaded.isCommandRecorded { return (loaded.account, decision.result) }
                 return (try commit(decision.events, on: loaded, context, writingAfter: writingAfter, hints: hints, in: transaction),
                         decision.result)
@@ -298,7 +325,7 @@ extension AccountService {
             try await database.withTransactionJob { transaction in
                 let kept = cache.entry(for: userId)
                 let rows = try transaction.runAlone(
-                    Self.loadStatements(userId: "\(userId)", known: kept, commandId: UUID.random(), tail: streamTail))
+                    Self.loadStatements(user: .id(userId), known: kept, commandId: UUID.random(), tail: streamTail))
                 guard let loaded = try loaded(from: rows, known: kept, in: transaction).user else {
                     throw AccountError.notFound
                 }

@@ -116,7 +116,7 @@ public struct AccountService: Sendable {
                 }
                 let owner = try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: readModels)
                 let rows = try transaction.begin(
-                    reads + Self.loadStatements(userId: owner, known: kept, commandId: context.commandId, tail: streamTail))
+                    reads + Self.loadStatements(user: .named(owner), known: kept, commandId: context.commandId, tail: streamTail))
                 try check?.verdict(Array(rows.prefix(checks)))
                 let (loaded, unknown) = try loaded(from: rows.suffix(3), known: kept, in: transaction)
                 if loaded == nil, let kept {
@@ -128,7 +128,7 @@ public struct AccountService: Sendable {
                     let ownerKept = cache.entry(for: ownerId)
                     emailOwner = try self.loaded(
                         from: transaction.run(
-                            Self.loadStatements(userId: "\(ownerId)", known: ownerKept, commandId: context.commandId, tail: streamTail)),
+                            Self.loadStatements(user: .id(ownerId), known: ownerKept, commandId: context.commandId, tail: streamTail)),
                         known: ownerKept, in: transaction).user
                 }
                 switch try SignInRoute.route(identity, owner: loaded?.account, emailOwner: emailOwner?.account) {
@@ -205,7 +205,7 @@ public struct AccountService: Sendable {
             reads.append(try Self.userWithEmail(lockedEmail, seal: seal))
         }
         return try await mappingConstraints {
-            try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
+            try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
                 // A password identity is its email: another account holding it means the email is taken.
                 if !rows[0].isEmpty { throw passwordHash == nil ? AccountError.credentialAlreadyInUse : AccountError.emailAlreadyInUse }
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
@@ -265,7 +265,7 @@ public struct AccountService: Sendable {
             "DELETE FROM code_sends WHERE user_id = \(userId)",
             "DELETE FROM idempotent_responses WHERE user_id = \(userId)",
         ]
-        return try await execute(user: "\(userId)", known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in
+        return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in
             guard condition(account) else { throw ConditionNoLongerHolds() }
             return (try account.erase(reason: reason), ())
         }.account
@@ -279,15 +279,18 @@ public struct AccountService: Sendable {
         presentedHash: String, newHash: String, presentedJKT: String?, kind: SessionSecretKind = .accessAndRefreshTokens,
         context: CommandContext
     ) async throws -> (userId: UUID, sessionId: UUID, amr: [String], authTime: Date, jkt: String?, account: UserAccount) {
-        // One transaction of two round trips: the token's session and user are looked up in the first.
-        let session: PostgresQuery = "FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = \(presentedHash)"
+        // One transaction of two round trips: the token's session and user are looked up in the first, together.
         let (account, outcome): (UserAccount, (sessionId: UUID, isReuse: Bool))
         do {
             (account, outcome) = try await execute(
-                user: "SELECT s.user_id \(session)", known: { [cache] in cache.entry(forHint: AccountStateCache.hint(refreshTokenHash: presentedHash)) },
-                reads: ["SELECT s.id \(session)"], hints: [AccountStateCache.hint(refreshTokenHash: newHash)], context
+                user: .row("""
+                    SELECT s.user_id AS id, s.id AS session_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+                    WHERE r.token_hash = \(presentedHash)
+                    """),
+                known: { [cache] in cache.entry(forHint: AccountStateCache.hint(refreshTokenHash: presentedHash)) },
+                hints: [AccountStateCache.hint(refreshTokenHash: newHash)], context
             ) { account, rows in
-                guard let sessionId: UUID = try rows[0].first?.decode("id") else { throw AccountError.invalidToken }
+                guard let sessionId: UUID = try rows[0].first?.decode("session_id") else { throw AccountError.invalidToken }
                 do {
                     let events = try account.refresh(
                         session: sessionId, presentedHash: presentedHash, newHash: newHash, presentedJKT: presentedJKT, kind: kind)

@@ -189,7 +189,7 @@ public final class ProviderCallWorker: Sendable {
             commandId: AccountEventCodec.eventID(command: call.id, index: 1000 + call.attempt),
             metadata: EventMetadata(actor: .system("provider outbox"), surface: "provider"))
         _ = try await accounts.execute(
-            user: "\(call.userId)", reads: [settle], allowingErased: true, context
+            user: .id(call.userId), reads: [settle], allowingErased: true, context
         ) { _, rows in (rows[0].isEmpty ? [] : [event], ()) }
         calls.increment(call.action, result)
     }
