@@ -41,6 +41,24 @@ public struct Projection: Sendable {
     /// client address, command id). When none does, replay leaves it unread and they see empty metadata:
     /// parsing it was a tenth of a replay's CPU.
     public var readsMetadata: Bool
+    /// References between the projection's tables that no foreign key keeps (for the cost of checking one
+    /// at every write): `tether replay --verify` reports each row whose referenced row is not there.
+    public var references: [Reference] = []
+
+    /// `table.column` names a row of `referenced` by its `referencedColumn`.
+    public struct Reference: Sendable, Hashable {
+        public var table: String
+        public var column: String
+        public var referenced: String
+        public var referencedColumn: String
+
+        public init(_ table: String, _ column: String, to referenced: String, _ referencedColumn: String) {
+            self.table = table
+            self.column = column
+            self.referenced = referenced
+            self.referencedColumn = referencedColumn
+        }
+    }
 
     /// A projection whose rows each belong to one user: the final rows of a user follow from that
     /// user's events alone, in their order, whatever other users' events lie between them.
@@ -91,16 +109,24 @@ public struct Projection: Sendable {
 
 extension Projection {
     /// Users, identities, sessions, refresh tokens and MFA read models from `user-<id>` streams.
-    public static let accounts = Projection(
-        name: "accounts", tables: AccountProjection.tables, categories: ["user"],
-        upcasters: AccountEventCodec.upcasters, statements: accountStatements,
-        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) },
-        readsMetadata: false
-    ) { event, occurredAt, connection, seal in
-        for statement in try accountStatements([(event, occurredAt)], seal: seal) {
-            try await connection.query(statement)
+    public static let accounts: Projection = {
+        var accounts = Projection(
+            name: "accounts", tables: AccountProjection.tables, categories: ["user"],
+            upcasters: AccountEventCodec.upcasters, statements: accountStatements,
+            bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) },
+            readsMetadata: false
+        ) { event, occurredAt, connection, seal in
+            for statement in try accountStatements([(event, occurredAt)], seal: seal) {
+                try await connection.query(statement)
+            }
         }
-    }
+        // Written at every sign-in and refresh: their foreign keys went (029_session_writes_without_foreign_keys.sql).
+        accounts.references = [
+            Reference("sessions", "user_id", to: "users", "id"),
+            Reference("refresh_tokens", "session_id", to: "sessions", "id"),
+        ]
+        return accounts
+    }()
 
     /// A batch of account events, each command's events folded as the command itself wrote them
     /// (``AccountProjection/statements(for:userId:at:recordingVersion:)``: the version once, in the

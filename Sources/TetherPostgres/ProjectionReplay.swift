@@ -448,6 +448,7 @@ public struct ProjectionReplay: Sendable {
                         try await gate.execute(simple: "COMMIT")
                         try await applyCommitted(&attempt, on: main)
                         drift = try await shadow.drift(on: main)
+                        drift += try await shadow.danglingReferences(projection.references, on: main)
                         try await main.execute(simple: "COMMIT")
                     } catch {
                         if !main.isBroken { _ = try? await main.execute(simple: "ROLLBACK") }

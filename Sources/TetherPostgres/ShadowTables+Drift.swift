@@ -10,6 +10,8 @@ public struct RowDrift: Sendable, Hashable, CustomStringConvertible {
         case extra
         /// Both have the row (by key), with different values.
         case changed
+        /// The live row names a row of another table (``Projection/Reference``) that the live table lacks.
+        case dangling
     }
 
     public var table: String
@@ -33,6 +35,7 @@ public struct RowDrift: Sendable, Hashable, CustomStringConvertible {
         case .missing: "\(row) missing from the live table: the log has \(detail)"
         case .extra: "\(row) extra in the live table: \(detail) is not in the log"
         case .changed: "\(row) changed: \(detail)"
+        case .dangling: "\(row) refers to \(detail), which is not in the live table"
         }
     }
 }
@@ -79,6 +82,28 @@ extension ShadowTables {
             for row in try await connection.query(query) {
                 guard let kind = RowDrift.Kind(rawValue: try row.decode("kind")) else { continue }
                 drift.append(RowDrift(table: table, kind: kind, key: try row.decode("key"), detail: try row.decode("detail")))
+            }
+        }
+        return drift
+    }
+
+    /// The live rows whose reference (one of `references`) names no row, in the caller's snapshot; at most
+    /// `limit` a reference. The key is the referencing column's (`user_id=…`), the detail the row referred to.
+    func danglingReferences(_ references: [Projection.Reference], limit: Int = 100, on connection: PostgresConnection) async throws -> [RowDrift] {
+        var drift: [RowDrift] = []
+        for reference in references {
+            let column = Self.quote(reference.column), referencedColumn = Self.quote(reference.referencedColumn)
+            let rows = try await connection.query("""
+                SELECT DISTINCT t.\(unsafeSQL: column)::text AS value FROM \(unsafeSQL: live(reference.table)) t
+                WHERE t.\(unsafeSQL: column) IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM \(unsafeSQL: live(reference.referenced)) r WHERE r.\(unsafeSQL: referencedColumn) = t.\(unsafeSQL: column))
+                ORDER BY 1 LIMIT \(literal: limit)
+                """)
+            for row in rows {
+                let value: String = try row.decode("value")
+                drift.append(RowDrift(
+                    table: reference.table, kind: .dangling, key: "\(reference.column)=\(value)",
+                    detail: "\(reference.referenced) (\(reference.referencedColumn)=\(value))"))
             }
         }
         return drift

@@ -487,7 +487,7 @@ struct V1SessionsTests {
 
     /// Sessions and refresh tokens have no foreign keys (schema 029: their checks were a third of a sign-in's
     /// write): a row no event accounts for, such as one for a user or session that does not exist, is drift
-    /// that `--verify` reports and a replay removes.
+    /// that `--verify` reports twice (extra, and dangling: its reference names no row) and a replay removes.
     @Test func aSessionOrRefreshTokenNoEventAccountsForIsDrift() async throws {
         try await DevService.run { app in
             let user = try await app.signedIn(try await app.apple("apple-orphans"))
@@ -499,9 +499,15 @@ struct V1SessionsTests {
             try await app.admin.query("INSERT INTO refresh_tokens (token_hash, session_id, generation) VALUES ('orphan-token', \(noSession), 0)")
             let replay = ProjectionReplay(projection: .accounts, database: app.admin)
             let drift = try await replay.run(.verify).drift
-            #expect(drift.count == 2, "\(drift)")
+            #expect(drift.count == 4, "\(drift)")
             #expect(drift.contains { $0.table == "sessions" && $0.kind == .extra && $0.description.contains(nobody.uuidString.lowercased()) })
             #expect(drift.contains { $0.table == "refresh_tokens" && $0.kind == .extra && $0.description.contains("orphan-token") })
+            let noUser = nobody.uuidString.lowercased(), noSessionId = noSession.uuidString.lowercased()
+            #expect(drift.contains(RowDrift(table: "sessions", kind: .dangling, key: "user_id=\(noUser)", detail: "users (id=\(noUser))")))
+            #expect(drift.contains(RowDrift(
+                table: "refresh_tokens", kind: .dangling, key: "session_id=\(noSessionId)", detail: "sessions (id=\(noSessionId))")))
+            #expect(drift.first { $0.kind == .dangling }?.description
+                == "sessions (user_id=\(noUser)) refers to users (id=\(noUser)), which is not in the live table")
 
             _ = try await replay.run(.replace)
             #expect(try await replay.run(.verify).drift.isEmpty)
