@@ -88,14 +88,23 @@ struct RoundTripBudgetTests {
         let known = knowingTheState ? fixture.accounts.cache.entry(for: account.id) : nil
         #expect((known != nil) == knowingTheState)
         let statements = AccountService.loadStatements(user: .named(owner), known: known, commandId: UUID(), tail: 32)
+        try await expectOneScan(of: "identities", in: statements, on: fixture.client)
+        // A refresh's query of the token's session and user, a row with two columns: once a statement too.
+        let session = try await fixture.client.query("SELECT refresh_token_hash FROM sessions LIMIT 1")[0].decode("refresh_token_hash", as: String.self)
+        let refresh = AccountService.loadStatements(user: AccountService.refreshTokensUser(session), known: known, commandId: UUID(), tail: 32)
+        try await expectOneScan(of: "refresh_tokens", in: refresh, on: fixture.client)
+    }
+
+    /// Expects each of the three load `statements` to scan `table` once (by its plan).
+    private func expectOneScan(of table: String, in statements: [PostgresQuery], on client: PostgresClient) async throws {
         #expect(statements.count == 3)
         for statement in statements {
             var explain = PostgresQuery(unsafeSQL: "EXPLAIN (COSTS OFF) ")
             explain.append(statement)
-            let plan = try await fixture.client.query(explain).map { try $0.decode("QUERY PLAN", as: String.self) }
-            // A scan of the table, not of its index (whose name begins like it): " on identities" ends the line or a word.
-            let scans = plan.filter { $0.hasSuffix(" on identities") || $0.contains(" on identities ") }
-            #expect(scans.count == 1, "\(plan.joined(separator: "\n"))")
+            let plan = try await client.query(explain).map { try $0.decode("QUERY PLAN", as: String.self) }
+            // A scan of the table, not of its index (whose name begins like it): " on <table>" ends the line or a word.
+            let scans = plan.filter { $0.hasSuffix(" on \(table)") || $0.contains(" on \(table) ") }
+            #expect(scans.count == 1, "\(table):\n\(plan.joined(separator: "\n"))")
         }
     }
 

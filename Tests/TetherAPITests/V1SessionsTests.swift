@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TetherAPI
-import TetherCore
+@testable import TetherCore
 import TetherCrypto
 import TetherHTTP
 import TetherJOSE
@@ -515,6 +515,29 @@ struct V1SessionsTests {
             #expect(try left[0].decode("n", as: Int.self) == 0)
             // The user's own session is the log's, and still refreshes.
             #expect(try await app.refresh(user.session.refreshToken).status == 200)
+        }
+    }
+
+    /// A dangling row the log itself makes (here a session started in the stream of a user who was never
+    /// registered: no command writes that, a projection bug could) is in the live tables and the rebuilt ones
+    /// alike, so only the reference check reports it; the foreign key refused it before 029.
+    @Test func aSessionTheLogStartsForNoUserIsReportedAsDangling() async throws {
+        try await DevService.run { app in
+            _ = try await app.signedIn(try await app.apple("apple-dangling"))
+            let nobody = UUID()
+            let started = AccountEvent.sessionStarted(.init(
+                sessionId: UUID(), refreshTokenHash: "dangling-hash", authTime: Date(), amr: ["apple"], jkt: nil,
+                secretKind: .accessAndRefreshTokens, installationId: nil, expiresAt: nil, personal: nil))
+            try await PostgresEventStore(client: app.admin).append(
+                [try AccountEventCodec.encode(started, userId: nobody, id: UUID())], to: .user(nobody), expected: .noStream,
+                metadata: EventMetadata())
+            let replay = ProjectionReplay(projection: .accounts, database: app.admin)
+            _ = try await replay.run(.replace)
+            let sessions = try await app.admin.query("SELECT count(*)::int AS n FROM sessions WHERE user_id = \(nobody)")
+            #expect(try sessions[0].decode("n", as: Int.self) == 1, "the replay made the row the log asks for")
+            let noUser = nobody.uuidString.lowercased()
+            #expect(try await replay.run(.verify).drift
+                == [RowDrift(table: "sessions", kind: .dangling, key: "user_id=\(noUser)", detail: "users (id=\(noUser))")])
         }
     }
 

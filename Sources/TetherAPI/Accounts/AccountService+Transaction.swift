@@ -27,7 +27,7 @@ extension AccountService {
         /// events to get there.
         var snapshotTransaction: UInt64?
 
-        /// A user about to be registered in the transaction that read `unknown` (no one, for its expression).
+        /// A user about to be registered in the transaction that read `unknown` (no one, for its query).
         static func new(_ id: UUID, in unknown: Unknown) -> LoadedUser {
             LoadedUser(
                 account: UserAccount(id: id), isCommandRecorded: false, key: nil, hasKeyRow: false, now: unknown.now,
@@ -35,7 +35,7 @@ extension AccountService {
         }
     }
 
-    /// What the first round trip read when its expression named no one: the transaction's clock and id.
+    /// What the first round trip read when its query found no one: the transaction's clock and id.
     struct Unknown: Sendable {
         var now: Date
         var transactionId: UInt64
@@ -59,7 +59,9 @@ extension AccountService {
             named("\(id)")
         }
 
-        /// The user of the row `query` finds, with its other columns; no row is no one.
+        /// The user of the row `query` finds, with its other columns; no row is no one. It must find one row at
+        /// most (by a unique key: more fails the command), and end where a subquery may be closed: the statements
+        /// wrap it in parentheses and add `OFFSET 0` (no `OFFSET`, `;` or comment of its own).
         static func row(_ query: PostgresQuery) -> UserRow {
             UserRow(query: query, hasColumns: true)
         }
@@ -109,7 +111,7 @@ extension AccountService {
         let now: Date = try head.decode("now")
         let ourTransaction: UInt64 = try head.decode("tx")
         let unknown = Unknown(now: now, transactionId: ourTransaction)
-        // Each statement evaluates the expression anew: if it named someone else (or no one) when the
+        // Each statement evaluates the user's query anew: if it found someone else (or no one) when the
         // lock was taken, an identity changed hands in between, and the lock does not cover this user.
         let lockedId: UUID? = try rows[0].first?.decode("id")
         let userId: UUID? = try head.decode("user_id")

@@ -274,6 +274,15 @@ public struct AccountService: Sendable {
     /// A conditional command found its condition false on the user's current state, and wrote nothing.
     public struct ConditionNoLongerHolds: Error, Sendable {}
 
+    /// The user of the session a refresh token (by its hash, current or superseded) was issued for, with the
+    /// session's id as `session_id`.
+    static func refreshTokensUser(_ tokenHash: String) -> UserRow {
+        .row("""
+            SELECT s.user_id AS id, s.id AS session_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+            WHERE r.token_hash = \(tokenHash)
+            """)
+    }
+
     /// Rotates a refresh token: answers the session's user and id, or ends the session on reuse.
     public func refresh(
         presentedHash: String, newHash: String, presentedJKT: String?, kind: SessionSecretKind = .accessAndRefreshTokens,
@@ -283,10 +292,7 @@ public struct AccountService: Sendable {
         let (account, outcome): (UserAccount, (sessionId: UUID, isReuse: Bool))
         do {
             (account, outcome) = try await execute(
-                user: .row("""
-                    SELECT s.user_id AS id, s.id AS session_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
-                    WHERE r.token_hash = \(presentedHash)
-                    """),
+                user: Self.refreshTokensUser(presentedHash),
                 known: { [cache] in cache.entry(forHint: AccountStateCache.hint(refreshTokenHash: presentedHash)) },
                 hints: [AccountStateCache.hint(refreshTokenHash: newHash)], context
             ) { account, rows in
