@@ -153,8 +153,27 @@ public struct MigrationRunner: Sendable {
                 "\(status.changed.joined(separator: ", ")) changed after it was applied; "
                     + "applied migrations are never edited: restore the file and add a new migration")
         }
+        guard !status.pending.isEmpty else { return MigrationReport(applied: [], alreadyApplied: migrations.count) }
+        // A replay running now would swap in copies of the tables as they were when it began: a migration of
+        // them (029 dropped two foreign keys) would be undone by its swap. Migrations wait for it to finish,
+        // and a replay does not start while they are applied.
+        try await connection.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
+        do {
+            let report = try await apply(status.pending, on: connection)
+            try await connection.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
+            return report
+        } catch {
+            if !connection.isBroken {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
+            }
+            throw error
+        }
+    }
+
+    /// Applies the `pending` migrations in order, each in its own transaction.
+    private func apply(_ pending: [String], on connection: PostgresConnection) async throws -> MigrationReport {
         var applied: [Migration] = []
-        for migration in migrations where status.pending.contains(migration.fileName) {
+        for migration in migrations where pending.contains(migration.fileName) {
             do {
                 try await connection.withTransaction { connection in
                     try await connection.execute(simple: migration.sql)
@@ -168,7 +187,7 @@ public struct MigrationRunner: Sendable {
             }
             applied.append(migration)
         }
-        return MigrationReport(applied: applied, alreadyApplied: migrations.count - status.pending.count)
+        return MigrationReport(applied: applied, alreadyApplied: migrations.count - pending.count)
     }
 
     /// Compares the files with what the database recorded.

@@ -129,7 +129,8 @@ public struct ProjectionReplay: Sendable {
         try await database.withConnection { main in
             let locked: Bool = try await main.query("SELECT pg_try_advisory_lock(\(Self.runLockKey)) AS locked")[0].decode("locked")
             guard locked else {
-                throw ReplayError("another tether replay is running on this database; try again when it has finished")
+                throw ReplayError(
+                    "another tether replay, or tether migrate applying migrations, is running on this database; try again when it has finished")
             }
             do {
                 let outcome = try await runHoldingLock(mode, on: main, progress: progress)

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TetherPostgres
+@testable import TetherPostgres
 import TetherTesting
 
 @Suite("Migrations against a real server")
@@ -78,6 +78,34 @@ struct MigrationRunnerTests {
         }
         #expect(reports.map(\.applied.count).sorted() == [0, 3])
         #expect(try await appliedVersions(database) == [1, 2, 3])
+    }
+
+    /// A replay swaps in copies of the tables made when it began: a migration applied meanwhile would be undone.
+    @Test func pendingMigrationsWaitForARunningReplay() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let migrations = try runner([("001_a.sql", "CREATE TABLE a (id int);")])
+        let client = database.client(asServiceRole: false, maxConnections: 2)
+        defer { client.shutdown() }
+        func waiting() async throws -> Int {
+            try await client.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0].decode("n")
+        }
+        try await client.withConnection { replay in
+            try await replay.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
+            let migrating = Task { try await migrations.migrate(database.configuration()) }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await waiting() == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(try await waiting() == 1, "migrate waits for the replay's lock")
+            #expect(try await appliedVersions(database) == [])
+            try await replay.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
+            #expect(try await migrating.value.applied.map(\.version) == [1])
+        }
+        #expect(try await appliedVersions(database) == [1])
+        // With nothing pending, migrate does not wait for a replay.
+        try await client.withConnection { replay in
+            try await replay.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
+            #expect(try await migrations.migrate(database.configuration()).applied.isEmpty)
+            try await replay.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
+        }
     }
 
     @Test func badlyNamedOrDuplicateFilesAreRefused() throws {
