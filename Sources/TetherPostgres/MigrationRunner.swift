@@ -125,16 +125,8 @@ public struct MigrationRunner: Sendable {
         var ownerConfiguration = configuration
         ownerConfiguration.role = nil // migrations run as the login role, which owns the tables
         let connection = try await PostgresConnection.connect(ownerConfiguration)
-        try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))")
-        do {
-            let report = try await migrateHoldingLock(connection)
-            try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
-            return report
-        } catch {
-            if !connection.isBroken {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))")
-            }
-            throw error
+        return try await connection.around("SELECT pg_advisory_lock(\(Self.lockKey))", "SELECT pg_advisory_unlock(\(Self.lockKey))") {
+            try await migrateHoldingLock(connection)
         }
     }
 
@@ -157,16 +149,9 @@ public struct MigrationRunner: Sendable {
         // A replay running now would swap in copies of the tables as they were when it began: a migration of
         // them (029 dropped two foreign keys) would be undone by its swap. Migrations wait for it to finish,
         // and a replay does not start while they are applied.
-        try await connection.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
-        do {
-            let report = try await apply(status.pending, on: connection)
-            try await connection.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
-            return report
-        } catch {
-            if !connection.isBroken {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
-            }
-            throw error
+        let replays = ProjectionReplay.runLockKey
+        return try await connection.around("SELECT pg_advisory_lock(\(replays))", "SELECT pg_advisory_unlock(\(replays))") {
+            try await apply(status.pending, on: connection)
         }
     }
 

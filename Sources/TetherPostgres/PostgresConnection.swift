@@ -527,3 +527,21 @@ private func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<Uns
     let pointers = duplicates.map { UnsafePointer($0) } + [nil]
     return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
+
+extension PostgresConnection {
+    /// Runs `enter`, then `body`, then `leave`: after `body` returns, and after it throws unless the connection
+    /// broke. For what a session holds around some work: an advisory lock, a setting.
+    func around<T>(
+        _ enter: PostgresQuery, _ leave: PostgresQuery, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async throws -> T {
+        try await query(enter)
+        do {
+            let value = try await body()
+            try await query(leave)
+            return value
+        } catch {
+            if !isBroken { _ = try? await query(leave) }
+            throw error
+        }
+    }
+}

@@ -374,17 +374,8 @@ struct ShadowTables {
         _ body: () async throws -> T
     ) async throws -> T {
         let previous: String = try await connection.query("SELECT current_setting('search_path') AS path")[0].decode("path")
-        try await connection.query("SELECT set_config('search_path', \(path), false)")
-        do {
-            let value = try await body()
-            try await connection.query("SELECT set_config('search_path', \(previous), false)")
-            return value
-        } catch {
-            if !connection.isBroken {
-                _ = try? await connection.query("SELECT set_config('search_path', \(previous), false)")
-            }
-            throw error
-        }
+        return try await connection.around(
+            "SELECT set_config('search_path', \(path), false)", "SELECT set_config('search_path', \(previous), false)", body)
     }
 
     /// Replaces the live tables with the copies inside the caller's transaction, which
