@@ -43,7 +43,7 @@ public struct Projection: Sendable {
     public var readsMetadata: Bool
     /// References between the projection's tables that no foreign key keeps (for the cost of checking one
     /// at every write): `tether replay --verify` reports each row whose referenced row is not there.
-    public var references: [Reference] = []
+    public var references: [Reference]
 
     /// `table.column` names a row of `referenced` by its `referencedColumn`.
     public struct Reference: Sendable, Hashable {
@@ -85,10 +85,11 @@ public struct Projection: Sendable {
     public init(
         name: String, tables: [String], categories: [String], upcasters: UpcasterChain = UpcasterChain(),
         statements: (@Sendable ([(event: RecordedEvent, occurredAt: String)], ReadModelSeal) throws -> [PostgresQuery])? = nil,
-        bulkRows: BulkRows? = nil, readsMetadata: Bool = true,
+        bulkRows: BulkRows? = nil, readsMetadata: Bool = true, references: [Reference] = [],
         apply: @escaping @Sendable (RecordedEvent, String, PostgresConnection, ReadModelSeal) async throws -> Void
     ) {
         self.readsMetadata = readsMetadata
+        self.references = references
         self.name = name
         self.tables = tables
         self.categories = categories
@@ -109,24 +110,21 @@ public struct Projection: Sendable {
 
 extension Projection {
     /// Users, identities, sessions, refresh tokens and MFA read models from `user-<id>` streams.
-    public static let accounts: Projection = {
-        var accounts = Projection(
-            name: "accounts", tables: AccountProjection.tables, categories: ["user"],
-            upcasters: AccountEventCodec.upcasters, statements: accountStatements,
-            bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) },
-            readsMetadata: false
-        ) { event, occurredAt, connection, seal in
-            for statement in try accountStatements([(event, occurredAt)], seal: seal) {
-                try await connection.query(statement)
-            }
-        }
+    public static let accounts = Projection(
+        name: "accounts", tables: AccountProjection.tables, categories: ["user"],
+        upcasters: AccountEventCodec.upcasters, statements: accountStatements,
+        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) },
+        readsMetadata: false,
         // Written at every sign-in and refresh: their foreign keys went (029_session_writes_without_foreign_keys.sql).
-        accounts.references = [
+        references: [
             Reference("sessions", "user_id", to: "users", "id"),
             Reference("refresh_tokens", "session_id", to: "sessions", "id"),
         ]
-        return accounts
-    }()
+    ) { event, occurredAt, connection, seal in
+        for statement in try accountStatements([(event, occurredAt)], seal: seal) {
+            try await connection.query(statement)
+        }
+    }
 
     /// A batch of account events, each command's events folded as the command itself wrote them
     /// (``AccountProjection/statements(for:userId:at:recordingVersion:)``: the version once, in the

@@ -30,7 +30,7 @@ public struct ReplayMetrics: MetricsCollector {
             .gauge("tether_replay_last_events", help: "Events applied by the last replay run.", samples: samples { Double($0.events) }),
             .gauge("tether_replay_last_finished_timestamp_seconds", help: "When the last replay run finished (Unix time).",
                    samples: samples { $0.finishedAt.timeIntervalSince1970 }),
-            .gauge("tether_replay_last_drifting_rows", help: "Rows that drifted in the last --verify run.",
+            .gauge("tether_replay_last_drifting_rows", help: "Rows that drifted, and dangling references, in the last --verify run.",
                    samples: runs.filter { $0.driftingRows != nil }.map {
                        ([("projection", $0.projection), ("mode", $0.mode.rawValue)], Double($0.driftingRows ?? 0))
                    }),
