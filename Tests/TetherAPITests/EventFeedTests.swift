@@ -127,7 +127,7 @@ struct EventFeedTests {
             let adas = Page(events: try await read(service, support, after: "0", count: 4, limit: 10, filter: "&userId=\(ada.user.id)").0, nextAfter: "")
             #expect(adas.events.allSatisfy { $0.userId == ada.user.id })
             #expect(adas.events.count == 4)
-            for bad in ["type=user.exploded", "after=nonsense", "wait=31", "limit=501", "userId=nobody", "colour=red"] {
+            for bad in ["type=user.exploded", "after=nonsense", "wait=31", "limit=501", "userId=nobody", "colour=red", "after=", "limit=", "wait=", "userId=", "type=%20"] {
                 let response = try await service.client.get("/v1/admin/events?\(bad)", headers: ["Authorization": "Bearer \(admin)"])
                 #expect(response.status == 400, "\(bad): \(response.bodyText)")
             }

@@ -4,19 +4,26 @@ import TetherHTTP
 /// The query parameters of one admin route, checked against the names it accepts.
 ///
 /// An unknown name is refused rather than ignored, so that a misspelt filter
-/// (`emial=`) cannot silently widen a search. An empty value counts as absent,
-/// as a search form sends its empty fields.
+/// (`emial=`) cannot silently widen a search. An empty value (or one of spaces)
+/// counts as absent only for the free-text names in `emptyAsAbsent`, as a search
+/// form sends its empty fields; any other name given empty is refused, as
+/// `schema/openapi.yaml` types it (`after=` is no cursor, `limit=` no number).
 struct AdminQuery {
     private let values: [String: String]
 
-    init(_ request: HTTPRequest, accepting names: Set<String>) throws(AdminError) {
+    init(_ request: HTTPRequest, accepting names: Set<String>, emptyAsAbsent: Set<String> = []) throws(AdminError) {
         if let unknown = request.queryItems.first(where: { !names.contains($0.name) }) {
             throw .invalidRequest("Unknown query parameter '\(unknown.name)'; this route accepts \(names.sorted().joined(separator: ", ")).")
         }
         var values: [String: String] = [:]
         for item in request.queryItems {
             let value = item.value.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !value.isEmpty else { continue }
+            guard !value.isEmpty else {
+                guard emptyAsAbsent.contains(item.name) else {
+                    throw .invalidRequest("The query parameter '\(item.name)' is empty; leave it out instead.")
+                }
+                continue
+            }
             guard values[item.name] == nil else { throw .invalidRequest("The query parameter '\(item.name)' is given twice.") }
             values[item.name] = value
         }

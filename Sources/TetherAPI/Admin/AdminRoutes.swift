@@ -84,7 +84,8 @@ public struct AdminRoutes: Sendable {
             AdminEvent.usersSearched(.init(provider: raw["provider"], limit: nil, resultCount: nil, status: status, personal: terms))
         }
         return try await audited(request, requires: .support, failure: failure) { _ in
-            let query = try AdminQuery(request, accepting: ["email", "provider", "uid", "q", "after", "limit"])
+            let query = try AdminQuery(
+                request, accepting: ["email", "provider", "uid", "q", "after", "limit"], emptyAsAbsent: ["email", "provider", "uid"])
             let search = UserSearch(email: query["email"], provider: query["provider"], uid: query["uid"], q: query["q"])
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
             let found = try await directory.search(search, after: try query.userID("after"), limit: limit)
