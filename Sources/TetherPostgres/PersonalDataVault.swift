@@ -249,7 +249,28 @@ public enum PersonalDataVault {
 
     /// The event as it was appended, or as erased when `key` is gone.
     static func open(_ event: RecordedEvent, key: [UInt8]?) throws -> RecordedEvent {
-        try openParsed(event, key: key).event
+        try openParsed(event, key: key.map { try AESGCM.ScheduledKey($0) }).event
+    }
+
+    /// The keys of one read's users, each made ready (``AESGCM/ScheduledKey``) at its first use: the events of
+    /// a history page, or of a replay's batch read user by user, then make each user's key ready once.
+    /// Used by one reader at a time; dropped with the read, it clears what it made ready.
+    final class OpeningKeys {
+        private let keys: [UUID: [UInt8]]
+        private var ready: [UUID: AESGCM.ScheduledKey] = [:]
+
+        init(_ keys: [UUID: [UInt8]]) {
+            self.keys = keys
+        }
+
+        /// `userId`'s key, ready; nil when the user has none (erased, or never sealed anything).
+        func key(of userId: UUID) throws -> AESGCM.ScheduledKey? {
+            if let key = ready[userId] { return key }
+            guard let bytes = keys[userId] else { return nil }
+            let key = try AESGCM.ScheduledKey(bytes)
+            ready[userId] = key
+            return key
+        }
     }
 
     /// ``open(_:key:)``, with the opened payload as parsed on the way when the event had a sealed part
@@ -258,7 +279,7 @@ public enum PersonalDataVault {
     /// Without `writingData`, an event with a payload keeps its `data` as stored (sealed), unwritten: for a
     /// reader of the payload alone (a history page), to which writing it out is 3–6% of opening an event.
     static func openParsed(
-        _ event: RecordedEvent, key: [UInt8]?, writingData: Bool = true
+        _ event: RecordedEvent, key: AESGCM.ScheduledKey?, writingData: Bool = true
     ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
         guard event.data.contains(text: sealedMember),
               var payload = try? JOSEObject(parsing: event.data),
@@ -269,7 +290,7 @@ public enum PersonalDataVault {
         payload[expiringKeyMember] = nil
         var opened = event
         if let key {
-            let opening = try AESGCM.open(try AESGCM.SealedBox(combined: combined), key: key, authenticating: aad(event.id))
+            let opening = try key.open(try AESGCM.SealedBox(combined: combined), authenticating: aad(event.id))
             guard let box = Box(json: opening) else {
                 throw PostgresError.decoding("the sealed personal data of event \(event.id) is not a JSON object")
             }

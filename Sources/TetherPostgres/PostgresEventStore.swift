@@ -1,5 +1,6 @@
 import Foundation
 import TetherCore
+import TetherCrypto
 import TetherJOSE
 
 /// The append-only event log in PostgreSQL's `events` table.
@@ -565,7 +566,8 @@ public struct PostgresEventStore: Sendable {
         _ rows: ArraySlice<PostgresRows>, in range: Range<Int>? = nil, payloadsOnly: Bool = false,
         _ body: (_ event: RecordedEvent, _ payload: JOSEObject?) throws -> Void
     ) throws {
-        let keys = try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys)
+        let keys = PersonalDataVault.OpeningKeys(
+            try PersonalDataVault.keys(from: rows[rows.startIndex + 2], masterKeys: client.configuration.masterKeys))
         let events = Self.userEventRows(rows)
         let columns = try EventColumns(events)
         for row in events[range ?? events.indices] {
@@ -619,6 +621,7 @@ public struct PostgresEventStore: Sendable {
     /// (Events about no one keep theirs sealed: ``readStream(_:after:)`` and the log's other readers open them.)
     public func decode(_ rows: some Sequence<PostgresRow>, keys: [UUID: [UInt8]], leavingSealed: Set<String> = []) throws -> [RecordedEvent] {
         var columns = EventColumns.Found()
+        let keys = PersonalDataVault.OpeningKeys(keys)
         return try rows.map { row in
             try opened(try decode(row, columns: columns.of(row)), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed)
         }
@@ -627,7 +630,7 @@ public struct PostgresEventStore: Sendable {
     /// `event` upcast, with its sealed part opened by its user's key (or, about no one, its ``ExpiringKeys``
     /// key, when `expiringKeys` is given).
     private func opened(
-        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
+        _ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
     ) throws -> RecordedEvent {
         try openedParsed(event, keys: keys, expiringKeys: expiringKeys, leavingSealed: leavingSealed).event
     }
@@ -637,16 +640,16 @@ public struct PostgresEventStore: Sendable {
     /// With `payloadsOnly`, an event that comes with its payload keeps its `data` as stored (see
     /// ``decodeUserEventsParsed(_:in:payloadsOnly:)``); one an upcaster changes gets its data, and no payload.
     private func openedParsed(
-        _ event: RecordedEvent, keys: [UUID: [UInt8]], expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>,
+        _ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>,
         payloadsOnly: Bool = false
     ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
-        let key: [UInt8]?
+        let key: AESGCM.ScheduledKey?
         if leavingSealed.contains(event.type) {
             return (try upcasters.apply(to: event), nil)
         } else if let userId = event.userId {
-            key = keys[userId]
+            key = try keys.key(of: userId)
         } else if let expiringKeys, let name = PersonalDataVault.expiringKeyName(of: event) {
-            key = expiringKeys[name]
+            key = try expiringKeys[name].map { try AESGCM.ScheduledKey($0) }
         } else {
             return (try upcasters.apply(to: event), nil)
         }
@@ -673,7 +676,8 @@ public struct PostgresEventStore: Sendable {
         _ stored: inout [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws {
         let masterKeys = client.configuration.masterKeys
-        let keys = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
+        let keys = PersonalDataVault.OpeningKeys(
+            try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query))
         let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
         let expiring = names.isEmpty
             ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)

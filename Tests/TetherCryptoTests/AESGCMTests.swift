@@ -55,4 +55,30 @@ struct AESGCMTests {
         #expect(throws: CryptoError.invalidInput) { try AESGCM.SealedBox(combined: [UInt8](repeating: 0, count: 27)) }
         #expect(throws: CryptoError.invalidInput) { try AESGCM.SealedBox(combined: Data(count: 27)) }
     }
+
+    @Test func aScheduledKeySealsAndOpensManyTimesAsTheOneShotCallsDo() throws {
+        let scheduled = try AESGCM.ScheduledKey(key)
+        for length in [0, 1, 15, 16, 17, 200] {
+            let message = SecureRandom.bytes(count: length)
+            let aad = Array("event \(length)".utf8)
+            let nonce = SecureRandom.bytes(count: 12)
+            // The same nonce gives the same box whichever way it is sealed, and each opens the other's.
+            let box = try scheduled.seal(message, nonce: nonce, authenticating: aad)
+            #expect(box == (try AESGCM.seal(message, key: key, nonce: nonce, authenticating: aad)))
+            #expect(try scheduled.open(box, authenticating: aad) == message)
+            #expect(try AESGCM.open(try scheduled.seal(message, authenticating: aad), key: key, authenticating: aad) == message)
+        }
+        // A failed open leaves the key ready for the next one, in either direction.
+        let box = try scheduled.seal(Array("kept".utf8), authenticating: Array("a".utf8))
+        var tampered = box
+        tampered.tag[0] ^= 1
+        #expect(throws: CryptoError.authenticationFailed) { try scheduled.open(tampered, authenticating: Array("a".utf8)) }
+        #expect(throws: CryptoError.authenticationFailed) { try scheduled.open(box, authenticating: Array("b".utf8)) }
+        #expect(try scheduled.open(box, authenticating: Array("a".utf8)) == Array("kept".utf8))
+        let zero = try AESGCM.ScheduledKey([UInt8](repeating: 0, count: 32))
+        let vector = try zero.seal([UInt8](repeating: 0, count: 16), nonce: [UInt8](repeating: 0, count: 12))
+        #expect(vector.ciphertext.hex == "cea7403d4d606b6e074ec5d3baf39d18" && vector.tag.hex == "d0d1c8a799996bf0265b98b5d48ab919")
+        #expect(throws: CryptoError.invalidInput) { try AESGCM.ScheduledKey([UInt8](repeating: 0, count: 31)) }
+        #expect(throws: CryptoError.invalidInput) { try scheduled.seal([UInt8](), nonce: [UInt8](repeating: 0, count: 8)) }
+    }
 }
