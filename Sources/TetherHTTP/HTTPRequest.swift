@@ -61,6 +61,19 @@ public struct HTTPRequest: Sendable {
         Dictionary(queryItems.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
     }
 
+    /// The `Authorization` header as its scheme, in lower case, and its credentials (RFC 9110 §11.6.2,
+    /// `auth-scheme 1*SP token68`), spaces and tabs around each left out; nil when the header is absent or
+    /// blank. The credentials are empty when only a scheme came. Every surface reads its tokens here.
+    public var authorization: (scheme: String, credentials: String)? {
+        guard let header = headers["authorization"] else { return nil }
+        func isBlank(_ character: Character) -> Bool { character == " " || character == "\t" }
+        var value = Substring(header).drop(while: isBlank)
+        while let last = value.last, isBlank(last) { value.removeLast() }
+        guard !value.isEmpty else { return nil }
+        let schemeEnd = value.firstIndex(where: isBlank) ?? value.endIndex
+        return (value[..<schemeEnd].lowercased(), String(value[schemeEnd...].drop(while: isBlank)))
+    }
+
     /// Decodes the body as JSON.
     ///
     /// - Throws: a 400 `invalid_request` ``Problem`` naming the member that is

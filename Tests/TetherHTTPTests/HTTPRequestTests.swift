@@ -24,6 +24,25 @@ struct HTTPRequestTests {
         #expect(request.queryItems[2].value == "3")
     }
 
+    @Test("Authorization splits into a lower-case scheme and its credentials", arguments: [
+        ("Bearer abc.def", "bearer", "abc.def"),
+        ("  DPoP   abc  ", "dpop", "abc"),
+        ("bearer\tabc", "bearer", "abc"),
+        ("Bearer", "bearer", ""),
+        ("Basic dXNlcjpw YXNz", "basic", "dXNlcjpw YXNz"),
+    ])
+    func authorizationSplitsIntoSchemeAndCredentials(header: String, scheme: String, credentials: String) throws {
+        let request = HTTPRequest(method: "GET", target: "/", headers: ["Authorization": header])
+        let found = try #require(request.authorization)
+        #expect(found.scheme == scheme)
+        #expect(found.credentials == credentials)
+    }
+
+    @Test func anAbsentOrBlankAuthorizationIsNone() {
+        #expect(HTTPRequest(method: "GET", target: "/").authorization == nil)
+        #expect(HTTPRequest(method: "GET", target: "/", headers: ["Authorization": " \t "]).authorization == nil)
+    }
+
     @Test func malformedPercentEscapesAreKeptLiterally() {
         #expect(HTTPRequest(method: "GET", target: "/100%/x%zz").path == "/100%/x%zz")
     }

@@ -334,12 +334,9 @@ public struct AdminRoutes: Sendable {
 
     /// The live admin key of `Authorization: Bearer`, or 401.
     private func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
-        guard let header = request.headers["authorization"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else {
-            throw AdminError.missingKey
-        }
-        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw AdminError.invalidKey }
-        let presented = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        guard let key = try await keys.authenticate(presented, checkedByItsRecord: checkedByItsRecord) else {
+        guard let (scheme, presented) = request.authorization else { throw AdminError.missingKey }
+        guard scheme == "bearer", !presented.isEmpty,
+              let key = try await keys.authenticate(presented, checkedByItsRecord: checkedByItsRecord) else {
             throw AdminError.invalidKey
         }
         return key

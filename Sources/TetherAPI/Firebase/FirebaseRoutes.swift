@@ -123,9 +123,8 @@ public struct FirebaseRoutes: Sendable {
     /// The admin credential of the request: `Bearer owner` under `tether dev`, or an admin key with role
     /// `admin`; nil when it carries none; 401 for any other `Authorization`.
     private func authorizeAdmin(_ request: HTTPRequest) async throws -> FirebaseAdmin? {
-        guard let header = request.headers["authorization"]?.trimmingCharacters(in: .whitespaces), !header.isEmpty else { return nil }
-        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw FirebaseError.unauthenticated }
-        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        guard let (scheme, token) = request.authorization else { return nil }
+        guard scheme == "bearer", !token.isEmpty else { throw FirebaseError.unauthenticated }
         if token.lowercased() == "owner" {
             guard acceptsOwner else { throw FirebaseError.unauthenticated }
             return .owner

@@ -168,12 +168,9 @@ public struct V1Routes: Sendable {
     /// A token bound to a key (`cnf.jkt`) must come with the `DPoP` scheme and a proof by
     /// that key over this request and token (RFC 9449 §7); an unbound one with `Bearer`.
     func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
-        guard let header = request.headers["authorization"], let space = header.firstIndex(of: " ") else {
+        guard let (scheme, token) = request.authorization, scheme == "bearer" || scheme == "dpop", !token.isEmpty else {
             throw AccountError.invalidToken
         }
-        let scheme = header[..<space].lowercased()
-        let token = header[space...].trimmingCharacters(in: .whitespaces)
-        guard scheme == "bearer" || scheme == "dpop" else { throw AccountError.invalidToken }
         let claims = try await verifier.verify(token)
         switch (scheme, claims.jkt) {
         case ("bearer", nil):
