@@ -89,14 +89,24 @@ public enum PersonalDataVault {
     /// The user's key, made on first use (inside the caller's transaction); nil once the user was erased,
     /// so later events about them (an admin's look at the erased account) are stored without one.
     static func key(for userId: UUID, on connection: PostgresConnection, masterKeys: MasterKeyRing?) async throws -> [UInt8]? {
-        var rows: PostgresRows?
-        for statement in try keyStatements(for: userId, masterKeys: masterKeys) {
-            rows = try await connection.query(statement)
+        var rows = try await connection.query(keyStatement(of: userId))
+        if rows.isEmpty {
+            for statement in try keyStatements(for: userId, masterKeys: masterKeys) {
+                rows = try await connection.query(statement)
+            }
         }
-        return try key(from: rows!, of: userId, masterKeys: masterKeys)
+        return try key(from: rows, of: userId, masterKeys: masterKeys)
     }
 
-    /// The statements of ``key(for:on:)``, for a caller that pipelines them; read their last rows with ``key(from:)``.
+    /// The statement that reads `userId`'s key row, for a caller that pipelines it: no row means the user has
+    /// no key yet, and the caller makes one with ``keyStatements(for:masterKeys:)`` (a key is made, wrapped
+    /// and offered for every user once, not at every event).
+    static func keyStatement(of userId: UUID) -> PostgresQuery {
+        "SELECT key FROM personal_data_keys WHERE user_id = \(userId)"
+    }
+
+    /// The statements that make `userId`'s key unless it has one, then read it; read their last rows with
+    /// ``key(from:of:masterKeys:)``.
     static func keyStatements(for userId: UUID, masterKeys: MasterKeyRing?) throws -> [PostgresQuery] {
         [
             """
@@ -104,11 +114,11 @@ public enum PersonalDataVault {
             ON CONFLICT (user_id) DO NOTHING
             """,
             // A second statement: its snapshot sees a key a concurrent first append committed meanwhile.
-            "SELECT key FROM personal_data_keys WHERE user_id = \(userId)",
+            keyStatement(of: userId),
         ]
     }
 
-    /// The key the last of ``keyStatements(for:masterKeys:)`` read: nil once the user was erased.
+    /// The key that rows of ``keyStatement(of:)`` hold: nil once the user was erased.
     static func key(from rows: PostgresRows, of userId: UUID, masterKeys: MasterKeyRing?) throws -> [UInt8]? {
         try opened(try rows[0].decode("key"), of: userId, masterKeys: masterKeys)
     }

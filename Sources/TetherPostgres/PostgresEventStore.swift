@@ -151,7 +151,7 @@ public struct PostgresEventStore: Sendable {
         return try await client.withTransactionJob { transaction in
             var statements = locks
             statements.append("SELECT coalesce(max(version), 0) AS version FROM events WHERE stream = \(stream.rawValue)")
-            if let userId { statements += try PersonalDataVault.keyStatements(for: userId, masterKeys: masterKeys) }
+            if let userId { statements.append(PersonalDataVault.keyStatement(of: userId)) }
             let userKeyIndex = statements.count - 1
             var expiringIndexes: [(purpose: ExpiringKeys.Purpose, name: String, index: Int)] = []
             for purpose in purposes.sorted(by: { $0.rawValue < $1.rawValue }) {
@@ -162,7 +162,13 @@ public struct PostgresEventStore: Sendable {
             let internalCount = statements.count
             let rows = try transaction.begin(statements + reads)
             let version: Int = try rows[locks.count][0].decode("version")
-            let key = try userId.flatMap { try PersonalDataVault.key(from: rows[userKeyIndex], of: $0, masterKeys: masterKeys) }
+            let key = try userId.flatMap { userId in
+                // A user's first event here makes their key: one more round trip, once.
+                let keyRows = rows[userKeyIndex].isEmpty
+                    ? try transaction.run(try PersonalDataVault.keyStatements(for: userId, masterKeys: masterKeys)).last!
+                    : rows[userKeyIndex]
+                return try PersonalDataVault.key(from: keyRows, of: userId, masterKeys: masterKeys)
+            }
             var expiring: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:]
             for entry in expiringIndexes {
                 expiring[entry.purpose] = try ExpiringKeys.key(from: rows[entry.index], named: entry.name, masterKeys: masterKeys)

@@ -384,5 +384,20 @@ struct RoundTripBudgetTests {
         let last = try await history.page(of: account.id)
         #expect(last.entries.count == after.entries.count + 1)
         #expect(last.entries.last?.type == "AdminHistoryViewed")
+        // The user has a key: a record reads it, and makes (draws, wraps and offers) none.
+        #expect(!together.statements.contains { $0.contains("INSERT INTO personal_data_keys") }, "\(together.statements)")
+
+        // A record about someone with no key yet makes theirs, once, in one more round trip; the next one reads it.
+        let stranger = UUID()
+        let strangerViewed = AdminEvent.userViewed(.init(userId: stranger, status: 404))
+        let metadata = EventMetadata(clientIP: "192.0.2.8", surface: "admin")
+        let ((), first) = try await metered { try await keys.record(strangerViewed, keyId: admin.id, metadata: metadata) }
+        #expect(first.transactions == 1 && first.roundTrips == 3, "\(first.statements)")
+        let made: [UInt8] = try await fixture.client.query("SELECT key FROM personal_data_keys WHERE user_id = \(stranger)")[0].decode("key")
+        let ((), second) = try await metered { try await keys.record(strangerViewed, keyId: admin.id, metadata: metadata) }
+        #expect(second.transactions == 1 && second.roundTrips == 2, "\(second.statements)")
+        #expect(try await fixture.client.query("SELECT key FROM personal_data_keys WHERE user_id = \(stranger)")[0].decode("key") == made)
+        let records = try await history.page(of: stranger).entries
+        #expect(records.count == 2 && records.allSatisfy { $0.clientIP == "192.0.2.8" }, "both sealed with the one key made")
     }
 }
