@@ -136,7 +136,8 @@ public struct PostgresEventStore: Sendable {
 
     /// Like ``appendAtEnd(_:to:metadata:)``, for events decided from `reads`: statements run in the same
     /// transaction, after the locks and in the same first round trip, whose rows `decide` turns into the
-    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round trip.
+    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round trip (the
+    /// third, once, for a user with no key yet: the key is made between the two).
     ///
     /// `decide` runs on the connection, between the two round trips: it must not block on anything else.
     /// Events about no one are sealed with today's ``ExpiringKeys`` key of their purpose when it is in
