@@ -113,6 +113,15 @@ extension HTTPHeaders: CustomStringConvertible {
 }
 
 extension StringProtocol {
+    /// The text without the white space at either end (Unicode's White_Space: spaces, tabs, line breaks):
+    /// what `trimmingCharacters(in: .whitespacesAndNewlines)` answers for a query's values, without
+    /// bridging each one to `NSString`.
+    public func trimmingWhiteSpace() -> SubSequence {
+        let start = firstIndex { !$0.isWhitespace } ?? endIndex
+        let end = lastIndex { !$0.isWhitespace }.map { index(after: $0) } ?? start
+        return self[start..<end]
+    }
+
     /// ASCII case-insensitive equality, which is what HTTP field names and methods need.
     func equalsIgnoringASCIICase(_ other: some StringProtocol) -> Bool {
         let lhs = utf8, rhs = other.utf8

@@ -38,6 +38,13 @@ struct HTTPRequestTests {
         #expect(found.credentials == credentials)
     }
 
+    @Test("White space is trimmed as Foundation trims it", arguments: [
+        "", " ", "ada", "  ada lovelace \n", "\t\r\nx\u{0B}\u{0C}", "\u{A0}x\u{2003}", "\u{3000}\u{2028}", "é\u{301} ", " a\u{85}",
+    ])
+    func whiteSpaceIsTrimmedAsFoundationTrimsIt(text: String) {
+        #expect(String(text.trimmingWhiteSpace()) == text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
     @Test func anAbsentOrBlankAuthorizationIsNone() {
         #expect(HTTPRequest(method: "GET", target: "/").authorization == nil)
         #expect(HTTPRequest(method: "GET", target: "/", headers: ["Authorization": " \t "]).authorization == nil)

@@ -17,7 +17,7 @@ struct AdminQuery {
         }
         var values: [String: String] = [:]
         for item in request.queryItems {
-            let value = item.value.trimmingCharacters(in: .whitespacesAndNewlines)
+            let value = String(item.value.trimmingWhiteSpace())
             guard !value.isEmpty else {
                 guard emptyAsAbsent.contains(item.name) else {
                     throw .invalidRequest("The query parameter '\(item.name)' is empty; leave it out instead.")
