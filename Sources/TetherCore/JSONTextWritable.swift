@@ -73,6 +73,13 @@ extension JSONText {
         writeUppercased(id, to: &output)
     }
 
+    /// Writes the member `"name":123` when there is a number.
+    public static func writeMember(_ name: StaticString, ifPresent value: Int?, isFirst: inout Bool, to output: inout [UInt8]) {
+        guard let value else { return }
+        writeMemberName(name, isFirst: &isFirst, to: &output)
+        writeInteger(value, to: &output)
+    }
+
     /// Closes an object written with ``writeMemberName(_:isFirst:to:)``: `{}` when it had no member.
     public static func writeObjectEnd(isEmpty: Bool, to output: inout [UInt8]) {
         if isEmpty { output.append(UInt8(ascii: "{")) }
