@@ -127,10 +127,15 @@ struct EventFeedTests {
             let adas = Page(events: try await read(service, support, after: "0", count: 4, limit: 10, filter: "&userId=\(ada.user.id)").0, nextAfter: "")
             #expect(adas.events.allSatisfy { $0.userId == ada.user.id })
             #expect(adas.events.count == 4)
-            for bad in ["type=user.exploded", "after=nonsense", "wait=31", "limit=501", "userId=nobody", "colour=red", "after=", "limit=", "wait=", "userId=", "type=%20"] {
+            for bad in ["type=user.exploded", "after=nonsense", "wait=31", "limit=501", "userId=nobody", "colour=red", "limit=", "wait="] {
                 let response = try await service.client.get("/v1/admin/events?\(bad)", headers: ["Authorization": "Bearer \(admin)"])
                 #expect(response.status == 400, "\(bad): \(response.bodyText)")
             }
+            // The feed's documented empties count as absent (its schema admits them); its numbers' do not.
+            let empties = try await service.client.get(
+                "/v1/admin/events?after=&type=%20&userId=&limit=2", headers: ["Authorization": "Bearer \(admin)"])
+            #expect(empties.status == 200, "\(empties.bodyText)")
+            #expect(try empties.json["events"]?.elements.count == 2)
             #expect(try await service.client.get("/v1/admin/events").status == 401)
             let records = try await service.eventCount("AdminEventsRead")
             #expect(records >= 4, "every read of the feed is recorded")

@@ -5,9 +5,10 @@ import TetherHTTP
 ///
 /// An unknown name is refused rather than ignored, so that a misspelt filter
 /// (`emial=`) cannot silently widen a search. An empty value (or one of spaces)
-/// counts as absent only for the free-text names in `emptyAsAbsent`, as a search
-/// form sends its empty fields; any other name given empty is refused, as
-/// `schema/openapi.yaml` types it (`after=` is no cursor, `limit=` no number).
+/// counts as absent only for the names in `emptyAsAbsent`, those whose schema in
+/// `schema/openapi.yaml` admits an empty value (a search form's fields, the feed's
+/// filters); any other name given empty is refused (`after=` of a search is no
+/// user id, `limit=` no number).
 struct AdminQuery {
     private let values: [String: String]
 

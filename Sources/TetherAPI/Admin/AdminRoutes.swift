@@ -193,7 +193,7 @@ public struct AdminRoutes: Sendable {
             AdminEvent.eventsRead(.init(userId: named, after: raw["after"], types: nil, returned: nil, status: status))
         }
         return try await audited(request, requires: .support, failure: failure) { metadata, key in
-            let query = try AdminQuery(request, accepting: ["after", "limit", "type", "userId", "wait"])
+            let query = try AdminQuery(request, accepting: ["after", "limit", "type", "userId", "wait"], emptyAsAbsent: ["after", "type", "userId"])
             let after = try query["after"].map { text throws(AdminError) in
                 guard let cursor = EventFeed.Cursor(parsing: text) else {
                     throw .invalidRequest("after takes the nextAfter of an earlier page (or 0 for the start), not '\(text)'.")
@@ -201,7 +201,7 @@ public struct AdminRoutes: Sendable {
                 return cursor
             } ?? EventFeed.Cursor(.start)
             let limit = try query.limit(standard: 100, maximum: EventFeed.maxPageSize)
-            let types = query["type"].map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            let types = query["type"].map { $0.split(separator: ",").map { String($0.trimmingWhiteSpace()) } }
             guard let internalTypes = EventFeed.internalTypes(for: types) else {
                 throw AdminError.invalidRequest("type takes a comma list of \(PublicEvent.types.joined(separator: ", ")).")
             }
