@@ -113,9 +113,9 @@ extension HTTPHeaders: CustomStringConvertible {
 }
 
 extension StringProtocol {
-    /// The text without the white space at either end (Unicode's White_Space: spaces, tabs, line breaks):
-    /// what `trimmingCharacters(in: .whitespacesAndNewlines)` answers for a query's values, without
-    /// bridging each one to `NSString`.
+    /// The text without the white space at either end (characters whose first scalar is Unicode White_Space:
+    /// spaces, tabs, line breaks), without bridging to `NSString`: what `trimmingCharacters(in:
+    /// .whitespacesAndNewlines)` answers, but that a space carrying a combining mark goes whole.
     public func trimmingWhiteSpace() -> SubSequence {
         let start = firstIndex { !$0.isWhitespace } ?? endIndex
         let end = lastIndex { !$0.isWhitespace }.map { index(after: $0) } ?? start

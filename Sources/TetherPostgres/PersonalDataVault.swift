@@ -259,26 +259,45 @@ public enum PersonalDataVault {
 
     /// The event as it was appended, or as erased when `key` is gone.
     static func open(_ event: RecordedEvent, key: [UInt8]?) throws -> RecordedEvent {
-        try openParsed(event, key: key.map { try AESGCM.ScheduledKey($0) }).event
+        try openParsed(event, key: { try key.map { try AESGCM.ScheduledKey($0) } }).event
     }
 
     /// The keys of one read's users, each made ready (``AESGCM/ScheduledKey``) at its first use: the events of
     /// a history page, or of a replay's batch read user by user, then make each user's key ready once.
     /// Used by one reader at a time; dropped with the read, it clears what it made ready.
+    /// With `expiring`, a read of events about no one too: they are opened with their ``ExpiringKeys`` key,
+    /// kept ready by name the same way; without, they keep their sealed part sealed.
     final class OpeningKeys {
         private let keys: [UUID: [UInt8]]
+        private let expiring: [String: [UInt8]]?
         private var ready: [UUID: AESGCM.ScheduledKey] = [:]
+        private var readyExpiring: [String: AESGCM.ScheduledKey] = [:]
 
-        init(_ keys: [UUID: [UInt8]]) {
+        init(_ keys: [UUID: [UInt8]], expiring: [String: [UInt8]]? = nil) {
             self.keys = keys
+            self.expiring = expiring
         }
+
+        /// Whether events about no one are opened (with ``key(named:)``).
+        var opensEventsAboutNoOne: Bool { expiring != nil }
 
         /// `userId`'s key, ready; nil when the user has none (erased, or never sealed anything).
         func key(of userId: UUID) throws -> AESGCM.ScheduledKey? {
-            if let key = ready[userId] { return key }
-            guard let bytes = keys[userId] else { return nil }
+            try Self.ready(userId, in: &ready, from: keys)
+        }
+
+        /// The expiring key called `name`, ready; nil when it is gone (expired and destroyed) or was not read.
+        func key(named name: String) throws -> AESGCM.ScheduledKey? {
+            try Self.ready(name, in: &readyExpiring, from: expiring ?? [:])
+        }
+
+        private static func ready<Name: Hashable>(
+            _ name: Name, in ready: inout [Name: AESGCM.ScheduledKey], from keys: [Name: [UInt8]]
+        ) throws -> AESGCM.ScheduledKey? {
+            if let key = ready[name] { return key }
+            guard let bytes = keys[name] else { return nil }
             let key = try AESGCM.ScheduledKey(bytes)
-            ready[userId] = key
+            ready[name] = key
             return key
         }
     }
@@ -289,7 +308,7 @@ public enum PersonalDataVault {
     /// Without `writingData`, an event with a payload keeps its `data` as stored (sealed), unwritten: for a
     /// reader of the payload alone (a history page), to which writing it out is 3–6% of opening an event.
     static func openParsed(
-        _ event: RecordedEvent, key: AESGCM.ScheduledKey?, writingData: Bool = true
+        _ event: RecordedEvent, key: () throws -> AESGCM.ScheduledKey?, writingData: Bool = true
     ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
         guard event.data.contains(text: sealedMember),
               var payload = try? JOSEObject(parsing: event.data),
@@ -299,7 +318,8 @@ public enum PersonalDataVault {
         payload[sealedMember] = nil
         payload[expiringKeyMember] = nil
         var opened = event
-        if let key {
+        // Made ready only for an event with something sealed.
+        if let key = try key() {
             let opening = try key.open(try AESGCM.SealedBox(combined: combined), authenticating: aad(event.id))
             guard let box = Box(json: opening) else {
                 throw PostgresError.decoding("the sealed personal data of event \(event.id) is not a JSON object")

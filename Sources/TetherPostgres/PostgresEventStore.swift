@@ -115,7 +115,7 @@ public struct PostgresEventStore: Sendable {
 
     /// Appends `events` at the end of `stream`, whatever its version, in one transaction of two
     /// round trips on the connection's thread: the stream's advisory lock, its version and the
-    /// user's key, then the insert and the commit. For streams whose every writer takes that lock
+    /// user's key, then the insert and the commit (three, once, for a user with no key yet). For streams whose every writer takes that lock
     /// (an admin key's records of requests), so no version is lost to a race and the transaction
     /// order follows the version order. The events may name one user at most.
     ///
@@ -579,7 +579,7 @@ public struct PostgresEventStore: Sendable {
         let columns = try EventColumns(events)
         for row in events[range ?? events.indices] {
             let (event, payload) = try openedParsed(
-                try decode(row, columns: columns), keys: keys, expiringKeys: nil, leavingSealed: [], payloadsOnly: payloadsOnly)
+                try decode(row, columns: columns), keys: keys, leavingSealed: [], payloadsOnly: payloadsOnly)
             try body(event, payload)
         }
     }
@@ -630,33 +630,30 @@ public struct PostgresEventStore: Sendable {
         var columns = EventColumns.Found()
         let keys = PersonalDataVault.OpeningKeys(keys)
         return try rows.map { row in
-            try opened(try decode(row, columns: columns.of(row)), keys: keys, expiringKeys: nil, leavingSealed: leavingSealed)
+            try opened(try decode(row, columns: columns.of(row)), keys: keys, leavingSealed: leavingSealed)
         }
     }
 
     /// `event` upcast, with its sealed part opened by its user's key (or, about no one, its ``ExpiringKeys``
-    /// key, when `expiringKeys` is given).
-    private func opened(
-        _ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>
-    ) throws -> RecordedEvent {
-        try openedParsed(event, keys: keys, expiringKeys: expiringKeys, leavingSealed: leavingSealed).event
+    /// key, when `keys` holds those).
+    private func opened(_ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, leavingSealed: Set<String>) throws -> RecordedEvent {
+        try openedParsed(event, keys: keys, leavingSealed: leavingSealed).event
     }
 
-    /// ``opened(_:keys:expiringKeys:leavingSealed:)``, with the opened payload as the opening parsed it: nil when
+    /// ``opened(_:keys:leavingSealed:)``, with the opened payload as the opening parsed it: nil when
     /// nothing was opened, or an upcaster changed the payload after.
     /// With `payloadsOnly`, an event that comes with its payload keeps its `data` as stored (see
     /// ``decodeUserEventsParsed(_:in:payloadsOnly:)``); one an upcaster changes gets its data, and no payload.
     private func openedParsed(
-        _ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, expiringKeys: [String: [UInt8]]?, leavingSealed: Set<String>,
-        payloadsOnly: Bool = false
+        _ event: RecordedEvent, keys: PersonalDataVault.OpeningKeys, leavingSealed: Set<String>, payloadsOnly: Bool = false
     ) throws -> (event: RecordedEvent, payload: JOSEObject?) {
-        let key: AESGCM.ScheduledKey?
+        let key: () throws -> AESGCM.ScheduledKey?
         if leavingSealed.contains(event.type) {
             return (try upcasters.apply(to: event), nil)
         } else if let userId = event.userId {
-            key = try keys.key(of: userId)
-        } else if let expiringKeys, let name = PersonalDataVault.expiringKeyName(of: event) {
-            key = try expiringKeys[name].map { try AESGCM.ScheduledKey($0) }
+            key = { try keys.key(of: userId) }
+        } else if keys.opensEventsAboutNoOne, let name = PersonalDataVault.expiringKeyName(of: event) {
+            key = { try keys.key(named: name) }
         } else {
             return (try upcasters.apply(to: event), nil)
         }
@@ -683,13 +680,13 @@ public struct PostgresEventStore: Sendable {
         _ stored: inout [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws {
         let masterKeys = client.configuration.masterKeys
-        let keys = PersonalDataVault.OpeningKeys(
-            try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query))
+        let users = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
         let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
         let expiring = names.isEmpty
             ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)
+        let keys = PersonalDataVault.OpeningKeys(users, expiring: expiring)
         for index in stored.indices {
-            stored[index] = try opened(stored[index], keys: keys, expiringKeys: expiring, leavingSealed: leavingSealed)
+            stored[index] = try opened(stored[index], keys: keys, leavingSealed: leavingSealed)
         }
     }
 

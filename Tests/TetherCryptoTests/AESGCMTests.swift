@@ -78,6 +78,16 @@ struct AESGCMTests {
         let zero = try AESGCM.ScheduledKey([UInt8](repeating: 0, count: 32))
         let vector = try zero.seal([UInt8](repeating: 0, count: 16), nonce: [UInt8](repeating: 0, count: 12))
         #expect(vector.ciphertext.hex == "cea7403d4d606b6e074ec5d3baf39d18" && vector.tag.hex == "d0d1c8a799996bf0265b98b5d48ab919")
+        // The GCM specification's test case 16: AES-256, AAD, a plaintext not a whole number of blocks; opened
+        // on a context that has just sealed, and sealed on one that has just opened.
+        let key16 = try AESGCM.ScheduledKey([UInt8](hex: "feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308"))
+        let plaintext16 = [UInt8](hex: "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39")
+        let aad16 = [UInt8](hex: "feedfacedeadbeeffeedfacedeadbeefabaddad2")
+        let box16 = try key16.seal(plaintext16, nonce: [UInt8](hex: "cafebabefacedbaddecaf888"), authenticating: aad16)
+        #expect(box16.ciphertext.hex == "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662")
+        #expect(box16.tag.hex == "76fc6ece0f4e1768cddf8853bb2d551b")
+        #expect(try key16.open(box16, authenticating: aad16) == plaintext16)
+        #expect(try key16.seal(plaintext16, nonce: box16.nonce, authenticating: aad16) == box16)
         #expect(throws: CryptoError.invalidInput) { try AESGCM.ScheduledKey([UInt8](repeating: 0, count: 31)) }
         #expect(throws: CryptoError.invalidInput) { try scheduled.seal([UInt8](), nonce: [UInt8](repeating: 0, count: 8)) }
     }

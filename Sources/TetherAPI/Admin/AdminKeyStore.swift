@@ -97,8 +97,8 @@ public struct AdminKeyStore: Sendable {
     /// one, and start over (bounded) if another writer got there first anyway.
     ///
     /// A record of a request (a look at a user, a search, an action asked for) projects nothing: it
-    /// is appended in two round trips (``PostgresEventStore/appendAtEnd(_:to:metadata:)``), which
-    /// every support request pays.
+    /// is appended in two round trips (``PostgresEventStore/appendAtEnd(_:to:metadata:)``; three, once,
+    /// about a user with no key yet), which every support request pays.
     public func record(_ event: AdminEvent, keyId: UUID, metadata: EventMetadata) async throws {
         let stream = StreamName.adminKey(keyId)
         let newEvent = try AdminEventCodec.encode(event)
@@ -137,8 +137,8 @@ public struct AdminKeyStore: Sendable {
 
     /// Records a request that projects nothing, decided from `reads`: they run in the record's own
     /// transaction, in its first round trip (after the locks of the key's stream and of `userId`),
-    /// and `decide` makes the record and the caller's result of their rows. Two round trips in all:
-    /// what the request reads costs no round trip more than its record. Retried like ``record(_:keyId:metadata:)``.
+    /// and `decide` makes the record and the caller's result of their rows. Two round trips in all
+    /// (three, once, about a user with no key yet): what the request reads costs no round trip more than its record. Retried like ``record(_:keyId:metadata:)``.
     ///
     /// The same round trip checks that the key is still live: when it is not (revoked since it was
     /// authenticated), nothing is recorded or answered, the store forgets the key, and this throws
