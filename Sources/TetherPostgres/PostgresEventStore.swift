@@ -115,9 +115,10 @@ public struct PostgresEventStore: Sendable {
 
     /// Appends `events` at the end of `stream`, whatever its version, in one transaction of two
     /// round trips on the connection's thread: the stream's advisory lock, its version and the
-    /// user's key, then the insert and the commit (three, once, for a user with no key yet). For streams whose every writer takes that lock
-    /// (an admin key's records of requests), so no version is lost to a race and the transaction
-    /// order follows the version order. The events may name one user at most.
+    /// user's key, then the insert and the commit (three, once, for a user with no key yet). For
+    /// streams whose every writer takes that lock (an admin key's records of requests), so no
+    /// version is lost to a race and the transaction order follows the version order. The events
+    /// may name one user at most.
     ///
     /// - Throws: ``AppendAtEndError`` for no events, events about more than one user, or more than
     ///   one multi-row insert holds.
@@ -136,8 +137,8 @@ public struct PostgresEventStore: Sendable {
 
     /// Like ``appendAtEnd(_:to:metadata:)``, for events decided from `reads`: statements run in the same
     /// transaction, after the locks and in the same first round trip, whose rows `decide` turns into the
-    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round trip (the
-    /// third, once, for a user with no key yet: the key is made between the two).
+    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round
+    /// trip (the third, once, for a user with no key yet: the key is made between the two).
     ///
     /// `decide` runs on the connection, between the two round trips: it must not block on anything else.
     /// Events about no one are sealed with today's ``ExpiringKeys`` key of their purpose when it is in

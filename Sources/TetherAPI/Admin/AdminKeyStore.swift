@@ -138,7 +138,8 @@ public struct AdminKeyStore: Sendable {
     /// Records a request that projects nothing, decided from `reads`: they run in the record's own
     /// transaction, in its first round trip (after the locks of the key's stream and of `userId`),
     /// and `decide` makes the record and the caller's result of their rows. Two round trips in all
-    /// (three, once, about a user with no key yet): what the request reads costs no round trip more than its record. Retried like ``record(_:keyId:metadata:)``.
+    /// (three, once, about a user with no key yet): what the request reads costs no round trip more
+    /// than its record. Retried like ``record(_:keyId:metadata:)``.
     ///
     /// The same round trip checks that the key is still live: when it is not (revoked since it was
     /// authenticated), nothing is recorded or answered, the store forgets the key, and this throws
