@@ -23,6 +23,13 @@ extension JSONTextWritable {
     }
 }
 
+extension [String]: JSONTextWritable {
+    /// Writes the strings as a JSON array: a session's `amr`, stored with every session a command or a replay writes.
+    public func writeJSON(to output: inout [UInt8]) {
+        JSONText.writeArray(self, to: &output) { JSONText.writeString($0, to: &$1) }
+    }
+}
+
 extension JSONTextWritable where Self: Encodable {
     /// Encodes the value of the written text: for a type that is also a member of larger `Encodable`
     /// answers, so that ``writeJSON(to:)`` stays its one description.

@@ -170,7 +170,7 @@ struct AccountRows: BulkFold {
         case .sessionStarted(let payload):
             sessions.append(Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,
-                amr: try Self.json(payload.amr), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
+                amr: String(decoding: payload.amr.jsonText, as: UTF8.self), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
                 secretKind: payload.secretKind.rawValue, installationId: payload.installationId,
                 expiresAt: payload.expiresAt.map(ISO8601Milliseconds.format)))
             refreshTokens.append((payload.refreshTokenHash, payload.sessionId, 0))
@@ -249,7 +249,7 @@ struct AccountRows: BulkFold {
             recoveryCodes = payload.codeHashes.map { RecoveryCode(hash: $0, issuedAt: at) }
         case .mfaChallengeIssued(let payload):
             challenges.append(Challenge(
-                id: payload.challengeId, firstFactor: payload.firstFactor, amr: try Self.json(payload.amr),
+                id: payload.challengeId, firstFactor: payload.firstFactor, amr: String(decoding: payload.amr.jsonText, as: UTF8.self),
                 expiresAt: ISO8601Milliseconds.format(payload.expiresAt), issuedAt: at))
         case .mfaCodeSent(let payload):
             if let challengeId = payload.challengeId {
@@ -294,10 +294,6 @@ struct AccountRows: BulkFold {
 
     private mutating func updateChallenge(_ id: UUID, _ change: (inout Challenge) -> Void) {
         for index in challenges.indices where challenges[index].id == id { change(&challenges[index]) }
-    }
-
-    private static func json(_ value: some Encodable) throws -> String {
-        String(decoding: try PostgresJSON(encoding: value).data, as: UTF8.self)
     }
 
     /// Appends the user's rows to `copy`, one `COPY` text line per row, table by table.

@@ -60,6 +60,13 @@ struct EventTextTests {
             == (try Self.payloads.encode(AccountEvent.SessionRefreshed(sessionId: Self.id, previousTokenHash: "", refreshTokenHash: "", generation: -1))))
     }
 
+    /// A session's `amr`, stored as `jsonb` with each session, is written as the encoder wrote it.
+    @Test func stringArraysAreWrittenAsTheEncoderWritesThem() throws {
+        for strings: [String] in [[], ["apple"], ["pwd", "otp", "Zoë ✓ \u{1F600}", "\"q\" \\ / \u{1} \u{7F}", ""]] {
+            #expect(String(decoding: strings.jsonText, as: UTF8.self) == String(decoding: try Self.payloads.encode(strings), as: UTF8.self))
+        }
+    }
+
     /// The codec stores what the writers write, and reads it back as the event it was (its times are stored
     /// to the millisecond).
     @Test func theCodecStoresTheWrittenTextAndReadsItBack() throws {
