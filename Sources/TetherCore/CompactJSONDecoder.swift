@@ -64,7 +64,7 @@ enum ParsedJSON {
             }
         }
 
-        private mutating func parseValue() throws -> ParsedJSON {
+        mutating func parseValue() throws -> ParsedJSON {
             lexer.skipWhitespace()
             switch lexer.current {
             case nil: throw lexer.failure("unexpected end")

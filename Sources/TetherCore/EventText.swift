@@ -102,3 +102,78 @@ extension AccountEvent.SessionRefreshed: JSONTextWritable {
         output.append(UInt8(ascii: "}"))
     }
 }
+
+// The same payloads read back without a `Decoder` (``JSONObjectReader``): nil for any text but the plain form
+// written above, which ``AccountEventCodec/decode(_:)`` then decodes through ``CompactJSONDecoder``.
+
+extension AccountEvent.SignedIn {
+    private static let names: [StaticString] = ["outcome", "provider", "sessionId"]
+
+    init?(plainJSON data: Data) {
+        guard let read = JSONObjectReader.read(data, { reader -> Self? in
+            var outcome: String?, provider: String?, sessionId: UUID?
+            while let member = try reader.nextMember(Self.names) {
+                switch member {
+                case 0: outcome = try reader.string()
+                case 1: provider = try reader.string()
+                default: sessionId = try reader.id()
+                }
+            }
+            guard let outcome, let provider, let sessionId else { return nil }
+            return Self(provider: provider, sessionId: sessionId, outcome: outcome)
+        }) else { return nil }
+        self = read
+    }
+}
+
+extension AccountEvent.SessionStarted {
+    private static let names: [StaticString] = [
+        "amr", "authTime", "expiresAt", "installationId", "jkt", "personal", "refreshTokenHash", "secretKind", "sessionId",
+    ]
+
+    init?(plainJSON data: Data) {
+        guard let read = JSONObjectReader.read(data, { reader -> Self? in
+            var amr: [String]?, authTime: Date?, expiresAt: Date?, installationId: String?, jkt: String?
+            var refreshTokenHash: String?, secretKind: SessionSecretKind?, sessionId: UUID?
+            while let member = try reader.nextMember(Self.names) {
+                switch member {
+                case 0: amr = try reader.strings()
+                case 1: authTime = try reader.date()
+                case 2: expiresAt = try reader.optionalDate()
+                case 3: installationId = try reader.optionalString()
+                case 4: jkt = try reader.optionalString()
+                case 5: guard try reader.null() else { return nil }  // sealed personal data: the decoder's
+                case 6: refreshTokenHash = try reader.string()
+                case 7: secretKind = SessionSecretKind(rawValue: try reader.string())
+                default: sessionId = try reader.id()
+                }
+            }
+            guard let amr, let authTime, let refreshTokenHash, let secretKind, let sessionId else { return nil }
+            return Self(
+                sessionId: sessionId, refreshTokenHash: refreshTokenHash, authTime: authTime, amr: amr, jkt: jkt,
+                secretKind: secretKind, installationId: installationId, expiresAt: expiresAt, personal: nil)
+        }) else { return nil }
+        self = read
+    }
+}
+
+extension AccountEvent.SessionRefreshed {
+    private static let names: [StaticString] = ["generation", "previousTokenHash", "refreshTokenHash", "sessionId"]
+
+    init?(plainJSON data: Data) {
+        guard let read = JSONObjectReader.read(data, { reader -> Self? in
+            var generation: Int?, previousTokenHash: String?, refreshTokenHash: String?, sessionId: UUID?
+            while let member = try reader.nextMember(Self.names) {
+                switch member {
+                case 0: generation = try reader.integer()
+                case 1: previousTokenHash = try reader.string()
+                case 2: refreshTokenHash = try reader.string()
+                default: sessionId = try reader.id()
+                }
+            }
+            guard let generation, let previousTokenHash, let refreshTokenHash, let sessionId else { return nil }
+            return Self(sessionId: sessionId, previousTokenHash: previousTokenHash, refreshTokenHash: refreshTokenHash, generation: generation)
+        }) else { return nil }
+        self = read
+    }
+}

@@ -130,6 +130,25 @@ public struct JSONLexer {
         throw failure("unterminated string")
     }
 
+    /// From a string's opening quote, the bytes between its quotes when they are printable ASCII without
+    /// an escape, so that they are the string itself (an id, a date, a member's name); nil, the index
+    /// left where the scan stopped, for any other string.
+    public mutating func plainASCIIString() -> UnsafeRawBufferPointer? {
+        index += 1
+        let start = index
+        skipPlainASCII()
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                index += 1
+                return UnsafeRawBufferPointer(rebasing: bytes[start..<(index - 1)])
+            }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+            index += 1
+        }
+        return nil
+    }
+
     /// Moves past whole 8-byte words of printable ASCII other than `"` and `\\`, the bytes a string's
     /// scan passes over without a look (the byte-by-byte scan goes on from the first word that has any
     /// other byte). Tokens, hashes and sealed values run to dozens of such bytes.
