@@ -69,6 +69,16 @@ struct SignInRouteTests {
         #expect(EmailPolicy.oneAccountPerEmail.exclusiveEmail(of: identity("apple", "001.h", email: nil)) == nil)
     }
 
+    /// Addresses that need no trim skip Foundation's: the answer is still what trimming and lowercasing give.
+    @Test func addressesAreTrimmedAndLowercasedAsFoundationTrimsThem() {
+        for email in [
+            "G@iCloud.com", " G@iCloud.com ", "\tA@B.c\n", "a@b.c\u{A0}", "\u{2003}a@b.c", "Zoë@Example.COM", "ÉLÉ@x.fr",
+            "a@b.c \u{301}", "", " ", "~a@b.c!", "A", "İ@x.tr", "a\u{85}", "\u{7F}a@b.c\u{7F}",
+        ] {
+            #expect(ExternalIdentity.normalize(email) == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), "\(email)")
+        }
+    }
+
     @Test func theLastSignInMethodStays() throws {
         let only = account(with: identity("apple", "001.i", email: nil))
         #expect(throws: AccountError.lastSignInMethod) { try only.unlink(provider: "apple", byAdmin: false) }

@@ -42,9 +42,14 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     /// The email in the form used to compare addresses (trimmed, lowercased).
     public var normalizedEmail: String? { email.map(Self.normalize) }
 
-    /// Trims and lowercases an address.
+    /// Trims and lowercases an address. One that begins and ends with printable ASCII other than a space (every
+    /// address a provider sends) has nothing to trim, and skips Foundation's trim, which bridges to `NSString`:
+    /// a replay normalizes every identity's address.
     public static func normalize(_ email: String) -> String {
-        email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        if let first = email.utf8.first, let last = email.utf8.last, (0x21...0x7E).contains(first), (0x21...0x7E).contains(last) {
+            return email.lowercased()
+        }
+        return email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
     }
 
     /// True when this provider may be trusted for this email's domain (Firebase's rule):
