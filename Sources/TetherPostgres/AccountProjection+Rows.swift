@@ -298,7 +298,7 @@ struct AccountRows: BulkFold {
 
     /// Appends the user's rows to `copy`, one `COPY` text line per row, table by table.
     func write(to copy: inout CopyRows) throws {
-        let id = userId.lowercasedText
+        let id = userId
         if let user {
             let sealed = try [
                 user.email, user.email.map(ExternalIdentity.normalize), user.displayName, user.photoURL, user.customClaims,
@@ -324,7 +324,7 @@ struct AccountRows: BulkFold {
         }
         for session in sessions {
             copy.row("sessions") { line in
-                line.add(session.id.lowercasedText); line.add(id); line.add(session.refreshTokenHash); line.add(session.generation)
+                line.add(session.id); line.add(id); line.add(session.refreshTokenHash); line.add(session.generation)
                 line.add(session.jkt); line.add(session.amr); line.add(session.authTime); line.add(session.startedAt)
                 line.add(session.lastRefreshedAt); line.add(session.endedAt); line.add(session.endReason); line.add(session.secretKind)
                 line.add(session.installationId); line.add(session.expiresAt)
@@ -332,13 +332,13 @@ struct AccountRows: BulkFold {
         }
         for token in refreshTokens {
             copy.row("refresh_tokens") { line in
-                line.add(token.hash); line.add(token.sessionId.lowercasedText); line.add(token.generation)
+                line.add(token.hash); line.add(token.sessionId); line.add(token.generation)
             }
         }
         for factor in factors {
             let sealed = try [factor.displayName, factor.phoneHint].map(seal.seal)
             copy.row("mfa_factors") { line in
-                line.add(factor.id.lowercasedText); line.add(id); line.add(factor.type); line.add(sealed[0]); line.add(sealed[1])
+                line.add(factor.id); line.add(id); line.add(factor.type); line.add(sealed[0]); line.add(sealed[1])
                 line.add(factor.enrolledAt); line.add(factor.confirmedAt); line.add(factor.lastUsedStep.map(Int.init))
             }
         }
@@ -349,8 +349,8 @@ struct AccountRows: BulkFold {
         }
         for challenge in challenges {
             copy.row("mfa_challenges") { line in
-                line.add(challenge.id.lowercasedText); line.add(id); line.add(challenge.firstFactor); line.add(challenge.amr)
-                line.add(challenge.expiresAt); line.add(challenge.factorId?.lowercasedText); line.add(challenge.codeExpiresAt)
+                line.add(challenge.id); line.add(id); line.add(challenge.firstFactor); line.add(challenge.amr)
+                line.add(challenge.expiresAt); line.add(challenge.factorId); line.add(challenge.codeExpiresAt)
                 line.add(challenge.attempts); line.add(challenge.issuedAt); line.add(challenge.endedAt); line.add(challenge.endReason)
             }
         }
@@ -392,6 +392,13 @@ public struct CopyRows: Sendable {
             }
         }
 
+        /// An id, in lower case as PostgreSQL writes a `uuid`, written straight into the line.
+        public mutating func add(_ id: UUID?) {
+            guard let id else { return add(nil as String?) }
+            separate()
+            id.writeLowercased(to: &bytes)
+        }
+
         public mutating func add(_ value: Bool) {
             separate()
             bytes.append(value ? UInt8(ascii: "t") : UInt8(ascii: "f"))
@@ -414,11 +421,17 @@ public struct CopyRows: Sendable {
 
     /// Appends one row of `table`, its fields written by `fill`.
     public mutating func row(_ table: String, _ fill: (inout Line) -> Void) {
-        var line = Line(bytes: tables.removeValue(forKey: table) ?? [])
+        Self.append(to: &tables[table, default: []], fill)
+        count += 1
+    }
+
+    /// Appends a line to `bytes` (a table's lines, changed where the dictionary keeps them: one look-up, no copy).
+    private static func append(to bytes: inout [UInt8], _ fill: (inout Line) -> Void) {
+        var line = Line(bytes: [])
+        swap(&line.bytes, &bytes)
         fill(&line)
         line.bytes.append(UInt8(ascii: "\n"))
-        tables[table] = line.bytes
-        count += 1
+        swap(&line.bytes, &bytes)
     }
 
     public mutating func removeAll() {
