@@ -63,7 +63,7 @@ extension AccountEvent.SignedIn: JSONTextWritable {
 extension AccountEvent.SessionStarted: JSONTextWritable {
     public func writeJSON(to output: inout [UInt8]) {
         JSONText.writeVerbatim(#"{"amr":"#, to: &output)
-        JSONText.writeArray(amr, to: &output) { JSONText.writeString($0, to: &$1) }
+        JSONText.writeStrings(amr, to: &output)
         JSONText.writeVerbatim(#","authTime":""#, to: &output)
         ISO8601Milliseconds.write(authTime, to: &output)
         output.append(UInt8(ascii: "\""))
@@ -103,8 +103,9 @@ extension AccountEvent.SessionRefreshed: JSONTextWritable {
     }
 }
 
-// The same payloads read back without a `Decoder` (``JSONObjectReader``): nil for any text but the plain form
-// written above, which ``AccountEventCodec/decode(_:)`` then decodes through ``CompactJSONDecoder``.
+// The same payloads read back without a `Decoder` (``JSONObjectReader``): their members in any order, with any
+// white space and unknown members between them; nil where the reader gives up (a name escaped or given twice, a value of
+// another form, personal data), and ``AccountEventCodec/decode(_:)`` then decodes through ``CompactJSONDecoder``.
 
 extension AccountEvent.SignedIn {
     private static let names: [StaticString] = ["outcome", "provider", "sessionId"]

@@ -130,10 +130,10 @@ public struct JSONLexer {
         throw failure("unterminated string")
     }
 
-    /// From a string's opening quote, the bytes between its quotes when they are printable ASCII without
-    /// an escape, so that they are the string itself (an id, a date, a member's name); nil, the index
-    /// left where the scan stopped, for any other string.
-    public mutating func plainASCIIString() -> UnsafeRawBufferPointer? {
+    /// From a string's opening quote, the bytes between its quotes when they are ASCII without a control
+    /// character or an escape, so that they are the string itself (an id, a date, a member's name); nil
+    /// for any other string, the index left where the scan stopped (the caller gives up on the text).
+    mutating func plainASCIIString() -> UnsafeRawBufferPointer? {
         index += 1
         let start = index
         skipPlainASCII()

@@ -42,6 +42,7 @@ struct JSONObjectReader {
     /// The index in `names` (at most 64 of them) of the next member the caller knows, whose value the caller
     /// reads next; nil after the object's last member. Members of other names are checked and passed over.
     mutating func nextMember(_ names: [StaticString]) throws -> Int? {
+        precondition(names.count <= 64, "a reader knows at most 64 names")
         while true {
             parser.lexer.skipWhitespace()
             if isFirstMember {

@@ -23,13 +23,6 @@ extension JSONTextWritable {
     }
 }
 
-extension [String]: JSONTextWritable {
-    /// Writes the strings as a JSON array: a session's `amr`, stored with every session a command or a replay writes.
-    public func writeJSON(to output: inout [UInt8]) {
-        JSONText.writeArray(self, to: &output) { JSONText.writeString($0, to: &$1) }
-    }
-}
-
 extension JSONTextWritable where Self: Encodable {
     /// Encodes the value of the written text: for a type that is also a member of larger `Encodable`
     /// answers, so that ``writeJSON(to:)`` stays its one description.
@@ -105,6 +98,18 @@ extension JSONText {
         output.append(UInt8(ascii: "\""))
         id.writeLowercased(to: &output)
         output.append(UInt8(ascii: "\""))
+    }
+
+    /// Writes `strings` as a JSON array of strings.
+    public static func writeStrings(_ strings: [String], to output: inout [UInt8]) {
+        writeArray(strings, to: &output) { writeString($0, to: &$1) }
+    }
+
+    /// The text of a JSON array of `strings`: a session's `amr`, stored with each session a command or a replay writes.
+    public static func strings(_ strings: [String]) -> [UInt8] {
+        var output: [UInt8] = []
+        writeStrings(strings, to: &output)
+        return output
     }
 
     /// Writes `elements` as a JSON array, each written by `write`. Inlinable, so that it is specialised

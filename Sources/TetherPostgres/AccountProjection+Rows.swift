@@ -170,7 +170,7 @@ struct AccountRows: BulkFold {
         case .sessionStarted(let payload):
             sessions.append(Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,
-                amr: String(decoding: payload.amr.jsonText, as: UTF8.self), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
+                amr: String(decoding: JSONText.strings(payload.amr), as: UTF8.self), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
                 secretKind: payload.secretKind.rawValue, installationId: payload.installationId,
                 expiresAt: payload.expiresAt.map(ISO8601Milliseconds.format)))
             refreshTokens.append((payload.refreshTokenHash, payload.sessionId, 0))
@@ -249,7 +249,7 @@ struct AccountRows: BulkFold {
             recoveryCodes = payload.codeHashes.map { RecoveryCode(hash: $0, issuedAt: at) }
         case .mfaChallengeIssued(let payload):
             challenges.append(Challenge(
-                id: payload.challengeId, firstFactor: payload.firstFactor, amr: String(decoding: payload.amr.jsonText, as: UTF8.self),
+                id: payload.challengeId, firstFactor: payload.firstFactor, amr: String(decoding: JSONText.strings(payload.amr), as: UTF8.self),
                 expiresAt: ISO8601Milliseconds.format(payload.expiresAt), issuedAt: at))
         case .mfaCodeSent(let payload):
             if let challengeId = payload.challengeId {

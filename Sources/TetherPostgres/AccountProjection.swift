@@ -90,7 +90,7 @@ public enum AccountProjection {
             sql.append("""
                 INSERT INTO sessions (id, user_id, refresh_token_hash, jkt, amr, auth_time, started_at, secret_kind, installation_id, expires_at)
                 VALUES (\(payload.sessionId), \(userId), \(payload.refreshTokenHash), \(payload.jkt),
-                        \(PostgresJSON(writing: payload.amr))::jsonb, \(ISO8601Milliseconds.format(payload.authTime))::timestamptz,
+                        \(PostgresJSON(data: Data(JSONText.strings(payload.amr))))::jsonb, \(ISO8601Milliseconds.format(payload.authTime))::timestamptz,
                         \(at), \(payload.secretKind.rawValue), \(payload.installationId),
                         \(payload.expiresAt.map(ISO8601Milliseconds.format))::timestamptz)
                 """)
@@ -196,7 +196,7 @@ public enum AccountProjection {
         case .mfaChallengeIssued(let payload):
             sql.append("""
                 INSERT INTO mfa_challenges (id, user_id, first_factor, amr, expires_at, issued_at)
-                VALUES (\(payload.challengeId), \(userId), \(payload.firstFactor), \(PostgresJSON(writing: payload.amr))::jsonb,
+                VALUES (\(payload.challengeId), \(userId), \(payload.firstFactor), \(PostgresJSON(data: Data(JSONText.strings(payload.amr))))::jsonb,
                         \(ISO8601Milliseconds.format(payload.expiresAt))::timestamptz, \(at))
                 """)
         case .mfaCodeSent(let payload):

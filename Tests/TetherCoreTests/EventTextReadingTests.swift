@@ -104,8 +104,8 @@ struct EventTextReadingTests {
         Self.started(Self.start(#""amr""#, #""extra":{"a":[1,-2.5e3,{"b":null}],"c":"\u00e9"},"amr""#), taken: true)
         Self.started(Self.start(#""amr""#, #""jkt":null,"installationId":null,"expiresAt":null,"personal":null,"amr""#), taken: true)
         Self.started(Self.start(#""amr""#, #""jkt":"t","installationId":"i","expiresAt":"2027-01-01T00:00:00.000Z","amr""#), taken: true)
-        Self.started(Self.start(#""amr""#, #""sessionId":"the first of two, and no id","amr""#), taken: false)
-        // Left to the decoder, which reads them.
+        // Left to the decoder, which reads them (the first of a name given twice).
+        Self.started(Self.start(#""amr""#, #""sessionId":"00000000-0000-4000-8000-000000000001","amr""#), taken: false)
         Self.started(Self.start(#""amr""#, #""jkt":"a","jkt":"b","amr""#), taken: false)
         Self.started(Self.start(#""amr""#, #""\u0061mr""#), taken: false)
         Self.started(Self.start(#""amr""#, #""é":1,"amr""#), taken: false)
@@ -113,6 +113,7 @@ struct EventTextReadingTests {
         Self.started(Self.start(#""2026-12-05T10:00:00.123Z""#, "815569200.5"), taken: false)
         Self.started(Self.start(#""amr""#, #""personal":{"email":"a@b.c"},"amr""#), taken: false)
         // Refused by both.
+        Self.started(Self.start(#""amr""#, #""sessionId":"the first of two, and no id","amr""#), taken: false)
         Self.started(Self.start(#""2026-12-05T10:00:00.123Z""#, #""yesterday""#), taken: false)
         Self.started(Self.start(#""2026-12-05T10:00:00.123Z""#, #""2026-12-05T10:00:00""#), taken: false)
         Self.started(Self.start(#""6F1D2C7E-0B7A-4C1E-9D7E-3A1B2C3D4E5F""#, #""6F1D2C7E""#), taken: false)

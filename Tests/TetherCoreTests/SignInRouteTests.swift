@@ -72,8 +72,12 @@ struct SignInRouteTests {
     /// Addresses that need no trim skip Foundation's: the answer is still what trimming and lowercasing give.
     @Test func addressesAreTrimmedAndLowercasedAsFoundationTrimsThem() {
         for email in [
-            "G@iCloud.com", " G@iCloud.com ", "\tA@B.c\n", "a@b.c\u{A0}", "\u{2003}a@b.c", "Zoë@Example.COM", "ÉLÉ@x.fr",
-            "a@b.c \u{301}", "", " ", "~a@b.c!", "A", "İ@x.tr", "a\u{85}", "\u{7F}a@b.c\u{7F}",
+            // Nothing to trim: ASCII at both ends, anything between.
+            "G@iCloud.com", "Zoë@Example.COM", "~a@b.c!", "A", "a b@c.d", "a\u{85}b@c.d", "x\u{A0}@y.z", "xİ@y.TR", "e\u{301}@x.fr",
+            "a\u{2003}\n\tb",
+            // Trimmed by Foundation, as before.
+            " G@iCloud.com ", "\tA@B.c\n", "a@b.c\u{A0}", "\u{2003}a@b.c", "ÉLÉ@x.fr", "a@b.c \u{301}", "", " ", "İ@x.tr", "a\u{85}",
+            "\u{7F}a@b.c\u{7F}",
         ] {
             #expect(ExternalIdentity.normalize(email) == email.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), "\(email)")
         }

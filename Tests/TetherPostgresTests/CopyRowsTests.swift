@@ -30,6 +30,14 @@ struct CopyRowsTests {
         #expect(rows.tables["users"] == Array("a\\tb\\nc\\rd\\\\e\t\\N\tt\t42\tplain é\nf\n".utf8))
         #expect(rows.count == 2)
 
+        // Ids in lower case (as PostgreSQL prints a uuid), nil as \N; rows of two tables interleaved stay apart.
+        let id = UUID(uuidString: "6F1D2C7E-0B7A-4C1E-9D7E-3A1B2C3D4E5F")!
+        rows.row("sessions") { line in line.add(id); line.add(nil as UUID?) }
+        rows.row("users") { line in line.add(id) }
+        #expect(rows.tables["sessions"] == Array("6f1d2c7e-0b7a-4c1e-9d7e-3a1b2c3d4e5f\t\\N\n".utf8))
+        #expect(rows.tables["users"] == Array("a\\tb\\nc\\rd\\\\e\t\\N\tt\t42\tplain é\nf\n6f1d2c7e-0b7a-4c1e-9d7e-3a1b2c3d4e5f\n".utf8))
+        #expect(rows.count == 4)
+
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
             let text = String((0..<Int.random(in: 0..<12, using: &generator)).map { _ in "ab\\\t\n\ré0".randomElement(using: &generator)! })
