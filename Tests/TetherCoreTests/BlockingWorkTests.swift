@@ -26,7 +26,7 @@ struct BlockingWorkTests {
     /// The work starts when it is started, not when it is awaited: a synchronous caller goes on meanwhile.
     @Test func theWorkRunsBeforeAnyoneWaits() async throws {
         let ran = DispatchSemaphore(value: 0)
-        let pending = BlockingWork.start { ran.signal() }
+        let pending = BlockingWork.start { _ = ran.signal() }
         #expect(ran.wait(timeout: .now() + 10) == .success)
         try await pending.value
     }
