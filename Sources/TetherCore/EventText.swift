@@ -158,6 +158,26 @@ extension AccountEvent.SessionStarted {
     }
 }
 
+extension AccountEvent.SessionEnded {
+    private static let names: [StaticString] = ["reason", "sessionId"]
+
+    /// A sign-out's payload (written by the encoder, with the same plain form).
+    init?(plainJSON data: Data) {
+        guard let read = JSONObjectReader.read(data, { reader -> Self? in
+            var reason: String?, sessionId: UUID?
+            while let member = try reader.nextMember(Self.names) {
+                switch member {
+                case 0: reason = try reader.string()
+                default: sessionId = try reader.id()
+                }
+            }
+            guard let reason, let sessionId else { return nil }
+            return Self(sessionId: sessionId, reason: reason)
+        }) else { return nil }
+        self = read
+    }
+}
+
 extension AccountEvent.SessionRefreshed {
     private static let names: [StaticString] = ["generation", "previousTokenHash", "refreshTokenHash", "sessionId"]
 

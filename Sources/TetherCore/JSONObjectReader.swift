@@ -2,7 +2,8 @@ import Foundation
 
 /// Reads one JSON object's members straight from its text, without a tree of values or a `Decoder`: for
 /// the payloads decoded most often. Every sign-in writes a `SignedIn` and a `SessionStarted`, every refresh
-/// a `SessionRefreshed`, and replay and the kept users' states decode each of them again.
+/// a `SessionRefreshed`, every sign-out a `SessionEnded`, and replay and the kept users' states decode each
+/// of them again.
 ///
 /// It reads only the plain form these payloads' writers give (EventText.swift), and gives up (nil) at
 /// anything else: a member's name with an escape or outside ASCII, a known member given twice, a value of

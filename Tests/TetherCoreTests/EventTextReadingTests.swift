@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import TetherCore
 
-/// A sign-in's and a refresh's payloads are read from their text without a `Decoder` (``JSONObjectReader``);
+/// A sign-in's, a refresh's and a sign-out's payloads are read from their text without a `Decoder` (``JSONObjectReader``);
 /// whatever that reader takes must be what ``CompactJSONDecoder`` makes of the same text, and whatever it gives
 /// up on, the codec still decodes (or refuses) as the decoder does.
 @Suite("Event payloads read from their text")
@@ -38,6 +38,7 @@ struct EventTextReadingTests {
             case .signedIn(let payload): payload as? T
             case .sessionStarted(let payload): payload as? T
             case .sessionRefreshed(let payload): payload as? T
+            case .sessionEnded(let payload): payload as? T
             default: nil
             }
             #expect(payload == value, "\(text): codec \(event), decoder \(value)", sourceLocation: sourceLocation)
@@ -148,7 +149,7 @@ struct EventTextReadingTests {
         }
     }
 
-    @Test func aSignInsAndARefreshsTextsOfOtherFormsMeanWhatTheDecoderMakesOfThem() {
+    @Test func aSignInsARefreshsAndASignOutsTextsOfOtherFormsMeanWhatTheDecoderMakesOfThem() throws {
         func signedIn(_ text: String, taken: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
             Self.check(AccountEvent.SignedIn.self, "SignedIn", text, taken: taken, read: AccountEvent.SignedIn.init(plainJSON:),
                        sourceLocation: sourceLocation)
@@ -173,5 +174,16 @@ struct EventTextReadingTests {
         refreshed("\"7\"", taken: false)
         refreshed("true", taken: false)
         refreshed("-", taken: false)
+
+        func ended(_ text: String, taken: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
+            Self.check(AccountEvent.SessionEnded.self, "SessionEnded", text, taken: taken, read: AccountEvent.SessionEnded.init(plainJSON:),
+                       sourceLocation: sourceLocation)
+        }
+        let signOut = AccountEvent.SessionEnded(sessionId: Self.id, reason: "sign_out")
+        ended(String(decoding: try CompactJSONEncoder(dates: .iso8601Milliseconds).encode(signOut), as: UTF8.self), taken: true)
+        ended(#"{ "sessionId" : "6f1d2c7e-0b7a-4c1e-9d7e-3a1b2c3d4e5f", "reason" : "reuse_detected", "by" : {"x": [null]} }"#, taken: true)
+        ended(#"{"reason":"sign_out"}"#, taken: false)
+        ended(#"{"reason":null,"sessionId":"6F1D2C7E-0B7A-4C1E-9D7E-3A1B2C3D4E5F"}"#, taken: false)
+        ended(#"{"reason":"a","reason":"b","sessionId":"6F1D2C7E-0B7A-4C1E-9D7E-3A1B2C3D4E5F"}"#, taken: false)
     }
 }

@@ -325,7 +325,7 @@ public enum AccountEventCodec {
     }
 
     /// Reads a stored event; nil for a type this decoder does not know (another aggregate's). A sign-in's and a
-    /// refresh's payloads are read from their text (EventText.swift) when it has the form their writers give.
+    /// refresh's payloads, and a sign-out's, are read from their text (EventText.swift) when it has the form their writers give.
     public static func decode(_ event: RecordedEvent) throws -> AccountEvent? {
         let data = event.data
         switch event.type {
@@ -339,7 +339,7 @@ public enum AccountEventCodec {
             return .sessionStarted(try AccountEvent.SessionStarted(plainJSON: data) ?? decoder.decode(AccountEvent.SessionStarted.self, from: data))
         case "SessionRefreshed":
             return .sessionRefreshed(try AccountEvent.SessionRefreshed(plainJSON: data) ?? decoder.decode(AccountEvent.SessionRefreshed.self, from: data))
-        case "SessionEnded": return .sessionEnded(try decoder.decode(AccountEvent.SessionEnded.self, from: data))
+        case "SessionEnded": return .sessionEnded(try AccountEvent.SessionEnded(plainJSON: data) ?? decoder.decode(AccountEvent.SessionEnded.self, from: data))
         case "SessionsRevoked": return .sessionsRevoked(try decoder.decode(AccountEvent.SessionsRevoked.self, from: data))
         case "UserDisabled": return .userDisabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
         case "UserEnabled": return .userEnabled(try decoder.decode(AccountEvent.UserStatusChanged.self, from: data))
