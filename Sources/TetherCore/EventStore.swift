@@ -265,6 +265,11 @@ public struct UpcasterChain: Sendable {
         upcasters[event.type]?[event.schema] != nil
     }
 
+    /// Whether events of `type` have an upcaster from some schema.
+    public func upcasts(type: String) -> Bool {
+        upcasters[type] != nil
+    }
+
     /// Upcasts `event` step by step; an event with no upcaster for its schema is returned unchanged.
     public func apply(to event: RecordedEvent) throws -> RecordedEvent {
         guard let steps = upcasters[event.type] else { return event }

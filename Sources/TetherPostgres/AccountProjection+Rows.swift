@@ -43,6 +43,11 @@ struct AccountRows: BulkFold {
     /// compare the result with the live rows, which were made from the opened events.
     static let leavingSealed: Set<String> = ["SignedIn", "SessionStarted", "SessionRefreshed", "SessionEnded"]
 
+    /// The events whose payload the fold reads nothing of: a sign-in takes only when it occurred (its user's
+    /// `last_sign_in_at`) and its place in the stream. The bulk phase reads them without their `data`: they
+    /// are half of a log's events, and printing their `jsonb` was a quarter of PostgreSQL's reading.
+    static let leavingData: Set<String> = ["SignedIn"]
+
     struct User {
         var email: String?
         var emailVerified = false
@@ -132,8 +137,16 @@ struct AccountRows: BulkFold {
     /// Applies one stored event of the user: what it does to the rows, if it is an account event, and
     /// the stream version the user's row reflects (recorded for every event, as the statements do).
     mutating func apply(_ event: RecordedEvent, occurredAt: String) throws {
-        if let decoded = try AccountEventCodec.decode(event) { try apply(decoded, at: occurredAt) }
+        if event.type == "SignedIn" {
+            signedIn(at: occurredAt) // read without its data (`leavingData`)
+        } else if let decoded = try AccountEventCodec.decode(event) {
+            try apply(decoded, at: occurredAt)
+        }
         user?.version = event.version
+    }
+
+    private mutating func signedIn(at: String) {
+        updateUser { $0.lastSignInAt = at }
     }
 
     private mutating func apply(_ event: AccountEvent, at: String) throws {
@@ -166,7 +179,7 @@ struct AccountRows: BulkFold {
                 identities[index].passwordHash = payload.personal.passwordHash
             }
         case .signedIn:
-            updateUser { $0.lastSignInAt = at }
+            signedIn(at: at)
         case .sessionStarted(let payload):
             sessions.append(Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,

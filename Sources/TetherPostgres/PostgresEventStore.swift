@@ -436,11 +436,15 @@ public struct PostgresEventStore: Sendable {
     /// left empty unless `withMetadata`).
     private func readPage(
         _ selection: PostgresQuery, limit: Int, categories: [String], below horizon: UInt64?, leavingSealed: Set<String> = [],
-        withMetadata: Bool, on connection: PostgresConnection
+        leavingData: Set<String> = [], withMetadata: Bool, on connection: PostgresConnection
     ) async throws -> LogPage {
         // A reader that leaves the metadata unread does not ask for it: printing `jsonb` as text is most of
-        // what PostgreSQL spends on a page, and the metadata is a tenth of it.
-        var query: PostgresQuery = "SELECT \(unsafeSQL: withMetadata ? Self.columns : Self.columnsButMetadata) FROM events "
+        // what PostgreSQL spends on a page, and the metadata is a tenth of it. Nor does it ask for the data
+        // of the events of `leavingData`'s types: PostgreSQL gives NULL for it, and the event empty data.
+        let data: PostgresQuery = leavingData.isEmpty
+            ? "data" : "CASE WHEN type = ANY(\(PostgresArray(leavingData.sorted()))::text[]) THEN NULL ELSE data END AS data"
+        var query: PostgresQuery = "SELECT position, tx, stream, version, event_id, type, schema, \(data), "
+        query.append(withMetadata ? "metadata, user_id, occurred_at FROM events " : "user_id, occurred_at FROM events ")
         query.append(selection)
         let rows = try await connection.query(query)
         let wanted = Set(categories.map { Substring($0) })
@@ -454,11 +458,13 @@ public struct PostgresEventStore: Sendable {
             if let horizon, transactionId >= horizon { continue }
             let stream = StreamName(try row.decode(columns.stream))
             guard wanted.contains(stream.category) else { continue }
-            events.append(try decode(row, columns: columns, stream: stream, transactionId: transactionId, withMetadata: withMetadata))
+            events.append(try decode(
+                row, columns: columns, stream: stream, transactionId: transactionId, withMetadata: withMetadata,
+                dataMayBeLeft: !leavingData.isEmpty))
             // The column's text is what `occurred_at::text` prints (the same output function and settings).
             occurredAt.append(try row.decode(columns.occurredAt))
         }
-        try await open(&events, leavingSealed: leavingSealed) { try await connection.query($0) }
+        try await open(&events, leavingSealed: leavingSealed.union(leavingData)) { try await connection.query($0) }
         let last = try rows.last.map { row in
             (userId: try row.decode("user_id", as: UUID?.self),
              checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
@@ -472,10 +478,13 @@ public struct PostgresEventStore: Sendable {
     /// user are left out. Like ``readAll(after:limit:categories:horizon:on:)``, with `occurred_at`'s text.
     ///
     /// `users` keeps only user ids from its lower bound (inclusive) to its upper one (exclusive), each
-    /// open when nil: readers of disjoint ranges can read the log side by side.
+    /// open when nil: readers of disjoint ranges can read the log side by side. Events of `leavingData`'s
+    /// types come without their data (empty), neither opened nor upcast: for a reader that takes nothing
+    /// from their payload, of types with no upcaster.
     public func readByUser(
         after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
-        limit: Int, categories: [String], leavingSealed: Set<String> = [], withMetadata: Bool = true, on connection: PostgresConnection
+        limit: Int, categories: [String], leavingSealed: Set<String> = [], leavingData: Set<String> = [], withMetadata: Bool = true,
+        on connection: PostgresConnection
     ) async throws -> LogPage {
         var after: PostgresQuery = cursor.map { "AND (user_id, position) > (\($0.userId)::uuid, \($0.position)::bigint)" } ?? ""
         if let from = users.from { after.append(" AND user_id >= \(from)::uuid") }
@@ -484,8 +493,8 @@ public struct PostgresEventStore: Sendable {
             WHERE user_id IS NOT NULL \(after)
             ORDER BY user_id, position
             LIMIT \(limit)
-            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, withMetadata: withMetadata,
-            on: connection)
+            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, leavingData: leavingData,
+            withMetadata: withMetadata, on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.
@@ -587,8 +596,6 @@ public struct PostgresEventStore: Sendable {
 
     private static let columns =
         "position, tx, stream, version, event_id, type, schema, data, metadata, user_id, occurred_at"
-    /// ``columns`` without `metadata`, for a reader that leaves it unread.
-    private static let columnsButMetadata = "position, tx, stream, version, event_id, type, schema, data, user_id, occurred_at"
 
     /// The statement that reads the stream of the user `user` finds (an SQL query of at most one row whose
     /// `id` column, a uuid, is the user's id: `SELECT (lookup)::uuid AS id`, say), in version order; decode it
@@ -692,10 +699,12 @@ public struct PostgresEventStore: Sendable {
     }
 
     /// One row as stored (sealed parts still sealed, no upcasters run), its cells found at `columns`; without
-    /// `withMetadata`, its metadata is left empty, unread. `stream` and `transactionId`, when given, are the
-    /// row's own, read already.
+    /// `withMetadata`, its metadata is left empty, unread. With `dataMayBeLeft`, a NULL data cell (an event
+    /// whose data the read left out: the column is never NULL) gives empty data. `stream` and `transactionId`,
+    /// when given, are the row's own, read already.
     private func decode(
-        _ row: PostgresRow, columns: EventColumns, stream: StreamName? = nil, transactionId: UInt64? = nil, withMetadata: Bool = true
+        _ row: PostgresRow, columns: EventColumns, stream: StreamName? = nil, transactionId: UInt64? = nil, withMetadata: Bool = true,
+        dataMayBeLeft: Bool = false
     ) throws -> RecordedEvent {
         var metadata = EventMetadata()
         if withMetadata {
@@ -706,7 +715,9 @@ public struct PostgresEventStore: Sendable {
             position: try row.decode(columns.position), transactionId: try transactionId ?? row.decode(columns.tx),
             stream: try stream ?? StreamName(row.decode(columns.stream)), version: try row.decode(columns.version),
             id: try row.decode(columns.eventId), type: try row.decode(columns.type), schema: try row.decode(columns.schema),
-            data: try row.decode(columns.data, as: PostgresJSON.self).data, metadata: metadata,
+            data: dataMayBeLeft
+                ? try row.decode(columns.data, as: PostgresJSON?.self)?.data ?? Data() : try row.decode(columns.data, as: PostgresJSON.self).data,
+            metadata: metadata,
             userId: try row.decode(columns.userId), occurredAt: try row.decode(columns.occurredAt))
         return event
     }
@@ -716,7 +727,7 @@ public struct PostgresEventStore: Sendable {
 /// scans of the column names a row were 3% of a history read's CPU).
 struct EventColumns {
     let position, tx, stream, version, eventId, type, schema, data, userId, occurredAt: Int
-    /// Nil in a result read without it (``PostgresEventStore/columnsButMetadata``).
+    /// Nil in a result read without it (a log page read without the metadata).
     let metadata: Int?
 
     init(_ rows: PostgresRows) throws {

@@ -72,12 +72,18 @@ public struct Projection: Sendable {
         /// Event types whose sealed part (personal data, client address) the fold reads nothing of and
         /// that decode without it: the bulk phase leaves it sealed, sparing a decryption an event.
         public var leavingSealed: Set<String>
+        /// Event types whose payload the fold reads nothing of (it takes only their place in the log and when
+        /// they occurred): the bulk phase does not ask PostgreSQL for their `data`, and the fold is given
+        /// them with empty data, neither opened nor upcast. A type here must have no upcaster.
+        public var leavingData: Set<String>
 
         public init(
-            columns: [String: [String]], leavingSealed: Set<String> = [], fold: @escaping @Sendable (UUID, ReadModelSeal) -> any BulkFold
+            columns: [String: [String]], leavingSealed: Set<String> = [], leavingData: Set<String> = [],
+            fold: @escaping @Sendable (UUID, ReadModelSeal) -> any BulkFold
         ) {
             self.columns = columns
             self.leavingSealed = leavingSealed
+            self.leavingData = leavingData
             self.fold = fold
         }
     }
@@ -113,7 +119,9 @@ extension Projection {
     public static let accounts = Projection(
         name: "accounts", tables: AccountProjection.tables, categories: ["user"],
         upcasters: AccountEventCodec.upcasters, statements: accountStatements,
-        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed) { AccountRows(userId: $0, seal: $1) },
+        bulkRows: BulkRows(columns: AccountRows.columns, leavingSealed: AccountRows.leavingSealed, leavingData: AccountRows.leavingData) {
+            AccountRows(userId: $0, seal: $1)
+        },
         readsMetadata: false,
         // Written at every sign-in and refresh: their foreign keys went (029_session_writes_without_foreign_keys.sql).
         references: [

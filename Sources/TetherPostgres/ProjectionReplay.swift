@@ -208,6 +208,9 @@ public struct ProjectionReplay: Sendable {
             let list = written.map(ShadowTables.quote).joined(separator: ", ")
             copies.append((table, "COPY \(shadow.shadow(table)) (\(list)) FROM STDIN"))
         }
+        if let upcast = bulk.leavingData.sorted().first(where: projection.upcasters.upcasts(type:)) {
+            throw ReplayError("the bulk rows leave the data of \(upcast) events unread, but they have an upcaster; read their data")
+        }
         let horizon = try await bulkHorizon(on: connection)
         let readers = max(1, min(configuration.bulkReaders, database.configuration.maxConnections, 256))
         // Random (version 4) user ids spread evenly over the first byte.
@@ -559,7 +562,7 @@ private final class BulkReader: Sendable {
             try Task.checkCancellation()
             let page = try await store.readByUser(
                 after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
-                leavingSealed: bulk.leavingSealed, withMetadata: readsMetadata, on: connection)
+                leavingSealed: bulk.leavingSealed, leavingData: bulk.leavingData, withMetadata: readsMetadata, on: connection)
             for (event, occurredAt) in page.events {
                 guard let userId = event.userId else { continue }
                 if user?.id != userId {

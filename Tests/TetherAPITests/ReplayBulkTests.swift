@@ -403,7 +403,10 @@ struct ReplayBulkTests {
         #expect(loaded.withLock { $0 } == 0, "refused before any event was loaded")
     }
 
-    @Test func aBulkRowsWithoutEveryColumnIsRefusedAndLeavesTheLiveTablesAlone() async throws {
+    /// A replay of the accounts projection with its bulk rows changed by `change`, on a log of one sign-in:
+    /// expects it refused with an error that says all of `saying`, the live tables untouched and the copies
+    /// dropped; the projection as it is then replays to the same rows.
+    private func expectRefused(_ change: (inout Projection.BulkRows) -> Void, saying: [String]) async throws {
         let database = try await TestDatabase.make()
         let service = database.client(maxConnections: 2)
         let owner = database.client(asServiceRole: false, maxConnections: 4)
@@ -412,15 +415,66 @@ struct ReplayBulkTests {
         _ = try await accounts.signIn(
             ExternalIdentity(provider: "apple", uid: "one"), session: NewSession(id: UUID(), refreshTokenHash: "h", amr: []), context: CommandContext())
         var projection = Projection.accounts
-        var columns = try #require(Projection.accounts.bulkRows).columns
-        columns["users"]?.removeLast()
-        projection.bulkRows?.columns = columns
+        var bulk = try #require(projection.bulkRows)
+        change(&bulk)
+        projection.bulkRows = bulk
         let live = try await rows(owner)
         await #expect { try await ProjectionReplay(projection: projection, database: owner).run(.replace) } throws: { error in
-            "\(error)".contains("the bulk rows of users are") && "\(error)".contains("must write every column")
+            saying.allSatisfy("\(error)".contains)
         }
         #expect(try await rows(owner) == live)
         let shadows: Int = try await owner.query("SELECT count(*) AS n FROM pg_namespace WHERE nspname = 'tether_replay'")[0].decode("n")
         #expect(shadows == 0, "the copies were dropped")
+        _ = try await ProjectionReplay(projection: .accounts, database: owner).run(.replace)
+        #expect(try await rows(owner) == live, "the projection as it is replays")
+    }
+
+    @Test func aBulkRowsWithoutEveryColumnIsRefusedAndLeavesTheLiveTablesAlone() async throws {
+        try await expectRefused({ $0.columns["users"]?.removeLast() }, saying: ["the bulk rows of users are", "must write every column"])
+    }
+
+    @Test func theBulkReaderLeavesASignInsDataUnreadAndReadsEveryOtherEventWhole() async throws {
+        let database = try await TestDatabase.make()
+        let service = database.client(maxConnections: 2)
+        let owner = database.client(asServiceRole: false, maxConnections: 2)
+        defer { service.shutdown(); owner.shutdown() }
+        let accounts = AccountService(database: service, emailPolicy: .allowDuplicateEmails)
+        for _ in 0..<2 {
+            _ = try await accounts.signIn(
+                ExternalIdentity(provider: "apple", uid: "reader", email: "r@example.com", isEmailVerified: true),
+                session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["apple"]), context: CommandContext())
+        }
+        let bulk = try #require(Projection.accounts.bulkRows)
+        #expect(bulk.leavingData == ["SignedIn"])
+        let store = PostgresEventStore(client: owner, upcasters: Projection.accounts.upcasters)
+        func read(leavingData: Set<String>) async throws -> [RecordedEvent] {
+            try await owner.withConnection { connection in
+                try await store.readByUser(
+                    after: nil, below: .max, limit: 100, categories: ["user"], leavingSealed: bulk.leavingSealed, leavingData: leavingData,
+                    withMetadata: false, on: connection
+                ).events.map(\.event)
+            }
+        }
+        let whole = try await read(leavingData: [])
+        let left = try await read(leavingData: bulk.leavingData)
+        #expect(whole.map(\.type) == ["UserRegistered", "IdentityLinked", "SignedIn", "SessionStarted", "SignedIn", "SessionStarted"])
+        #expect(left.map(\.id) == whole.map(\.id))
+        for (read, stored) in zip(left, whole) {
+            #expect(!stored.data.isEmpty)
+            if read.type == "SignedIn" {
+                #expect(read.data.isEmpty, "a sign-in's data is not asked for")
+                var withData = read
+                withData.data = stored.data
+                #expect(withData == stored, "everything but its data is read")
+            } else {
+                #expect(read == stored, "\(read.type) is read whole")
+            }
+        }
+    }
+
+    @Test func leavingTheDataOfAnUpcastTypeUnreadIsRefusedAndLeavesTheLiveTablesAlone() async throws {
+        // SessionStarted is upcast from schema 1.
+        try await expectRefused(
+            { $0.leavingData.insert("SessionStarted") }, saying: ["leave the data of SessionStarted events unread, but they have an upcaster"])
     }
 }
