@@ -56,6 +56,37 @@ public enum UTCTimestamp {
 
     /// ``parse(_:separators:zoneRequired:)`` of the UTF-8 bytes of the text.
     public static func parse(bytes: UnsafeBufferPointer<UInt8>, separators: [UInt8], zoneRequired: Bool) -> Date? {
+        guard let read = read(bytes, separators: separators, zoneRequired: zoneRequired) else { return nil }
+        return Date(timeIntervalSince1970: Double(read.seconds) + Double(read.micros) / 1_000_000)
+    }
+
+    /// The microseconds since 1970-01-01 00:00 UTC that PostgreSQL reads `text` as (a `timestamptz`, given
+    /// its zone), for text of the form ``parse(_:separators:zoneRequired:)`` reads; nil for any other text and
+    /// for text PostgreSQL would read otherwise or refuse: more than six fractional digits (it rounds them),
+    /// or a day the month does not have.
+    public static func microseconds(_ text: String, separators: [UInt8], zoneRequired: Bool) -> Int64? {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let read = read(bytes, separators: separators, zoneRequired: zoneRequired), read.fractionDigits <= 6,
+                  read.day <= daysIn(month: read.month, of: read.year) else { return nil }
+            return read.seconds * 1_000_000 + read.micros
+        }
+    }
+
+    /// Days in `month` (1–12) of the proleptic Gregorian `year`.
+    static func daysIn(month: Int64, of year: Int64) -> Int64 {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// The text's parts: whole seconds since 1970 (zone applied), the fraction kept to the microsecond and
+    /// how many fractional digits it had, and the civil date as written.
+    private static func read(
+        _ bytes: UnsafeBufferPointer<UInt8>, separators: [UInt8], zoneRequired: Bool
+    ) -> (seconds: Int64, micros: Int64, fractionDigits: Int, year: Int64, month: Int64, day: Int64)? {
         var index = 0
         func number(_ width: Int) -> Int64? {
             guard index + width <= bytes.count else { return nil }
@@ -79,8 +110,8 @@ public enum UTCTimestamp {
         guard let hour = number(2), expect(UInt8(ascii: ":")), let minute = number(2), expect(UInt8(ascii: ":")),
               let second = number(2) else { return nil }
         var micros: Int64 = 0
+        var digits = 0
         if expect(UInt8(ascii: ".")) {
-            var digits = 0
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
                 if digits < 6 { micros = micros * 10 + Int64(bytes[index] - UInt8(ascii: "0")) }
                 digits += 1
@@ -114,7 +145,7 @@ public enum UTCTimestamp {
         guard index == bytes.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
               second < 61 else { return nil }
         let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
+        return (seconds, micros, digits, year, month, day)
     }
 
     /// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).

@@ -555,7 +555,7 @@ private final class BulkReader: Sendable {
 
     /// Reads the users of `users` page by page, folds each user's events into rows and writes them with `COPY`.
     func load(_ users: (from: UUID?, to: UUID?), on connection: PostgresConnection) async throws {
-        var rows = CopyRows()
+        var rows = CopyRows(binary: Set(copies.map(\.table)))
         var user: (id: UUID, fold: any BulkFold)? // the last user's rows so far: more events may follow
         var cursor: (userId: UUID, position: Int64)?
         while true {
@@ -594,6 +594,7 @@ private final class BulkReader: Sendable {
         let (tables, copies) = (rows.tables, copies)
         _ = try await connection.run { job in
             for (table, statement) in copies {
+                if let data = rows.binaryCopy(of: table) { try job.copyIn(statement + " (FORMAT binary)", data: data) }
                 if let data = tables[table] { try job.copyIn(statement, data: data) }
             }
         }

@@ -1,8 +1,10 @@
 import Foundation
 import Testing
+import TetherCore
 import TetherPostgres
+import TetherTesting
 
-@Suite("COPY text rows")
+@Suite("COPY rows, in text and binary format")
 struct CopyRowsTests {
     /// COPY's text format for one field, written the plain way.
     private func escaped(_ text: String) -> [UInt8] {
@@ -23,7 +25,7 @@ struct CopyRowsTests {
             line.add("a\tb\nc\rd\\e")
             line.add(nil as String?)
             line.add(true)
-            line.add(42 as Int?)
+            line.add(int4: 42)
             line.add("plain é")
         }
         rows.row("users") { line in line.add(false as Bool?) }
@@ -45,5 +47,105 @@ struct CopyRowsTests {
             one.row("t") { $0.add(text) }
             #expect(one.tables["t"] == escaped(text) + [UInt8(ascii: "\n")], "\(text.debugDescription)")
         }
+    }
+
+    /// One row of every type the bulk phase writes, each value given as the text the statements cast.
+    private struct Values {
+        var id: UUID?
+        var text: String?
+        var flag: Bool?
+        var int4: Int?
+        var int8: Int64?
+        var at: String?
+        var json: String?
+        var array: PostgresArray?
+
+        func fill(_ line: inout CopyRows.Line) {
+            line.add(id); line.add(text); line.add(flag); line.add(int4: int4); line.add(int8: int8)
+            line.add(timestamp: at); line.add(jsonb: json); line.add(textArray: array)
+        }
+    }
+
+    /// Timestamps as PostgreSQL prints them and as events write them, around the edges of the calendar.
+    private static let timestamps = [
+        "2026-12-05 23:56:25.360123+00", "2026-12-05 23:56:25+00", "2026-12-05 23:56:25.3+00", "2026-12-05T23:56:25.360Z",
+        "2024-02-29 12:00:00+00", "2000-01-01 00:00:00+00", "1999-12-31 23:59:59.999999+00", "1970-01-01T00:00:00.000Z",
+        "1900-03-01 00:00:00+00", "0001-01-01 00:00:00+00", "9999-12-31T23:59:59.999Z", "2026-06-30 10:00:00+05:30",
+        "2026-06-30 10:00:00-08", "2016-12-31 23:59:60+00",
+    ]
+
+    @Test func binaryRowsGiveTheTableWhatTextRowsGive() async throws {
+        let database = try await TestDatabase.make(migrated: false)
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        var generator = SystemRandomNumberGenerator()
+        var values: [Values] = [Values()] // every field NULL
+        let ints = [0, 1, -1, Int(Int32.max), Int(Int32.min)]
+        let longs: [Int64] = [0, .max, .min, -7]
+        let documents = [#"["apple"]"#, "[]", #"{"a": [1, 2.5, null, "é\\u0000x"]}"#, #""\t""#]
+        for index in 0..<400 {
+            let text = String((0..<Int.random(in: 0..<10, using: &generator)).map { _ in "ab\\\t\n\ré0\"{},".randomElement(using: &generator)! })
+            values.append(Values(
+                id: UUID(), text: text, flag: index % 3 == 0 ? nil : index % 2 == 0, int4: (ints + [index])[index % 6],
+                int8: (longs + [Int64(index)])[index % 5], at: Self.timestamps[index % Self.timestamps.count],
+                json: documents[index % 4],
+                array: [PostgresArray([String]()), PostgresArray([text, "b", ""]), PostgresArray(["\"", "\\", "NULL"])][index % 3]))
+        }
+        var binary = CopyRows(binary: ["rows"])
+        var text = CopyRows()
+        for value in values {
+            binary.row("rows") { value.fill(&$0) }
+            text.row("rows") { value.fill(&$0) }
+        }
+        #expect(binary.tables["rows"] == nil, "every row went in binary")
+        let binaryData = try #require(binary.binaryCopy(of: "rows"))
+        let textData = try #require(text.tables["rows"])
+        #expect(text.binaryCopy(of: "rows") == nil)
+        try await client.withConnection { connection in
+            try await connection.execute(simple: """
+                CREATE TABLE from_binary (id uuid, text text, flag boolean, int4 integer, int8 bigint, at timestamptz, json jsonb, array_ text[]);
+                CREATE TABLE from_text (LIKE from_binary);
+                """)
+            _ = try await connection.run { job in
+                try job.copyIn("COPY from_binary FROM STDIN (FORMAT binary)", data: binaryData)
+                try job.copyIn("COPY from_text FROM STDIN", data: textData)
+            }
+            let count: Int = try await connection.query("SELECT count(*) AS n FROM from_binary")[0].decode("n")
+            #expect(count == values.count)
+            let differing: Int = try await connection.query("""
+                SELECT count(*) AS n FROM ((TABLE from_binary EXCEPT ALL TABLE from_text) UNION ALL (TABLE from_text EXCEPT ALL TABLE from_binary)) AS d
+                """)[0].decode("n")
+            #expect(differing == 0)
+            // The microseconds, not only equal instants: the text the statements cast, read back.
+            let printed = try await connection.query("SELECT at::text AS at FROM from_binary WHERE at IS NOT NULL ORDER BY at, id")
+                .map { try $0.decode("at", as: String.self) }
+            let expected = try await connection.query("SELECT at::text AS at FROM from_text WHERE at IS NOT NULL ORDER BY at, id")
+                .map { try $0.decode("at", as: String.self) }
+            #expect(printed == expected && printed.count == values.count - 1)
+        }
+    }
+
+    @Test func aRowBinaryFormatCannotCarryExactlyIsWrittenAsText() {
+        // More fractional digits than PostgreSQL keeps (it rounds them), a day the month lacks, hour 24, infinity, a
+        // year past 9999, a number beyond 32 bits: PostgreSQL reads or refuses each as text, as it always did.
+        let refused: [Values] = [
+            Values(at: "2026-12-05 23:56:25.1234567+00"), Values(at: "2026-02-29 00:00:00+00"), Values(at: "2026-12-05 24:00:00+00"),
+            Values(at: "infinity"), Values(at: "10000-01-01 00:00:00+00"), Values(at: "2026-12-05 23:56:25"),
+            Values(int4: Int(Int32.max) + 1),
+        ]
+        for value in refused {
+            var rows = CopyRows(binary: ["rows"])
+            rows.row("rows") { Values(id: UUID(), at: "2026-12-05 23:56:25+00").fill(&$0) }
+            rows.row("rows") { value.fill(&$0) }
+            var text = CopyRows()
+            text.row("rows") { value.fill(&$0) }
+            #expect(rows.tables["rows"] == text.tables["rows"], "\(value.at ?? "") \(value.int4 ?? 0)")
+            #expect(rows.count == 2)
+            // The binary rows hold the first row alone: header (19 bytes), 8 fields, trailer.
+            let header = 19, fields = 2 + (4 + 16) + 6 * 4 + (4 + 8), trailer = 2
+            #expect(rows.binaryCopy(of: "rows")?.count == header + fields + trailer)
+        }
+        #expect(UTCTimestamp.microseconds("2026-12-05T23:56:25.360Z", separators: [UInt8(ascii: "T")], zoneRequired: true)
+            == 1_796_514_985_360_000)
     }
 }
