@@ -164,7 +164,7 @@ public struct ProjectionReplay: Sendable {
             // Before the copies go first on the search path: the keys' definitions name the live tables as they are printed there.
             try await load(bulk, into: shadow, &run, on: main)
             run.report(.buildingKeys)
-            try await buildKeys(of: shadow, on: main)
+            try await buildKeys(of: shadow, forSwap: mode == .replace, on: main)
             run.bulk = (run.applied, run.clock.now - run.started)
             run.report(.rebuilding)
         }
@@ -231,7 +231,11 @@ public struct ProjectionReplay: Sendable {
     /// After the bulk phase: each copy's keys and indexes built, and its statistics gathered (for the planner
     /// from the first query on, as an incrementally filled table gathers them), on connections side by side
     /// like the bulk readers, the largest copies first; then the foreign keys, which need every copy's keys.
-    private func buildKeys(of shadow: ShadowTables, on main: PostgresConnection) async throws {
+    ///
+    /// Copies that are compared and dropped (not `forSwap`: `--verify`) get no statistics: no plan of theirs
+    /// outlives the run, the comparison reads them whole, and the catch-up's statements find their rows by
+    /// key (`ANALYZE` was a tenth of PostgreSQL's work in a replay of a log of sign-ins).
+    private func buildKeys(of shadow: ShadowTables, forSwap: Bool, on main: PostgresConnection) async throws {
         let tables = try await main.query("""
             SELECT t AS name FROM unnest(\(PostgresArray(shadow.tables))::text[]) AS t
             ORDER BY pg_relation_size(format('%I.%I', \(ShadowTables.schema)::text, t)::regclass) DESC, t
@@ -242,7 +246,7 @@ public struct ProjectionReplay: Sendable {
             while let table = waiting.next() {
                 try Task.checkCancellation()
                 try await shadow.addKeys(of: table, on: connection)
-                try await connection.execute(simple: "ANALYZE \(shadow.shadow(table))")
+                if forSwap { try await connection.execute(simple: "ANALYZE \(shadow.shadow(table))") }
             }
         }
         try await shadow.addForeignKeys(on: main)

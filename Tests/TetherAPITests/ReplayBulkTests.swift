@@ -310,6 +310,39 @@ struct ReplayBulkTests {
         #expect(drift.detail.contains("end_reason live 'tampered', log NULL"), "\(drift.detail)")
     }
 
+    @Test func verifyComparesCopiesWithKeysButGathersNoStatisticsForThem() async throws {
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 4)
+        let probe = database.client(asServiceRole: false, maxConnections: 1)
+        defer { owner.shutdown(); probe.shutdown() }
+        try await writeGeneratedLog(users: 2_000, on: owner)
+        // What the copies hold when the comparison starts (they are dropped after it).
+        let seen = Mutex<Task<(tables: Int, indexes: Int, statistics: Int), any Error>?>(nil)
+        let outcome = try await ProjectionReplay(projection: .accounts, database: owner).run(.verify) { progress in
+            guard progress.phase == .verifying else { return }
+            seen.withLock { task in
+                guard task == nil else { return }
+                task = Task {
+                    let row = try await probe.query("""
+                        SELECT (SELECT count(*) FROM pg_tables WHERE schemaname = 'tether_replay') AS tables,
+                               (SELECT count(*) FROM pg_indexes WHERE schemaname = 'tether_replay') AS indexes,
+                               (SELECT count(*) FROM pg_stats WHERE schemaname = 'tether_replay') AS statistics
+                        """)[0]
+                    return (try row.decode("tables"), try row.decode("indexes"), try row.decode("statistics"))
+                }
+            }
+        }
+        #expect(outcome.drift == [])
+        #expect(outcome.bulkEvents > 0 || outcome.events > 0)
+        let copies = try await #require(seen.withLock { $0 }).value
+        #expect(copies.tables == Projection.accounts.tables.count, "the copies were there to look at")
+        let liveIndexes: Int = try await owner.query("""
+            SELECT count(*) AS n FROM pg_indexes WHERE schemaname = 'public' AND tablename = ANY(\(PostgresArray(Projection.accounts.tables))::text[])
+            """)[0].decode("n")
+        #expect(copies.indexes == liveIndexes, "every key and index, as the live tables have them")
+        #expect(copies.statistics == 0, "no ANALYZE of copies that are dropped")
+    }
+
     @Test func aReplayInterruptedInItsBulkPhaseLeavesTheLiveTablesAloneAndCanRunAgain() async throws {
         let database = try await TestDatabase.make()
         let owner = database.client(asServiceRole: false, maxConnections: 2)
