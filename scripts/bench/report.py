@@ -101,7 +101,9 @@ def main(path):
 
     if "replay.events" in v:
         copy = num("replay.copy_rate")
-        rows.append((f"raw COPY of the events table ({int(num('replay.events')):,} events)", f"{copy:,.0f} events/s", "", "", "", ""))
+        rows.append((f"raw COPY of the events table ({int(num('replay.events')):,} events)", f"{copy:,.0f} events/s", "",
+                     f"mean: {num('replay.copy_rate_before'):,.0f} before, {num('replay.copy_rate_after'):,.0f} after"
+                     if "replay.copy_rate_before" in v else "", "", ""))
         for key, label in (("replace", "tether replay"), ("verify", "tether replay --verify")):
             rate = num(f"replay.{key}_rate")
             rows.append((label, f"{rate:,.0f} events/s", "", f"/COPY {rate / copy:.3f}", "≥ 150,000/s" + (" and ≥ 0.5" if key == "replace" else ""),
