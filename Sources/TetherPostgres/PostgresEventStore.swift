@@ -401,8 +401,15 @@ public struct PostgresEventStore: Sendable {
     /// other categories (and, by user, of transactions at or past the horizon) are dropped here, before
     /// they are decoded; `last` and `isFull` count them, so the next page starts after them.
     public struct LogPage: Sendable {
-        /// The page's events of the asked categories, decoded and upcast, each with the text of its `occurred_at`.
-        public var events: [(event: RecordedEvent, occurredAt: String)]
+        /// The page's events of the asked categories, decoded and upcast.
+        public var recorded: [RecordedEvent]
+        /// The text of each event's `occurred_at`, at its index in `recorded`.
+        public var occurredAt: [String]
+        /// The events, each with the text of its `occurred_at` (made at each use: a reader of every
+        /// event reads the two arrays instead, copying no event).
+        public var events: [(event: RecordedEvent, occurredAt: String)] {
+            zip(recorded, occurredAt).map { (event: $0, occurredAt: $1) }
+        }
         /// Whether the statement returned as many rows as its limit: more may follow.
         public var isFull: Bool
         /// The key of the last row the statement returned, kept or dropped: where the next page starts.
@@ -469,7 +476,7 @@ public struct PostgresEventStore: Sendable {
             (userId: try row.decode("user_id", as: UUID?.self),
              checkpoint: LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
         }
-        return LogPage(events: zip(events, occurredAt).map { (event: $0, occurredAt: $1) }, isFull: rows.count == limit, last: last)
+        return LogPage(recorded: events, occurredAt: occurredAt, isFull: rows.count == limit, last: last)
     }
 
     /// Reads the log user by user, for `tether replay`'s bulk phase: events of the `categories`' streams
@@ -694,6 +701,8 @@ public struct PostgresEventStore: Sendable {
             ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)
         let keys = PersonalDataVault.OpeningKeys(users, expiring: expiring)
         for index in stored.indices {
+            // One left sealed that no upcaster changes stays as it was read, neither copied nor rebuilt.
+            if leavingSealed.contains(stored[index].type), !upcasters.upcasts(stored[index]) { continue }
             stored[index] = try opened(stored[index], keys: keys, leavingSealed: leavingSealed)
         }
     }

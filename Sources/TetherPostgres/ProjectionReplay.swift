@@ -390,21 +390,20 @@ public struct ProjectionReplay: Sendable {
 
     /// Applies a batch in the caller's transaction and moves the run's checkpoint past its events.
     private func apply(_ batch: Batch, to run: inout RunState, on connection: PostgresConnection) async throws {
-        let events = batch.page.events
         if let statements = batch.statements {
             // The batch's statements in one pipelined round trip, in log order: what one by one would do.
             if !statements.isEmpty {
                 _ = try await connection.run { job in try job.pipeline(statements) }
             }
         } else {
-            for (event, occurredAt) in events {
+            for (event, occurredAt) in batch.page.events {
                 try await projection.apply(event, occurredAt, connection, run.seal)
             }
         }
         // Past the page's last row, kept or not: rows of other categories are not read again.
         if let last = batch.page.last {
             run.checkpoint = last.checkpoint
-            run.applied += events.count
+            run.applied += batch.page.recorded.count
             run.report(nil)
         }
     }
@@ -567,18 +566,19 @@ private final class BulkReader: Sendable {
             let page = try await store.readByUser(
                 after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
                 leavingSealed: bulk.leavingSealed, leavingData: bulk.leavingData, withMetadata: readsMetadata, on: connection)
-            for (event, occurredAt) in page.events {
-                guard let userId = event.userId else { continue }
+            // Each event read where the page keeps it: not copied out, retained and released.
+            for index in page.recorded.indices {
+                guard let userId = page.recorded[index].userId else { continue }
                 if user?.id != userId {
                     try user?.fold.write(to: &rows)
                     user = (userId, bulk.fold(userId, progress.seal))
                 }
                 // Changed where it is kept: the fold is never copied, nor retained and released, event by event.
-                try user!.fold.apply(event, occurredAt: occurredAt)
+                try user!.fold.apply(page.recorded[index], occurredAt: page.occurredAt[index])
             }
             // Counted and reported under one lock, so reports from the readers never go backwards.
             applied.withLock { applied in
-                applied += page.events.count
+                applied += page.recorded.count
                 var report = progress
                 report.applied += applied
                 report.report(nil)

@@ -485,7 +485,7 @@ struct ReplayBulkTests {
                 try await store.readByUser(
                     after: nil, below: .max, limit: 100, categories: ["user"], leavingSealed: bulk.leavingSealed, leavingData: leavingData,
                     withMetadata: false, on: connection
-                ).events.map(\.event)
+                ).recorded
             }
         }
         let whole = try await read(leavingData: [])
