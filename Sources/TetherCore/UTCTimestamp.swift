@@ -73,6 +73,17 @@ public enum UTCTimestamp {
         }
     }
 
+    /// The microseconds since 1970-01-01 00:00 UTC that PostgreSQL reads from the text of
+    /// ``format(_:separator:fractionDigits:zone:)`` of `date` with three fractional digits and zone `Z`
+    /// (``ISO8601Milliseconds/format(_:)``): `date` rounded to the nearest millisecond, as that text is; nil
+    /// outside the years 1 to 9999, whose text is not of that form.
+    public static func microseconds(millisecondsOf date: Date) -> Int64? {
+        guard let milliseconds = Int64(exactly: (date.timeIntervalSince1970 * 1000).rounded()),
+              milliseconds >= days(fromCivil: 1, 1, 1) * 86_400_000, milliseconds < days(fromCivil: 10_000, 1, 1) * 86_400_000
+        else { return nil }
+        return milliseconds * 1000
+    }
+
     /// Days in `month` (1–12) of the proleptic Gregorian `year`.
     static func daysIn(month: Int64, of year: Int64) -> Int64 {
         switch month {

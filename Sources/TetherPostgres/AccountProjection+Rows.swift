@@ -81,14 +81,15 @@ struct AccountRows: BulkFold {
         var generation = 0
         var jkt: String?
         var amr: String
-        var authTime: String
+        /// From the payload, written as ``ISO8601Milliseconds/format(_:)`` writes it (``CopyRows/Line/add(eventTime:)``).
+        var authTime: Date
         var startedAt: String
         var lastRefreshedAt: String?
         var endedAt: String?
         var endReason: String?
         var secretKind: String
         var installationId: String?
-        var expiresAt: String?
+        var expiresAt: Date?
     }
 
     struct Factor {
@@ -184,9 +185,9 @@ struct AccountRows: BulkFold {
         case .sessionStarted(let payload):
             sessions.append(Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,
-                amr: String(decoding: JSONText.strings(payload.amr), as: UTF8.self), authTime: ISO8601Milliseconds.format(payload.authTime), startedAt: at,
+                amr: String(decoding: JSONText.strings(payload.amr), as: UTF8.self), authTime: payload.authTime, startedAt: at,
                 secretKind: payload.secretKind.rawValue, installationId: payload.installationId,
-                expiresAt: payload.expiresAt.map(ISO8601Milliseconds.format)))
+                expiresAt: payload.expiresAt))
             refreshTokens.append((payload.refreshTokenHash, payload.sessionId, 0))
         case .sessionRefreshed(let payload):
             for index in sessions.indices where sessions[index].id == payload.sessionId {
@@ -339,10 +340,10 @@ struct AccountRows: BulkFold {
         for session in sessions {
             copy.row("sessions") { line in
                 line.add(session.id); line.add(id); line.add(session.refreshTokenHash); line.add(int4: session.generation)
-                line.add(session.jkt); line.add(jsonb: session.amr); line.add(timestamp: session.authTime)
+                line.add(session.jkt); line.add(jsonb: session.amr); line.add(eventTime: session.authTime)
                 line.add(timestamp: session.startedAt); line.add(timestamp: session.lastRefreshedAt); line.add(timestamp: session.endedAt)
                 line.add(session.endReason); line.add(session.secretKind); line.add(session.installationId)
-                line.add(timestamp: session.expiresAt)
+                line.add(eventTime: session.expiresAt)
             }
         }
         for token in refreshTokens {
@@ -485,17 +486,37 @@ public struct CopyRows: Sendable {
         public mutating func add(timestamp text: String?) {
             guard let text else { return addNull() }
             guard isBinary else { return add(text) }
-            // PostgreSQL counts from 2000-01-01 00:00 UTC.
             guard let micros = UTCTimestamp.microseconds(text, separators: Self.dateTimeSeparators, zoneRequired: true) else {
                 refused = true
                 return
             }
+            appendTimestamp(micros)
+        }
+
+        /// A binary `timestamptz` field of `micros` since 1970.
+        private mutating func appendTimestamp(_ micros: Int64) {
             separate()
             appendLength(8)
-            appendBigEndian(UInt64(bitPattern: micros - 946_684_800_000_000))
+            appendBigEndian(UInt64(bitPattern: micros - Self.postgresEpoch))
         }
 
         private static let dateTimeSeparators = [UInt8(ascii: " "), UInt8(ascii: "T")]
+
+        /// A `timestamptz` from an event's payload, which the statements cast from its
+        /// ``ISO8601Milliseconds/format(_:)`` text: in binary, the microseconds PostgreSQL reads from that text,
+        /// made without it.
+        public mutating func add(eventTime date: Date?) {
+            guard let date else { return addNull() }
+            guard isBinary else { return add(ISO8601Milliseconds.format(date)) }
+            guard let micros = UTCTimestamp.microseconds(millisecondsOf: date) else {
+                refused = true
+                return
+            }
+            appendTimestamp(micros)
+        }
+
+        /// 2000-01-01 00:00 UTC, from which PostgreSQL counts, in microseconds since 1970.
+        private static let postgresEpoch: Int64 = 946_684_800_000_000
 
         /// A `jsonb` value, as JSON text: binary format is a version byte (1), then the text.
         public mutating func add(jsonb text: String?) {

@@ -59,10 +59,11 @@ struct CopyRowsTests {
         var at: String?
         var json: String?
         var array: PostgresArray?
+        var eventTime: Date?
 
         func fill(_ line: inout CopyRows.Line) {
             line.add(id); line.add(text); line.add(flag); line.add(int4: int4); line.add(int8: int8)
-            line.add(timestamp: at); line.add(jsonb: json); line.add(textArray: array)
+            line.add(timestamp: at); line.add(jsonb: json); line.add(textArray: array); line.add(eventTime: eventTime)
         }
     }
 
@@ -89,7 +90,11 @@ struct CopyRowsTests {
                 id: UUID(), text: text, flag: index % 3 == 0 ? nil : index % 2 == 0, int4: (ints + [index])[index % 6],
                 int8: (longs + [Int64(index)])[index % 5], at: Self.timestamps[index % Self.timestamps.count],
                 json: documents[index % 4],
-                array: [PostgresArray([String]()), PostgresArray([text, "b", ""]), PostgresArray(["\"", "\\", "NULL"])][index % 3]))
+                array: [PostgresArray([String]()), PostgresArray([text, "b", ""]), PostgresArray(["\"", "\\", "NULL"])][index % 3],
+                // Any instant of the years 1 to 9999, or one half a millisecond off a whole one (rounded as the text is).
+                eventTime: index % 2 == 0
+                    ? Date(timeIntervalSince1970: .random(in: -62_135_596_800 ... 253_402_300_799.998, using: &generator))
+                    : Date(timeIntervalSince1970: Double(Int.random(in: -1_000_000_000 ... 4_000_000_000, using: &generator)) + 0.0005)))
         }
         var binary = CopyRows(binary: ["rows"])
         var text = CopyRows()
@@ -103,7 +108,8 @@ struct CopyRowsTests {
         #expect(text.binaryCopy(of: "rows") == nil)
         try await client.withConnection { connection in
             try await connection.execute(simple: """
-                CREATE TABLE from_binary (id uuid, text text, flag boolean, int4 integer, int8 bigint, at timestamptz, json jsonb, array_ text[]);
+                CREATE TABLE from_binary (
+                    id uuid, text text, flag boolean, int4 integer, int8 bigint, at timestamptz, json jsonb, array_ text[], event timestamptz);
                 CREATE TABLE from_text (LIKE from_binary);
                 """)
             _ = try await connection.run { job in
@@ -132,6 +138,7 @@ struct CopyRowsTests {
             Values(at: "2026-12-05 23:56:25.1234567+00"), Values(at: "2026-02-29 00:00:00+00"), Values(at: "2026-12-05 24:00:00+00"),
             Values(at: "infinity"), Values(at: "10000-01-01 00:00:00+00"), Values(at: "2026-12-05 23:56:25"),
             Values(int4: Int(Int32.max) + 1),
+            Values(eventTime: Date(timeIntervalSince1970: 253_402_300_800)), Values(eventTime: Date(timeIntervalSince1970: -62_135_596_801)),
         ]
         for value in refused {
             var rows = CopyRows(binary: ["rows"])
@@ -139,10 +146,10 @@ struct CopyRowsTests {
             rows.row("rows") { value.fill(&$0) }
             var text = CopyRows()
             text.row("rows") { value.fill(&$0) }
-            #expect(rows.tables["rows"] == text.tables["rows"], "\(value.at ?? "") \(value.int4 ?? 0)")
+            #expect(rows.tables["rows"] == text.tables["rows"], "\(value.at ?? "") \(value.int4 ?? 0) \(value.eventTime?.timeIntervalSince1970 ?? 0)")
             #expect(rows.count == 2)
             // The binary rows hold the first row alone: header (19 bytes), 8 fields, trailer.
-            let header = 19, fields = 2 + (4 + 16) + 6 * 4 + (4 + 8), trailer = 2
+            let header = 19, fields = 2 + (4 + 16) + 7 * 4 + (4 + 8), trailer = 2
             #expect(rows.binaryCopy(of: "rows")?.count == header + fields + trailer)
         }
         #expect(UTCTimestamp.microseconds("2026-12-05T23:56:25.360Z", separators: [UInt8(ascii: "T")], zoneRequired: true)
