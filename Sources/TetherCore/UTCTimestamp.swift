@@ -63,12 +63,12 @@ public enum UTCTimestamp {
     /// The microseconds since 1970-01-01 00:00 UTC that PostgreSQL reads `text` as (a `timestamptz`, given
     /// its zone), for text of the form ``parse(_:separators:zoneRequired:)`` reads; nil for any other text and
     /// for text PostgreSQL would read otherwise or refuse: more than six fractional digits (it rounds them),
-    /// or a day the month does not have.
+    /// a day the month does not have, the year 0, a zone more than 15 hours off UTC or with 60 minutes or seconds.
     public static func microseconds(_ text: String, separators: [UInt8], zoneRequired: Bool) -> Int64? {
         var text = text
         return text.withUTF8 { bytes in
             guard let read = read(bytes, separators: separators, zoneRequired: zoneRequired), read.fractionDigits <= 6,
-                  read.day <= daysIn(month: read.month, of: read.year) else { return nil }
+                  read.year >= 1, read.day <= daysIn(month: read.month, of: read.year), read.zoneInRange else { return nil }
             return read.seconds * 1_000_000 + read.micros
         }
     }
@@ -94,10 +94,11 @@ public enum UTCTimestamp {
     }
 
     /// The text's parts: whole seconds since 1970 (zone applied), the fraction kept to the microsecond and
-    /// how many fractional digits it had, and the civil date as written.
+    /// how many fractional digits it had, the civil date as written, and whether the zone's offset is one
+    /// PostgreSQL takes (at most 15 hours, minutes and seconds below 60).
     private static func read(
         _ bytes: UnsafeBufferPointer<UInt8>, separators: [UInt8], zoneRequired: Bool
-    ) -> (seconds: Int64, micros: Int64, fractionDigits: Int, year: Int64, month: Int64, day: Int64)? {
+    ) -> (seconds: Int64, micros: Int64, fractionDigits: Int, year: Int64, month: Int64, day: Int64, zoneInRange: Bool)? {
         var index = 0
         func number(_ width: Int) -> Int64? {
             guard index + width <= bytes.count else { return nil }
@@ -132,19 +133,23 @@ public enum UTCTimestamp {
             for _ in min(digits, 6)..<6 { micros *= 10 }
         }
         var offsetSeconds: Int64 = 0
+        var zoneInRange = true
         if expect(UInt8(ascii: "Z")) {
         } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
             let sign: Int64 = bytes[index] == UInt8(ascii: "+") ? 1 : -1
             index += 1
             guard let offsetHours = number(2) else { return nil }
             offsetSeconds = offsetHours * 3600
+            zoneInRange = offsetHours <= 15
             let colon = expect(UInt8(ascii: ":"))
             if index < bytes.count {
                 guard let offsetMinutes = number(2) else { return nil }
                 offsetSeconds += offsetMinutes * 60
+                zoneInRange = zoneInRange && offsetMinutes < 60
                 if colon, expect(UInt8(ascii: ":")) {
                     guard let extra = number(2) else { return nil }
                     offsetSeconds += extra
+                    zoneInRange = zoneInRange && extra < 60
                 }
             } else if colon {
                 return nil
@@ -156,7 +161,7 @@ public enum UTCTimestamp {
         guard index == bytes.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
               second < 61 else { return nil }
         let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return (seconds, micros, digits, year, month, day)
+        return (seconds, micros, digits, year, month, day, zoneInRange)
     }
 
     /// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).

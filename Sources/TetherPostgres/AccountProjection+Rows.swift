@@ -9,9 +9,9 @@ import TetherCore
 /// Every row of the account tables belongs to one user (sessions, refresh tokens and factors are
 /// reached by ids that only their user's events name), so folding each user's events alone, in their
 /// order, gives the tables the whole log gives. The values are kept as PostgreSQL would read them
-/// from the statements' parameters (timestamps as the text the statements cast, JSON as its text);
-/// ``CopyRows`` writes each in binary only where that gives what PostgreSQL reads from that text, and
-/// as the text otherwise. The replay tests hold the two paths equal
+/// from the statements' parameters (timestamps as the text the statements cast, or, for a session's
+/// times from its payload, as the dates that text is written from; JSON as its text); ``CopyRows`` writes
+/// each in binary only where that gives what PostgreSQL reads from that text, and as the text otherwise. The replay tests hold the two paths equal
 /// on a log of every event type. Personal data is kept in clear while folding and sealed as the rows
 /// are written (``ReadModelSeal``: the same text the statements store).
 struct AccountRows: BulkFold {
@@ -383,9 +383,9 @@ struct AccountRows: BulkFold {
 ///
 /// In binary format PostgreSQL takes each value as it is stored (an id's 16 bytes, a timestamp's
 /// microseconds) instead of parsing its text: for the sessions of a replay, a third of the time `COPY`
-/// took. The values are given as the text the statements cast, as before, and each typed ``Line/add``
-/// turns it into the binary form of its column's type only where that gives exactly what PostgreSQL
-/// would read from the text. Where it cannot (a timestamp in another form, a number out of range), the
+/// took. The values are given as the text the statements cast (or a payload's date, which that text is
+/// written from), and each typed ``Line/add`` turns it into the binary form of its column's type only
+/// where that gives exactly what PostgreSQL would read from the text. Where it cannot (a timestamp in another form, a number out of range), the
 /// row is written in text format instead, for PostgreSQL to read or refuse as it always did.
 public struct CopyRows: Sendable {
     /// Each table's lines so far, as `COPY` reads them (tab-separated, `\N` for NULL, one row a line).
@@ -632,7 +632,8 @@ public struct CopyRows: Sendable {
 
     /// What `COPY … FROM STDIN (FORMAT binary)` reads for `table`'s binary rows, if it has any.
     public func binaryCopy(of table: String) -> [UInt8]? {
-        binaryTables[table].map { $0 + [0xFF, 0xFF] }
+        guard let rows = binaryTables[table], rows.count > Self.binaryHeader.count else { return nil }
+        return rows + [0xFF, 0xFF]
     }
 
     public mutating func removeAll() {

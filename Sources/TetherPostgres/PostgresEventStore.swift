@@ -392,8 +392,8 @@ public struct PostgresEventStore: Sendable {
         case everythingCommitted
     }
 
-    /// One page of the log as ``readAll(after:limit:categories:horizon:on:)`` and
-    /// ``readByUser(after:users:below:limit:categories:leavingSealed:on:)`` read it.
+    /// One page of the log as ``readAll(after:limit:categories:horizon:withMetadata:on:)`` and
+    /// ``readByUser(after:users:below:limit:categories:leavingSealed:leavingData:withMetadata:on:)`` read it.
     ///
     /// The statement pages through an index with nothing but its key range, so that PostgreSQL walks the
     /// index and stops at the limit: a filter the planner cannot estimate (the stream's category is an
@@ -487,7 +487,7 @@ public struct PostgresEventStore: Sendable {
     /// `users` keeps only user ids from its lower bound (inclusive) to its upper one (exclusive), each
     /// open when nil: readers of disjoint ranges can read the log side by side. Events of `leavingData`'s
     /// types come without their data (empty), neither opened nor upcast: for a reader that takes nothing
-    /// from their payload, of types with no upcaster.
+    /// from their payload. A type with an upcaster is read whole all the same (its upcaster needs the data).
     public func readByUser(
         after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?) = (nil, nil), below horizon: UInt64,
         limit: Int, categories: [String], leavingSealed: Set<String> = [], leavingData: Set<String> = [], withMetadata: Bool = true,
@@ -500,8 +500,8 @@ public struct PostgresEventStore: Sendable {
             WHERE user_id IS NOT NULL \(after)
             ORDER BY user_id, position
             LIMIT \(limit)
-            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed, leavingData: leavingData,
-            withMetadata: withMetadata, on: connection)
+            """, limit: limit, categories: categories, below: horizon, leavingSealed: leavingSealed,
+            leavingData: leavingData.filter { !upcasters.upcasts(type: $0) }, withMetadata: withMetadata, on: connection)
     }
 
     /// Events about one user across all streams, in position order; with `since`, only those that occurred then or later.

@@ -72,7 +72,8 @@ struct CopyRowsTests {
         "2026-12-05 23:56:25.360123+00", "2026-12-05 23:56:25+00", "2026-12-05 23:56:25.3+00", "2026-12-05T23:56:25.360Z",
         "2024-02-29 12:00:00+00", "2000-01-01 00:00:00+00", "1999-12-31 23:59:59.999999+00", "1970-01-01T00:00:00.000Z",
         "1900-03-01 00:00:00+00", "0001-01-01 00:00:00+00", "9999-12-31T23:59:59.999Z", "2026-06-30 10:00:00+05:30",
-        "2026-06-30 10:00:00-08", "2016-12-31 23:59:60+00",
+        "2026-06-30 10:00:00-08", "2016-12-31 23:59:60+00", "2026-06-30 10:00:00+15:59:59", "2026-06-30 10:00:00+0530",
+        "2026-06-30 10:00:00-15",
     ]
 
     @Test func binaryRowsGiveTheTableWhatTextRowsGive() async throws {
@@ -137,6 +138,8 @@ struct CopyRowsTests {
         let refused: [Values] = [
             Values(at: "2026-12-05 23:56:25.1234567+00"), Values(at: "2026-02-29 00:00:00+00"), Values(at: "2026-12-05 24:00:00+00"),
             Values(at: "infinity"), Values(at: "10000-01-01 00:00:00+00"), Values(at: "2026-12-05 23:56:25"),
+            Values(at: "0000-01-01 00:00:00+00"), Values(at: "2026-01-01 00:00:00+16"), Values(at: "2026-01-01 00:00:00+05:60"),
+            Values(at: "2026-01-01 00:00:00+05:30:60"),
             Values(int4: Int(Int32.max) + 1),
             Values(eventTime: Date(timeIntervalSince1970: 253_402_300_800)), Values(eventTime: Date(timeIntervalSince1970: -62_135_596_801)),
         ]
@@ -148,7 +151,10 @@ struct CopyRowsTests {
             text.row("rows") { value.fill(&$0) }
             #expect(rows.tables["rows"] == text.tables["rows"], "\(value.at ?? "") \(value.int4 ?? 0) \(value.eventTime?.timeIntervalSince1970 ?? 0)")
             #expect(rows.count == 2)
-            // The binary rows hold the first row alone: header (19 bytes), 8 fields, trailer.
+            var refusedOnly = CopyRows(binary: ["rows"])
+            refusedOnly.row("rows") { value.fill(&$0) }
+            #expect(refusedOnly.binaryCopy(of: "rows") == nil, "no binary COPY of no rows")
+            // The binary rows hold the first row alone: header (19 bytes), 9 fields, trailer.
             let header = 19, fields = 2 + (4 + 16) + 7 * 4 + (4 + 8), trailer = 2
             #expect(rows.binaryCopy(of: "rows")?.count == header + fields + trailer)
         }
