@@ -10,9 +10,9 @@ import TetherCore
 /// reached by ids that only their user's events name), so folding each user's events alone, in their
 /// order, gives the tables the whole log gives. The values are kept as PostgreSQL would read them
 /// from the statements' parameters (timestamps as the text the statements cast, or, for a session's
-/// times from its payload, as the dates that text is written from; JSON as its text); ``CopyRows`` writes
-/// each in binary only where that gives what PostgreSQL reads from that text, and as the text otherwise. The replay tests hold the two paths equal
-/// on a log of every event type. Personal data is kept in clear while folding and sealed as the rows
+/// times from its payload, as the dates that text is written from; JSON as its text); ``CopyRows``
+/// writes each in binary only where that gives what PostgreSQL reads from that text, and as the text
+/// otherwise. The replay tests hold the two paths equal on a log of every event type. Personal data is kept in clear while folding and sealed as the rows
 /// are written (``ReadModelSeal``: the same text the statements store).
 struct AccountRows: BulkFold {
     /// The columns the bulk phase writes, table by table, in `COPY` order; the replay refuses a
@@ -47,7 +47,10 @@ struct AccountRows: BulkFold {
     /// The events whose payload the fold reads nothing of: a sign-in takes only when it occurred (its user's
     /// `last_sign_in_at`) and its place in the stream. The bulk phase reads them without their `data`: they
     /// are half of a log's events, and printing their `jsonb` was a quarter of PostgreSQL's reading.
-    static let leavingData: Set<String> = ["SignedIn"]
+    static let leavingData: Set<String> = [signedIn]
+
+    /// A sign-in's type, which ``apply(_:occurredAt:)`` takes without decoding.
+    private static let signedIn = "SignedIn"
 
     struct User {
         var email: String?
@@ -148,7 +151,7 @@ struct AccountRows: BulkFold {
     /// Applies one stored event of the user: what it does to the rows, if it is an account event, and
     /// the stream version the user's row reflects (recorded for every event, as the statements do).
     mutating func apply(_ event: RecordedEvent, occurredAt: String) throws {
-        if event.type == "SignedIn" {
+        if event.type == Self.signedIn {
             signedIn(at: occurredAt) // read without its data (`leavingData`)
         } else if let decoded = try AccountEventCodec.decode(event) {
             try apply(decoded, at: occurredAt)
@@ -378,15 +381,16 @@ struct AccountRows: BulkFold {
     }
 }
 
-/// Rows for `COPY … FROM STDIN`, gathered table by table: in binary format, or in text format for the
-/// tables not named binary and the rows binary format cannot carry exactly (below).
+/// Rows for `COPY … FROM STDIN`, gathered table by table: in binary format, or in text format when
+/// not asked for binary and for the rows binary format cannot carry exactly (below).
 ///
 /// In binary format PostgreSQL takes each value as it is stored (an id's 16 bytes, a timestamp's
 /// microseconds) instead of parsing its text: for the sessions of a replay, a third of the time `COPY`
 /// took. The values are given as the text the statements cast (or a payload's date, which that text is
 /// written from), and each typed ``Line/add`` turns it into the binary form of its column's type only
-/// where that gives exactly what PostgreSQL would read from the text. Where it cannot (a timestamp in another form, a number out of range), the
-/// row is written in text format instead, for PostgreSQL to read or refuse as it always did.
+/// where that gives exactly what PostgreSQL would read from the text. Where it cannot (a timestamp in
+/// another form, a number out of range), the row is written in text format instead, for PostgreSQL to
+/// read or refuse as it always did.
 public struct CopyRows: Sendable {
     /// Each table's lines so far, as `COPY` reads them (tab-separated, `\N` for NULL, one row a line).
     public private(set) var tables: [String: [UInt8]] = [:]
@@ -394,10 +398,10 @@ public struct CopyRows: Sendable {
     private var binaryTables: [String: [UInt8]] = [:]
     /// Rows gathered since the last ``removeAll()``.
     public private(set) var count = 0
-    /// The tables whose rows are written in binary format where they can be.
-    public let binary: Set<String>
+    /// Whether rows are written in binary format where they can be.
+    public let binary: Bool
 
-    public init(binary: Set<String> = []) {
+    public init(binary: Bool = false) {
         self.binary = binary
     }
 
@@ -447,13 +451,9 @@ public struct CopyRows: Sendable {
 
         /// A `boolean`.
         public mutating func add(_ value: Bool) {
+            guard !isBinary else { return addFixedWidth(UInt8(value ? 1 : 0)) }
             separate()
-            if isBinary {
-                appendLength(1)
-                bytes.append(value ? 1 : 0)
-            } else {
-                bytes.append(value ? UInt8(ascii: "t") : UInt8(ascii: "f"))
-            }
+            bytes.append(value ? UInt8(ascii: "t") : UInt8(ascii: "f"))
         }
 
         public mutating func add(_ value: Bool?) {
@@ -464,25 +464,15 @@ public struct CopyRows: Sendable {
         /// An `integer` (32 bits).
         public mutating func add(int4 value: Int?) {
             guard let value else { return addNull() }
-            if isBinary, let exact = Int32(exactly: value) {
-                separate()
-                appendLength(4)
-                appendBigEndian(UInt32(bitPattern: exact))
-            } else {
-                addText(String(value))
-            }
+            guard isBinary else { return add(String(value)) }
+            addFixedWidth(Int32(exactly: value))
         }
 
         /// A `bigint`.
         public mutating func add(int8 value: Int64?) {
             guard let value else { return addNull() }
-            if isBinary {
-                separate()
-                appendLength(8)
-                appendBigEndian(UInt64(bitPattern: value))
-            } else {
-                addText(String(value))
-            }
+            guard isBinary else { return add(String(value)) }
+            addFixedWidth(value)
         }
 
         /// A `timestamptz`, as the text the statements cast: PostgreSQL's own (`2026-12-05 23:56:25.36+00`)
@@ -490,18 +480,7 @@ public struct CopyRows: Sendable {
         public mutating func add(timestamp text: String?) {
             guard let text else { return addNull() }
             guard isBinary else { return add(text) }
-            guard let micros = UTCTimestamp.microseconds(text, separators: Self.dateTimeSeparators, zoneRequired: true) else {
-                refused = true
-                return
-            }
-            appendTimestamp(micros)
-        }
-
-        /// A binary `timestamptz` field of `micros` since 1970.
-        private mutating func appendTimestamp(_ micros: Int64) {
-            separate()
-            appendLength(8)
-            appendBigEndian(UInt64(bitPattern: micros - Self.postgresEpoch))
+            addFixedWidth(UTCTimestamp.microseconds(text, separators: Self.dateTimeSeparators, zoneRequired: true).map(Self.sincePostgresEpoch))
         }
 
         private static let dateTimeSeparators = [UInt8(ascii: " "), UInt8(ascii: "T")]
@@ -512,15 +491,13 @@ public struct CopyRows: Sendable {
         public mutating func add(eventTime date: Date?) {
             guard let date else { return addNull() }
             guard isBinary else { return add(ISO8601Milliseconds.format(date)) }
-            guard let micros = UTCTimestamp.microseconds(millisecondsOf: date) else {
-                refused = true
-                return
-            }
-            appendTimestamp(micros)
+            addFixedWidth(UTCTimestamp.microseconds(millisecondsOf: date).map(Self.sincePostgresEpoch))
         }
 
-        /// 2000-01-01 00:00 UTC, from which PostgreSQL counts, in microseconds since 1970.
-        private static let postgresEpoch: Int64 = 946_684_800_000_000
+        /// Microseconds since 1970 as PostgreSQL stores a timestamp: counted from 2000-01-01 00:00 UTC.
+        private static func sincePostgresEpoch(_ micros: Int64) -> Int64 {
+            micros - 946_684_800_000_000
+        }
 
         /// A `jsonb` value, as JSON text: binary format is a version byte (1), then the text.
         public mutating func add(jsonb text: String?) {
@@ -565,13 +542,16 @@ public struct CopyRows: Sendable {
             }
         }
 
-        /// A value binary format does not carry here: written as text in a text row; a binary row is refused.
-        private mutating func addText(_ text: String) {
-            guard !isBinary else {
+        /// A binary field of `value`'s big-endian bytes; nil when binary format cannot carry the value
+        /// exactly, which refuses the row (it is written in text format instead).
+        private mutating func addFixedWidth(_ value: (some FixedWidthInteger)?) {
+            guard let value else {
                 refused = true
                 return
             }
-            add(text)
+            separate()
+            appendLength(MemoryLayout.size(ofValue: value))
+            appendBigEndian(value)
         }
 
         private mutating func appendField(_ value: UnsafeBufferPointer<UInt8>) {
@@ -597,7 +577,7 @@ public struct CopyRows: Sendable {
     /// when the table is binary and binary format cannot carry the row).
     public mutating func row(_ table: String, _ fill: (inout Line) -> Void) {
         count += 1
-        if binary.contains(table), Self.appendBinary(to: &binaryTables[table, default: Self.binaryHeader], fill) { return }
+        if binary, Self.appendBinary(to: &binaryTables[table, default: Self.binaryHeader], fill) { return }
         Self.append(to: &tables[table, default: []], fill)
     }
 

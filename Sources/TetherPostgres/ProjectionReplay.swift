@@ -558,7 +558,7 @@ private final class BulkReader: Sendable {
 
     /// Reads the users of `users` page by page, folds each user's events into rows and writes them with `COPY`.
     func load(_ users: (from: UUID?, to: UUID?), on connection: PostgresConnection) async throws {
-        var rows = CopyRows(binary: Set(copies.map(\.table)))
+        var rows = CopyRows(binary: true)
         var user: (id: UUID, fold: any BulkFold)? // the last user's rows so far: more events may follow
         var cursor: (userId: UUID, position: Int64)?
         while true {

@@ -97,7 +97,7 @@ struct CopyRowsTests {
                     ? Date(timeIntervalSince1970: .random(in: -62_135_596_800 ... 253_402_300_799.998, using: &generator))
                     : Date(timeIntervalSince1970: Double(Int.random(in: -1_000_000_000 ... 4_000_000_000, using: &generator)) + 0.0005)))
         }
-        var binary = CopyRows(binary: ["rows"])
+        var binary = CopyRows(binary: true)
         var text = CopyRows()
         for value in values {
             binary.row("rows") { value.fill(&$0) }
@@ -144,14 +144,14 @@ struct CopyRowsTests {
             Values(eventTime: Date(timeIntervalSince1970: 253_402_300_800)), Values(eventTime: Date(timeIntervalSince1970: -62_135_596_801)),
         ]
         for value in refused {
-            var rows = CopyRows(binary: ["rows"])
+            var rows = CopyRows(binary: true)
             rows.row("rows") { Values(id: UUID(), at: "2026-12-05 23:56:25+00").fill(&$0) }
             rows.row("rows") { value.fill(&$0) }
             var text = CopyRows()
             text.row("rows") { value.fill(&$0) }
             #expect(rows.tables["rows"] == text.tables["rows"], "\(value.at ?? "") \(value.int4 ?? 0) \(value.eventTime?.timeIntervalSince1970 ?? 0)")
             #expect(rows.count == 2)
-            var refusedOnly = CopyRows(binary: ["rows"])
+            var refusedOnly = CopyRows(binary: true)
             refusedOnly.row("rows") { value.fill(&$0) }
             #expect(refusedOnly.binaryCopy(of: "rows") == nil, "no binary COPY of no rows")
             // The binary rows hold the first row alone: header (19 bytes), 9 fields, trailer.
