@@ -16,7 +16,7 @@ SCHEMATHESIS_VENV := .tether/schemathesis-venv
 BENCH_PACKAGES := wrk python3 curl
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all deps test-deps bench-deps build run test fuzz soak bench bench-crypto bench-service clean
+.PHONY: all deps test-deps test-packages test-venvs test-build bench-deps build run test fuzz soak bench bench-crypto bench-service clean
 
 all: build
 
@@ -42,8 +42,13 @@ deps:
 	@command -v swift >/dev/null || { echo "Swift 6 toolchain not found (expected at /opt/swift/usr/bin)"; exit 1; }
 
 ## test-deps: deps, and what only the tests need
-test-deps: deps
+test-deps: test-packages test-venvs
+
+test-packages: deps
 	$(call install-missing,$(TEST_PACKAGES))
+
+# The Python tools, once the Debian packages are there (python3-venv).
+test-venvs: test-packages
 	@$(MAKE) --no-print-directory $(FIREBASE_ADMIN_VENV)/.installed $(SCHEMATHESIS_VENV)/.installed
 
 # Each Python tool (firebase-admin, schemathesis) in a virtualenv of its own, .tether/NAME-venv, made
@@ -68,8 +73,13 @@ run: deps
 	.build/debug/tether dev
 
 ## test: start a throwaway PostgreSQL, run every test against it, stop it
-test: test-deps
+# The debug build with the tests.
+test-build: deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
+
+# The virtualenvs install (mostly waiting on PyPI) while Swift compiles: about a minute less.
+test: test-packages
+	@$(MAKE) --no-print-directory -j2 test-build test-venvs
 	scripts/test.sh
 
 ## soak: tether dev under mixed load for DURATION (or SOAK_DURATION; default 30m: make soak DURATION=2h); memory, files and connections must stay flat (make test runs 2m); then 100,000 forged sign-ins (make test sends 20,000)
