@@ -34,12 +34,14 @@ final class DevSigningKeys: Sendable {
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             for provider in Self.issuers {
                 let file = directory.appendingPathComponent("\(provider.rawValue).pem")
-                let key: PrivateKey
+                var key: PrivateKey
                 if FileManager.default.fileExists(atPath: file.path) {
-                    key = try PrivateKey(pem: String(contentsOf: file, encoding: .utf8))
+                    key = try Self.read(file)
                 } else {
                     key = try PrivateKey.generate(.rsa)
-                    try Self.write(key, to: file)
+                    // Another `tether dev` of the checkout starting at the same moment may have put its key there
+                    // first: then both use that one.
+                    if !(try Self.write(key, to: file, keepingAnExistingKey: true)) { key = try Self.read(file) }
                 }
                 rings[provider] = Ring(current: try Self.jwk(key, provider: provider), previous: nil)
             }
@@ -61,7 +63,7 @@ final class DevSigningKeys: Sendable {
     func rotate(_ provider: ProviderName) throws -> String {
         let key = try PrivateKey.generate(.rsa)
         let jwk = try Self.jwk(key, provider: provider)
-        if let directory { try Self.write(key, to: directory.appendingPathComponent("\(provider.rawValue).pem")) }
+        if let directory { _ = try Self.write(key, to: directory.appendingPathComponent("\(provider.rawValue).pem"), keepingAnExistingKey: false) }
         let previous = try ring(provider).current
         rings.withLock { $0[provider] = Ring(current: jwk, previous: previous) }
         return jwk.keyID!
@@ -75,18 +77,29 @@ final class DevSigningKeys: Sendable {
             use: "sig")
     }
 
-    /// Writes the PEM through a private temporary file and a rename, so the key is never world-readable or half-written.
-    private static func write(_ key: PrivateKey, to file: URL) throws {
+    private static func read(_ file: URL) throws -> PrivateKey {
+        try PrivateKey(pem: String(contentsOf: file, encoding: .utf8))
+    }
+
+    /// Writes the PEM to a private temporary file, then gives it the name `file` in one step, so that the key is never
+    /// world-readable or half-written, and `file` never missing while it is replaced (a reader sees the old key or the
+    /// new one). With `keepingAnExistingKey`, a key already at `file` stays (POSIX `link` refuses to replace it) and
+    /// this answers false; otherwise it is replaced (`rename`).
+    private static func write(_ key: PrivateKey, to file: URL, keepingAnExistingKey: Bool) throws -> Bool {
         let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).\(UUID.random().uuidString)")
         guard FileManager.default.createFile(
             atPath: temporary.path, contents: Data(try key.pemEncoded().utf8), attributes: [.posixPermissions: 0o600])
         else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: temporary.path])
         }
-        if FileManager.default.fileExists(atPath: file.path) {
-            _ = try FileManager.default.replaceItemAt(file, withItemAt: temporary)
-        } else {
-            try FileManager.default.moveItem(at: temporary, to: file)
+        // After a link the temporary name is a second one of the key's file; after a rename it is gone already.
+        defer { unlink(temporary.path) }
+        if keepingAnExistingKey {
+            if link(temporary.path, file.path) == 0 { return true }
+            if errno == EEXIST { return false }
+        } else if rename(temporary.path, file.path) == 0 {
+            return true
         }
+        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO, userInfo: [NSFilePathErrorKey: file.path])
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TetherAPI
 import TetherCore
@@ -33,6 +34,47 @@ struct DevIdentityProviderTests {
         }
         #expect(try await keyIDs(DevIdentityProvider(keyDirectory: directory)) == first)
         #expect(Set(first).count == 3)
+    }
+
+    /// Two `tether dev`s of one checkout starting at once (`make test` runs schemathesis beside the soak): each
+    /// makes its keys, the first written stays, and the other uses it instead of failing or keeping its own.
+    @Test func devIdentityProvidersStartingAtOnceOnOneDirectoryShareTheFirstKeysWritten() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // On threads of their own, all started before any has made its first key (a key takes tens of milliseconds):
+        // tasks would share the two threads of the concurrency pool with the other tests.
+        let made = Mutex<[Result<DevIdentityProvider, any Error>]>([])
+        let group = DispatchGroup()
+        for _ in 0..<6 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let devIdP = Result { try DevIdentityProvider(keyDirectory: directory) }
+                made.withLock { $0.append(devIdP) }
+            }.start()
+        }
+        await withCheckedContinuation { continuation in group.notify(queue: .global()) { continuation.resume() } }
+        var started: [[String]] = []
+        for devIdP in made.withLock({ $0 }) { started.append(try await keyIDs(try devIdP.get())) }
+        #expect(started.count == 6)
+        #expect(Set(started).count == 1, "every instance signs with the keys on disk: \(started)")
+        #expect(try await keyIDs(DevIdentityProvider(keyDirectory: directory)) == started[0])
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        #expect(left == ["apple.pem", "facebook.pem", "google.pem"], "no temporary file is left")
+    }
+
+    @Test func aRotatedKeyReplacesTheOneOnDiskForTheNextStart() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let devIdP = try DevIdentityProvider(keyDirectory: directory)
+        let rotated = try await devIdP.routes(baseURL: URL(string: "http://127.0.0.1/dev-idp")!)
+            .respond(to: HTTPRequest(method: "POST", target: "/google/rotate-key"))
+        let kid = try JSONDecoder().decode([String: String].self, from: Data(rotated.body))["kid"]!
+        let restarted = try await keyIDs(DevIdentityProvider(keyDirectory: directory))
+        #expect(restarted.contains(kid))
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("google.pem").path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).count == 3, "no temporary file is left")
     }
 
     @Test func withoutADirectoryEveryInstanceHasFreshKeys() async throws {
