@@ -72,11 +72,11 @@ run: deps
 	swift build $(SWIFT_BUILD_FLAGS) --product tether
 	.build/debug/tether dev
 
-## test: start a throwaway PostgreSQL, run every test against it, stop it
 # The debug build with the tests.
 test-build: deps
 	swift build $(SWIFT_BUILD_FLAGS) --build-tests
 
+## test: start a throwaway PostgreSQL, run every test against it, stop it
 # The virtualenvs install (mostly waiting on PyPI) while Swift compiles: about a minute less.
 test: test-packages
 	@$(MAKE) --no-print-directory -j2 test-build test-venvs

@@ -12,12 +12,21 @@ fi
 url=$("$tether" postgres start --data "$data" --throwaway | tail -n 1)
 bouncer="$data-pgbouncer"
 cleanup() {
+  # A run cut short stops the schemathesis it started in the background: all of its process group (its own
+  # trap then stops its server and cluster).
+  if [ -n "${schemathesis_pid:-}" ]; then
+    kill -TERM -- "-$schemathesis_pid" 2>/dev/null || kill -TERM "$schemathesis_pid" 2>/dev/null || true
+    wait "$schemathesis_pid" 2>/dev/null || true
+  fi
+  rm -f "${schemathesis_output:-}"
   scripts/pgbouncer.sh stop "$bouncer" >/dev/null 2>&1 || true
   rm -rf "$bouncer"
   "$tether" postgres stop --data "$data" >/dev/null 2>&1 || true
   rm -rf "$(readlink -f "$data")" "$data"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 export TETHER_TEST_DATABASE_URL="$url"
 # Swift Testing runs test cases in parallel; each of ours starts a server and a fresh database.
@@ -60,7 +69,8 @@ else
   schemathesis_status=0
   if [ -x .tether/schemathesis-venv/bin/st ]; then
     schemathesis_output=$(mktemp)
-    scripts/schemathesis.sh >"$schemathesis_output" 2>&1 &
+    # In a process group of its own, which a stop can signal whole (a Ctrl-C reaches only this script's).
+    setsid --wait scripts/schemathesis.sh >"$schemathesis_output" 2>&1 &
     schemathesis_pid=$!
   else
     echo "schemathesis is not installed (make test installs it): its run is skipped" >&2
@@ -69,8 +79,10 @@ else
   SOAK_DURATION="${TETHER_TEST_SOAK_DURATION:-120s}" scripts/soak.sh || soak_status=$?
   if [ -n "${schemathesis_pid:-}" ]; then
     wait "$schemathesis_pid" || schemathesis_status=$?
+    schemathesis_pid=""
     cat "$schemathesis_output"
     rm -f "$schemathesis_output"
+    echo "schemathesis: exit $schemathesis_status"
   fi
   [ "$soak_status" = 0 ] && [ "$schemathesis_status" = 0 ] || exit 1
 fi

@@ -9,7 +9,8 @@ import TetherJOSE
 /// (PKCS#8, mode 0600), made on first start and reused afterwards, so tokens
 /// minted before a restart of `tether dev` still verify. Without one, keys are
 /// fresh, in memory only, and made when first needed (tests). A rotation keeps the previous key
-/// published, as real providers do, so tokens already minted keep verifying.
+/// published, as real providers do, so tokens already minted keep verifying until the next
+/// restart: only the current key is kept on disk.
 final class DevSigningKeys: Sendable {
     /// The current signing key and the one it replaced.
     struct Ring: Sendable {
@@ -63,9 +64,13 @@ final class DevSigningKeys: Sendable {
     func rotate(_ provider: ProviderName) throws -> String {
         let key = try PrivateKey.generate(.rsa)
         let jwk = try Self.jwk(key, provider: provider)
-        if let directory { _ = try Self.write(key, to: directory.appendingPathComponent("\(provider.rawValue).pem"), keepingAnExistingKey: false) }
-        let previous = try ring(provider).current
-        rings.withLock { $0[provider] = Ring(current: jwk, previous: previous) }
+        // Written under the lock, so that two rotations at once leave on disk the key they leave current.
+        try rings.withLock { rings in
+            if let directory {
+                _ = try Self.write(key, to: directory.appendingPathComponent("\(provider.rawValue).pem"), keepingAnExistingKey: false)
+            }
+            rings[provider] = Ring(current: jwk, previous: rings[provider]?.current)
+        }
         return jwk.keyID!
     }
 
@@ -96,10 +101,17 @@ final class DevSigningKeys: Sendable {
         defer { unlink(temporary.path) }
         if keepingAnExistingKey {
             if link(temporary.path, file.path) == 0 { return true }
-            if errno == EEXIST { return false }
-        } else if rename(temporary.path, file.path) == 0 {
-            return true
+            let failure = errno
+            if failure == EEXIST { return false }
+            // A file system without hard links: the key is kept unless one appeared since the caller looked.
+            guard [EPERM, EOPNOTSUPP, ENOSYS].contains(failure) else { throw Self.failure(failure, file) }
+            if FileManager.default.fileExists(atPath: file.path) { return false }
         }
-        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO, userInfo: [NSFilePathErrorKey: file.path])
+        guard rename(temporary.path, file.path) == 0 else { throw Self.failure(errno, file) }
+        return true
+    }
+
+    private static func failure(_ code: Int32, _ file: URL) -> POSIXError {
+        POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO, userInfo: [NSFilePathErrorKey: file.path])
     }
 }
