@@ -65,7 +65,7 @@ else
   # schemathesis against schema/openapi.yaml and a tether dev (no 5xx, nothing the document does not
   # describe), side by side with two minutes of make soak (tether dev under mixed load, its memory, files
   # and connections flat): each has a server and a PostgreSQL of its own, and the soak runs for its two
-  # minutes whatever else runs, so the pair takes the soak's time instead of both one after the other.
+  # minutes whatever else runs, so the pair takes about 3 minutes instead of 4 one after the other.
   schemathesis_status=0
   if [ -x .tether/schemathesis-venv/bin/st ]; then
     schemathesis_output=$(mktemp)

@@ -12,8 +12,9 @@ import TetherCore
 /// from the statements' parameters (timestamps as the text the statements cast, or, for a session's
 /// times from its payload, as the dates that text is written from; JSON as its text); ``CopyRows``
 /// writes each in binary only where that gives what PostgreSQL reads from that text, and as the text
-/// otherwise. The replay tests hold the two paths equal on a log of every event type. Personal data is kept in clear while folding and sealed as the rows
-/// are written (``ReadModelSeal``: the same text the statements store).
+/// otherwise. The replay tests hold the two paths equal on a log of every event type. Personal data is
+/// kept in clear while folding and sealed as the rows are written (``ReadModelSeal``: the same text the
+/// statements store).
 struct AccountRows: BulkFold {
     /// The columns the bulk phase writes, table by table, in `COPY` order; the replay refuses a
     /// table whose columns differ, rather than leave a new column at its default.
