@@ -17,10 +17,10 @@ public struct AnonymousIdentityVerifier: IdentityVerifier {
             throw ProviderError.invalidRequest("The anonymous verifier was handed a \(credential.provider.rawValue) credential.")
         }
         let uid = id ?? UUID.random().lowercasedText
-        guard (Self.minimumIDLength...ProviderCredential.maximumFieldLength).contains(uid.utf8.count),
+        guard (Self.minimumIDLength...ExternalIdentity.maximumUIDLength).contains(uid.utf8.count),
               uid.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
         else {
-            throw ProviderError.invalidCredential(.malformed).with(detail: "An anonymous id is \(Self.minimumIDLength) or more visible ASCII characters.")
+            throw ProviderError.invalidCredential(.malformed).with(detail: "An anonymous id is \(Self.minimumIDLength) to \(ExternalIdentity.maximumUIDLength) visible ASCII characters.")
         }
         return VerifiedIdentity(provider: ProviderName.anonymous.rawValue, credentialForm: .anonymous, uid: uid)
     }

@@ -78,6 +78,10 @@ public struct IdentityProviders: IdentityVerifier {
             throw ProviderError.unsupportedProvider.with(provider: credential.provider.rawValue)
                 .with(detail: "\(credential.provider.rawValue) is not configured")
         }
-        return try await verifier.verify(credential)
+        let identity = try await verifier.verify(credential)
+        if let oversized = identity.oversizedMember {
+            throw ProviderError.invalidCredential(.malformed).with(provider: credential.provider.rawValue).with(detail: oversized)
+        }
+        return identity
     }
 }

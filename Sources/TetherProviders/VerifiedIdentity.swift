@@ -8,6 +8,11 @@ import TetherCore
 /// and the profile of a Facebook session-info exchange. The accounts layer
 /// may store them, but never trusts them for linking decisions.
 public struct VerifiedIdentity: Sendable, Codable, Hashable {
+    /// Why the identity cannot be stored (``ExternalIdentity/oversizedMember(uid:email:names:)``), or nil.
+    public var oversizedMember: String? {
+        ExternalIdentity.oversizedMember(uid: uid, email: email, names: [displayName, givenName, familyName])
+    }
+
     /// `apple`, `facebook`, `google` or `password` (see ``ProviderName``).
     public var provider: String
     /// The token's nonce, recorded as used by this verification (nil when it carried none).

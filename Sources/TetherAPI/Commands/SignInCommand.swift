@@ -102,9 +102,7 @@ public struct AccountCommands: Sendable {
     /// real work (scrypt), which must not be free to ask for in bulk.
     public func signUp(_ command: SignUpCommand) async throws -> UserAccount {
         try Self.validate(email: command.email)
-        if let displayName = command.displayName, displayName.count > 100 {
-            throw AccountError.invalidRequest("displayName is longer than 100 characters.")
-        }
+        try UserAccount.checkProfile(displayName: command.displayName, photoURL: nil)
         try await limits.reserveSignUp(from: command.context.metadata.clientIP)
         let hash = try await BlockingWork.run { [passwords, password = command.password] in try passwords.hash(password) }
         return try await accounts.signUp(

@@ -85,6 +85,7 @@ extension FirebaseRoutes {
         let userId = account.id
         let displayName = try body.string("displayName")
         let photoURL = try body.string("photoUrl")
+        do { try UserAccount.checkProfile(displayName: displayName, photoURL: photoURL) } catch { throw FirebaseError(converting: error) }
         let password = try body.string("password")
         var cleared: Set<String> = []
         for attribute in try body.strings("deleteAttribute") {

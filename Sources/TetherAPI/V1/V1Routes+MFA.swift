@@ -124,7 +124,7 @@ extension V1Routes {
     private static func displayName(_ name: String?) throws(AccountError) -> String? {
         guard let name else { return nil }
         let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard trimmed.count <= 100 else { throw .invalidRequest("displayName is longer than 100 characters.") }
+        try UserAccount.checkProfile(displayName: trimmed, photoURL: nil)
         return trimmed.isEmpty ? nil : trimmed
     }
 

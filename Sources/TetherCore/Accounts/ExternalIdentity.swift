@@ -39,6 +39,29 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
         self.photoURL = photoURL
     }
 
+    /// The longest user id, in UTF-8 bytes, Tether takes from any provider. Apple's, Google's and Facebook's
+    /// are under 64; an anonymous id is the client's, a lowercased UUID from the SDKs.
+    public static let maximumUIDLength = 1024
+    /// The longest email, in UTF-8 bytes: RFC 5321's limit on a path (256, with its angle brackets).
+    public static let maximumEmailLength = 254
+    /// The longest name (full, given or family) of an identity, in UTF-8 bytes.
+    public static let maximumNameLength = 512
+
+    /// Why an identity with these members cannot be stored, when one is longer than Tether keeps (nil when
+    /// none is).
+    ///
+    /// The id, the email and the names' words are keys of the identities' indexes, whose rows hold about
+    /// 2.7 KB: a longer one failed its command inside PostgreSQL, as a server error (after a verification
+    /// had spent the token's nonce). No real provider sends these lengths.
+    public static func oversizedMember(uid: String, email: String?, names: [String?]) -> String? {
+        if uid.utf8.count > maximumUIDLength { return "The provider's user id is longer than \(maximumUIDLength) bytes." }
+        if let email, email.utf8.count > maximumEmailLength { return "The email is longer than \(maximumEmailLength) bytes." }
+        if names.contains(where: { ($0?.utf8.count ?? 0) > maximumNameLength }) {
+            return "A name is longer than \(maximumNameLength) bytes."
+        }
+        return nil
+    }
+
     /// The email in the form used to compare addresses (trimmed, lowercased).
     public var normalizedEmail: String? { email.map(Self.normalize) }
 

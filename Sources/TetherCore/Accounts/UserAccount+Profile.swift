@@ -35,8 +35,30 @@ extension UserAccount {
     /// The provider of a uid a developer chose (Firebase custom auth): custom tokens for it sign the user in.
     public static let customProvider = "custom"
 
+    /// The longest display name a user or an admin sets, in characters.
+    public static let maximumDisplayNameLength = 100
+    /// The longest photo URL a user or an admin sets, in UTF-8 bytes.
+    public static let maximumPhotoURLLength = 2048
+
+    /// Refuses a display name or photo URL longer than Tether keeps (`invalid_request`).
+    public static func checkProfile(displayName: String?, photoURL: String?) throws(AccountError) {
+        if let displayName, displayName.count > maximumDisplayNameLength {
+            throw .invalidRequest("displayName is longer than \(maximumDisplayNameLength) characters.")
+        }
+        if let photoURL, photoURL.utf8.count > maximumPhotoURLLength {
+            throw .invalidRequest("photoUrl is longer than \(maximumPhotoURLLength) bytes.")
+        }
+    }
+
     /// A user made by an admin, who may have no way to sign in yet (Firebase allows that).
     public static func create(id: UUID, profile: NewUserProfile) throws(AccountError) -> [AccountEvent] {
+        try checkProfile(displayName: profile.displayName, photoURL: profile.photoURL)
+        for identity in profile.identities {
+            if let oversized = ExternalIdentity.oversizedMember(uid: identity.uid, email: identity.email, names: [identity.displayName]) {
+                throw .invalidRequest(oversized)
+            }
+            try checkProfile(displayName: nil, photoURL: identity.photoURL)
+        }
         let personal = PersonalData(email: profile.email, displayName: profile.displayName, photoURL: profile.photoURL)
         var events: [AccountEvent] = [
             .userRegistered(.init(userId: id, emailVerified: profile.isEmailVerified && profile.email != nil, personal: personal)),
@@ -70,6 +92,7 @@ extension UserAccount {
         displayName: String?, photoURL: String?, clearing cleared: Set<String>, emailVerified: Bool?
     ) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
+        try Self.checkProfile(displayName: displayName, photoURL: photoURL)
         if emailVerified == true, email == nil { throw .invalidRequest("The user has no email to mark verified.") }
         let changesName = cleared.contains("displayName") ? self.displayName != nil : displayName.map { $0 != self.displayName } ?? false
         let changesPhoto = cleared.contains("photoURL") ? self.photoURL != nil : photoURL.map { $0 != self.photoURL } ?? false

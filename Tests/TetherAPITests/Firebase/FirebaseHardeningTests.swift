@@ -97,6 +97,47 @@ struct FirebaseHardeningTests {
             #expect(try await firebase.app.eventCount("UserRegistered") == 0)
         }
     }
+
+    /// A display name, a photo URL or an imported identity's members longer than Tether keeps were a 500
+    /// (an index refused the row) on `accounts:update` and `accounts:batchCreate`: now each is refused,
+    /// before any write.
+    @Test func overlongProfileMembersAreRefusedNotAServerFault() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "long@example.com", "password": "long password 1"]))
+            let token = try #require(signUp.string("idToken"))
+            let longest = String(repeating: "n", count: UserAccount.maximumDisplayNameLength)
+            #expect(try await firebase.call("accounts:update", .object(["idToken": .string(token), "displayName": .string(longest)])).status == 200)
+            let events = try await firebase.app.eventCount("ProfileUpdated")
+            for body: JSONValue in [
+                .object(["idToken": .string(token), "displayName": .string(longest + "n"), "deleteProvider": ["password"]]),
+                .object(["idToken": .string(token), "displayName": .string(String(repeating: "y", count: 3_000))]),
+                .object(["idToken": .string(token), "photoUrl": .string("https://example.com/" + String(repeating: "p", count: UserAccount.maximumPhotoURLLength))]),
+            ] {
+                let update = try await firebase.call("accounts:update", body)
+                #expect(update.status == 400 && update.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(update.text)")
+            }
+            #expect(try await firebase.app.eventCount("ProfileUpdated") == events)
+            #expect(try await firebase.call("accounts:lookup", .object(["idToken": .string(token)])).text.contains("password"))
+
+            let imported = try await firebase.admin("accounts:batchCreate", .object(["users": .array([
+                .object(["localId": "imported-long-uid", "providerUserInfo": .array([
+                    .object(["providerId": "google.com", "rawId": .string(String(repeating: "r", count: 3_000))]),
+                ])]),
+                .object(["localId": "imported-long-email", "providerUserInfo": .array([
+                    .object(["providerId": "google.com", "rawId": "g-1", "email": .string(String(repeating: "e", count: 3_000) + "@example.com")]),
+                ])]),
+                .object(["localId": "imported-fine", "displayName": "Fine"]),
+            ])]))
+            #expect(imported.status == 200, "\(imported.text)")
+            guard case .array(let errors)? = imported.body["error"] else {
+                Issue.record("no error list: \(imported.text)")
+                return
+            }
+            #expect(errors.count == 2, "\(imported.text)")
+            #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["imported-fine", "imported-long-uid", "imported-long-email"]]))
+                .text.components(separatedBy: "\"localId\"").count == 2, "only the fine user was made")
+        }
+    }
 }
 
 /// The audience custom tokens carry.

@@ -4,6 +4,7 @@ import TetherAPI
 import TetherCore
 import TetherCrypto
 import TetherJOSE
+import TetherProviders
 import TetherTesting
 
 /// The cases a review of the Parse surface found: each would have leaked, half-written or answered wrongly.
@@ -128,6 +129,40 @@ struct ParseHardeningTests {
             #expect(login.code == 101)
             let v1 = try await parse.app.signIn(parse.app.password("nul\u{0}@example.com", "a long password"))
             #expect(v1.status == 400)
+        }
+    }
+
+    /// A provider's user id is the key of the identities' unique index, which holds rows of about 2.7 KB:
+    /// a longer id (an anonymous id the client picks, or a signed token's `sub`) was a 500 after the index
+    /// refused it. It is refused as a credential, on every surface, before anything is written.
+    @Test func aProvidersUserIdLongerThanTheLimitIsARefusedCredentialNotAServerFault() async throws {
+        try await ParseApp.run { parse in
+            let longest = String(repeating: "a", count: ExternalIdentity.maximumUIDLength)
+            #expect(try await parse.anonymousLogIn(id: longest).status == 201, "the longest id is taken")
+            let events = try await parse.accountEvents()
+            let anonymous = try await parse.anonymousLogIn(id: String(repeating: "y", count: 3_000))
+            #expect(anonymous.status == 404 && anonymous.code == 101, "\(anonymous.text)")
+            let sub = String(repeating: "s", count: ExternalIdentity.maximumUIDLength + 1)
+            let apple = try await parse.logIn("apple", ["id": sub, "token": try await parse.appleToken(sub)])
+            #expect(apple.status == 404 && apple.code == 101, "\(apple.text)")
+            let v1 = try await parse.app.signIn(try await parse.app.apple(sub))
+            #expect(v1.status == 401, "\(v1.bodyText)")
+            // The email and the names are keys of indexes too.
+            let domain = "@example.com"
+            let longestEmail = String(repeating: "e", count: ExternalIdentity.maximumEmailLength - domain.utf8.count) + domain
+            #expect(try await parse.app.signIn(try await parse.app.apple("apple-longest-email", email: longestEmail)).status == 201)
+            let events2 = try await parse.accountEvents()
+            let email = try await parse.app.signIn(try await parse.app.apple("apple-long-email", email: "e" + longestEmail))
+            #expect(email.status == 401 && email.bodyText.contains("malformed"), "\(email.bodyText)")
+            var named = try await parse.app.apple("apple-long-name")
+            named.credential = .object([
+                "identityToken": named.credential["identityToken"] ?? .null,
+                "fullName": .object(["givenName": .string(String(repeating: "g", count: ExternalIdentity.maximumNameLength + 1))]),
+            ])
+            let name = try await parse.app.signIn(named)
+            #expect(name.status == 401 && name.bodyText.contains("malformed"), "\(name.bodyText)")
+            #expect(try await parse.accountEvents() == events2)
+            #expect(events2 > events)
         }
     }
 }
