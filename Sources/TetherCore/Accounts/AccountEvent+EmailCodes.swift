@@ -126,7 +126,9 @@ extension UserAccount {
         case .undoEmailChange:
             break
         }
-        return [.emailCodeIssued(.init(
+        // Only the newest reset link works, as Parse keeps one reset token: an older mail that leaked cannot reset.
+        let superseded = purpose == .passwordReset ? withdrawing([.passwordReset]) : []
+        return superseded + [.emailCodeIssued(.init(
             codeId: codeId, purpose: purpose, email: email, codeHash: codeHash, expiresAt: expiresAt, restoresVerified: restoresVerified))]
     }
 
@@ -190,7 +192,7 @@ extension UserAccount {
             events.append(.identityLinked(.init(
                 provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: true, personal: PersonalData(email: email))))
         }
-        events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+        events += settingPassword(passwordHash, except: code.id)
         return events + (try revokeAllSessions(now: now))
     }
 
@@ -216,8 +218,14 @@ extension UserAccount {
 }
 
 extension UserAccount {
+    /// A new password: every reset code still pending is withdrawn first, so that a link mailed before the
+    /// change cannot set another password after it (Parse drops its `_perishable_token` on any password change).
+    func settingPassword(_ passwordHash: String, except code: UUID? = nil) -> [AccountEvent] {
+        withdrawing([.passwordReset], except: code) + [.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash)))]
+    }
+
     /// Withdraws the unspent codes of `purposes` but `except`.
-    func withdrawing(_ purposes: Set<EmailCodePurpose>, except: UUID) -> [AccountEvent] {
+    func withdrawing(_ purposes: Set<EmailCodePurpose>, except: UUID? = nil) -> [AccountEvent] {
         emailCodes.values.filter { !$0.isSpent && $0.id != except && purposes.contains($0.purpose) }
             .sorted { $0.issuedAt != $1.issuedAt ? $0.issuedAt < $1.issuedAt : $0.id.sortsBefore($1.id) }
             .map { .emailCodeExpired(.init(codeId: $0.id, purpose: $0.purpose, reason: "superseded")) }

@@ -142,7 +142,7 @@ extension UserAccount {
             .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),
         ]
         if let passwordHash {
-            events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))
+            events += settingPassword(passwordHash)
         }
         if identity.isEmailVerified, !isEmailVerified, let email, identity.normalizedEmail == ExternalIdentity.normalize(email) {
             events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: email))))
@@ -159,7 +159,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
         guard identities["password"] != nil else { throw .noSuchProvider("password") }
-        var events: [AccountEvent] = [.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash)))]
+        var events = settingPassword(passwordHash)
         for active in activeSessions {
             events.append(.sessionEnded(.init(sessionId: active.id, reason: "password_changed")))
         }

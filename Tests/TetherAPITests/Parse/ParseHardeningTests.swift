@@ -165,4 +165,42 @@ struct ParseHardeningTests {
             #expect(events2 > events)
         }
     }
+
+    /// A reset link outlived the password it was meant to replace: an older mail (leaked, or found later)
+    /// still set a password after a newer link had, or after the user changed it. Parse keeps one reset
+    /// token and drops it on any password change; Tether withdraws every pending reset code likewise.
+    @Test func onlyTheNewestResetLinkWorksAndAPasswordChangeVoidsEveryPendingOne() async throws {
+        try await ParseApp.run { parse in
+            let email = "rst@example.com"
+            #expect(try await parse.send("POST", "/users", json: .object(["username": .string(email), "password": "original password"])).status == 201)
+            func resetCode() async throws -> String {
+                let asked = try await parse.send("POST", "/requestPasswordReset", json: .object(["email": .string(email)]))
+                #expect(asked.status == 200, "\(asked.text)")
+                return try await parse.app.lastMail(to: email).code
+            }
+            func confirm(_ code: String, _ password: String) async throws -> Int {
+                try await parse.app.client.post("/v1/password-reset/confirm", json: ["code": code, "newPassword": password]).status
+            }
+            func logIn(_ password: String) async throws -> ParseAnswer {
+                try await parse.send("POST", "/login", json: .object(["username": .string(email), "password": .string(password)]))
+            }
+            let older = try await resetCode()
+            let newer = try await resetCode()
+            #expect(older != newer)
+            #expect(try await confirm(older, "older link's password") != 200, "a newer link supersedes it")
+            #expect(try await confirm(newer, "newer link's password") == 200)
+            #expect(try await logIn("newer link's password").status == 200)
+            #expect(try await logIn("older link's password").code == 101)
+
+            // A link mailed before the user changed the password cannot set another after it.
+            let pending = try await resetCode()
+            let session = try #require(try await logIn("newer link's password").string("sessionToken"))
+            let objectId = try #require(try await parse.send("GET", "/users/me", .init(session: session)).string("objectId"))
+            let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["password": "changed by the user"]))
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(try await confirm(pending, "pending link's password") != 200)
+            #expect(try await logIn("changed by the user").status == 200)
+            #expect(try await logIn("pending link's password").code == 101)
+        }
+    }
 }
