@@ -47,6 +47,37 @@ struct V1LinkingRulesTests {
         }
     }
 
+    /// A token whose sign-in is older than five minutes (a refreshed session, or a stolen refresh token) could
+    /// add a password of its holder's choosing and remove the owner's providers, though it could not change
+    /// the email. Adding a password and unlinking now need a recent sign-in; linking a provider, whose token
+    /// proves that identity afresh, does not.
+    @Test func addingAPasswordOrUnlinkingNeedsARecentSignIn() async throws {
+        try await DevService.run { app in
+            let owner = try await app.signedIn(try await app.apple("apple-stale", email: "stale@privaterelay.appleid.com"))
+            _ = try await app.link(try await app.google("google-stale", email: "stale@gmail.com"), to: owner.session.accessToken)
+            let stale = try await app.accessToken(owner.session.accessToken, signedInSecondsAgo: 600)
+            let events = try await app.admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
+            let password = try await app.link(app.password("intruder@example.com", "intruder's password"), to: stale)
+            #expect(password.status == 401 && password.bodyText.contains("recent_login_required"), "\(password.bodyText)")
+            let unlink = try await app.client.delete("/v1/users/me/identities/apple", headers: ["Authorization": "Bearer \(stale)"])
+            #expect(unlink.status == 401 && unlink.bodyText.contains("recent_login_required"), "\(unlink.bodyText)")
+            #expect(try await app.admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self) == events)
+            #expect(try await app.signIn(app.password("intruder@example.com", "intruder's password")).status == 401)
+
+            let facebook = try await app.link(try await app.facebook("fb-stale"), to: stale)
+            #expect(facebook.status == 200, "a provider's fresh token proves that identity: \(facebook.bodyText)")
+            #expect(try await app.link(app.password("stale@example.com", "the owner's password"), to: owner.session.accessToken).status == 200)
+            let fresh = try await app.client.delete("/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(owner.session.accessToken)"])
+            #expect(fresh.status == 200, "\(fresh.bodyText)")
+
+            // An anonymous user cannot sign in again: its upgrade to a password is not held to the rule.
+            let anonymous = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
+            let staleAnonymous = try await app.accessToken(anonymous.session.accessToken, signedInSecondsAgo: 3_600)
+            let upgrade = try await app.link(app.password("upgraded@example.com", "the upgrade's password"), to: staleAnonymous)
+            #expect(upgrade.status == 200, "\(upgrade.bodyText)")
+        }
+    }
+
     @Test func linkingAnIdentityOwnedByAnotherUserFails() async throws {
         try await DevService.run { app in
             let owner = try await app.signedIn(try await app.apple("apple-owner"))

@@ -182,7 +182,7 @@ public struct EmailFlows: Sendable {
     /// required). Nothing changes until it is used; the new address must be free then as now.
     public func requestEmailChange(userId: UUID, to newEmail: String, authTime: Date, _ request: Request) async throws {
         try AccountCommands.validate(email: newEmail)
-        guard request.context.now.timeIntervalSince(authTime) <= UserAccount.recentSignInWindow else { throw AccountError.recentLoginRequired }
+        try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
         try await reserveUserSend(userId, request, address: ExternalIdentity.normalize(newEmail))
         var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)

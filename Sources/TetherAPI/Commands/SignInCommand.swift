@@ -51,11 +51,16 @@ public struct LinkCommand: Sendable {
     /// The signed-in user the identity is linked to.
     public var userId: UUID
     public var context: CommandContext
+    /// When the caller signed in, for a surface whose tokens say so: a password added with a session older
+    /// than ``UserAccount/recentSignInWindow`` is refused (`recent_login_required`), as a stolen token
+    /// must not add a way in of its holder's choosing (an anonymous user, who cannot sign in again, may).
+    public var authTime: Date?
 
-    public init(credential: ProviderCredential, userId: UUID, context: CommandContext) {
+    public init(credential: ProviderCredential, userId: UUID, context: CommandContext, authTime: Date? = nil) {
         self.credential = credential
         self.userId = userId
         self.context = context
+        self.authTime = authTime
     }
 }
 
@@ -120,6 +125,10 @@ public struct AccountCommands: Sendable {
         case .anonymous:
             throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         case .password(let email, let password):
+            // An anonymous user has no other way to sign in again: its upgrade is not held to a recent sign-in.
+            if let authTime = command.authTime, !(try await accounts.read(command.userId)).isAnonymous {
+                try UserAccount.requireRecentSignIn(authTime: authTime, now: command.context.now)
+            }
             try Self.validate(email: email)
             let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
             let identity = ExternalIdentity(

@@ -69,6 +69,8 @@ public struct V1Routes: Sendable {
         router.delete("/v1/users/me/identities/{provider}") { request in
             let claims = try await authenticate(request)
             return try await idempotency.respond(to: request, principal: claims.sessionId) {
+                // Removing a way in is a change a stolen token must not make.
+                try UserAccount.requireRecentSignIn(authTime: claims.authTime, now: Date())
                 let account = try await accounts.unlink(
                     provider: request.pathParameters["provider"] ?? "", from: claims.userId, context: context(request, claims.userId))
                 return HTTPResponse.json(UserAnswer(user: UserBody(account)))
@@ -138,7 +140,7 @@ public struct V1Routes: Sendable {
         let body = try request.decodeJSON(SignInBody.self)
         let account = try await commands.link(LinkCommand(
             credential: try ProviderCredential(provider: body.provider, credential: body.credential ?? .null), userId: claims.userId,
-            context: context(request, claims.userId)))
+            context: context(request, claims.userId), authTime: claims.authTime))
         return HTTPResponse.json(UserAnswer(user: UserBody(account)))
     }
 

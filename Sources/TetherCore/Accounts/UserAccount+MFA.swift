@@ -137,8 +137,14 @@ public struct MFAOutcome: Sendable, Hashable {
 }
 
 extension UserAccount {
-    /// How recent a sign-in must be to add or remove factors or recovery codes.
+    /// How recent a sign-in must be to add or remove factors or recovery codes, a password or a provider.
     public static let recentSignInWindow: TimeInterval = 5 * 60
+
+    /// Refuses a change a stolen token must not make (`recent_login_required`) unless the caller signed in
+    /// (not merely refreshed) within ``recentSignInWindow``.
+    public static func requireRecentSignIn(authTime: Date, now: Date) throws(AccountError) {
+        guard now.timeIntervalSince(authTime) <= recentSignInWindow else { throw .recentLoginRequired }
+    }
     /// How long an `mfaPendingCredential` (its challenge) lasts.
     public static let challengeLifetime: TimeInterval = 5 * 60
     /// How long an SMS code lasts.
@@ -369,7 +375,7 @@ extension UserAccount {
     private func checkFactorChange(authTime: Date, now: Date) throws(AccountError) {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
-        guard now.timeIntervalSince(authTime) <= Self.recentSignInWindow else { throw .recentLoginRequired }
+        try Self.requireRecentSignIn(authTime: authTime, now: now)
     }
 
     private static func describe(_ rejection: String, remaining: Int) -> String {
