@@ -17,8 +17,8 @@ extension Commands {
             let directory = AdminUserDirectory(database: database)
             let userId = try await reference.resolve(in: directory)
             let page = try await UserHistory(database: database).all(of: userId, since: since)
-            if page.entries.isEmpty, try await !directory.exists(userId) {
-                throw CommandFailure("no user has the \(reference), and no event names it")
+            guard try await directory.knows(userId) else {
+                throw CommandFailure("no user has the \(reference), and no event of theirs names it")
             }
             if options.has("json") {
                 print(try jsonText(page.json))
@@ -39,7 +39,7 @@ extension Commands {
         try await withDatabase(options, for: "tether export") { database in
             let userId = try await reference.resolve(in: AdminUserDirectory(database: database))
             guard let document = try await UserExport(database: database).document(userId) else {
-                throw CommandFailure("no user has the \(reference), and no event names it")
+                throw CommandFailure("no user has the \(reference), and no event of theirs names it")
             }
             let record = NewEvent(type: "UserDataExported", data: Data(#"{"by":"operator"}"#.utf8), userId: userId)
             try await PostgresEventStore(client: database).appendAtEnd([record], to: StreamName("operator"), metadata: operatorMetadata())

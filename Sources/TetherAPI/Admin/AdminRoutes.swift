@@ -121,15 +121,16 @@ public struct AdminRoutes: Sendable {
             let id = try Self.userID(request)
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
-            let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.existsStatement(id)]
+            let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.knownStatement(id)]
             // The record, from how many rows were read, and the page's text started on a dispatch thread: the
             // record commits while the page is opened and written out, and sends nothing until it has.
             let answer: @Sendable (ArraySlice<PostgresRows>, Double?) -> (AdminEvent, Result<BlockingWork.Pending<[UInt8]>, AccountError>) = {
                 [history] rows, lag in
                 let count = PostgresEventStore.userEventsStatementCount
                 let returned = UserHistory.entryCount(in: rows.prefix(count), limit: limit)
-                // An erased user's history outlives their row; an id with neither is no user at all.
-                if returned == 0, after == 0, rows[rows.startIndex + count].isEmpty {
+                // An erased user's history outlives their row; an id with neither is no user at all, whatever
+                // records of earlier requests about it say.
+                if rows[rows.startIndex + count].isEmpty {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }

@@ -183,12 +183,22 @@ public struct AdminUserDirectory: Sendable {
 
     /// Whether a user row exists (an erased user's history can outlive it).
     public func exists(_ id: UUID) async throws -> Bool {
-        try await !database.query(Self.existsStatement(id)).isEmpty
+        try await !database.query("SELECT 1 FROM users WHERE id = \(id)").isEmpty
     }
 
-    /// The statement whose rows are not empty exactly when user `id` has a row.
-    public static func existsStatement(_ id: UUID) -> PostgresQuery {
-        "SELECT 1 FROM users WHERE id = \(id)"
+    /// Whether `id` is a user's, now or before an erasure: a user row, or events in the user's own stream.
+    public func knows(_ id: UUID) async throws -> Bool {
+        try await !database.query(Self.knownStatement(id)).isEmpty
+    }
+
+    /// The statement whose rows are not empty exactly when ``knows(_:)``. The admin keys' records of requests
+    /// about an id (a support reader's 404 included) are not the user's events: they never make an id known,
+    /// or a mistyped id would answer 404 once and 200 ever after.
+    public static func knownStatement(_ id: UUID) -> PostgresQuery {
+        """
+        SELECT 1 FROM users WHERE id = \(id)
+        UNION ALL SELECT 1 FROM (SELECT 1 FROM events WHERE stream = \(StreamName.user(id).rawValue) LIMIT 1) AS own
+        """
     }
 
     private static func time(_ date: Date?) -> JSONValue {

@@ -26,7 +26,8 @@ public struct UserExport: Sendable {
         self.store = PostgresEventStore(client: database, upcasters: AccountEventCodec.upcasters)
     }
 
-    /// The document for `userId`; nil when no user has that id and no event names it.
+    /// The document for `userId`; nil when no user has that id and their own stream has no event (records of
+    /// requests about the id do not count: ``AdminUserDirectory/knows(_:)``).
     public func document(_ userId: UUID, now: Date = Date()) async throws -> JSONValue? {
         var events: [RecordedEvent] = []
         var after: Int64 = 0
@@ -37,8 +38,8 @@ public struct UserExport: Sendable {
             after = last.position
         }
         let directory = AdminUserDirectory(database: database)
+        guard try await directory.knows(userId) else { return nil }
         let exists = try await directory.exists(userId)
-        guard exists || !events.isEmpty else { return nil }
         let profile: JSONValue = exists ? try await directory.detail(userId) : .null
         let erased = events.contains { $0.type == "UserErased" }
         return .object([

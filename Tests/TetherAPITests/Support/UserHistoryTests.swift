@@ -144,7 +144,11 @@ struct UserHistoryTests {
                 #expect(refused.status == 400, "\(bad)")
                 #expect(try refused.json["code"]?.string == "invalid_request")
             }
-            #expect(try await harness.adminGet("/v1/admin/users/\(UUID().uuidString)/history", key: secret).status == 404)
+            // The record of a 404 names the id: it must not make the id a user's the second time.
+            let unknown = UUID().uuidString
+            #expect(try await harness.adminGet("/v1/admin/users/\(unknown)/history", key: secret).status == 404)
+            #expect(try await harness.adminGet("/v1/admin/users/\(unknown)/history", key: secret).status == 404)
+            #expect(try await harness.adminGet("/v1/admin/users/\(unknown)/history?after=5", key: secret).status == 404)
             #expect(try await harness.adminGet("/v1/admin/users/ada/history", key: secret).status == 400)
         }
     }
