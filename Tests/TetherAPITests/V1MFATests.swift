@@ -570,6 +570,46 @@ struct V1MFATests {
         }
     }
 
+    /// Ten enrolments never confirmed (their factor ids lost) blocked every later enrolment: the cap counted
+    /// them, and no route lists them. Now the oldest abandoned one gives way; the cap holds for confirmed factors.
+    @Test func abandonedEnrolmentsGiveWayAndOnlyConfirmedFactorsFillTheCap() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-enrol-abandoned"))
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(user.session.accessToken)"]
+            func enrol() async throws -> Enrolment {
+                let response = try await app.client.post("/v1/users/me/mfa/totp", headers: auth, body: [])
+                #expect(response.status == 201, "\(response.bodyText)")
+                return try response.decodeJSON(Enrolment.self)
+            }
+            var abandoned: [Enrolment] = []
+            for _ in 0..<UserAccount.maxFactors { abandoned.append(try await enrol()) }
+            let eleventh = try await enrol()
+            #expect(try await app.eventCount("MFAFactorRemoved", userId: user.user.id) == 1)
+            // The oldest gave way; the newest works.
+            let oldest = try TOTP(secret: try Base32.decode(abandoned[0].secret))
+            let gone = try await app.client.post(
+                "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": abandoned[0].factorId, "code": oldest.code(at: Date())])
+            #expect(gone.status == 404, "\(gone.bodyText)")
+            let newest = try TOTP(secret: try Base32.decode(eleventh.secret))
+            let confirmed = try await app.client.post(
+                "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": eleventh.factorId, "code": newest.code(at: Date())])
+            #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+            #expect(try await app.admin.query("SELECT count(*)::int AS n FROM mfa_factors WHERE user_id = \(UUID(uuidString: user.user.id)!)")[0]
+                .decode("n", as: Int.self) == UserAccount.maxFactors, "the read model dropped the one that gave way")
+
+            // Confirmed factors fill the cap: with ten, an enrolment is refused and nothing gives way.
+            for enrolment in abandoned.dropFirst() {
+                let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+                let response = try await app.client.post(
+                    "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
+                #expect(response.status == 200, "\(response.bodyText)")
+            }
+            let full = try await app.client.post("/v1/users/me/mfa/totp", headers: auth, body: [])
+            #expect(full.status == 400 && full.bodyText.contains("at most"), "\(full.bodyText)")
+            #expect(try await app.eventCount("MFAFactorRemoved", userId: user.user.id) == 1)
+        }
+    }
+
     @Test func wrongCodesWhileEnrollingEndTheEnrolment() async throws {
         try await DevService.run { app in
             let user = try await app.signedIn(try await app.apple("apple-enrol-wrong"))

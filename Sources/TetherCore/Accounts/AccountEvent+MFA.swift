@@ -40,7 +40,8 @@ extension AccountEvent {
 
     public struct MFAFactorRemoved: Codable, Sendable, Hashable {
         public var factorId: UUID
-        /// `user`, `admin`, or `too_many_attempts` (an enrolment that was never confirmed).
+        /// `user`, `admin`, `password_reset`, or for an enrolment that was never confirmed `too_many_attempts` or
+        /// `superseded` (it gave way to a newer enrolment when the user held the most factors).
         public var reason: String
     }
 

@@ -154,16 +154,28 @@ extension UserAccount {
     /// SMS codes a user may be sent in `smsWindow`.
     public static let smsPerUser = 5
     public static let smsWindow: TimeInterval = 15 * 60
-    /// Second factors a user may hold.
+    /// Second factors a user may hold, enrolments not yet confirmed included.
     public static let maxFactors = 10
+
+    /// Room for one more enrolment: refused when the user holds ``maxFactors`` confirmed factors; otherwise
+    /// the oldest enrolments never confirmed give way (`MFAFactorRemoved`, reason `superseded`), so that
+    /// abandoned ones, which no route lists, cannot block enrolling for good.
+    private func makingRoomForAFactor() throws(AccountError) -> [AccountEvent] {
+        guard mfa.confirmedFactors.count < Self.maxFactors else {
+            throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.")
+        }
+        let pending = mfa.factors.values.filter { !$0.isConfirmed }
+            .sorted { $0.enrolledAt != $1.enrolledAt ? $0.enrolledAt < $1.enrolledAt : $0.id.sortsBefore($1.id) }
+        return pending.prefix(max(0, mfa.factors.count - Self.maxFactors + 1))
+            .map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "superseded")) }
+    }
 
     /// A TOTP factor, confirmed later by its first valid code.
     public func enrolTOTP(
         factorId: UUID, secret: String, displayName: String?, authTime: Date, now: Date
     ) throws(AccountError) -> [AccountEvent] {
         try checkFactorChange(authTime: authTime, now: now)
-        guard mfa.factors.count < Self.maxFactors else { throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.") }
-        return [.mfaFactorEnrolled(.init(
+        return try makingRoomForAFactor() + [.mfaFactorEnrolled(.init(
             factorId: factorId, type: .totp, personal: PersonalData(displayName: displayName, totpSecret: secret)))]
     }
 
@@ -172,12 +184,12 @@ extension UserAccount {
         factorId: UUID, phoneNumber: String, displayName: String?, codeHash: String, authTime: Date, now: Date
     ) throws(AccountError) -> [AccountEvent] {
         try checkFactorChange(authTime: authTime, now: now)
-        guard mfa.factors.count < Self.maxFactors else { throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.") }
+        let room = try makingRoomForAFactor()
         guard !mfa.confirmedFactors.contains(where: { $0.phoneNumber == phoneNumber }) else {
             throw .invalidRequest("This phone number is already a second factor of the user.")
         }
         try checkSMSAllowance(now: now)
-        return [
+        return room + [
             .mfaFactorEnrolled(.init(
                 factorId: factorId, type: .phone, personal: PersonalData(displayName: displayName, phoneNumber: phoneNumber))),
             .mfaCodeSent(.init(challengeId: nil, factorId: factorId, codeHash: codeHash,
