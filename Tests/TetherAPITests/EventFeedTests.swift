@@ -127,6 +127,10 @@ struct EventFeedTests {
             let adas = Page(events: try await read(service, support, after: "0", count: 4, limit: 10, filter: "&userId=\(ada.user.id)").0, nextAfter: "")
             #expect(adas.events.allSatisfy { $0.userId == ada.user.id })
             #expect(adas.events.count == 4)
+            // Ids in `data` are written as the API writes every id, in lowercase.
+            let started = try await read(service, support, after: "0", count: 1, limit: 10, filter: "&type=session.started&userId=\(ada.user.id)").0
+            #expect(started.first?.data["sessionId"] == .string(ada.session.id), "\(started.first?.data ?? [:]) against \(ada.session.id)")
+            #expect(ada.session.id == ada.session.id.lowercased())
             for bad in ["type=user.exploded", "after=nonsense", "wait=31", "limit=501", "userId=nobody", "colour=red", "limit=", "wait="] {
                 let response = try await service.client.get("/v1/admin/events?\(bad)", headers: ["Authorization": "Bearer \(admin)"])
                 #expect(response.status == 400, "\(bad): \(response.bodyText)")

@@ -66,6 +66,11 @@ public enum PublicEvent {
         func plain(_ name: String, as publicName: String? = nil) {
             if let value = payload[name], value != .null { data[publicName ?? name] = value }
         }
+        /// An id member, written in lowercase as every id of the API is (payloads hold Swift's uppercase form).
+        func plainId(_ name: String) {
+            guard let value = payload[name], value != .null else { return }
+            if case .string(let text) = value, let id = UUID(uuidString: text) { data[name] = .string(id.lowercasedText) } else { data[name] = value }
+        }
         /// A personal member, copied only for readers allowed it.
         func personalMember(_ name: String, as publicName: String? = nil) {
             guard personal, let value = sealed[name], value != .null else { return }
@@ -108,10 +113,10 @@ public enum PublicEvent {
             plain("reason")
             if personal, let uid = payload["uid"], uid != .string(ExternalIdentity.erasedUID) { data["uid"] = uid }
         case "SessionStarted":
-            plain("sessionId")
+            plainId("sessionId")
             plain("amr")
         case "SessionEnded":
-            plain("sessionId")
+            plainId("sessionId")
             plain("reason")
         case "SessionsRevoked":
             plain("validSince")
@@ -119,9 +124,9 @@ public enum PublicEvent {
             plain("provider")
             personalMember("email")
         case "MFAFactorConfirmed":
-            plain("factorId")
+            plainId("factorId")
         case "MFAFactorRemoved":
-            plain("factorId")
+            plainId("factorId")
             plain("reason")
         default:
             break
