@@ -34,6 +34,7 @@ struct V1EmailFlowTests {
 
             let weak = try await service.client.post("/v1/password-reset/confirm", json: ["code": mail.code, "newPassword": "short"])
             #expect(weak.status == 400)
+            #expect(try weak.json["pointer"]?.string == "/newPassword", "the member the request named")
             #expect(try await service.eventCount("EmailCodeUsed") == 0, "a weak password spends nothing")
 
             let reset = try await service.client.post("/v1/password-reset/confirm", json: ["code": mail.code, "newPassword": "a new password"])

@@ -66,6 +66,9 @@ struct V1LinkingRulesTests {
 
             let facebook = try await app.link(try await app.facebook("fb-stale"), to: stale)
             #expect(facebook.status == 200, "a provider's fresh token proves that identity: \(facebook.bodyText)")
+            let short = try await app.link(app.password("stale@example.com", "short"), to: owner.session.accessToken)
+            let shortPointer = try short.json["pointer"]?.string
+            #expect(short.status == 400 && shortPointer == "/credential/password", "\(short.bodyText)")
             #expect(try await app.link(app.password("stale@example.com", "the owner's password"), to: owner.session.accessToken).status == 200)
             let fresh = try await app.client.delete("/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(owner.session.accessToken)"])
             #expect(fresh.status == 200, "\(fresh.bodyText)")

@@ -211,7 +211,7 @@ public struct EmailFlows: Sendable {
     /// the password is checked against the policy first, so a weak one spends nothing.
     public func resetPassword(code: String, newPassword: String, context: CommandContext) async throws -> UserAccount {
         let userId = try Self.user(of: code)
-        try commands.checkPassword(newPassword)
+        try commands.checkPassword(newPassword, pointer: "/newPassword")
         let hash = try await commands.hashPassword(newPassword)
         return try await accounts.use(
             codeHash: EmailCodeFormat.hash(code), of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context

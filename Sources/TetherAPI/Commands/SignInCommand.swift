@@ -130,6 +130,7 @@ public struct AccountCommands: Sendable {
                 try UserAccount.requireRecentSignIn(authTime: authTime, now: command.context.now)
             }
             try Self.validate(email: email)
+            try checkPassword(password, pointer: "/credential/password")
             let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
             let identity = ExternalIdentity(
                 provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
@@ -233,9 +234,9 @@ public struct AccountCommands: Sendable {
     }
 
     /// Checks a new password against the policy without hashing it, so a surface can refuse a request
-    /// before any of its commands writes.
-    public func checkPassword(_ password: String) throws(ProviderError) {
-        try passwords.policy.validate(password)
+    /// before any of its commands writes; a refusal points at `pointer`, the member of the request it came in.
+    public func checkPassword(_ password: String, pointer: String = "/password") throws(ProviderError) {
+        try passwords.policy.validate(password, pointer: pointer)
     }
 
     private func signIn(_ command: SignInCommand, verified: ExternalIdentity?) async throws -> SignInResult {
