@@ -102,7 +102,7 @@ extension FirebaseRoutes {
         guard let postBody = try request.body.string("postBody"), !postBody.isEmpty else {
             throw FirebaseError("INVALID_IDP_RESPONSE", "postBody is required.")
         }
-        let (providerId, credential, idpToken) = try Self.idpCredential(postBody)
+        let (providerId, credential, echoed) = try Self.idpCredential(postBody)
         let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         let context = context(request)
         let identity: ExternalIdentity
@@ -115,7 +115,7 @@ extension FirebaseRoutes {
             "kind": "identitytoolkit#VerifyAssertionResponse", "providerId": .string(providerId), "federatedId": .string(identity.uid),
             "rawUserInfo": .string(Self.rawUserInfo(identity)),
         ]
-        if let idpToken { answer["oauthIdToken"] = .string(idpToken) }
+        answer.merge(echoed.mapValues(JSONValue.string)) { $1 }
         if let email = identity.email {
             answer["email"] = .string(email)
             answer["emailVerified"] = .bool(identity.isEmailVerified)
@@ -170,9 +170,13 @@ extension FirebaseRoutes {
         }
     }
 
-    /// The provider, its credential and the IdP's token from a `postBody` (`providerId=…&id_token=…&nonce=…`,
+    /// The provider, its credential and the IdP's tokens to echo from a `postBody` (`providerId=…&id_token=…&nonce=…`,
     /// or `access_token` for classic Facebook; Apple's name in `user` and its authorization code in `code`).
-    static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, String?) {
+    ///
+    /// The echo is `oauthIdToken` and `oauthAccessToken` for the posted `id_token` and `access_token`, as Firebase
+    /// answers them: the iOS SDK builds the credential of an `accountExistsWithDifferentCredential` or
+    /// `credentialAlreadyInUse` error only when one of them is there (WIRE-FACTS §6b).
+    static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, [String: String]) {
         var fields: [String: String] = [:]
         for (name, value) in HTTPRequest.formFields(postBody, plusAsSpace: false) where fields[name] == nil {
             fields[name] = value
@@ -186,18 +190,21 @@ extension FirebaseRoutes {
         guard let providerId = fields["providerId"], !providerId.isEmpty else {
             throw FirebaseError("INVALID_PROVIDER_ID", "postBody names no providerId.")
         }
+        var echoed: [String: String] = [:]
+        echoed["oauthIdToken"] = idToken
+        echoed["oauthAccessToken"] = accessToken
         switch providerId {
         case "apple.com":
             guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "apple.com needs an id_token.") }
             let code = fields["code"].flatMap { $0.isEmpty || $0.utf8.count > ProviderCredential.maximumFieldLength ? nil : $0 }
-            return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"]), authorizationCode: code), idToken)
+            return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"]), authorizationCode: code), echoed)
         case "facebook.com":
-            if let idToken { return (providerId, .facebookLimitedLogin(authenticationToken: idToken, rawNonce: nonce), idToken) }
+            if let idToken { return (providerId, .facebookLimitedLogin(authenticationToken: idToken, rawNonce: nonce), echoed) }
             guard let accessToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "facebook.com needs an id_token or access_token.") }
-            return (providerId, .facebookAccessToken(accessToken), nil)
+            return (providerId, .facebookAccessToken(accessToken), echoed)
         case "google.com":
             guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "google.com needs an id_token: a bare access token is not verified.") }
-            return (providerId, .google(idToken: idToken, rawNonce: nonce), idToken)
+            return (providerId, .google(idToken: idToken, rawNonce: nonce), echoed)
         default:
             throw FirebaseError("INVALID_PROVIDER_ID", "Tether verifies apple.com, facebook.com and google.com.")
         }

@@ -106,6 +106,30 @@ struct FirebaseWireTests {
         }
     }
 
+    /// Classic Facebook sign-ins answered no `oauthAccessToken`, so the iOS SDK built no updated credential for
+    /// `accountExistsWithDifferentCredential` or `credentialAlreadyInUse`: every answer echoes the posted token.
+    @Test func facebookAnswersEchoThePostedAccessToken() async throws {
+        try await FirebaseApp.run { firebase in
+            let first = try await firebase.facebookToken("fb-echo")
+            let created = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(first)")
+            #expect(created.body["isNewUser"] == .bool(true), "\(created.text)")
+            #expect(created.string("oauthAccessToken") == first)
+            #expect(created.body["oauthIdToken"] == nil && created.body["oauthTokenSecret"] == nil)
+
+            let other = try #require(try await firebase.call("accounts:signUp", .object([:])).string("idToken"))
+            let again = try await firebase.facebookToken("fb-echo")
+            let linkedElsewhere = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(again)", idToken: other)
+            #expect(linkedElsewhere.string("errorMessage") == "FEDERATED_USER_ID_ALREADY_LINKED", "\(linkedElsewhere.text)")
+            #expect(linkedElsewhere.string("oauthAccessToken") == again)
+
+            _ = try await firebase.call("accounts:signUp", .object(["email": "echo@example.com", "password": "echo's password"]))
+            let owned = try await firebase.facebookToken("fb-echo-2", email: "echo@example.com")
+            let confirm = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(owned)")
+            #expect(confirm.body["needConfirmation"] == .bool(true), "\(confirm.text)")
+            #expect(confirm.string("oauthAccessToken") == owned)
+        }
+    }
+
     @Test func aTrustedProviderTakesOverAnUnverifiedPasswordAccountOfItsEmail() async throws {
         try await FirebaseApp.run { firebase in
             let owner = try await firebase.call("accounts:signUp", .object(["email": "zoe@gmail.com", "password": "zoe's password"]))
