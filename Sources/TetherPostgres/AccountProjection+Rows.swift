@@ -270,6 +270,7 @@ struct AccountRows: BulkFold {
             updateFactor(payload.factorId) { factor in
                 factor.confirmedAt = at
                 factor.lastUsedStep = payload.totpStep ?? factor.lastUsedStep
+                factor.displayName = payload.personal?.displayName ?? factor.displayName
             }
         case .mfaFactorRemoved(let payload):
             factors.removeAll { $0.id == payload.factorId }

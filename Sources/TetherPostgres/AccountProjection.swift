@@ -182,7 +182,8 @@ public enum AccountProjection {
         case .mfaFactorConfirmed(let payload):
             sql.append("""
                 UPDATE mfa_factors SET confirmed_at = \(at),
-                    last_used_step = coalesce(\(payload.totpStep), last_used_step)
+                    last_used_step = coalesce(\(payload.totpStep), last_used_step),
+                    display_name = coalesce(\(try seal.seal(payload.personal?.displayName)), display_name)
                 WHERE id = \(payload.factorId)
                 """)
         case .mfaFactorRemoved(let payload):

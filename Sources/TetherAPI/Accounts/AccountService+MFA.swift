@@ -92,9 +92,10 @@ extension AccountService {
         return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
     }
 
-    /// Confirms an enrolment with its first code.
+    /// Confirms an enrolment with its first code; `displayName` names the factor when the client names it
+    /// only now (Firebase's `mfaEnrollment:finalize`).
     public func confirmFactor(
-        userId: UUID, factorId: UUID, type: MFAFactorType, code: String, context: CommandContext
+        userId: UUID, factorId: UUID, type: MFAFactorType, code: String, displayName: String? = nil, context: CommandContext
     ) async throws -> ConfirmedFactor {
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
         let recoveryHashes = try await hashes(of: recoveryCodes)
@@ -104,7 +105,7 @@ extension AccountService {
             }
             return try account.confirmFactor(
                 factorId, type: type, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
-                recoveryCodeHashes: recoveryHashes, now: context.now)
+                recoveryCodeHashes: recoveryHashes, displayName: displayName, now: context.now)
         }
         guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
         // These codes were issued if the user now holds them (only a first factor gets codes).

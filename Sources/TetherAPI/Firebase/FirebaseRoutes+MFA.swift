@@ -61,10 +61,12 @@ extension FirebaseRoutes {
         ])])
     }
 
-    /// `mfaEnrollment:finalize`: the first code confirms the factor; the answer is new tokens, which the SDKs
-    /// put in place of the user's.
+    /// `mfaEnrollment:finalize`: the first code confirms the factor, named by the request's `displayName` (the
+    /// SDKs name a factor only here); the answer is new tokens, which the SDKs put in place of the user's.
     func finalizeEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
+        let displayName: String?
+        do { displayName = try UserAccount.factorDisplayName(try request.body.string("displayName")) } catch { throw FirebaseError(converting: error) }
         let (type, info) = try nested(request.body, "phoneVerificationInfo").map { (MFAFactorType.phone, $0) }
             ?? nested(request.body, "totpVerificationInfo").map { (MFAFactorType.totp, $0) }
             ?? { throw FirebaseError("INVALID_ARGUMENT", "Send phoneVerificationInfo or totpVerificationInfo.") }()
@@ -72,7 +74,8 @@ extension FirebaseRoutes {
         guard let code = try info.string(type == .phone ? "code" : "verificationCode"), !code.isEmpty else {
             throw FirebaseError("MISSING_CODE")
         }
-        _ = try await accounts.confirmFactor(userId: account.id, factorId: factorId, type: type, code: code, context: context(request, user: account.id))
+        _ = try await accounts.confirmFactor(
+            userId: account.id, factorId: factorId, type: type, code: code, displayName: displayName, context: context(request, user: account.id))
         return try await reissued(account.id, claims: claims, request)
     }
 

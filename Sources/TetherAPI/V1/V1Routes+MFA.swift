@@ -10,7 +10,7 @@ extension V1Routes {
             return try await idempotency.respond(to: request, principal: claims.sessionId) {
                 let body = request.body.isEmpty ? EnrolBody() : try request.decodeJSON(EnrolBody.self)
                 let enrolment = try await accounts.enrolTOTP(
-                    userId: claims.userId, authTime: claims.authTime, displayName: try Self.displayName(body.displayName),
+                    userId: claims.userId, authTime: claims.authTime, displayName: try UserAccount.factorDisplayName(body.displayName),
                     context: context(request, claims.userId))
                 return try HTTPResponse.json(
                     TOTPEnrolmentBody(factorId: enrolment.factorId, secret: enrolment.secret, otpauthUri: enrolment.otpauthURI),
@@ -23,7 +23,7 @@ extension V1Routes {
                 let body = try request.decodeJSON(PhoneEnrolBody.self)
                 let factorId = try await accounts.enrolPhone(
                     userId: claims.userId, authTime: claims.authTime, phoneNumber: body.phoneNumber,
-                    displayName: try Self.displayName(body.displayName), sms: try smsSender(), context: context(request, claims.userId))
+                    displayName: try UserAccount.factorDisplayName(body.displayName), sms: try smsSender(), context: context(request, claims.userId))
                 return try HTTPResponse.json(["factorId": factorId.lowercasedText], status: 201)
             }
         }
@@ -119,13 +119,6 @@ extension V1Routes {
     private static func factorId(_ text: String) throws(AccountError) -> UUID {
         guard let id = UUID(uuidString: text) else { throw .mfaFactorNotFound }
         return id
-    }
-
-    private static func displayName(_ name: String?) throws(AccountError) -> String? {
-        guard let name else { return nil }
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        try UserAccount.checkProfile(displayName: trimmed, photoURL: nil)
-        return trimmed.isEmpty ? nil : trimmed
     }
 
     private struct EnrolBody: Decodable {

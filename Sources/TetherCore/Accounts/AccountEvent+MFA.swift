@@ -36,6 +36,15 @@ extension AccountEvent {
         public var factorId: UUID
         /// The TOTP time step of the confirming code, which cannot be used again.
         public var totpStep: Int64?
+        /// The factor's display name when it is given at confirmation (Firebase's clients name a factor only
+        /// then), replacing the one of the enrolment; nil when none was given.
+        public var personal: PersonalData?
+
+        public init(factorId: UUID, totpStep: Int64?, displayName: String? = nil) {
+            self.factorId = factorId
+            self.totpStep = totpStep
+            self.personal = displayName.map { PersonalData(displayName: $0) }
+        }
     }
 
     public struct MFAFactorRemoved: Codable, Sendable, Hashable {

@@ -67,6 +67,7 @@ public struct MFAState: Sendable, Hashable, Codable {
         case .mfaFactorConfirmed(let payload):
             factors[payload.factorId]?.confirmedAt = date
             factors[payload.factorId]?.codeHash = nil
+            if let name = payload.personal?.displayName { factors[payload.factorId]?.displayName = name }
             if let step = payload.totpStep { factors[payload.factorId]?.lastUsedStep = step }
         case .mfaFactorRemoved(let payload):
             factors[payload.factorId] = nil
@@ -170,6 +171,15 @@ extension UserAccount {
             .map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "superseded")) }
     }
 
+    /// A factor's display name as a client sent it: trimmed, nil when empty, refused when longer than a
+    /// user's display name may be.
+    public static func factorDisplayName(_ name: String?) throws(AccountError) -> String? {
+        guard let name else { return nil }
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        try checkProfile(displayName: trimmed, photoURL: nil)
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
     /// A TOTP factor, confirmed later by its first valid code.
     public func enrolTOTP(
         factorId: UUID, secret: String, displayName: String?, authTime: Date, now: Date
@@ -198,8 +208,11 @@ extension UserAccount {
     }
 
     /// Confirms an enrolment with its first code; the user's first factor also gets recovery codes.
+    ///
+    /// - Parameter displayName: the factor's name when the client gives it now rather than at enrolment
+    ///   (checked with ``factorDisplayName(_:)``).
     public func confirmFactor(
-        _ factorId: UUID, type: MFAFactorType, check: MFACodeCheck, recoveryCodeHashes: [String], now: Date
+        _ factorId: UUID, type: MFAFactorType, check: MFACodeCheck, recoveryCodeHashes: [String], displayName: String? = nil, now: Date
     ) throws(AccountError) -> MFAOutcome {
         guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
         guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
@@ -229,7 +242,7 @@ extension UserAccount {
             }
             return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
         }
-        var events: [AccountEvent] = [.mfaFactorConfirmed(.init(factorId: factorId, totpStep: step))]
+        var events: [AccountEvent] = [.mfaFactorConfirmed(.init(factorId: factorId, totpStep: step, displayName: displayName))]
         let isFirstFactor = !mfa.isRequired
         if isFirstFactor {
             events.append(.mfaRecoveryCodesIssued(.init(codeHashes: recoveryCodeHashes)))

@@ -25,6 +25,13 @@ struct FirebaseMFATests {
                 "idToken": .string(idToken), "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": "000000" == totp.code(at: Date()) ? "111111" : "000000"]),
             ]))
             #expect(wrong.errorMessage?.hasPrefix("INVALID_CODE") == true, "\(wrong.text)")
+            // A factor's name longer than a user's is refused, and the factor stays unconfirmed.
+            let overlong = try await v2(firebase, "mfaEnrollment:finalize", .object([
+                "idToken": .string(idToken), "displayName": .string(String(repeating: "a", count: UserAccount.maximumDisplayNameLength + 1)),
+                "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": .string(totp.code(at: Date()))]),
+            ]))
+            #expect(overlong.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(overlong.text)")
+            #expect(try await firebase.app.eventCount("MFAFactorConfirmed") == 0)
             let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
                 "idToken": .string(idToken), "displayName": "Authenticator",
                 "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": .string(totp.code(at: Date()))]),
@@ -36,11 +43,19 @@ struct FirebaseMFATests {
                 Issue.record("\(lookup.text)"); return
             }
             #expect(factor["totpInfo"] == .object([:]))
+            #expect(factor["displayName"] == "Authenticator", "the name given at finalize")
             guard case .string(let enrollmentId)? = factor["mfaEnrollmentId"] else { Issue.record("no enrollment id"); return }
+            let adminLookup = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(try #require(signUp.string("localId")))])]))
+            guard case .array(let adminInfo)? = adminLookup.users.first?["mfaInfo"], case .object(let adminFactor)? = adminInfo.first else {
+                Issue.record("\(adminLookup.text)"); return
+            }
+            #expect(adminFactor["displayName"] == "Authenticator")
 
             let first = try await firebase.call("accounts:signInWithPassword", .object(["email": "tia@example.com", "password": "tia's password"]))
             #expect(first.status == 200)
             #expect(first.body["idToken"] == nil)
+            guard case .array(let hints)? = first.body["mfaInfo"], case .object(let hint)? = hints.first else { Issue.record("\(first.text)"); return }
+            #expect(hint["displayName"] == "Authenticator")
             let pending = try #require(first.string("mfaPendingCredential"))
             #expect(try await v2(firebase, "mfaSignIn:finalize", .object(["totpVerificationInfo": .object(["verificationCode": "123456"])])).errorMessage
                     == "MISSING_MFA_PENDING_CREDENTIAL")
@@ -71,7 +86,7 @@ struct FirebaseMFATests {
                 Issue.record("\(start.text)"); return
             }
             let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
-                "idToken": .string(idToken),
+                "idToken": .string(idToken), "displayName": "Work phone",
                 "phoneVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "code": .string(try await firebase.app.smsCode(to: phone))]),
             ]))
             #expect(finalized.status == 200, "\(finalized.text)")
@@ -90,6 +105,7 @@ struct FirebaseMFATests {
             guard case .array(let hints)? = again.body["mfaInfo"], case .object(let hint)? = hints.first,
                   case .string(let enrollmentId)? = hint["mfaEnrollmentId"] else { Issue.record("\(again.text)"); return }
             #expect(hint["phoneInfo"] == .string("+*******0177"))
+            #expect(hint["displayName"] == "Work phone")
             let sent = try await v2(firebase, "mfaSignIn:start", .object([
                 "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(enrollmentId),
                 "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
