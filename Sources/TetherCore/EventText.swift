@@ -81,6 +81,7 @@ extension AccountEvent.SessionStarted: JSONTextWritable {
         }
         JSONText.writeVerbatim(#","refreshTokenHash":"#, to: &output)
         JSONText.writeString(refreshTokenHash, to: &output)
+        JSONText.writeMember("secondFactorId", ifPresent: secondFactorId, isFirst: &isFirst, to: &output)
         JSONText.writeVerbatim(#","secretKind":"#, to: &output)
         JSONText.writeString(secretKind.rawValue, to: &output)
         JSONText.writeVerbatim(#","sessionId":"#, to: &output)
@@ -129,13 +130,14 @@ extension AccountEvent.SignedIn {
 
 extension AccountEvent.SessionStarted {
     private static let names: [StaticString] = [
-        "amr", "authTime", "expiresAt", "installationId", "jkt", "personal", "refreshTokenHash", "secretKind", "sessionId",
+        "amr", "authTime", "expiresAt", "installationId", "jkt", "personal", "refreshTokenHash", "secondFactorId", "secretKind",
+        "sessionId",
     ]
 
     init?(plainJSON data: Data) {
         guard let read = JSONObjectReader.read(data, { reader -> Self? in
             var amr: [String]?, authTime: Date?, expiresAt: Date?, installationId: String?, jkt: String?
-            var refreshTokenHash: String?, secretKind: SessionSecretKind?, sessionId: UUID?
+            var refreshTokenHash: String?, secondFactorId: UUID?, secretKind: SessionSecretKind?, sessionId: UUID?
             while let member = try reader.nextMember(Self.names) {
                 switch member {
                 case 0: amr = try reader.strings()
@@ -145,14 +147,15 @@ extension AccountEvent.SessionStarted {
                 case 4: jkt = try reader.optionalString()
                 case 5: guard try reader.null() else { return nil }  // sealed personal data: the decoder's
                 case 6: refreshTokenHash = try reader.string()
-                case 7: secretKind = SessionSecretKind(rawValue: try reader.string())
+                case 7: secondFactorId = try reader.null() ? nil : try reader.id()
+                case 8: secretKind = SessionSecretKind(rawValue: try reader.string())
                 default: sessionId = try reader.id()
                 }
             }
             guard let amr, let authTime, let refreshTokenHash, let secretKind, let sessionId else { return nil }
             return Self(
                 sessionId: sessionId, refreshTokenHash: refreshTokenHash, authTime: authTime, amr: amr, jkt: jkt,
-                secretKind: secretKind, installationId: installationId, expiresAt: expiresAt, personal: nil)
+                secretKind: secretKind, installationId: installationId, expiresAt: expiresAt, secondFactorId: secondFactorId, personal: nil)
         }) else { return nil }
         self = read
     }

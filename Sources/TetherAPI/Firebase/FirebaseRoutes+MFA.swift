@@ -76,7 +76,8 @@ extension FirebaseRoutes {
         }
         _ = try await accounts.confirmFactor(
             userId: account.id, factorId: factorId, type: type, code: code, displayName: displayName, context: context(request, user: account.id))
-        return try await reissued(account.id, claims: claims, request)
+        // The code just proved the new factor: the tokens say so, as Firebase's do.
+        return try await reissued(account.id, claims: claims, request, proving: (factorId, type))
     }
 
     /// `mfaEnrollment:withdraw`: removes a factor (needs a recent sign-in); new tokens again.
@@ -91,7 +92,11 @@ extension FirebaseRoutes {
     ///
     /// The new session continues the caller's: its sign-in time, methods (a second factor included) and
     /// developer claims carry over, so a reissue never renews the recent-sign-in window.
-    private func reissued(_ userId: UUID, claims: FirebaseIDTokenClaims, _ request: FirebaseRequest) async throws -> JSONValue {
+    ///
+    /// - Parameter proved: a factor whose code the request just checked: it becomes the session's second factor.
+    private func reissued(
+        _ userId: UUID, claims: FirebaseIDTokenClaims, _ request: FirebaseRequest, proving proved: (id: UUID, type: MFAFactorType)? = nil
+    ) async throws -> JSONValue {
         let provider = FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
         var (session, refreshToken) = newSession(provider: provider)
         let caller = try await accounts.read(userId).sessions[claims.sessionId]
@@ -99,11 +104,15 @@ extension FirebaseRoutes {
         if let caller {
             session.amr = caller.amr
             session.developerClaims = caller.developerClaims
+            session.secondFactorId = caller.secondFactorId
+        }
+        if let proved {
+            let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]
+            session.amr = session.amr.filter { !secondFactorMethods.contains($0) } + [(proved.type == .phone ? MFAMethod.sms : .totp).amr, "mfa"]
+            session.secondFactorId = proved.id
         }
         let account = try await accounts.reissue(userId: userId, session: session, provider: provider, context: context(request, user: userId))
-        return .object(try await tokens(
-            account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr),
-            secondFactor: Self.secondFactor(amr: session.amr)))
+        return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr)))
     }
 
     /// `mfaSignIn:start` (phone only): texts the code of the pending sign-in.
@@ -144,9 +153,8 @@ extension FirebaseRoutes {
             context: context(request, user: pending.userId))
         var completed = session
         completed.amr = started.amr
+        completed.secondFactorId = started.secondFactorId
         let account = try await accounts.read(pending.userId)
-        return .object(try await tokens(
-            account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr),
-            secondFactor: Self.secondFactor(amr: started.amr)))
+        return .object(try await tokens(account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr)))
     }
 }

@@ -249,7 +249,7 @@ extension FirebaseRoutes {
         let idToken = try await idTokens.issue(
             account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime,
             signInProvider: Self.signInProvider(amr: session.amr), secondFactor: Self.secondFactor(amr: session.amr),
-            developerClaims: session.developerClaims)
+            secondFactorId: session.secondFactorId, developerClaims: session.developerClaims)
         return .object([
             "access_token": .string(idToken), "id_token": .string(idToken), "expires_in": "3600", "token_type": "Bearer",
             "refresh_token": .string(presented), "user_id": .string(Self.localId(of: account)), "project_id": .string(projectID),

@@ -198,13 +198,15 @@ public struct FirebaseRoutes: Sendable {
         return (account, claims)
     }
 
-    /// The answer members of a new session: a fresh ID token beside the session's refresh token.
+    /// The answer members of a new session: a fresh ID token beside the session's refresh token. The token
+    /// names the session's second factor, when it passed one.
     func tokens(
-        _ account: UserAccount, session: NewSession, refreshToken: String, signInProvider: String, secondFactor: String? = nil
+        _ account: UserAccount, session: NewSession, refreshToken: String, signInProvider: String
     ) async throws -> [String: JSONValue] {
         let idToken = try await idTokens.issue(
             account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime ?? Date(),
-            signInProvider: signInProvider, secondFactor: secondFactor, developerClaims: session.developerClaims)
+            signInProvider: signInProvider, secondFactor: Self.secondFactor(amr: session.amr), secondFactorId: session.secondFactorId,
+            developerClaims: session.developerClaims)
         return ["idToken": .string(idToken), "refreshToken": .string(refreshToken), "expiresIn": "3600", "localId": .string(Self.localId(of: account))]
     }
 

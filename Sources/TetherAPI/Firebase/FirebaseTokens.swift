@@ -27,7 +27,8 @@ struct FirebaseIDTokenClaims: Sendable {
 /// Claims as Firebase writes them (SEMANTICS §2): `iss` `https://securetoken.google.com/<project>`, `aud`
 /// the project, `sub` = `user_id` = the localId, `auth_time`, `iat`, `exp` an hour later, `email`,
 /// `email_verified`, `name`, `picture`, `firebase.identities` and `firebase.sign_in_provider`
-/// (`sign_in_second_factor` after a second factor), `provider_id: "anonymous"` for anonymous users, and the
+/// (`sign_in_second_factor` and `second_factor_identifier` after a second factor), `provider_id: "anonymous"`
+/// for anonymous users, and the
 /// user's developer claims at the top level. `firebase.tether_session` names the session, so a token
 /// stops working when its session ends, whatever its `exp` says.
 public struct FirebaseIDTokens: Sendable {
@@ -52,10 +53,13 @@ public struct FirebaseIDTokens: Sendable {
 
     /// A token for `account`'s session `sessionId`.
     ///
-    /// - Parameter developerClaims: the session's own claims (a custom token's), laid over the user's.
+    /// - Parameters:
+    ///   - secondFactor: `sign_in_second_factor` (`phone`, `totp`), and `secondFactorId` its enrolment
+    ///     (`second_factor_identifier`).
+    ///   - developerClaims: the session's own claims (a custom token's), laid over the user's.
     public func issue(
         _ account: UserAccount, localId: String, sessionId: UUID, authTime: Date, signInProvider: String, secondFactor: String?,
-        developerClaims: String? = nil, now: Date = Date()
+        secondFactorId: UUID? = nil, developerClaims: String? = nil, now: Date = Date()
     ) async throws -> String {
         let key = try await keys.currentSigningKey()
         let issuedAt = now.timeIntervalSince1970.rounded(.down)
@@ -77,7 +81,10 @@ public struct FirebaseIDTokens: Sendable {
             "identities": .object(identities), "sign_in_provider": .string(signInProvider),
             "tether_session": .string(sessionId.lowercasedText),
         ]
-        if let secondFactor { firebase["sign_in_second_factor"] = .string(secondFactor) }
+        if let secondFactor {
+            firebase["sign_in_second_factor"] = .string(secondFactor)
+            if let secondFactorId { firebase["second_factor_identifier"] = .string(secondFactorId.lowercasedText) }
+        }
         claims["iss"] = .string(issuer)
         claims["aud"] = .string(projectID)
         claims["sub"] = .string(localId)

@@ -152,6 +152,8 @@ public enum AccountEvent: Sendable, Hashable {
         public var installationId: String?
         /// When the session's secret stops working, for secrets that do not rotate (Parse).
         public var expiresAt: Date?
+        /// The second factor proved for the session, when one was.
+        public var secondFactorId: UUID?
         /// The session's developer claims (`personal.customClaims`), sealed like personal data.
         public var personal: PersonalData?
     }

@@ -19,6 +19,9 @@ public struct NewSession: Sendable, Hashable {
     /// When the person last authenticated, for a session that continues an earlier one (a reissue keeps
     /// that session's); nil: now.
     public var authTime: Date?
+    /// The second factor the person proved for the session, when they proved one (Firebase's
+    /// `second_factor_identifier`).
+    public var secondFactorId: UUID?
 
     public init(
         id: UUID, refreshTokenHash: String, amr: [String], jkt: String? = nil, secretKind: SessionSecretKind = .accessAndRefreshTokens,
@@ -280,7 +283,7 @@ extension UserAccount {
             .sessionStarted(.init(
                 sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: session.authTime ?? now,
                 amr: session.amr, jkt: session.jkt, secretKind: session.secretKind,
-                installationId: session.installationId, expiresAt: session.expiresAt,
+                installationId: session.installationId, expiresAt: session.expiresAt, secondFactorId: session.secondFactorId,
                 personal: session.developerClaims.map { PersonalData(customClaims: $0) })),
         ]
     }

@@ -344,6 +344,7 @@ extension UserAccount {
         events.append(.mfaChallengeEnded(.init(challengeId: challengeId, reason: "completed")))
         var completed = session
         completed.amr = challenge.amr + [method.amr, "mfa"]
+        completed.secondFactorId = factorId
         events += starting(completed, provider: challenge.firstFactor, outcome: "mfa", now: now)
         return MFAOutcome(events: events, failure: nil)
     }

@@ -37,6 +37,8 @@ public struct UserAccount: Sendable, Hashable, Codable {
         public var developerClaims: String?
         /// When the session's provider grant was last checked (valid or revoked; nil: never).
         public var grantCheckedAt: Date?
+        /// The second factor proved for the session, when one was.
+        public var secondFactorId: UUID?
     }
 
     public let id: UUID
@@ -141,7 +143,7 @@ public struct UserAccount: Sendable, Hashable, Codable {
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, generation: 0,
                 authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true,
                 secretKind: payload.secretKind, installationId: payload.installationId, expiresAt: payload.expiresAt,
-                developerClaims: payload.personal?.customClaims)
+                developerClaims: payload.personal?.customClaims, secondFactorId: payload.secondFactorId)
         case .sessionRefreshed(let payload):
             sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash
             sessions[payload.sessionId]?.generation = payload.generation

@@ -38,6 +38,10 @@ struct FirebaseMFATests {
             ]))
             #expect(finalized.status == 200, "\(finalized.text)")
             #expect(finalized.string("idToken") != nil && finalized.string("refreshToken") != nil)
+            // The code just proved the new factor: the tokens name it, as Firebase's do.
+            guard case .object(let enrolledClaims)? = finalized.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(enrolledClaims["sign_in_second_factor"] == "totp")
+            #expect(enrolledClaims["second_factor_identifier"] == .string(sessionInfo))
             let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(finalized.string("idToken")!)]))
             guard case .array(let mfaInfo)? = lookup.users.first?["mfaInfo"], case .object(let factor)? = mfaInfo.first else {
                 Issue.record("\(lookup.text)"); return
@@ -69,8 +73,13 @@ struct FirebaseMFATests {
             #expect(done.status == 200, "\(done.text)")
             guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(fb["sign_in_second_factor"] == "totp")
+            #expect(fb["second_factor_identifier"] == .string(enrollmentId))
             #expect(fb["sign_in_provider"] == "password")
-            #expect(try await firebase.refresh(done.string("refreshToken")!).status == 200)
+            let refreshed = try await firebase.refresh(done.string("refreshToken")!)
+            #expect(refreshed.status == 200)
+            guard case .object(let refreshedClaims)? = refreshed.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(refreshedClaims["sign_in_second_factor"] == "totp")
+            #expect(refreshedClaims["second_factor_identifier"] == .string(enrollmentId), "a refresh keeps the session's second factor")
         }
     }
 
@@ -120,6 +129,7 @@ struct FirebaseMFATests {
             #expect(done.status == 200, "\(done.text)")
             guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(fb["sign_in_second_factor"] == "phone")
+            #expect(fb["second_factor_identifier"] == .string(enrollmentId))
 
             let withdrawn = try await v2(firebase, "mfaEnrollment:withdraw", .object([
                 "idToken": .string(try #require(done.string("idToken"))), "mfaEnrollmentId": .string(enrollmentId),
