@@ -16,6 +16,8 @@ extension AccountService {
         /// The normalized address the user must still have (the one a reset was asked for).
         var requiredAddress: String?
         var expiresAt: Date
+        /// Whether a verification code may go to an address already verified (an admin's link).
+        var allowsVerifiedAddress = false
     }
 
     /// Issues `code` to the user `user` names (an SQL uuid expression): one transaction of two round trips.
@@ -37,7 +39,8 @@ extension AccountService {
             }
             let made = code.hash == nil ? EmailCodeFormat.make(for: account.id) : nil
             let events = try account.issueEmailCode(
-                code.purpose, codeId: code.id, codeHash: code.hash ?? made?.hash ?? "", email: email, expiresAt: code.expiresAt)
+                code.purpose, codeId: code.id, codeHash: code.hash ?? made?.hash ?? "", email: email, expiresAt: code.expiresAt,
+                allowingVerifiedAddress: code.allowsVerifiedAddress)
             return (events, (email, made))
         }
         return (result.account, result.result.0, result.result.1)

@@ -191,13 +191,15 @@ public struct EmailFlows: Sendable {
     }
 
     /// Issues a code of `purpose` for the user holding `email` and answers its link instead of mailing
-    /// it (an admin's `generate_password_reset_link`). `newEmail` is the address of an email change.
+    /// it (an admin's `generate_password_reset_link`). `newEmail` is the address of an email change. A
+    /// verification link is handed out for an address already verified too, as Firebase does.
     public func generateLink(
         _ purpose: EmailCodePurpose, email: String, newEmail: String? = nil, _ request: Request
     ) async throws -> GeneratedLink {
         let normalized = ExternalIdentity.normalize(email)
         var code = newCode(purpose, for: nil, lifetime: lifetime(of: purpose), request)
         code.email = newEmail
+        code.allowsVerifiedAddress = true
         let owner = try AccountService.resetOwner(of: normalized, seal: try await accounts.database.readModelSeal())
         let (issued, bound, account) = try await issue(code, to: owner, requiring: normalized, request)
         let message = try issued.message(to: bound, links: self, request)
@@ -272,9 +274,13 @@ public struct EmailFlows: Sendable {
         /// The address it goes to; nil for the user's current one.
         var email: String?
         var expiresAt: Date
+        /// Whether a verification code may go to an address already verified (an admin's link).
+        var allowsVerifiedAddress = false
 
         func issued(requiring address: String? = nil) -> AccountService.NewEmailCode {
-            .init(id: id, hash: secret?.hash, purpose: purpose, email: email, requiredAddress: address, expiresAt: expiresAt)
+            .init(
+                id: id, hash: secret?.hash, purpose: purpose, email: email, requiredAddress: address, expiresAt: expiresAt,
+                allowsVerifiedAddress: allowsVerifiedAddress)
         }
 
         func message(to address: String, links: EmailFlows, _ request: Request) throws -> MailMessage {

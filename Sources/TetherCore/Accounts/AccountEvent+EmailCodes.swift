@@ -108,8 +108,13 @@ extension UserAccount {
 
     /// A code for `purpose` bound to `email`. Refused for a user who cannot use it: a disabled one,
     /// one whose address is already verified (verification), one without an address (verification, reset).
+    ///
+    /// - Parameter allowingVerifiedAddress: whether a verification code may be issued for an address that is
+    ///   verified already: an admin's link (Firebase's `generate_email_verification_link`) is handed out
+    ///   whatever the address's state, and using it changes nothing then.
     public func issueEmailCode(
-        _ purpose: EmailCodePurpose, codeId: UUID, codeHash: String, email: String, expiresAt: Date, restoresVerified: Bool? = nil
+        _ purpose: EmailCodePurpose, codeId: UUID, codeHash: String, email: String, expiresAt: Date, restoresVerified: Bool? = nil,
+        allowingVerifiedAddress: Bool = false
     ) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
@@ -118,7 +123,7 @@ extension UserAccount {
             guard let current = self.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(email) else {
                 throw .invalidRequest("The account has no email address to send a code to.")
             }
-            if purpose == .verifyEmail, isEmailVerified { throw .emailAlreadyVerified }
+            if purpose == .verifyEmail, isEmailVerified, !allowingVerifiedAddress { throw .emailAlreadyVerified }
         case .changeEmail:
             if let current = self.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(email) {
                 throw .invalidRequest("That is already the account's email address.")

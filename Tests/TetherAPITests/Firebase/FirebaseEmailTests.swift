@@ -132,6 +132,26 @@ struct FirebaseEmailTests {
         }
     }
 
+    /// firebase-admin's `generate_email_verification_link` for an address already verified was refused
+    /// (`INVALID_ARGUMENT`); Firebase hands the link out, and using it changes nothing.
+    @Test func anAdminGetsAVerificationLinkForAnAlreadyVerifiedAddress() async throws {
+        try await FirebaseApp.run { firebase in
+            let created = try await firebase.admin("accounts", .object(["email": "eve@example.com", "emailVerified": true]))
+            #expect(created.status == 200, "\(created.text)")
+            let link = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "VERIFY_EMAIL", "email": "eve@example.com", "returnOobLink": true,
+            ]))
+            #expect(link.status == 200, "\(link.text)")
+            let code = try #require(link.string("oobCode"))
+            #expect(link.string("oobLink")?.contains("oobCode=\(code)") == true)
+            let verifiedEvents = try await firebase.app.eventCount("EmailVerified")
+            let applied = try await firebase.call("accounts:update", .object(["oobCode": .string(code)]))
+            #expect(applied.status == 200, "\(applied.text)")
+            #expect(applied.body["emailVerified"] == .bool(true))
+            #expect(try await firebase.app.eventCount("EmailVerified") == verifiedEvents, "nothing more to verify")
+        }
+    }
+
     @Test func anExpiredCodeIsExpiredOobCode() async throws {
         try await FirebaseApp.run(settings: ["TETHER_PASSWORD_RESET_CODE_TTL": "1s"]) { firebase in
             _ = try await signUp(firebase, "dan@example.com")
