@@ -8,7 +8,9 @@ import TetherProviders
 /// `:signInWithIdp`, and the Secure Token API), with the v3 names of the iOS SDK beside them.
 extension FirebaseRoutes {
     /// `accounts:signUp`: anonymous with neither email nor password; email and password; or, with an
-    /// `idToken`, email and password added to that (anonymous) user, which keeps its `localId`.
+    /// `idToken`, email and password added to that (anonymous) user, which keeps its `localId` and takes the
+    /// request's `displayName` when it has one (a link without one keeps the user's name). The answer
+    /// carries the user's `displayName`, as Firebase's does.
     func signUp(_ request: FirebaseRequest) async throws -> JSONValue {
         let body = request.body
         let email = try body.string("email")
@@ -24,6 +26,8 @@ extension FirebaseRoutes {
         guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
         guard let password, !password.isEmpty else { throw FirebaseError("MISSING_PASSWORD") }
         do { try commands.checkPassword(password) } catch { throw Self.weakPassword(error) }
+        let displayName = try body.string("displayName")
+        do { try UserAccount.checkProfile(displayName: displayName, photoURL: nil) } catch { throw FirebaseError(converting: error) }
         let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
         let account: UserAccount
         if let idToken = try body.string("idToken") {
@@ -35,6 +39,11 @@ extension FirebaseRoutes {
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }
+            if let displayName {
+                _ = try await accounts.updateProfile(
+                    userId: caller.account.id, displayName: displayName, photoURL: nil, clearing: [], emailVerified: nil,
+                    context: context(request, user: caller.account.id))
+            }
             // The caller just proved the password and a live session: new tokens, with no second sign-in.
             account = try await accounts.reissue(
                 userId: caller.account.id, session: session, provider: ProviderName.password.rawValue,
@@ -42,12 +51,13 @@ extension FirebaseRoutes {
         } else {
             do {
                 account = try await commands.signUp(SignUpCommand(
-                    email: email, password: password, displayName: try body.string("displayName"), session: session, context: context(request)))
+                    email: email, password: password, displayName: displayName, session: session, context: context(request)))
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw FirebaseError.emailExists
             }
         }
         answer["email"] = .string(email)
+        if let name = account.displayName { answer["displayName"] = .string(name) }
         return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 })
     }
 

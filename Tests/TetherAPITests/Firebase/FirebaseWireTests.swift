@@ -61,6 +61,35 @@ struct FirebaseWireTests {
         }
     }
 
+    /// Upgrading an anonymous user with `accounts:signUp` and its `idToken` ignored `displayName`: the user
+    /// takes it (the emulator's path A) and the answer says it; an overlong one changes nothing.
+    @Test func anAnonymousUpgradeBySignUpTakesTheDisplayName() async throws {
+        try await FirebaseApp.run { firebase in
+            let anonymous = try await firebase.call("accounts:signUp", .object([:]))
+            let idToken = try #require(anonymous.string("idToken"))
+            let events = try await firebase.app.totalEvents()
+            let overlong = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(idToken), "email": "ida@example.com", "password": "ida's password",
+                "displayName": .string(String(repeating: "i", count: UserAccount.maximumDisplayNameLength + 1)),
+            ]))
+            #expect(overlong.status == 400 && overlong.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(overlong.text)")
+            #expect(try await firebase.app.totalEvents() == events)
+
+            let upgraded = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(idToken), "email": "ida@example.com", "password": "ida's password", "displayName": "Ida",
+            ]))
+            #expect(upgraded.status == 200, "\(upgraded.text)")
+            #expect(upgraded.string("localId") == anonymous.string("localId"))
+            #expect(upgraded.string("displayName") == "Ida")
+            #expect(upgraded.idTokenClaims["name"] == "Ida")
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(try #require(upgraded.string("idToken")))]))
+            #expect(lookup.users.first?["displayName"] == "Ida")
+
+            let fresh = try await firebase.call("accounts:signUp", .object(["email": "jo@example.com", "password": "jo's password", "displayName": "Jo"]))
+            #expect(fresh.string("displayName") == "Jo")
+        }
+    }
+
     @Test func signInWithIdpMakesOneUserAndAnIdentityLinkedElsewhereIsRefusedInBothShapes() async throws {
         try await FirebaseApp.run { firebase in
             let first = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))")
