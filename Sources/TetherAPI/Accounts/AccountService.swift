@@ -317,8 +317,9 @@ public struct AccountService: Sendable {
     }
 
     /// The live session whose secret hashes to `secretHash` and is of `kind`, with its user's state; nothing is
-    /// written (a Firebase refresh token is not rotated). `invalid_token` for an unknown, ended or other-kind
-    /// secret; `user_disabled` for a disabled user.
+    /// written (a Firebase refresh token is not rotated). `not_found` for a secret of an erased user and
+    /// `user_disabled` for one of a disabled user (whose sessions ended with the change), as Firebase tells
+    /// them apart; `invalid_token` for an unknown, ended or other-kind secret.
     public func liveSession(secretHash: String, kind: SessionSecretKind) async throws -> (account: UserAccount, session: UserAccount.Session) {
         let rows = try await database.query("""
             SELECT s.id, s.user_id FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
@@ -326,8 +327,9 @@ public struct AccountService: Sendable {
             """)
         guard let row = rows.first else { throw AccountError.invalidToken }
         let account = try await read(try row.decode("user_id"))
-        guard account.exists, let session = account.sessions[try row.decode("id")], session.isActive else { throw AccountError.invalidToken }
+        guard account.exists else { throw AccountError.notFound }
         guard !account.isDisabled else { throw AccountError.userDisabled }
+        guard let session = account.sessions[try row.decode("id")], session.isActive else { throw AccountError.invalidToken }
         await SessionActivity.noteUse(of: session.id, in: database)
         return (account, session)
     }

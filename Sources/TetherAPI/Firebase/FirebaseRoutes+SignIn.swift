@@ -240,8 +240,9 @@ extension FirebaseRoutes {
     }
 
     /// `POST /securetoken.googleapis.com/v1/token`: a refresh token for a new ID token. The refresh token
-    /// stays the same for the session's life, as Firebase's does; a revoked, ended, disabled or unknown one
-    /// is `TOKEN_EXPIRED` (or `USER_DISABLED`), which makes the SDKs sign out. Keys answered in snake_case.
+    /// stays the same for the session's life, as Firebase's does; a revoked, ended or unknown one is
+    /// `TOKEN_EXPIRED`, a disabled user's `USER_DISABLED` and a deleted user's `USER_NOT_FOUND` (Firebase's
+    /// codes, each of which makes the SDKs sign out). Keys answered in snake_case.
     func refresh(_ request: FirebaseRequest) async throws -> JSONValue {
         guard let grantType = try request.body.string("grantType") else { throw FirebaseError("MISSING_GRANT_TYPE") }
         guard grantType == "refresh_token" else { throw FirebaseError("INVALID_GRANT_TYPE") }

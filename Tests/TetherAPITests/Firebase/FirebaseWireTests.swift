@@ -246,6 +246,28 @@ struct FirebaseWireTests {
         }
     }
 
+    /// A disabled user's refresh token answered `TOKEN_EXPIRED` and a deleted user's too: Firebase says
+    /// `USER_DISABLED` and `USER_NOT_FOUND`, and the SDKs tell the user why they were signed out.
+    @Test func refreshingADisabledUsersTokenIsUserDisabledAndADeletedUsersUserNotFound() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "dot@example.com", "password": "dot's password"]))
+            let localId = try #require(signUp.string("localId"))
+            let refreshToken = try #require(signUp.string("refreshToken"))
+            #expect(try await firebase.refresh(refreshToken).status == 200)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(localId), "disableUser": true])).status == 200)
+            let disabled = try await firebase.refresh(refreshToken)
+            #expect(disabled.status == 400 && disabled.errorMessage == "USER_DISABLED", "\(disabled.text)")
+            #expect(try await firebase.admin("accounts:delete", .object(["localId": .string(localId)])).status == 200)
+            let deleted = try await firebase.refresh(refreshToken)
+            #expect(deleted.status == 400 && deleted.errorMessage == "USER_NOT_FOUND", "\(deleted.text)")
+            // A signed-out session's token stays TOKEN_EXPIRED.
+            let other = try await firebase.call("accounts:signUp", .object([:]))
+            let otherId = try #require(other.string("localId"))
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(otherId), "validSince": .int(Int(Date().timeIntervalSince1970))])).status == 200)
+            #expect(try await firebase.refresh(try #require(other.string("refreshToken"))).errorMessage == "TOKEN_EXPIRED")
+        }
+    }
+
     @Test func adminCallsNeedAnAdminAndOwnerOnlyUnderDev() async throws {
         try await FirebaseApp.run { firebase in
             #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: nil).status == 401)
@@ -303,7 +325,7 @@ struct FirebaseWireTests {
             #expect(signIn.idTokenClaims["name"] == nil)
             #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "disableUser": true])).status == 200)
             #expect(try await firebase.call("accounts:lookup", .object(["idToken": .string(signIn.string("idToken")!)])).errorMessage == "USER_DISABLED")
-            #expect(try await firebase.refresh(signIn.string("refreshToken")!).errorMessage == "TOKEN_EXPIRED")
+            #expect(try await firebase.refresh(signIn.string("refreshToken")!).errorMessage == "USER_DISABLED")
 
             // A client may not use admin fields.
             let anonymous = try await firebase.call("accounts:signUp", .object([:]))
