@@ -101,7 +101,7 @@ extension FirebaseRoutes {
             unlinks.append(provider)
         }
         var newEmail: String?
-        if let email = try body.string("email"), email != account.email {
+        if let email = try body.email(), email != account.email.map(ExternalIdentity.normalize) {
             // A client proves a new address first (verifyBeforeUpdateEmail, with the email flows); an admin sets it.
             guard isAdmin else { throw FirebaseError("EMAIL_CHANGE_NEEDS_VERIFICATION") }
             guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
@@ -208,7 +208,7 @@ extension FirebaseRoutes {
             guard (1...128).contains(localId.utf8.count) else { throw FirebaseError("INVALID_ARGUMENT", "localId is 1 to 128 characters.") }
             if try await user(localId: localId) != nil { throw FirebaseError("DUPLICATE_LOCAL_ID") }
         }
-        let email = try body.string("email")
+        let email = try body.email()
         if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
         if try body.string("phoneNumber") != nil {
             throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")

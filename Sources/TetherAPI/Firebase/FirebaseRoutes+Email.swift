@@ -29,7 +29,7 @@ extension FirebaseRoutes {
         if let continueURL = try body.string("continueUrl"), URL(string: continueURL)?.scheme == nil || URL(string: continueURL)?.host == nil {
             throw FirebaseError("INVALID_CONTINUE_URI", "((expected an absolute URI with valid scheme and host))")
         }
-        let email = try body.string("email").flatMap { $0.isEmpty ? nil : $0 }
+        let email = try body.email().flatMap { $0.isEmpty ? nil : $0 }
         let flows = try self.flows(generatingLinks: returnLink)
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#GetOobConfirmationCodeResponse"]
         let purpose: EmailCodePurpose
@@ -40,7 +40,7 @@ extension FirebaseRoutes {
         case "EMAIL_SIGNIN": throw FirebaseError("OPERATION_NOT_ALLOWED", "Email link sign-in is not offered by this server.")
         default: throw FirebaseError("INVALID_REQ_TYPE", "requestType takes PASSWORD_RESET, VERIFY_EMAIL or VERIFY_AND_CHANGE_EMAIL.")
         }
-        let newEmail = try body.string("newEmail").flatMap { $0.isEmpty ? nil : $0 }
+        let newEmail = try body.email("newEmail").flatMap { $0.isEmpty ? nil : $0 }
         if purpose == .changeEmail {
             guard let newEmail else { throw FirebaseError("MISSING_NEW_EMAIL") }
             guard AccountCommands.isEmail(newEmail) else { throw FirebaseError("INVALID_EMAIL") }

@@ -13,7 +13,7 @@ extension FirebaseRoutes {
     /// carries the user's `displayName`, as Firebase's does.
     func signUp(_ request: FirebaseRequest) async throws -> JSONValue {
         let body = request.body
-        let email = try body.string("email")
+        let email = try body.email()
         let password = try body.string("password")
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SignupNewUserResponse"]
         if email == nil, password == nil, body.members["idToken"] == nil {
@@ -69,7 +69,7 @@ extension FirebaseRoutes {
 
     /// `accounts:signInWithPassword`.
     func signInWithPassword(_ request: FirebaseRequest) async throws -> JSONValue {
-        guard let email = try request.body.string("email"), !email.isEmpty else { throw FirebaseError("INVALID_EMAIL") }
+        guard let email = try request.body.email(), !email.isEmpty else { throw FirebaseError("INVALID_EMAIL") }
         guard let password = try request.body.string("password"), !password.isEmpty else { throw FirebaseError("MISSING_PASSWORD") }
         guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
         let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
@@ -115,12 +115,14 @@ extension FirebaseRoutes {
         let (providerId, credential, echoed) = try Self.idpCredential(postBody)
         let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         let context = context(request)
-        let identity: ExternalIdentity
+        var identity: ExternalIdentity
         do {
             identity = try await commands.verify(credential, context: context)
         } catch {
             throw FirebaseError(converting: error)
         }
+        // Firebase keeps an IdP's address in lowercase too (FirebaseBody.email(_:)).
+        identity.email = identity.email.map(ExternalIdentity.normalize)
         var answer: [String: JSONValue] = [
             "kind": "identitytoolkit#VerifyAssertionResponse", "providerId": .string(providerId), "federatedId": .string(identity.uid),
             "rawUserInfo": .string(Self.rawUserInfo(identity)),

@@ -291,6 +291,13 @@ struct FirebaseBody: Sendable {
         }
     }
 
+    /// An email address as Firebase keeps it: in lowercase (the emulator's `canonicalizeEmailAddress`), and
+    /// without surrounding white space (``ExternalIdentity/normalize(_:)``), so that what is stored, answered
+    /// and put in ID tokens is the address firebase-admin looks up.
+    func email(_ name: String = "email") throws(FirebaseError) -> String? {
+        try string(name).map(ExternalIdentity.normalize)
+    }
+
     func bool(_ name: String) throws(FirebaseError) -> Bool? {
         switch members[name] {
         case nil, .null?: return nil

@@ -90,6 +90,33 @@ struct FirebaseWireTests {
         }
     }
 
+    /// Emails kept the case they were sent in, where Firebase lowercases them: firebase-admin's
+    /// `get_users([EmailIdentifier("Alice@X.com")])` then finds the user but lists the identifier as not found.
+    @Test func emailsAreKeptInLowercase() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "Alice@Example.COM", "password": "alice's password"]))
+            #expect(signUp.string("email") == "alice@example.com", "\(signUp.text)")
+            #expect(signUp.idTokenClaims["email"] == "alice@example.com")
+            let signIn = try await firebase.call("accounts:signInWithPassword", .object(["email": "ALICE@example.com", "password": "alice's password"]))
+            #expect(signIn.string("email") == "alice@example.com", "\(signIn.text)")
+
+            let created = try await firebase.admin("accounts", .object(["email": "Bob@Example.com"]))
+            #expect(created.string("email") == "bob@example.com", "\(created.text)")
+            let bob = try await firebase.admin("accounts:lookup", .object(["email": ["Bob@Example.com"]]))
+            #expect(bob.users.first?["email"] == "bob@example.com", "\(bob.text)")
+            let moved = try await firebase.admin("accounts:update", .object([
+                "localId": .string(try #require(created.string("localId"))), "email": "Carol@Example.com",
+            ]))
+            #expect(moved.string("email") == "carol@example.com", "\(moved.text)")
+
+            let apple = try await firebase.signInWithIdp(
+                "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-dee", email: "Dee@PrivateRelay.AppleID.com"))")
+            #expect(apple.status == 200, "\(apple.text)")
+            #expect(apple.string("email") == "dee@privaterelay.appleid.com")
+            #expect(apple.idTokenClaims["email"] == "dee@privaterelay.appleid.com")
+        }
+    }
+
     @Test func signInWithIdpMakesOneUserAndAnIdentityLinkedElsewhereIsRefusedInBothShapes() async throws {
         try await FirebaseApp.run { firebase in
             let first = try await firebase.signInWithIdp("providerId=facebook.com&access_token=\(try await firebase.facebookToken("fb-1"))")
