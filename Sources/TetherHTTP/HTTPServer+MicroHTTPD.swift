@@ -123,8 +123,19 @@ private let completeRequest: MHD_RequestCompletedCallback = { closure, connectio
 
 private let collectHeader: MHD_KeyValueIteratorN = { closure, _, key, keySize, value, valueSize in
     let state = Unmanaged<RequestState>.fromOpaque(closure!).takeUnretainedValue()
-    state.headers.add(name: string(key, count: keySize), value: string(value, count: valueSize))
+    state.headers.add(name: string(key, count: keySize), value: fieldValue(value, count: valueSize))
     return .YES
+}
+
+/// A header field's value without the white space (spaces, tabs) around it, which RFC 9110 §5.5 says is
+/// not part of it: libmicrohttpd drops the leading white space only.
+private func fieldValue(_ characters: UnsafePointer<CChar>?, count: Int) -> String {
+    guard let characters else { return "" }
+    let bytes = UnsafeRawBufferPointer(start: characters, count: count)
+    let isWhiteSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+    let start = bytes.firstIndex { !isWhiteSpace($0) } ?? bytes.endIndex
+    let end = bytes.lastIndex { !isWhiteSpace($0) }.map { $0 + 1 } ?? start
+    return String(decoding: bytes[start..<end], as: UTF8.self)
 }
 
 private let logLibraryMessage: MHD_LogCallback = { closure, format, arguments in
