@@ -36,6 +36,7 @@ struct ParseError: Error, Sendable, Hashable {
     static let duplicateRequest = 159
     static let usernameMissing = 200
     static let passwordMissing = 201
+    static let usernameTaken = 202
     static let emailTaken = 203
     static let sessionMissing = 206
     static let accountAlreadyLinked = 208
@@ -47,6 +48,7 @@ struct ParseError: Error, Sendable, Hashable {
     static let invalidSession = ParseError(invalidSessionToken, "Invalid session token")
     static let objectMissing = ParseError(objectNotFound, "Object not found.")
     static let invalidLogin = ParseError(objectNotFound, "Invalid username/password.")
+    static let usernameInUse = ParseError(usernameTaken, "Account already exists for this username.")
     static let emailInUse = ParseError(emailTaken, "Account already exists for this email address.")
     static let missingMFA = ParseError(otherCause, "Missing additional authData mfa")
     static let invalidMFAToken = ParseError(scriptFailed, "Invalid MFA token")

@@ -13,16 +13,17 @@ extension ParseRoutes {
     /// Sign-up or log-in with `authData`, or a username/password sign-up.
     func signUpOrLogIn(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let body = try Self.object(request)
+        let credentials = try Credentials(body)
         if let value = body["authData"] {
-            return try await logIn(with: try ParseAuthData(value), request, caller)
+            return try await logIn(with: try ParseAuthData(value), credentials: credentials, request, caller)
         }
-        guard let username = try Self.string("username", in: body) else {
+        guard let username = credentials.username else {
             throw ParseError(ParseError.usernameMissing, "bad or missing username")
         }
-        guard let password = try Self.string("password", in: body) else {
+        guard let password = credentials.password else {
             throw ParseError(ParseError.passwordMissing, "password is required.")
         }
-        let email = try Self.loginEmail(username: username, email: Self.string("email", in: body))
+        let email = try Self.loginEmail(username: username, email: credentials.email)
         let context = context(request, caller)
         let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
         let account: UserAccount
@@ -48,6 +49,56 @@ extension ParseRoutes {
         return identifier
     }
 
+    /// `username`, `password` and `email` of a sign-up or a `PUT`.
+    struct Credentials: Sendable {
+        var username: String?
+        var password: String?
+        var email: String?
+
+        init(_ body: [String: JSONValue]) throws(ParseError) {
+            username = try ParseRoutes.string("username", in: body)
+            password = try ParseRoutes.string("password", in: body)
+            email = try ParseRoutes.string("email", in: body)
+        }
+
+        var isEmpty: Bool { username == nil && password == nil && email == nil }
+    }
+
+    /// Checks what `credentials` ask of `account` (nil: the user the request is about to make), before
+    /// anything is written, and answers the email of a password to add, if they add one.
+    ///
+    /// A password on a user without one is added, keyed by the username, which must be an email address
+    /// (as for a password sign-up); on a user with one it is a change, left to the caller. Otherwise the
+    /// username and email may only repeat the user's own (`email`: the user's email, or the one a new user
+    /// will have): Tether's usernames are the password's email, and emails are not changed here.
+    func passwordToAdd(_ credentials: Credentials, to account: UserAccount?, email: String?) throws(ParseError) -> String? {
+        if let password = credentials.password {
+            do { try commands.checkPassword(password) } catch { throw ParseError(converting: error) }
+            if account?.identities[ProviderName.password.rawValue] == nil {
+                return try Self.loginEmail(username: credentials.username, email: credentials.email)
+            }
+        }
+        if let username = credentials.username, username != account.map(ParseUser.username) {
+            throw ParseError(ParseError.operationForbidden, "Tether does not change usernames: a username is the email of a password, sent with it.")
+        }
+        if let given = credentials.email, ExternalIdentity.normalize(given) != email.map(ExternalIdentity.normalize) {
+            throw ParseError(ParseError.operationForbidden, "Tether's Parse surface does not change email addresses yet.")
+        }
+        return nil
+    }
+
+    /// Why `email` cannot key a new password for `owner` (nil for a user still to be made), if it cannot: 202
+    /// when another account's username is that email (its password), 203 when another account holds the email
+    /// otherwise (any holder, whatever the policy: a password account owns its email).
+    func passwordEmailConflict(_ email: String, owner: UUID?) async throws -> ParseError? {
+        let normalized = ExternalIdentity.normalize(email)
+        let password = ExternalIdentity(provider: ProviderName.password.rawValue, uid: normalized)
+        if try await owners(of: [password]).values.contains(where: { $0 != owner }) {
+            return ParseError.usernameInUse
+        }
+        return try await emailHolders([normalized]).contains(where: { $0 != owner }) ? ParseError.emailInUse : nil
+    }
+
     /// 201 with `Location` and `{objectId, createdAt, username, sessionToken}`: a new user.
     private func created(_ account: UserAccount, token: String, _ request: HTTPRequest) -> HTTPResponse {
         var body = ParseUser.fields(account)
@@ -62,7 +113,13 @@ extension ParseRoutes {
     /// looked up, so a request learns nothing about identities it cannot prove. Two owners, or an owner
     /// other than the signed-in caller, is 208. The identity of the owner (or, for a new user, the first
     /// that is not anonymous) signs in; the request's other identities are linked to the user after.
-    private func logIn(with authData: ParseAuthData, _ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+    ///
+    /// `username` and `password` beside `authData` add a password to the user (Parse saves them on a new
+    /// user); they are checked, and their email looked up, before the sign-in too. A user who has a
+    /// password already changes it with a `PUT`, not with a log-in.
+    private func logIn(
+        with authData: ParseAuthData, credentials: Credentials, _ request: HTTPRequest, _ caller: Caller
+    ) async throws -> HTTPResponse {
         let claims = try authData.identities
         guard !claims.isEmpty else { throw ParseError.unsupported }
         var verified: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
@@ -70,7 +127,7 @@ extension ParseRoutes {
             verified.append((claim, try await verify(claim, request, caller)))
         }
         // One identity and no caller: the sign-in itself finds its owner, with no statement more.
-        let owners = verified.count == 1 && caller.session == nil ? [:] : try await owners(of: verified.map(\.identity))
+        let owners = verified.count == 1 && caller.session == nil && credentials.isEmpty ? [:] : try await owners(of: verified.map(\.identity))
         func owner(_ identity: ExternalIdentity) -> UUID? { owners[identity.provider + ":" + identity.uid] }
         let users = Set(owners.values)
         guard users.count <= 1 else { throw ParseError.authAlreadyUsed }
@@ -84,6 +141,16 @@ extension ParseRoutes {
             other.claim.provider != primary.claim.provider && owner(other.identity) == nil && other.claim.provider != anonymous
         }
         try await checkEmailsAreFree(of: extras.map(\.identity), besides: primary.identity, owner: owner(primary.identity))
+        var passwordEmail: String?
+        if !credentials.isEmpty {
+            var holder: UserAccount?
+            if let userId = owner(primary.identity) { holder = try await accounts.read(userId) }
+            if credentials.password != nil, holder?.identities[ProviderName.password.rawValue] != nil {
+                throw ParseError(ParseError.operationForbidden, "This user has a password: log in, then change it with PUT /parse/users/:id.")
+            }
+            passwordEmail = try passwordToAdd(credentials, to: holder, email: holder?.email ?? primary.identity.email)
+            if let passwordEmail, let conflict = try await passwordEmailConflict(passwordEmail, owner: holder?.id) { throw conflict }
+        }
         let context = context(request, caller)
         let (session, token) = newSession(primary.claim.provider, request, now: context.now)
         let result: SignInResult
@@ -114,6 +181,15 @@ extension ParseRoutes {
                 throw ParseError(converting: error, provider: other.claim.provider)
             }
         }
+        if let passwordEmail, let password = credentials.password {
+            do {
+                account = try await commands.link(LinkCommand(
+                    credential: .password(email: passwordEmail, password: password), userId: account.id, context: self.context(request, caller)))
+            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                // Taken since it was looked up.
+                throw try await passwordEmailConflict(passwordEmail, owner: account.id) ?? ParseError.emailInUse
+            }
+        }
         if isNewUser { return created(account, token: token, request) }
         return SurfaceJSON.response(
             .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)])
@@ -123,12 +199,16 @@ extension ParseRoutes {
     /// `identities` (the sign-in's own identity, `primary`, takes its email along).
     private func checkEmailsAreFree(of identities: [ExternalIdentity], besides primary: ExternalIdentity, owner: UUID?) async throws {
         let emails = identities.compactMap { accounts.emailPolicy.exclusiveEmail(of: $0) }.filter { $0 != primary.normalizedEmail }
-        guard !emails.isEmpty else { return }
+        if try await emailHolders(emails).contains(where: { $0 != owner }) { throw ParseError.emailInUse }
+    }
+
+    /// The users who hold any of `emails` (normalized), in one statement.
+    private func emailHolders(_ emails: [String]) async throws -> [UUID] {
+        guard !emails.isEmpty else { return [] }
         let seal = try await accounts.database.readModelSeal()
-        let holders = try await accounts.database.query(
+        return try await accounts.database.query(
             "SELECT id FROM users WHERE email_normalized = ANY(\(PostgresArray(try emails.map(seal.seal)))::text[])"
         ).map { try $0.decode("id", as: UUID.self) }
-        if holders.contains(where: { $0 != owner }) { throw ParseError.emailInUse }
     }
 
     /// Verifies one claimed identity; its `id` must be the subject the provider vouches for.
@@ -274,29 +354,15 @@ extension ParseRoutes {
         }
         let body = try Self.object(request)
         let authData = try body["authData"].map { value throws(ParseError) in try ParseAuthData(value) }
-        let password = try Self.string("password", in: body)
-        let username = try Self.string("username", in: body)
-        let email = try Self.string("email", in: body)
+        let credentials = try Credentials(body)
         var account = try await accounts.read(userId)
         guard account.exists else { throw ParseError.objectMissing }
         let forbidden = { (what: String) in ParseError(ParseError.operationForbidden, what) }
         if body["emailVerified"] != nil, !isMaster { throw forbidden("Clients aren't allowed to manually update email verification.") }
 
         // 1. Check everything.
-        var newPasswordEmail: String?
-        if let password {
-            guard !isMaster else { throw forbidden("A password is set with the user's own session.") }
-            do { try commands.checkPassword(password) } catch { throw ParseError(converting: error) }
-            if account.identities[ProviderName.password.rawValue] == nil {
-                newPasswordEmail = try Self.loginEmail(username: username, email: email)
-            }
-        }
-        if newPasswordEmail == nil {
-            if let username, username != ParseUser.username(of: account) { throw forbidden("Tether does not change usernames.") }
-            if let email, ExternalIdentity.normalize(email) != account.email.map(ExternalIdentity.normalize) {
-                throw forbidden("Tether's Parse surface does not change email addresses yet.")
-            }
-        }
+        if credentials.password != nil, isMaster { throw forbidden("A password is set with the user's own session.") }
+        let newPasswordEmail = try passwordToAdd(credentials, to: account, email: account.email)
         let enrolment = try authData?.mfa.map { fields throws(ParseError) in try Enrolment(fields) }
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
         var claims: [ClaimedIdentity] = []
@@ -331,14 +397,14 @@ extension ParseRoutes {
             }
         }
         var newToken: String?
-        if let password, let newPasswordEmail {
+        if let password = credentials.password, let newPasswordEmail {
             do {
                 account = try await commands.link(LinkCommand(
                     credential: .password(email: newPasswordEmail, password: password), userId: userId, context: context(request, caller)))
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw ParseError(202, "Account already exists for this username.")
             }
-        } else if let password {
+        } else if let password = credentials.password {
             // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
             let context = context(request, caller)
             let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)

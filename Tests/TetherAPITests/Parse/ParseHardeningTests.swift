@@ -203,4 +203,58 @@ struct ParseHardeningTests {
             #expect(try await logIn("pending link's password").code == 101)
         }
     }
+
+    /// A sign-up's `username` and `password` beside its `authData` were dropped: 201 for a user with a random
+    /// username who could not log in with them. Parse saves them on the new user; Tether adds the password
+    /// (keyed by the username, an email, as a password sign-up is), and refuses what it cannot keep before
+    /// anything is written.
+    @Test func aUsernameAndPasswordBesideAuthDataAreKeptOrRefusedNeverDropped() async throws {
+        try await ParseApp.run { parse in
+            func signUp(_ fields: [String: JSONValue], apple sub: String) async throws -> ParseAnswer {
+                var body = fields
+                body["authData"] = .object(["apple": ParseApp.strings(["id": sub, "token": try await parse.appleToken(sub)])])
+                return try await parse.send("POST", "/users", json: .object(body))
+            }
+            func logIn(_ username: String, _ password: String) async throws -> ParseAnswer {
+                try await parse.send("POST", "/login", json: .object(["username": .string(username), "password": .string(password)]))
+            }
+            let created = try await signUp(["username": "combo@example.com", "password": "abcdefgh12"], apple: "apple-combo")
+            #expect(created.status == 201, "\(created.text)")
+            #expect(created.string("username") == "combo@example.com")
+            let objectId = try #require(created.string("objectId"))
+            let byPassword = try await logIn("combo@example.com", "abcdefgh12")
+            #expect(byPassword.status == 200, "\(byPassword.text)")
+            #expect(byPassword.string("objectId") == objectId)
+            #expect(try await parse.logIn("apple", ["id": "apple-combo", "token": try await parse.appleToken("apple-combo")])
+                .string("objectId") == objectId)
+
+            // A log-in of a user without a password adds it too; one with a password changes it with a PUT.
+            let plain = try await parse.logIn("apple", ["id": "apple-plain", "token": try await parse.appleToken("apple-plain")])
+            let added = try await signUp(["username": "plain@example.com", "password": "plain's password"], apple: "apple-plain")
+            #expect(added.status == 200, "\(added.text)")
+            #expect(added.string("objectId") == plain.string("objectId"))
+            #expect(try await logIn("plain@example.com", "plain's password").string("objectId") == plain.string("objectId"))
+
+            _ = try await parse.logIn("apple", ["id": "apple-taken", "token": try await parse.appleToken("apple-taken", email: "taken@example.com")])
+            let users = try await parse.app.eventCount("UserRegistered")
+            let events = try await parse.accountEvents()
+            let notAnEmail = try await signUp(["username": "mycoolname", "password": "abcdefgh12"], apple: "apple-new")
+            #expect(notAnEmail.code == 125, "\(notAnEmail.text)")
+            let usernameAlone = try await signUp(["username": "mycoolname"], apple: "apple-new")
+            #expect(usernameAlone.code == 119, "\(usernameAlone.text)")
+            let emailAlone = try await signUp(["email": "mine@example.com"], apple: "apple-new")
+            #expect(emailAlone.code == 119, "\(emailAlone.text)")
+            let weak = try await signUp(["username": "new@example.com", "password": "short"], apple: "apple-new")
+            #expect(weak.code == 142, "\(weak.text)")
+            let username = try await signUp(["username": "combo@example.com", "password": "abcdefgh12"], apple: "apple-new")
+            #expect(username.text == #"{"code":202,"error":"Account already exists for this username."}"#)
+            let email = try await signUp(["username": "taken@example.com", "password": "abcdefgh12"], apple: "apple-new")
+            #expect(email.text == #"{"code":203,"error":"Account already exists for this email address."}"#)
+            let again = try await signUp(["username": "combo@example.com", "password": "another password"], apple: "apple-combo")
+            #expect(again.code == 119, "\(again.text)")
+            #expect(try await parse.app.eventCount("UserRegistered") == users)
+            #expect(try await parse.accountEvents() == events)
+            #expect(try await logIn("combo@example.com", "another password").code == 101)
+        }
+    }
 }
