@@ -359,6 +359,16 @@ extension ParseRoutes {
         guard account.exists else { throw ParseError.objectMissing }
         let forbidden = { (what: String) in ParseError(ParseError.operationForbidden, what) }
         if body["emailVerified"] != nil, !isMaster { throw forbidden("Clients aren't allowed to manually update email verification.") }
+        var emailVerified: Bool?
+        switch body["emailVerified"] {
+        case nil: break
+        case .bool(let value)?: emailVerified = value
+        default: throw ParseError(ParseError.invalidJSON, "emailVerified must be true or false.")
+        }
+        if let emailVerified {
+            do { _ = try account.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified) }
+            catch { throw ParseError(converting: error) }
+        }
 
         // 1. Check everything.
         if credentials.password != nil, isMaster { throw forbidden("A password is set with the user's own session.") }
@@ -411,13 +421,21 @@ extension ParseRoutes {
             account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
             newToken = token
         }
+        // What the master key changes is recorded in its admin key's stream.
+        func recordMasterAction(_ action: String) async throws {
+            guard isMaster, let master = caller.master else { return }
+            try await adminKeys.record(
+                .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
+                keyId: master.id, metadata: context(request, caller).metadata)
+        }
         for provider in unlinks where account.identities[provider] != nil {
             account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isMaster, context: context(request, caller))
-            if isMaster, let master = caller.master {
-                try await adminKeys.record(
-                    .actionRequested(.init(userId: userId, action: "unlink-\(provider)", reason: "parse master key", status: 200)),
-                    keyId: master.id, metadata: context(request, caller).metadata)
-            }
+            try await recordMasterAction("unlink-\(provider)")
+        }
+        if let emailVerified {
+            account = try await accounts.updateProfile(
+                userId: userId, displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified, context: context(request, caller))
+            try await recordMasterAction("email-verified-\(emailVerified)")
         }
         var answer: [String: JSONValue] = [:]
         if let enrolment, let session = caller.session {

@@ -88,4 +88,28 @@ struct ParseEmailTests {
             #expect(try await parse.app.eventCount("EmailVerified") == 0)
         }
     }
+
+    /// A master-key PUT of `emailVerified` answered 200 and changed nothing, whatever its type. Parse lets the
+    /// master key set it (only clients are refused, 119); anything but a Boolean is refused and changes nothing.
+    @Test func theMasterKeySetsEmailVerificationWithABooleanOnly() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "ver@example.com", "password": "analytical engine"]))
+            let id = try #require(signUp.string("objectId"))
+            let master = try await adminKey(parse)
+            func isVerified() async throws -> JSONValue? {
+                try await parse.send("GET", "/users/\(id)", .init(master: master)).body["emailVerified"]
+            }
+            #expect(try await isVerified() == .bool(false))
+            let set = try await parse.send("PUT", "/users/\(id)", .init(master: master), json: .object(["emailVerified": .bool(true)]))
+            #expect(set.status == 200, "\(set.text)")
+            #expect(try await isVerified() == .bool(true))
+            let events = try await parse.accountEvents()
+            let wrongType = try await parse.send("PUT", "/users/\(id)", .init(master: master), json: .object(["emailVerified": "not-a-bool"]))
+            #expect(wrongType.code == 107, "\(wrongType.text)")
+            #expect(try await parse.accountEvents() == events)
+            let unset = try await parse.send("PUT", "/users/\(id)", .init(master: master), json: .object(["emailVerified": .bool(false)]))
+            #expect(unset.status == 200, "\(unset.text)")
+            #expect(try await isVerified() == .bool(false))
+        }
+    }
 }
