@@ -17,6 +17,8 @@ struct ParseAuthData: Sendable {
     var entries: [Entry]
     /// `authData.mfa`, when present and not null.
     var mfa: [String: String]?
+    /// `"mfa": null`: every second factor is to be removed.
+    var removesMFA = false
 
     init(_ value: JSONValue) throws(ParseError) {
         guard case .object(let members) = value else { throw ParseError.unsupported }
@@ -43,6 +45,7 @@ struct ParseAuthData: Sendable {
                 throw ParseError(ParseError.invalidJSON, "authData.\(provider) must be an object of strings, or null.")
             }
             if provider == "mfa" {
+                removesMFA = fields == nil
                 // The SDKs echo what reads show, `{"status": "enabled"}`: that changes nothing.
                 mfa = fields.flatMap { Set($0.keys) == ["status"] ? nil : $0 }
             } else {

@@ -375,6 +375,12 @@ extension ParseRoutes {
         let newPasswordEmail = try passwordToAdd(credentials, to: account, email: account.email)
         let enrolment = try authData?.mfa.map { fields throws(ParseError) in try Enrolment(fields) }
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
+        // `"mfa": null` removes every factor: the user's own, with a recent log-in (the domain's rule); the master key's, as an admin.
+        let factorsToRemove = authData?.removesMFA == true ? account.mfa.factors.keys.sorted { $0.sortsBefore($1) } : []
+        for factorId in factorsToRemove {
+            do { _ = try account.removeFactor(factorId, authTime: caller.session?.authTime, byAdmin: isMaster, now: context(request, caller).now) }
+            catch { throw ParseError(converting: error) }
+        }
         var claims: [ClaimedIdentity] = []
         for entry in authData?.entries ?? [] {
             guard let fields = entry.fields else { continue }
@@ -431,6 +437,14 @@ extension ParseRoutes {
         for provider in unlinks where account.identities[provider] != nil {
             account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isMaster, context: context(request, caller))
             try await recordMasterAction("unlink-\(provider)")
+        }
+        if !factorsToRemove.isEmpty {
+            for factorId in factorsToRemove {
+                try await accounts.removeFactor(
+                    userId: userId, factorId: factorId, authTime: caller.session?.authTime, byAdmin: isMaster, context: context(request, caller))
+            }
+            try await recordMasterAction("remove-mfa")
+            account = try await accounts.read(userId)
         }
         if let emailVerified {
             account = try await accounts.updateProfile(

@@ -87,4 +87,31 @@ struct ParseMFATests {
             #expect(try await appleLogIn(parse, "apple-sms", mfa: ["token": code]).code == 141)
         }
     }
+
+    /// `{"authData": {"mfa": null}}` answered 200 and left MFA on. It removes the factors, with the recent
+    /// log-in the domain asks of any factor removal: an old session is refused (119) and changes nothing.
+    @Test func mfaNullRemovesTheFactorsAfterARecentLogIn() async throws {
+        try await ParseApp.run { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-off")
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ])).status == 200)
+            let off: JSONValue = .object(["authData": .object(["mfa": .null])])
+            _ = try await parse.app.admin.query("UPDATE sessions SET auth_time = auth_time - interval '1 day'")
+            let events = try await parse.accountEvents()
+            let stale = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: off)
+            #expect(stale.code == 119, "\(stale.text)")
+            #expect(try await parse.accountEvents() == events)
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData["mfa"] == ["status": "enabled"])
+
+            let fresh = try #require(try await appleLogIn(parse, "apple-off", mfa: ["token": totp.code(at: Date().addingTimeInterval(30))])
+                .string("sessionToken"))
+            let removed = try await parse.send("PUT", "/users/\(objectId)", .init(session: fresh), json: off)
+            #expect(removed.status == 200, "\(removed.text)")
+            #expect(try await parse.send("GET", "/users/me", .init(session: fresh)).authData["mfa"] == nil)
+            #expect(try await appleLogIn(parse, "apple-off", mfa: nil).status == 200, "no second factor is asked for")
+        }
+    }
 }
