@@ -30,7 +30,7 @@ extension ParseRoutes {
         do {
             account = try await commands.signUp(SignUpCommand(email: email, password: password, displayName: nil, session: session, context: context))
         } catch let error as AccountError where error.reason == .emailAlreadyInUse {
-            throw email == username ? ParseError(202, "Account already exists for this username.") : ParseError.emailInUse
+            throw try await passwordEmailConflict(email, owner: nil) ?? ParseError.emailInUse
         }
         return created(account, token: token, request)
     }
@@ -403,6 +403,7 @@ extension ParseRoutes {
         }
         let owners = try await owners(of: toLink.map(\.identity))
         guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
+        if let newPasswordEmail, let conflict = try await passwordEmailConflict(newPasswordEmail, owner: userId) { throw conflict }
 
         // 2. Apply: each step a command of its own, in an order in which none can fail on another's account.
         for link in toLink {
@@ -418,7 +419,8 @@ extension ParseRoutes {
                 account = try await commands.link(LinkCommand(
                     credential: .password(email: newPasswordEmail, password: password), userId: userId, context: context(request, caller)))
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
-                throw ParseError(202, "Account already exists for this username.")
+                // Taken since it was looked up.
+                throw try await passwordEmailConflict(newPasswordEmail, owner: userId) ?? ParseError.emailInUse
             }
         } else if let password = credentials.password {
             // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).

@@ -123,4 +123,28 @@ struct ParseLinkingTests {
             ])])).code == 119)
         }
     }
+
+    /// A password on the email of an Apple user (whose username is random) was 202 "username": the email is
+    /// taken, 203 (SEMANTICS §3), on a sign-up and on a PUT that adds a password, before anything is written.
+    /// The email of another password user is their username: 202.
+    @Test func aPasswordOnAnotherAccountsEmailIs203AndOnAnotherUsersUsername202() async throws {
+        try await ParseApp.run { parse in
+            _ = try await parse.logIn("apple", ["id": "apple-u1", "token": try await parse.appleToken("apple-u1", email: "u1@example.com")])
+            _ = try await parse.send("POST", "/users", json: .object(["username": "u2@example.com", "password": "u2's password"]))
+            let anonymous = try await parse.anonymousLogIn()
+            let objectId = try #require(anonymous.string("objectId"))
+            let session = try #require(anonymous.string("sessionToken"))
+            let events = try await parse.accountEvents()
+            let emailTaken = #"{"code":203,"error":"Account already exists for this email address."}"#
+            let usernameTaken = #"{"code":202,"error":"Account already exists for this username."}"#
+            for (email, expected) in [("u1@example.com", emailTaken), ("u2@example.com", usernameTaken)] {
+                let body: JSONValue = .object(["username": .string(email), "password": "a new password"])
+                let signUp = try await parse.send("POST", "/users", json: body)
+                #expect(signUp.text == expected)
+                let put = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: body)
+                #expect(put.text == expected)
+            }
+            #expect(try await parse.accountEvents() == events)
+        }
+    }
 }
