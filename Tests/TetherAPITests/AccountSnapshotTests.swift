@@ -72,7 +72,7 @@ struct AccountSnapshotTests {
         func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
         let user = try richState()
         let mfa = user.mfa
-        #expect(AccountSnapshot.format == 1)
+        #expect(AccountSnapshot.format == 2)
         #expect(labels(user) == [
             "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
             "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",
@@ -84,7 +84,7 @@ struct AccountSnapshotTests {
         #expect(labels(try #require(user.identities["google"]?.grant)) == ["kind", "token", "clientId"])
         #expect(labels(try #require(user.sessions.values.first)) == [
             "id", "refreshTokenHash", "generation", "authTime", "amr", "jkt", "startedAt", "isActive", "secretKind", "installationId",
-            "expiresAt", "developerClaims", "grantCheckedAt",
+            "expiresAt", "developerClaims", "grantCheckedAt", "secondFactorId",
         ])
         #expect(labels(mfa) == ["factors", "recoveryCodes", "challenges", "failures", "smsSends"])
         #expect(labels(try #require(mfa.factors.values.first)) == [
