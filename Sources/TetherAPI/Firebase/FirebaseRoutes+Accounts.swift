@@ -29,9 +29,7 @@ extension FirebaseRoutes {
     /// sign-in of the last five minutes, as Firebase asks (`CREDENTIAL_TOO_OLD_LOGIN_AGAIN`).
     private static func requireRecentSignIn(_ claims: FirebaseIDTokenClaims?) throws(FirebaseError) {
         guard let claims else { return }
-        guard Date().timeIntervalSince(claims.authTime) <= UserAccount.recentSignInWindow else {
-            throw FirebaseError("CREDENTIAL_TOO_OLD_LOGIN_AGAIN")
-        }
+        do { try UserAccount.requireRecentSignIn(authTime: claims.authTime, now: Date()) } catch { throw FirebaseError(converting: error) }
     }
 
     /// `accounts:lookup`: by `idToken`, or (admin) by `localId`, `email`, `phoneNumber` and

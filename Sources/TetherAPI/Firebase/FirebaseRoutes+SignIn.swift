@@ -33,9 +33,10 @@ extension FirebaseRoutes {
         if let idToken = try body.string("idToken") {
             let caller = try await authenticate(idToken: idToken)
             do {
+                // A password added to a user who is not anonymous needs a recent sign-in, as on /v1.
                 _ = try await commands.link(LinkCommand(
                     credential: .password(email: email, password: password), userId: caller.account.id,
-                    context: context(request, user: caller.account.id)))
+                    context: context(request, user: caller.account.id), authTime: caller.claims.authTime))
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }

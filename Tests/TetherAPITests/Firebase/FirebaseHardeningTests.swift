@@ -54,17 +54,23 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// The user a sign-in answered, and an ID token of their session whose sign-in was ten minutes ago.
+    private func staleIDToken(_ firebase: FirebaseApp, of answer: FirebaseAnswer, provider: String) async throws -> (UUID, String) {
+        let localId = try #require(answer.string("localId"))
+        let userId = try #require(UUID(uuidString: localId))
+        let account = try await firebase.app.service.accounts.read(userId)
+        let session = try #require(account.activeSessions.first)
+        let tokens = try #require(firebase.app.service.firebaseIDTokens)
+        let stale = try await tokens.issue(
+            account, localId: userId.uuidString.lowercased(), sessionId: session.id, authTime: Date().addingTimeInterval(-600),
+            signInProvider: provider, secondFactor: nil)
+        return (userId, stale)
+    }
+
     @Test func destructiveClientChangesNeedARecentSignIn() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
-            let localId = try #require(signUp.string("localId"))
-            let userId = try #require(UUID(uuidString: localId))
-            let account = try await firebase.app.service.accounts.read(userId)
-            let session = try #require(account.activeSessions.first)
-            let tokens = try #require(firebase.app.service.firebaseIDTokens)
-            let stale = try await tokens.issue(
-                account, localId: userId.uuidString.lowercased(), sessionId: session.id, authTime: Date().addingTimeInterval(-600),
-                signInProvider: "password", secondFactor: nil)
+            let (userId, stale) = try await staleIDToken(firebase, of: signUp, provider: "password")
             let before = try await firebase.app.totalEvents()
             for body: [String: JSONValue] in [["password": "new password 1"], ["deleteProvider": ["password"]]] {
                 var request = body
@@ -84,6 +90,26 @@ struct FirebaseHardeningTests {
                 .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
             #expect(try await firebase.admin("accounts:update", .object(["localId": .string(userId.uuidString.lowercased()), "validSince": .int(99_999_999_999)]))
                 .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
+        }
+    }
+
+    /// `accounts:signUp` with an `idToken` links a password to that user: to one who is not anonymous, a stale
+    /// token (a stolen refresh token's) must not add a way in, as `accounts:update` must not change the password.
+    @Test func aPasswordAddedBySignUpToAUserWhoIsNotAnonymousNeedsARecentSignIn() async throws {
+        try await FirebaseApp.run { firebase in
+            let apple = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-stale-signup"))")
+            let (_, stale) = try await staleIDToken(firebase, of: apple, provider: "apple.com")
+            let before = try await firebase.app.totalEvents()
+            let refused = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(stale), "email": "intruder@example.com", "password": "intruder password 1",
+            ]))
+            #expect(refused.errorMessage == "CREDENTIAL_TOO_OLD_LOGIN_AGAIN", "\(refused.text)")
+            #expect(try await firebase.app.totalEvents() == before)
+            let fresh = try #require(apple.string("idToken"))
+            let added = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(fresh), "email": "owner@example.com", "password": "owner password 1",
+            ]))
+            #expect(added.status == 200, "\(added.text)")
         }
     }
 
