@@ -181,6 +181,22 @@ struct UserAccountMFATests {
         #expect(try user.removeFactor(factorId, authTime: nil, byAdmin: true, now: now).map(\.type) == ["MFAFactorRemoved"])
     }
 
+    /// Parse's `"mfa": null` removes every factor in one command: all of them, or none when one cannot go.
+    @Test func severalFactorsGoTogetherOrNotAtAll() throws {
+        var user = try userWithTOTP()
+        let second = UUID()
+        user = applying(try user.enrolTOTP(factorId: second, secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now), to: user)
+        let both = try user.removeFactors([factorId, second], authTime: now, now: now)
+        #expect(both.map(\.type) == ["MFAFactorRemoved", "MFAFactorRemoved"])
+        #expect(applying(both, to: user).mfa.factors.isEmpty)
+        #expect(throws: AccountError.mfaFactorNotFound) {
+            try user.removeFactors([factorId, UUID()], authTime: now, now: now)
+        }
+        #expect(throws: AccountError.recentLoginRequired) {
+            try user.removeFactors([factorId, second], authTime: now.addingTimeInterval(-301), now: now)
+        }
+    }
+
     @Test func phoneHintsMaskAllButTheLastFourDigits() {
         #expect(PhoneNumber.hint("+15555550100") == "+*******0100")
         #expect(PhoneNumber.isE164("+15555550100"))

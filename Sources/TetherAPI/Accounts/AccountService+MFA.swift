@@ -115,7 +115,12 @@ extension AccountService {
 
     /// Removes a factor.
     public func removeFactor(userId: UUID, factorId: UUID, authTime: Date?, byAdmin: Bool = false, context: CommandContext) async throws {
-        try await change(userId, context) { try $0.removeFactor(factorId, authTime: authTime, byAdmin: byAdmin, now: context.now) }
+        try await removeFactors(userId: userId, factorIds: [factorId], authTime: authTime, byAdmin: byAdmin, context: context)
+    }
+
+    /// Removes several factors in one command (``UserAccount/removeFactors(_:authTime:byAdmin:now:)``).
+    public func removeFactors(userId: UUID, factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, context: CommandContext) async throws {
+        try await change(userId, context) { try $0.removeFactors(factorIds, authTime: authTime, byAdmin: byAdmin, now: context.now) }
     }
 
     /// Replaces the recovery codes; the new ones are returned once.

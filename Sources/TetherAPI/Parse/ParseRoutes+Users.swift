@@ -377,8 +377,8 @@ extension ParseRoutes {
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
         // `"mfa": null` removes every factor: the user's own, with a recent log-in (the domain's rule); the master key's, as an admin.
         let factorsToRemove = authData?.removesMFA == true ? account.mfa.factors.keys.sorted { $0.sortsBefore($1) } : []
-        for factorId in factorsToRemove {
-            do { _ = try account.removeFactor(factorId, authTime: caller.session?.authTime, byAdmin: isMaster, now: context(request, caller).now) }
+        if !factorsToRemove.isEmpty {
+            do { _ = try account.removeFactors(factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, now: context(request, caller).now) }
             catch { throw ParseError(converting: error) }
         }
         var claims: [ClaimedIdentity] = []
@@ -405,7 +405,26 @@ extension ParseRoutes {
         guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
         if let newPasswordEmail, let conflict = try await passwordEmailConflict(newPasswordEmail, owner: userId) { throw conflict }
 
-        // 2. Apply: each step a command of its own, in an order in which none can fail on another's account.
+        // What the master key changes is recorded in its admin key's stream.
+        func recordMasterAction(_ action: String) async throws {
+            guard isMaster, let master = caller.master else { return }
+            try await adminKeys.record(
+                .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
+                keyId: master.id, metadata: context(request, caller).metadata)
+        }
+        // 2. Apply: each step a command of its own, in an order in which none can fail on another's account. The
+        // factors go first, in one command: their removal is the one step the time can still refuse (a log-in
+        // just under 5 minutes old at the check), and then nothing else has been written.
+        if !factorsToRemove.isEmpty {
+            do {
+                try await accounts.removeFactors(
+                    userId: userId, factorIds: factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, context: context(request, caller))
+            } catch {
+                throw ParseError(converting: error)
+            }
+            try await recordMasterAction("remove-mfa")
+            account = try await accounts.read(userId)
+        }
         for link in toLink {
             do {
                 account = try await commands.link(link.identity, replacing: true, to: userId, context: context(request, caller))
@@ -429,24 +448,9 @@ extension ParseRoutes {
             account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
             newToken = token
         }
-        // What the master key changes is recorded in its admin key's stream.
-        func recordMasterAction(_ action: String) async throws {
-            guard isMaster, let master = caller.master else { return }
-            try await adminKeys.record(
-                .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
-                keyId: master.id, metadata: context(request, caller).metadata)
-        }
         for provider in unlinks where account.identities[provider] != nil {
             account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isMaster, context: context(request, caller))
             try await recordMasterAction("unlink-\(provider)")
-        }
-        if !factorsToRemove.isEmpty {
-            for factorId in factorsToRemove {
-                try await accounts.removeFactor(
-                    userId: userId, factorId: factorId, authTime: caller.session?.authTime, byAdmin: isMaster, context: context(request, caller))
-            }
-            try await recordMasterAction("remove-mfa")
-            account = try await accounts.read(userId)
         }
         if let emailVerified {
             account = try await accounts.updateProfile(

@@ -252,11 +252,16 @@ extension UserAccount {
 
     /// Removes a factor (the user, with a recent sign-in, or an admin).
     public func removeFactor(_ factorId: UUID, authTime: Date?, byAdmin: Bool = false, now: Date) throws(AccountError) -> [AccountEvent] {
+        try removeFactors([factorId], authTime: authTime, byAdmin: byAdmin, now: now)
+    }
+
+    /// Removes several factors in one command: all of them or, when one cannot go, none.
+    public func removeFactors(_ factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, now: Date) throws(AccountError) -> [AccountEvent] {
         if !byAdmin {
             try checkFactorChange(authTime: authTime ?? .distantPast, now: now)
         }
-        guard mfa.factors[factorId] != nil else { throw .mfaFactorNotFound }
-        return [.mfaFactorRemoved(.init(factorId: factorId, reason: byAdmin ? "admin" : "user"))]
+        guard factorIds.allSatisfy({ mfa.factors[$0] != nil }) else { throw .mfaFactorNotFound }
+        return factorIds.map { .mfaFactorRemoved(.init(factorId: $0, reason: byAdmin ? "admin" : "user")) }
     }
 
     /// A new set of recovery codes, replacing the old one (recent sign-in required).
