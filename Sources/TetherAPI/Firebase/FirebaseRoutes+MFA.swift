@@ -99,12 +99,14 @@ extension FirebaseRoutes {
     ) async throws -> JSONValue {
         let provider = FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
         var (session, refreshToken) = newSession(provider: provider)
-        let caller = try await accounts.read(userId).sessions[claims.sessionId]
+        let state = try await accounts.read(userId)
+        let caller = state.sessions[claims.sessionId]
         session.authTime = caller?.authTime ?? claims.authTime
         if let caller {
             session.amr = caller.amr
             session.developerClaims = caller.developerClaims
-            session.secondFactorId = caller.secondFactorId
+            // A factor withdrawn since (by this very request, say) is no longer named.
+            session.secondFactorId = caller.secondFactorId.flatMap { state.mfa.factors[$0] == nil ? nil : $0 }
         }
         if let proved {
             let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]

@@ -136,6 +136,8 @@ struct FirebaseMFATests {
             ]))
             #expect(withdrawn.status == 200, "\(withdrawn.text)")
             #expect(withdrawn.string("idToken") != nil && withdrawn.string("refreshToken") != nil)
+            guard case .object(let after)? = withdrawn.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(after["second_factor_identifier"] == nil, "the withdrawn factor is not named: \(after)")
             let plain = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
             #expect(plain.string("idToken") != nil, "no second factor any more: \(plain.text)")
         }
