@@ -51,16 +51,24 @@ public struct UserExport: Sendable {
     /// One event: its history line's members, and `data`, its payload without secrets.
     static func entry(_ event: RecordedEvent) -> JSONValue {
         guard case .object(var members) = HistoryEntry(event).json else { return .null }
-        members["data"] = (try? JSONValue(parsing: Array(event.data))).map(withoutSecrets) ?? .null
+        members["data"] = (try? JSONValue(parsing: Array(event.data))).map(exported) ?? .null
         return .object(members)
     }
 
-    static func withoutSecrets(_ value: JSONValue) -> JSONValue {
+    /// A payload as exported: without its secrets, and its ids (members named `…Id` holding a UUID) in
+    /// lowercase as the API writes every id, where payloads hold Swift's uppercase form.
+    static func exported(_ value: JSONValue) -> JSONValue {
         switch value {
         case .object(let members):
-            .object(members.filter { !secretMembers.contains($0.key) }.mapValues(withoutSecrets))
+            .object(Dictionary(uniqueKeysWithValues: members.filter { !secretMembers.contains($0.key) }.map { name, member in
+                if name.hasSuffix("Id"), case .string(let text) = member, let id = UUID(uuidString: text) {
+                    (name, .string(id.lowercasedText))
+                } else {
+                    (name, exported(member))
+                }
+            }))
         case .array(let items):
-            .array(items.map(withoutSecrets))
+            .array(items.map(exported))
         default:
             value
         }

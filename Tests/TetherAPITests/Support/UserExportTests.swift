@@ -39,6 +39,11 @@ struct UserExportTests {
                 #expect(!exported.bodyText.contains(secret), "\(secret) is not exported")
             }
             #expect(exported.bodyText.contains("apple-ada"), "decrypted payloads: the Apple uid")
+            // Ids in payloads are written as the API writes them, in lowercase.
+            let registered = events.first { if case .object(let event) = $0 { event["type"] == .string("UserRegistered") } else { false } }
+            guard case .object(let first)? = registered, case .object(let data)? = first["data"] else { throw HarnessError("no UserRegistered") }
+            #expect(data["userId"] == .string(ada.user.id), "\(data)")
+            #expect(!exported.bodyText.contains(ada.user.id.uppercased()), "no id in uppercase")
 
             _ = try await service.client.send(
                 "DELETE", "/v1/admin/users/\(ada.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
