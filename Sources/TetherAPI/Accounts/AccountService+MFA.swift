@@ -118,8 +118,12 @@ extension AccountService {
         try await removeFactors(userId: userId, factorIds: [factorId], authTime: authTime, byAdmin: byAdmin, context: context)
     }
 
-    /// Removes several factors in one command (``UserAccount/removeFactors(_:authTime:byAdmin:now:)``).
-    public func removeFactors(userId: UUID, factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, context: CommandContext) async throws {
+    /// Removes several factors in one command (``UserAccount/removeFactors(_:authTime:byAdmin:now:)``); answers the
+    /// user after it.
+    @discardableResult
+    public func removeFactors(
+        userId: UUID, factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, context: CommandContext
+    ) async throws -> UserAccount {
         try await change(userId, context) { try $0.removeFactors(factorIds, authTime: authTime, byAdmin: byAdmin, now: context.now) }
     }
 

@@ -38,8 +38,9 @@ public struct UserExport: Sendable {
             after = last.position
         }
         let directory = AdminUserDirectory(database: database)
-        guard try await directory.knows(userId) else { return nil }
+        // A user row makes the id known; only without one is the user's stream asked.
         let exists = try await directory.exists(userId)
+        if !exists { guard try await directory.knows(userId) else { return nil } }
         let profile: JSONValue = exists ? try await directory.detail(userId) : .null
         let erased = events.contains { $0.type == "UserErased" }
         return .object([

@@ -417,13 +417,12 @@ extension ParseRoutes {
         // just under 5 minutes old at the check), and then nothing else has been written.
         if !factorsToRemove.isEmpty {
             do {
-                try await accounts.removeFactors(
+                account = try await accounts.removeFactors(
                     userId: userId, factorIds: factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, context: context(request, caller))
             } catch {
                 throw ParseError(converting: error)
             }
             try await recordMasterAction("remove-mfa")
-            account = try await accounts.read(userId)
         }
         for link in toLink {
             do {
