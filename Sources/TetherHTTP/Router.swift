@@ -1,8 +1,11 @@
 /// Maps a method and a path to a handler, with `{name}` path parameters.
 ///
-/// Patterns are paths whose segments are literals or `{name}` parameters
-/// (`/v1/users/{id}/history`). A literal segment beats a parameter at the
-/// same position, for every method: a path that a pattern with the literal
+/// Patterns are paths whose segments are literals, `{name}` parameters
+/// (`/v1/users/{id}/history`), or parameters followed by a literal tail
+/// (`/v1/projects/{id}:createSessionCookie`, Google's custom-method form; the
+/// parameter takes what comes before the tail, at least one character). A literal
+/// segment beats a tailed parameter, which beats a plain parameter, at the same
+/// position, for every method: a path that a pattern with the literal
 /// matches is that pattern's alone. Empty segments (a trailing slash, `//`) are
 /// ignored, and `HEAD` falls back to the `GET` handler. A path that matches no
 /// pattern is 404; a path that matches only under other methods is 405 with `Allow`.
@@ -32,6 +35,8 @@ public struct Router: Sendable {
     private struct Node: Sendable {
         var literals: [String: Int] = [:]
         var parameter: Int?
+        /// Parameters with a literal tail, by tail (`:createSessionCookie`).
+        var tailed: [String: Int] = [:]
         var endpoints: [String: Endpoint] = [:]
     }
 
@@ -58,6 +63,11 @@ public struct Router: Sendable {
             if segment.count > 2, segment.hasPrefix("{"), segment.hasSuffix("}") {
                 parameterNames.append(String(segment.dropFirst().dropLast()))
                 node = child(of: node, at: \.parameter)
+            } else if segment.hasPrefix("{"), let close = segment.firstIndex(of: "}"), segment.index(after: close) != segment.endIndex,
+                      segment.distance(from: segment.startIndex, to: close) > 1 {
+                parameterNames.append(String(segment[segment.index(after: segment.startIndex)..<close]))
+                let tail = String(segment.suffix(from: segment.index(after: close)))
+                node = child(of: node, at: \.tailed[tail])
             } else {
                 node = child(of: node, at: \.literals[String(segment)])
             }
@@ -172,7 +182,7 @@ public struct Router: Sendable {
         case none
     }
 
-    /// Depth-first, literal child before parameter child. A path that a literal branch matches
+    /// Depth-first, literal child before tailed parameter before parameter child. A path that a literal branch matches
     /// belongs to that branch under every method, as OpenAPI matches concrete paths before templated
     /// ones: `DELETE /v1/users/me/mfa/totp` is 405 (`Allow: POST`), not `DELETE …/mfa/{factorId}`
     /// with `totp` for an id. A parameter is tried only where no literal route matches the path.
@@ -188,6 +198,13 @@ public struct Router: Sendable {
         if let literal = nodes[node].literals[segment] {
             let below = search(node: literal, segments: rest, method: method, captured: &captured)
             if case .none = below {} else { return below }
+        }
+        for (tail, child) in nodes[node].tailed.sorted(by: { $0.key.count > $1.key.count })
+        where segment.count > tail.count && segment.hasSuffix(tail) {
+            captured.append(String(segment.dropLast(tail.count)))
+            let below = search(node: child, segments: rest, method: method, captured: &captured)
+            if case .none = below {} else { return below }
+            captured.removeLast()
         }
         if let parameter = nodes[node].parameter {
             captured.append(segment)

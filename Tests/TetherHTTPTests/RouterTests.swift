@@ -44,6 +44,28 @@ struct RouterTests {
         #expect(try await answer(router, "GET", "/parse/users/u1/links/apple") == "link id=u1 provider=apple")
     }
 
+    @Test func aParameterWithATailTakesWhatComesBeforeIt() async throws {
+        // Google's custom methods: `projects/{id}:createSessionCookie` beside `projects/{id}/accounts`.
+        var router = Router()
+        router.post("/v1/projects/{projectId}:createSessionCookie", handler("cookie"))
+        router.post("/v1/projects/{projectId}:queryAccounts", handler("query"))
+        router.post("/v1/projects/{projectId}", handler("project"))
+        router.post("/v1/projects/{projectId}/accounts", handler("accounts"))
+        router.post("/v1/projects/p:createSessionCookie", handler("literal"))
+        #expect(try await answer(router, "POST", "/v1/projects/demo-1:createSessionCookie") == "cookie projectId=demo-1")
+        #expect(try await answer(router, "POST", "/v1/projects/a:b:queryAccounts") == "query projectId=a:b")
+        #expect(try await answer(router, "POST", "/v1/projects/demo-1/accounts") == "accounts projectId=demo-1")
+        // A literal segment still comes first; the tail alone, with nothing before it, is the plain parameter's.
+        #expect(try await answer(router, "POST", "/v1/projects/p:createSessionCookie") == "literal")
+        #expect(try await answer(router, "POST", "/v1/projects/:createSessionCookie") == "project projectId=:createSessionCookie")
+        #expect(try await answer(router, "POST", "/v1/projects/demo-1:unknownMethod") == "project projectId=demo-1:unknownMethod")
+        guard case .methodNotAllowed(let allowed) = router.route(HTTPRequest(method: "GET", target: "/v1/projects/x:queryAccounts")) else {
+            Issue.record("expected 405")
+            return
+        }
+        #expect(allowed == ["POST"])
+    }
+
     @Test func encodedSlashStaysInsideItsParameter() async throws {
         var router = Router()
         router.get("/files/{name}", handler("file"))

@@ -7,6 +7,7 @@ Run by Tests/TetherAPITests/Firebase/FirebaseAdminSDKTests.swift, which starts a
 Every call goes through the SDK's own request building and response parsing.
 """
 import base64
+import datetime
 import json
 import os
 import time
@@ -16,7 +17,7 @@ import urllib.parse
 import urllib.request
 
 import firebase_admin
-from firebase_admin import auth
+from firebase_admin import auth, exceptions
 
 HOST = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
 PROJECT = os.environ["TETHER_FIREBASE_PROJECT_ID"]
@@ -194,6 +195,38 @@ class Tokens(unittest.TestCase):
         auth.update_user(signed_in["localId"], disabled=True)
         with self.assertRaises(auth.UserDisabledError):
             auth.verify_id_token(signed_in["idToken"], check_revoked=True)
+
+
+class SessionCookies(unittest.TestCase):
+    def test_a_session_cookie_verifies_until_its_user_is_revoked(self):
+        signed_in = client_call("signUp", {"email": "biscuit@example.com", "password": "biscuit's password",
+                                           "returnSecureToken": True})
+        cookie = auth.create_session_cookie(signed_in["idToken"], expires_in=datetime.timedelta(days=5))
+        claims = auth.verify_session_cookie(cookie, check_revoked=True)
+        self.assertEqual(claims["uid"], signed_in["localId"])
+        self.assertEqual(claims["iss"], f"https://session.firebase.google.com/{PROJECT}")
+        self.assertEqual(claims["exp"] - claims["iat"], 5 * 86400)
+        self.assertEqual(claims["email"], "biscuit@example.com")
+        with self.assertRaises(ValueError):
+            auth.create_session_cookie(signed_in["idToken"], expires_in=60)  # the SDK's own bound
+        with self.assertRaises(auth.InvalidIdTokenError):
+            auth.create_session_cookie(signed_in["idToken"][:-4] + "AAAA", expires_in=3600)
+        time.sleep(1.1)  # validSince is whole seconds: revoke in a later second than the cookie's iat
+        auth.revoke_refresh_tokens(signed_in["localId"])
+        with self.assertRaises(auth.RevokedSessionCookieError):
+            auth.verify_session_cookie(cookie, check_revoked=True)
+        # The ID token it was made from is revoked too: no new cookie from it.
+        with self.assertRaises(exceptions.FirebaseError) as refused:
+            auth.create_session_cookie(signed_in["idToken"], expires_in=3600)
+        self.assertIn("TOKEN_EXPIRED", str(refused.exception))
+
+    def test_a_disabled_users_cookie_is_refused(self):
+        signed_in = client_call("signUp", {})
+        cookie = auth.create_session_cookie(signed_in["idToken"], expires_in=3600)
+        self.assertEqual(auth.verify_session_cookie(cookie, check_revoked=True)["uid"], signed_in["localId"])
+        auth.update_user(signed_in["localId"], disabled=True)
+        with self.assertRaises(auth.UserDisabledError):
+            auth.verify_session_cookie(cookie, check_revoked=True)
 
 
 class EmailActions(unittest.TestCase):

@@ -85,6 +85,9 @@ public struct FirebaseRoutes: Sendable {
         for (method, path, handler) in admin {
             router.add(method, "\(v1)/projects/{projectId}/\(path)") { request in try await answer(request, admin: true, handler) }
         }
+        router.post("\(v1)/projects/{projectId}:createSessionCookie") { request in
+            try await answer(request, admin: true, createSessionCookie)
+        }
         router.post("/securetoken.googleapis.com/v1/token") { request in try await answer(request, admin: false, refresh) }
         router.get("\(v3)/getProjectConfig") { request in
             try await answer(request, admin: false) { _ in

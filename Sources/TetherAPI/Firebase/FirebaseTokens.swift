@@ -20,6 +20,8 @@ struct FirebaseIDTokenClaims: Sendable {
     var issuedAt: Date
     var authTime: Date
     var signInProvider: String
+    /// Every claim of the token, as signed.
+    var all: JOSEObject
 }
 
 /// Signs and verifies Firebase ID tokens with Tether's RS256 keys (`/.well-known/firebase-jwks.json`).
@@ -131,7 +133,26 @@ public struct FirebaseIDTokens: Sendable {
         else { throw FirebaseError.invalidIDToken }
         return FirebaseIDTokenClaims(
             localId: localId, sessionId: session, issuedAt: issuedAt, authTime: Date(timeIntervalSince1970: authTime),
-            signInProvider: firebase["sign_in_provider"]?.stringValue ?? "custom")
+            signInProvider: firebase["sign_in_provider"]?.stringValue ?? "custom", all: claims.object)
+    }
+
+    /// The shortest and longest life of a session cookie, in seconds (five minutes, two weeks: firebase-admin's
+    /// and the emulator's bounds); the longest is also the life of a cookie asked for without one.
+    static let sessionCookieLifetimes = 300...1_209_600
+
+    var sessionCookieIssuer: String { "https://session.firebase.google.com/\(projectID)" }
+
+    /// A session cookie made from a verified ID token (firebase-admin's `create_session_cookie`): the token's
+    /// claims, with `iss` the session issuer, `iat` now and `exp` `lifetime` seconds later, signed like ID
+    /// tokens (RS256, `/.well-known/firebase-jwks.json`), where the emulator leaves them unsigned.
+    func sessionCookie(from idToken: FirebaseIDTokenClaims, lifetime: Int, now: Date = Date()) async throws -> String {
+        let key = try await keys.currentSigningKey()
+        let issuedAt = now.timeIntervalSince1970.rounded(.down)
+        var claims = idToken.all
+        claims["iss"] = .string(sessionCookieIssuer)
+        claims["iat"] = .number(issuedAt)
+        claims["exp"] = .number(issuedAt + Double(lifetime))
+        return try key.signer.sign(claims: claims, type: "JWT")
     }
 }
 
