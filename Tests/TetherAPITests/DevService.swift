@@ -187,6 +187,16 @@ struct DevService: Sendable {
     }
 
     /// Every event in the log.
+    /// The position of the log's last event (0 for none).
+    func lastEventPosition() async throws -> Int64 {
+        try await admin.query("SELECT coalesce(max(position), 0)::bigint AS p FROM events")[0].decode("p")
+    }
+
+    /// How many transactions wrote the events after `position`: one command is one.
+    func transactions(after position: Int64) async throws -> Int {
+        try await admin.query("SELECT count(DISTINCT tx)::int AS n FROM events WHERE position > \(position)")[0].decode("n")
+    }
+
     func totalEvents() async throws -> Int {
         await service.emailFlows.finishSending()
         return try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")

@@ -58,6 +58,9 @@ public struct SignInCheck: Sendable {
 /// projection constraint (a credential already linked elsewhere) rolls the whole
 /// command back; sign-in then retries on fresh state, link reports the conflict.
 public struct AccountService: Sendable {
+    /// More of a command, decided on the user's state after its first decision (``UserAccount/deciding(_:at:then:)``).
+    public typealias FollowUp = @Sendable (UserAccount) throws -> [AccountEvent]
+
     public let database: PostgresClient
     public let store: PostgresEventStore
     public let emailPolicy: TetherConfiguration.EmailPolicy
@@ -193,9 +196,13 @@ public struct AccountService: Sendable {
 
     /// Links a verified identity to a signed-in user (with its password, for a `password` identity):
     /// one transaction of two round trips. A password identity's email must be free under either policy.
+    ///
+    /// - Parameter followUp: what else the command decides on the user after the link (a profile change, the
+    ///   new session a surface answers with), written in the same transaction.
     @discardableResult
     public func link(
-        _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, to userId: UUID, context: CommandContext
+        _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, to userId: UUID, context: CommandContext,
+        followUp: FollowUp? = nil
     ) async throws -> UserAccount {
         let seal = try await database.readModelSeal()
         var reads = [try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: seal)]
@@ -211,7 +218,9 @@ public struct AccountService: Sendable {
                 if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
                     throw AccountError.emailAlreadyInUse
                 }
-                return (try account.link(identity, passwordHash: passwordHash, replacing: replacing), ())
+                let linked = try account.link(identity, passwordHash: passwordHash, replacing: replacing)
+                guard let followUp else { return (linked, ()) }
+                return (try account.deciding(linked, at: context.now, then: followUp), ())
             }.account
         }
     }

@@ -55,12 +55,18 @@ public struct LinkCommand: Sendable {
     /// than ``UserAccount/recentSignInWindow`` is refused (`recent_login_required`), as a stolen token
     /// must not add a way in of its holder's choosing (an anonymous user, who cannot sign in again, may).
     public var authTime: Date?
+    /// What else the command decides on the user after the link, in the same transaction.
+    public var followUp: AccountService.FollowUp?
 
-    public init(credential: ProviderCredential, userId: UUID, context: CommandContext, authTime: Date? = nil) {
+    public init(
+        credential: ProviderCredential, userId: UUID, context: CommandContext, authTime: Date? = nil,
+        followUp: AccountService.FollowUp? = nil
+    ) {
         self.credential = credential
         self.userId = userId
         self.context = context
         self.authTime = authTime
+        self.followUp = followUp
     }
 }
 
@@ -134,9 +140,10 @@ public struct AccountCommands: Sendable {
             let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
             let identity = ExternalIdentity(
                 provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
-            return try await accounts.link(identity, passwordHash: hash, to: command.userId, context: command.context)
+            return try await accounts.link(identity, passwordHash: hash, to: command.userId, context: command.context, followUp: command.followUp)
         default:
-            return try await link(try await verify(command.credential), to: command.userId, context: command.context)
+            return try await link(
+                try await verify(command.credential), to: command.userId, context: command.context, followUp: command.followUp)
         }
     }
 
@@ -211,10 +218,11 @@ public struct AccountCommands: Sendable {
     /// Links an identity the surface verified with ``verify(_:context:)`` to the signed-in user; with
     /// `replacing`, another identity of its provider already linked gives way to it in the same command.
     public func link(
-        _ identity: ExternalIdentity, replacing: Bool = false, to userId: UUID, context: CommandContext
+        _ identity: ExternalIdentity, replacing: Bool = false, to userId: UUID, context: CommandContext,
+        followUp: AccountService.FollowUp? = nil
     ) async throws -> UserAccount {
         try await releasingOnServerFailure(identity) {
-            try await accounts.link(identity, replacing: replacing, to: userId, context: context)
+            try await accounts.link(identity, replacing: replacing, to: userId, context: context, followUp: followUp)
         }
     }
 

@@ -32,23 +32,22 @@ extension FirebaseRoutes {
         let account: UserAccount
         if let idToken = try body.string("idToken") {
             let caller = try await authenticate(idToken: idToken)
+            let context = context(request, user: caller.account.id)
             do {
-                // A password added to a user who is not anonymous needs a recent sign-in, as on /v1.
-                _ = try await commands.link(LinkCommand(
-                    credential: .password(email: email, password: password), userId: caller.account.id,
-                    context: context(request, user: caller.account.id), authTime: caller.claims.authTime))
+                // A password added to a user who is not anonymous needs a recent sign-in, as on /v1. The name,
+                // and new tokens (the caller just proved the password and a live session), come in the same command.
+                account = try await commands.link(LinkCommand(
+                    credential: .password(email: email, password: password), userId: caller.account.id, context: context,
+                    authTime: caller.claims.authTime
+                ) { linked in
+                    try linked.deciding(
+                        try displayName.map { try linked.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [],
+                        at: context.now
+                    ) { try $0.reissue(session, provider: ProviderName.password.rawValue, now: context.now) }
+                })
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }
-            if let displayName {
-                _ = try await accounts.updateProfile(
-                    userId: caller.account.id, displayName: displayName, photoURL: nil, clearing: [], emailVerified: nil,
-                    context: context(request, user: caller.account.id))
-            }
-            // The caller just proved the password and a live session: new tokens, with no second sign-in.
-            account = try await accounts.reissue(
-                userId: caller.account.id, session: session, provider: ProviderName.password.rawValue,
-                context: context(request, user: caller.account.id))
         } else {
             do {
                 account = try await commands.signUp(SignUpCommand(
@@ -139,17 +138,20 @@ extension FirebaseRoutes {
         let signIn = SignInCommand(credential: credential, session: session, context: context)
         if let idToken = try request.body.string("idToken") {
             let caller = try await authenticate(idToken: idToken)
+            let context = self.context(request, user: caller.account.id)
+            let account: UserAccount
             do {
-                _ = try await commands.link(identity, to: caller.account.id, context: self.context(request, user: caller.account.id))
+                // Linked: new tokens for the caller in the same command, with no second sign-in (which a second
+                // factor would stop).
+                account = try await commands.link(identity, to: caller.account.id, context: context) { [provider = identity.provider] linked in
+                    try linked.reissue(session, provider: provider, now: context.now)
+                }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)
                 return .object(answer)
             } catch {
                 throw FirebaseError(converting: error)
             }
-            // Linked: new tokens for the caller, with no second sign-in (which a second factor would stop).
-            let account = try await accounts.reissue(
-                userId: caller.account.id, session: session, provider: identity.provider, context: self.context(request, user: caller.account.id))
             return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
         }
         if try request.body.bool("autoCreate") == false,

@@ -114,6 +114,14 @@ extension UserAccount {
         return events + grantEvents(of: identity)
     }
 
+    /// `events`, then what `next` decides on the state after them: two decisions made as one command, so
+    /// that both are written or neither (a link and the new session it answers with, say).
+    public func deciding(
+        _ events: [AccountEvent], at now: Date, then next: (UserAccount) throws -> [AccountEvent]
+    ) rethrows -> [AccountEvent] {
+        events + (try next(appending(events.map { ($0, now) }, version: version)))
+    }
+
     /// Links another provider's identity (the caller has checked it belongs to nobody), with the
     /// password it sets when it is a `password` identity.
     ///

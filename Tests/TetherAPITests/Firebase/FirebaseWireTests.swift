@@ -35,6 +35,7 @@ struct FirebaseWireTests {
 
             // verifyAssertion linking Apple to it (the iOS SDK's v3 name), with the raw nonce in postBody.
             let apple = try await firebase.appleToken("apple-fb", email: "fb@privaterelay.appleid.com", nonce: "raw-nonce-1")
+            let beforeLink = try await firebase.app.lastEventPosition()
             let linked = FirebaseAnswer(try await firebase.app.client.post(
                 "/www.googleapis.com/identitytoolkit/v3/relyingparty/verifyAssertion?key=k",
                 json: JSONValue.object([
@@ -45,6 +46,8 @@ struct FirebaseWireTests {
             #expect(linked.string("localId") == localId)
             #expect(linked.string("providerId") == "apple.com")
             #expect(linked.string("idToken") != nil && linked.string("refreshToken") != nil)
+            // The link and the session it answers with are one command: both written, or neither.
+            #expect(try await firebase.app.transactions(after: beforeLink) == 1)
             #expect(linked.body["isNewUser"] == nil)
             #expect(linked.body["needConfirmation"] == nil && linked.body["errorMessage"] == nil)
             guard case .string(let rawUserInfo)? = linked.body["rawUserInfo"] else { Issue.record("rawUserInfo is not a string"); return }
@@ -75,10 +78,13 @@ struct FirebaseWireTests {
             #expect(overlong.status == 400 && overlong.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(overlong.text)")
             #expect(try await firebase.app.totalEvents() == events)
 
+            let beforeUpgrade = try await firebase.app.lastEventPosition()
             let upgraded = try await firebase.call("accounts:signUp", .object([
                 "idToken": .string(idToken), "email": "ida@example.com", "password": "ida's password", "displayName": "Ida",
             ]))
             #expect(upgraded.status == 200, "\(upgraded.text)")
+            // The password, the name and the new session are one command: all written, or none.
+            #expect(try await firebase.app.transactions(after: beforeUpgrade) == 1)
             #expect(upgraded.string("localId") == anonymous.string("localId"))
             #expect(upgraded.string("displayName") == "Ida")
             #expect(upgraded.idTokenClaims["name"] == "Ida")
