@@ -22,6 +22,9 @@ struct V1EmailFlowTests {
     @Test func aResetCodeWorksOnceEndsEverySessionAndProvesTheAddress() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "Ada@Example.com")
+            let notAnEmail = try await service.client.post("/v1/password-reset", json: ["email": "ada at example.com"])
+            let notAnEmailPointer = try notAnEmail.json["pointer"]?.string
+            #expect(notAnEmail.status == 400 && notAnEmailPointer == "/email", "\(notAnEmail.bodyText)")
             let asked = try await service.client.post("/v1/password-reset", headers: ["Accept-Language": "fr-CH, fr;q=0.9"], json: ["email": "ada@example.com"])
             #expect(asked.status == 202)
             let mail = try await service.lastMail(to: "Ada@Example.com")

@@ -69,6 +69,9 @@ struct V1LinkingRulesTests {
             let short = try await app.link(app.password("stale@example.com", "short"), to: owner.session.accessToken)
             let shortPointer = try short.json["pointer"]?.string
             #expect(short.status == 400 && shortPointer == "/credential/password", "\(short.bodyText)")
+            let notAnEmail = try await app.link(app.password("stale@example", "the owner's password"), to: owner.session.accessToken)
+            let notAnEmailPointer = try notAnEmail.json["pointer"]?.string
+            #expect(notAnEmail.status == 400 && notAnEmailPointer == "/credential/email", "\(notAnEmail.bodyText)")
             #expect(try await app.link(app.password("stale@example.com", "the owner's password"), to: owner.session.accessToken).status == 200)
             let fresh = try await app.client.delete("/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(owner.session.accessToken)"])
             #expect(fresh.status == 200, "\(fresh.bodyText)")

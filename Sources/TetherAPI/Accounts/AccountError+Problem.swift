@@ -23,6 +23,7 @@ extension AccountError: ProblemConvertible {
             extensions["email"] = .string(email)
             extensions["signInMethods"] = .array(signInMethods.map(JSONValue.string))
         }
+        if let pointer { extensions["pointer"] = .string(pointer) }
         var headers: HTTPHeaders = [:]
         if status == 401 {
             headers.add(name: "WWW-Authenticate", value: "Bearer error=\"invalid_token\"")

@@ -135,7 +135,7 @@ public struct AccountCommands: Sendable {
             if let authTime = command.authTime, !(try await accounts.read(command.userId)).isAnonymous {
                 try UserAccount.requireRecentSignIn(authTime: authTime, now: command.context.now)
             }
-            try Self.validate(email: email)
+            try Self.validate(email: email, pointer: "/credential/email")
             try checkPassword(password, pointer: "/credential/password")
             let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
             let identity = ExternalIdentity(
@@ -179,13 +179,14 @@ public struct AccountCommands: Sendable {
         [provider == ProviderName.password.rawValue ? "pwd" : provider]
     }
 
-    /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address.
-    static func validate(email: String) throws(AccountError) {
+    /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address, found at
+    /// `pointer` in the request.
+    static func validate(email: String, pointer: String = "/email") throws(AccountError) {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
         guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
               trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
               trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
-        else { throw .invalidRequest("email is not an email address") }
+        else { throw .invalidRequest("email is not an email address", pointer: pointer) }
     }
 
     /// Signs in (or up) with a provider credential.

@@ -35,13 +35,19 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public let signInMethods: [String]
     /// For `rate_limited`: whole seconds until a retry may succeed.
     public let retryAfterSeconds: Int?
+    /// For `invalid_request`: an RFC 6901 pointer to the member of the request body it is about, when one is.
+    public let pointer: String?
 
-    private init(_ kind: Reason, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil) {
+    private init(
+        _ kind: Reason, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil,
+        pointer: String? = nil
+    ) {
         self.kind = kind
         self.detail = detail
         self.email = email
         self.signInMethods = signInMethods
         self.retryAfterSeconds = retryAfterSeconds
+        self.pointer = pointer
     }
 
     /// The stable machine code of API.md.
@@ -49,7 +55,9 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(code): \(detail)" }
 
-    public static func invalidRequest(_ detail: String) -> AccountError { .init(.invalidRequest, detail) }
+    public static func invalidRequest(_ detail: String, pointer: String? = nil) -> AccountError {
+        .init(.invalidRequest, detail, pointer: pointer)
+    }
     public static let invalidCredential = AccountError(.invalidCredential, "The credential was not accepted.")
     public static let userDisabled = AccountError(.userDisabled, "This account is disabled.")
     public static func accountExistsWithDifferentCredential(email: String, signInMethods: [String]) -> AccountError {
