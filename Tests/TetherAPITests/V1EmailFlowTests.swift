@@ -109,7 +109,12 @@ struct V1EmailFlowTests {
 
             let verified = try await service.client.post("/v1/email-verification/confirm", json: ["code": verify.code])
             #expect(verified.status == 200)
-            #expect(try verified.decodeJSON([String: SignedIn.User].self)["user"]?.emailVerified == true)
+            let answered = try #require(try verified.decodeJSON([String: SignedIn.User].self)["user"])
+            #expect(answered.emailVerified == true)
+            // The password signs in with the proved address: its identity says so, in the answer and when read again.
+            #expect(answered.identities.map(\.emailVerified) == [true], "\(verified.bodyText)")
+            let read = try await service.client.get("/v1/users/me", headers: bearer(ada)).decodeJSON([String: SignedIn.User].self)["user"]
+            #expect(read?.identities.map(\.emailVerified) == [true])
             let already = try await service.client.post("/v1/users/me/email-verification", headers: bearer(ada), body: [])
             #expect(already.status == 409)
             #expect(already.bodyText.contains("email_already_verified"))

@@ -48,6 +48,18 @@ struct UserBody: JSONTextWritable, Sendable {
     var identities: [Identity]
     var mfa: [FactorBody]
 
+    /// `identities` as answered: a password identity's address is proved exactly when the user's is and is
+    /// the same address (a mailed code, a reset or a provider that vouches for it proves the user's address,
+    /// which the password signs in with), whatever its identity recorded when it was linked.
+    static func answered(_ identities: [Identity], email: String?, emailVerified: Bool) -> [Identity] {
+        identities.map { identity in
+            guard identity.provider == "password" else { return identity }
+            var answered = identity
+            answered.emailVerified = emailVerified && email.map(ExternalIdentity.normalize) == identity.uid
+            return answered
+        }
+    }
+
     /// Whether the user's only identity is anonymous (``UserAccount/isAnonymous``).
     var isAnonymous: Bool { identities.count == 1 && identities[0].provider == ExternalIdentity.anonymousProvider }
 
@@ -62,20 +74,22 @@ struct UserBody: JSONTextWritable, Sendable {
             """)
         let factors = try await FactorBody.loadConfirmed(of: id, from: database)
         let seal = try await database.readModelSeal()
+        let email: String? = try row.decode("email", openedWith: seal)
+        let emailVerified: Bool = try row.decode("email_verified")
         return UserBody(
-            id: id, email: try row.decode("email", openedWith: seal), emailVerified: try row.decode("email_verified"),
+            id: id, email: email, emailVerified: emailVerified,
             displayName: try row.decode("display_name", openedWith: seal), photoUrl: try row.decode("photo_url", openedWith: seal),
             disabled: try row.decode("disabled"),
             createdAt: ISO8601Milliseconds.format(try row.decode("created_at")),
             lastSignInAt: try row.decode("last_sign_in_at", as: Date?.self).map(ISO8601Milliseconds.format),
-            identities: try identities.map { identity in
+            identities: answered(try identities.map { identity in
                 Identity(
                     provider: try identity.decode("provider"), uid: try identity.decode("provider_uid", openedWith: seal) ?? "",
                     email: try identity.decode("email", openedWith: seal), emailVerified: try identity.decode("email_verified"),
                     displayName: try identity.decode("display_name", openedWith: seal),
                     linkedAt: ISO8601Milliseconds.format(try identity.decode("linked_at")),
                     emailForwarding: try identity.decode("email_forwarding"))
-            },
+            }, email: email, emailVerified: emailVerified),
             mfa: factors)
     }
 
@@ -234,12 +248,12 @@ extension UserBody {
             photoUrl: account.photoURL, disabled: account.isDisabled,
             createdAt: ISO8601Milliseconds.format(account.createdAt ?? Date(timeIntervalSince1970: 0)),
             lastSignInAt: account.lastSignInAt.map(ISO8601Milliseconds.format),
-            identities: account.identities.values.sorted { ($0.linkedAt, $0.provider) < ($1.linkedAt, $1.provider) }.map { identity in
+            identities: Self.answered(account.identities.values.sorted { ($0.linkedAt, $0.provider) < ($1.linkedAt, $1.provider) }.map { identity in
                 Identity(
                     provider: identity.provider, uid: identity.uid, email: identity.email, emailVerified: identity.isEmailVerified,
                     displayName: identity.displayName, linkedAt: ISO8601Milliseconds.format(identity.linkedAt),
                     emailForwarding: identity.emailForwarding)
-            },
+            }, email: account.email, emailVerified: account.isEmailVerified),
             mfa: account.mfa.confirmedFactors.map { factor in
                 FactorBody(
                     id: factor.id, type: factor.type.rawValue, displayName: factor.displayName,
