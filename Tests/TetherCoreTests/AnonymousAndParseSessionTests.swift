@@ -33,6 +33,28 @@ struct AnonymousAndParseSessionTests {
         #expect(throws: AccountError.lastSignInMethod) { try user.unlink(provider: "anonymous", byAdmin: false) }
     }
 
+    /// An anonymous user who was given an address gets a password from a reset, or from an admin: either way
+    /// it stops being anonymous, and its anonymous identity goes in the same command, as a link drops it.
+    @Test func aPasswordFromAResetOrAnAdminUpgradesAnAnonymousUser() throws {
+        let id = UUID()
+        var history = UserAccount.register(id: id, identity: anonymous, session: nil, now: now)
+        history += try account(history, id: id).changeEmail(to: "ada@example.com", verified: true)
+        let codeId = UUID()
+        history += try account(history, id: id).issueEmailCode(
+            .passwordReset, codeId: codeId, codeHash: "hash", email: "ada@example.com", expiresAt: now.addingTimeInterval(600))
+        let user = account(history, id: id)
+        let code = try #require(user.checkEmailCode("hash", for: [.passwordReset], presentedFor: .passwordReset, now: now).code)
+        for events in [try user.resetPassword(with: code, passwordHash: "scrypt$…", now: now), try user.setPassword("scrypt$…", now: now)] {
+            let upgraded = account(history + events, id: id)
+            #expect(upgraded.signInMethods == ["password"], "\(events.map(\.type))")
+            #expect(!upgraded.isAnonymous)
+            #expect(events.contains { event in
+                if case .identityUnlinked(let payload) = event { return payload.provider == "anonymous" && payload.reason == "upgraded" }
+                return false
+            })
+        }
+    }
+
     @Test func aPasswordIsLinkedWithItsHashAndOnlyThen() throws {
         let id = UUID()
         let user = account(UserAccount.register(id: id, identity: anonymous, session: nil, now: now), id: id)

@@ -72,6 +72,26 @@ struct UserAccountTests {
         #expect(user.sessions[passwordSession] == nil, "the ended session left the state")
     }
 
+    /// A squatter signs up with the owner's unproved address and links their own Google account, whose
+    /// provider proved another address: when the owner comes with a provider that proves this one, the
+    /// squatter's Google account goes too, as a reset would drop it.
+    @Test func aTakeoverDropsIdentitiesWhoseProviderProvedAnotherAddress() throws {
+        let id = UUID()
+        let password = ExternalIdentity(provider: "password", uid: "v@icloud.com", email: "v@icloud.com", isEmailVerified: false)
+        var history = UserAccount.register(id: id, identity: password, passwordHash: "scrypt$…", session: session("p0"), now: now)
+        let squatters = ExternalIdentity(provider: "google", uid: "g-squatter", email: "squatter@gmail.com", isEmailVerified: true)
+        history += try account(history, id: id).link(squatters)
+        let apple = ExternalIdentity(provider: "apple", uid: "001.owner", email: "V@icloud.com", isEmailVerified: true)
+        #expect(apple.isTrustedForEmail)
+        let takeover = try account(history, id: id).takeOver(with: apple, session: session("t0"), now: now)
+        let unlinked = takeover.compactMap { event -> String? in
+            if case .identityUnlinked(let payload) = event, payload.reason == "takeover" { return payload.provider }
+            return nil
+        }
+        #expect(unlinked == ["google", "password"])
+        #expect(account(history + takeover, id: id).signInMethods == ["apple"])
+    }
+
     @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
         let id = UUID()
         let first = session("h0")

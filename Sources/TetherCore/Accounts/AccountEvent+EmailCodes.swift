@@ -181,13 +181,9 @@ extension UserAccount {
         if !isEmailVerified {
             // Only an identity that proved this very address vouches for it; second factors enrolled before
             // the address was proved may be a squatter's, and go too.
-            let address = ExternalIdentity.normalize(email)
-            for existing in identities.values.sorted(by: { $0.provider < $1.provider }) where existing.provider != "password" {
-                let vouches = existing.isEmailVerified && existing.email.map(ExternalIdentity.normalize) == address
-                if !vouches {
-                    events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "password_reset")))
-                }
-            }
+            events += unlinking(
+                identitiesNotVouchingFor: ExternalIdentity.normalize(email), keeping: ["password", ExternalIdentity.anonymousProvider],
+                reason: "password_reset")
             for factor in mfa.factors.values.sorted(by: { $0.id.sortsBefore($1.id) }) {
                 events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset")))
             }
@@ -197,6 +193,7 @@ extension UserAccount {
             events.append(.identityLinked(.init(
                 provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: true, personal: PersonalData(email: email))))
         }
+        events += upgradingFromAnonymous
         events += settingPassword(passwordHash, except: code.id)
         return events + (try revokeAllSessions(now: now))
     }

@@ -100,10 +100,8 @@ extension UserAccount {
             throw .accountExistsWithDifferentCredential(email: email ?? identity.email ?? "", signInMethods: signInMethods)
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
-        var events: [AccountEvent] = []
-        for existing in identities.values.sorted(by: { $0.provider < $1.provider }) where !existing.isEmailVerified {
-            events.append(.identityUnlinked(.init(provider: existing.provider, uid: existing.uid, reason: "takeover")))
-        }
+        // An identity whose provider proved another address proves nothing about this one: it goes too.
+        var events = unlinking(identitiesNotVouchingFor: identity.normalizedEmail ?? "", keeping: [], reason: "takeover")
         events.append(.identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: true, personal: personal)))
         events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: identity.email))))
         for active in activeSessions {
@@ -112,6 +110,20 @@ extension UserAccount {
         events.append(.sessionsRevoked(.init(validSince: now)))
         events += Self.started(session, provider: identity.provider, outcome: "takeover", now: now)
         return events + grantEvents(of: identity)
+    }
+
+    /// Unlinks, with `reason`, every identity of a provider not in `kept` that does not vouch for `address`
+    /// (normalized): one vouches when its provider proved this very address. Whoever linked the others may
+    /// not own the address.
+    func unlinking(identitiesNotVouchingFor address: String, keeping kept: Set<String>, reason: String) -> [AccountEvent] {
+        identities.values.sorted { $0.provider < $1.provider }.filter { existing in
+            !kept.contains(existing.provider) && !(existing.isEmailVerified && existing.email.map(ExternalIdentity.normalize) == address)
+        }.map { .identityUnlinked(.init(provider: $0.provider, uid: $0.uid, reason: reason)) }
+    }
+
+    /// The anonymous identity, unlinked (reason `upgraded`) as a real way to sign in joins the user.
+    var upgradingFromAnonymous: [AccountEvent] {
+        identities[ExternalIdentity.anonymousProvider].map { [.identityUnlinked(.init(provider: $0.provider, uid: $0.uid, reason: "upgraded"))] } ?? []
     }
 
     /// `events`, then what `next` decides on the state after them: two decisions made as one command, so
@@ -158,10 +170,7 @@ extension UserAccount {
         if identity.isEmailVerified, !isEmailVerified, let email, identity.normalizedEmail == ExternalIdentity.normalize(email) {
             events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: email))))
         }
-        if let anonymous = identities[ExternalIdentity.anonymousProvider] {
-            events.append(.identityUnlinked(.init(provider: anonymous.provider, uid: anonymous.uid, reason: "upgraded")))
-        }
-        return events + grantEvents(of: identity)
+        return events + upgradingFromAnonymous + grantEvents(of: identity)
     }
 
     /// Replaces the password of a user who has one: every session ends (whoever knew the old password

@@ -138,6 +138,7 @@ extension UserAccount {
             events.append(.identityLinked(.init(
                 provider: "password", uid: ExternalIdentity.normalize(email), emailVerified: isEmailVerified, personal: PersonalData(email: email))))
         }
+        events += upgradingFromAnonymous
         events += settingPassword(passwordHash)
         return events + (try revokeAllSessions(now: now))
     }
