@@ -135,7 +135,10 @@ public struct AdminUserDirectory: Sendable {
 
     /// The user with identities, factors and recent sessions: `{"user", "validSince", "sessions", "activeSessionCount", "factors"}`.
     public func detail(_ id: UUID) async throws -> JSONValue {
-        let user = try await UserBody.load(id, from: database)
+        var user = try await UserBody.load(id, from: database)
+        for index in user.identities.indices {
+            user.identities[index].uid = SecretUID.shown(provider: user.identities[index].provider, uid: user.identities[index].uid)
+        }
         let seal = try await database.readModelSeal()
         let extra = try await database.query("""
             SELECT valid_since,

@@ -52,7 +52,10 @@ public struct UserExport: Sendable {
     /// One event: its history line's members, and `data`, its payload without secrets.
     static func entry(_ event: RecordedEvent) -> JSONValue {
         guard case .object(var members) = HistoryEntry(event).json else { return .null }
-        members["data"] = (try? JSONValue(parsing: Array(event.data))).map(exported) ?? .null
+        members["data"] = (try? JSONValue(parsing: Array(event.data))).map { data in
+            guard case .object(let payload) = data, event.type == "IdentityLinked" || event.type == "IdentityUnlinked" else { return exported(data) }
+            return exported(.object(SecretUID.shown(payload)))
+        } ?? .null
         return .object(members)
     }
 

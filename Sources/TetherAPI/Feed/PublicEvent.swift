@@ -76,6 +76,12 @@ public enum PublicEvent {
             guard personal, let value = sealed[name], value != .null else { return }
             data[publicName ?? name] = value
         }
+        /// The identity's uid, personal, for readers allowed it, and an anonymous one only as ``SecretUID`` shows it.
+        func shownUID() {
+            guard personal, case .string(let uid)? = payload["uid"], uid != ExternalIdentity.erasedUID else { return }
+            guard case .string(let provider)? = payload["provider"] else { return }
+            data["uid"] = .string(SecretUID.shown(provider: provider, uid: uid))
+        }
         switch event.type {
         case "UserRegistered":
             plain("emailVerified")
@@ -106,12 +112,12 @@ public enum PublicEvent {
         case "IdentityLinked":
             plain("provider")
             plain("emailVerified")
-            if personal, let uid = payload["uid"], uid != .string(ExternalIdentity.erasedUID) { data["uid"] = uid }
+            shownUID()
             personalMember("email")
         case "IdentityUnlinked":
             plain("provider")
             plain("reason")
-            if personal, let uid = payload["uid"], uid != .string(ExternalIdentity.erasedUID) { data["uid"] = uid }
+            shownUID()
         case "SessionStarted":
             plainId("sessionId")
             plain("amr")

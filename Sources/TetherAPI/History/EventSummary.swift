@@ -37,9 +37,9 @@ public struct EventSummary: Sendable, Hashable {
             text = "registered: " + parts.joined(separator: ", ")
         case "IdentityLinked":
             let email = payload.personal("email").map { ": email \($0)\(payload.verification("emailVerified"))" } ?? ""
-            text = "linked \(payload["provider"]) \(payload["uid"])\(email)"
+            text = "linked \(payload["provider"]) \(payload.uid)\(email)"
         case "IdentityUnlinked":
-            text = "unlinked \(payload["provider"]) \(payload["uid"]) (\(payload["reason"]))"
+            text = "unlinked \(payload["provider"]) \(payload.uid) (\(payload["reason"]))"
         case "EmailVerified":
             text = "email verified by \(payload["provider"])" + (payload.personal("email").map { ": \($0)" } ?? "")
         case "PasswordSet":
@@ -198,6 +198,9 @@ private final class Payload {
 
     /// A member as text, or `?` when it is missing.
     subscript(_ key: String) -> String { text(key) ?? "?" }
+
+    /// The identity's `uid` as support may see it (``SecretUID``).
+    var uid: String { SecretUID.shown(provider: self["provider"], uid: self["uid"]) }
 
     /// A scalar member as text.
     func text(_ key: String) -> String? {

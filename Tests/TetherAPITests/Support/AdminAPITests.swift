@@ -8,6 +8,44 @@ import TetherTesting
 
 @Suite("Support and admin API over HTTP")
 struct AdminAPITests {
+    /// A Parse anonymous user signs in with its `authData.anonymous.id` alone: support and admin readers
+    /// (user detail, history, export, the event feed) see a fingerprint of it, never the id itself.
+    @Test func anAnonymousIdReachesSupportOnlyAsAFingerprint() async throws {
+        try await SupportHarness.run(settings: ["TETHER_PARSE_APP_ID": "support-app"]) { harness in
+            let secretId = "7d1b6a52-3c5e-4f1a-9e0b-2a4c6d8e0f13"
+            func parseLogIn(_ id: String) async throws -> HTTPTestClient.Response {
+                try await harness.client.post(
+                    "/parse/users", headers: ["X-Parse-Application-Id": "support-app"],
+                    json: ["authData": JSONValue.object(["anonymous": .object(["id": .string(id)])])])
+            }
+            let signedUp = try await parseLogIn(secretId)
+            #expect(signedUp.status == 201, "\(signedUp.bodyText)")
+            let objectId = try #require(try signedUp.json["objectId"]?.string)
+            let userId = try #require(try await harness.owner.query(
+                "SELECT user_id FROM identities WHERE provider = 'anonymous'").first?.decode("user_id", as: UUID.self)).uuidString.lowercased()
+            let (_, support) = try await harness.adminKey(.support)
+            let (_, admin) = try await harness.adminKey(.admin)
+            let detail = try await harness.adminGet("/v1/admin/users/\(userId)", key: support)
+            #expect(detail.status == 200, "\(detail.bodyText)")
+            let fingerprint = try #require(detail.bodyText.range(of: #"sha256:[0-9a-f]{16}"#, options: .regularExpression).map { String(detail.bodyText[$0]) })
+            let reads = [
+                ("detail", detail),
+                ("history", try await harness.adminGet("/v1/admin/users/\(userId)/history", key: support)),
+                ("export", try await harness.adminGet("/v1/admin/users/\(userId)/export", key: admin)),
+                ("feed", try await harness.adminGet("/v1/admin/events?userId=\(userId)", key: admin)),
+            ]
+            for (name, read) in reads {
+                #expect(read.status == 200, "\(name): \(read.bodyText)")
+                #expect(!read.bodyText.contains(secretId), "\(name) shows the anonymous id: \(read.bodyText)")
+                #expect(read.bodyText.contains(fingerprint), "\(name) shows no fingerprint: \(read.bodyText)")
+            }
+            // The fingerprint signs nobody in to the user; the id still does.
+            let withFingerprint = try await parseLogIn(fingerprint)
+            #expect(try withFingerprint.json["objectId"]?.string != objectId)
+            #expect(try await parseLogIn(secretId).json["objectId"]?.string == objectId)
+        }
+    }
+
     @Test func requestsWithoutALiveKeyAre401AndReachNothing() async throws {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("ada@example.com")
