@@ -16,7 +16,7 @@ extension FirebaseRoutes {
         let v1 = Self.identityToolkit
         router.post("\(v1)/projects/{projectId}/accounts:sendOobCode") { request in try await answer(request, admin: true, sendOobCode) }
         router.get("/emulator/v1/projects/{projectId}/oobCodes") { request in
-            try await answer(request, admin: false) { _ in try oobCodes() }
+            try await answer(request, admin: false) { _ in try await oobCodes() }
         }
     }
 
@@ -144,12 +144,23 @@ extension FirebaseRoutes {
     }
 
     /// `GET /emulator/v1/projects/{projectId}/oobCodes` under `tether dev`: every code mailed or handed to an
-    /// admin, oldest first, as the emulator lists them.
-    func oobCodes() throws -> JSONValue {
+    /// admin that can still be used, oldest first, as the emulator lists them (it deletes a code once used;
+    /// Tether keeps the code in the user's history, and leaves used, expired and withdrawn ones out here).
+    func oobCodes() async throws -> JSONValue {
         guard let outbox = emailFlows.devOutbox else {
             throw FirebaseError("NOT_FOUND", "Not Found", status: 404)
         }
-        let entries: [JSONValue] = outbox.mails().map { mail in
+        var users: [UUID: UserAccount] = [:]
+        var pending: [DevMailOutbox.Entry] = []
+        for mail in outbox.mails() {
+            guard let userId = EmailCodeFormat.userId(of: mail.code) else { continue }
+            if users[userId] == nil { users[userId] = try await accounts.read(userId) }
+            let hash = EmailCodeFormat.hash(mail.code)
+            if let code = users[userId]?.emailCodes.values.first(where: { $0.codeHash == hash }), !code.isUsed, !code.isSpent, code.expiresAt > Date() {
+                pending.append(mail)
+            }
+        }
+        let entries: [JSONValue] = pending.map { mail in
             var entry: [String: JSONValue] = [
                 "email": .string(mail.to), "requestType": .string(Self.requestType(mail.template.purpose)),
                 "oobCode": .string(mail.code), "oobLink": .string(mail.link),

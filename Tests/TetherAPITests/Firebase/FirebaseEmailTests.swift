@@ -53,6 +53,9 @@ struct FirebaseEmailTests {
             #expect(try await signIn(firebase, "ann@example.com", "first password").errorMessage == "INVALID_LOGIN_CREDENTIALS")
             let spent = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(code), "newPassword": "third password"]))
             #expect(spent.errorMessage == "INVALID_OOB_CODE")
+            // A used code leaves the emulator's listing, as the emulator deletes it.
+            let afterUse = try await firebase.app.client.get("/emulator/v1/projects/\(FirebaseApp.projectID)/oobCodes")
+            #expect(try afterUse.decodeJSON([String: [[String: String]]].self)["oobCodes"]?.isEmpty == true, "\(afterUse.bodyText)")
             #expect(try await firebase.call("accounts:resetPassword", .object(["oobCode": "garbage"])).errorMessage == "INVALID_OOB_CODE")
             #expect(try await firebase.call("accounts:resetPassword", .object([:])).errorMessage == "MISSING_OOB_CODE")
         }
