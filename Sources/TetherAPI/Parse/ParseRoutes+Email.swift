@@ -29,11 +29,12 @@ extension ParseRoutes {
         }
     }
 
-    /// Both email routes: `{"email"}` → `{}`, Parse's 204 and 125 for a missing or non-string address.
+    /// Both email routes: `{"email"}` → `{}`, Parse's 204 for a missing or empty address and 125 for one that
+    /// is not a string.
     private func mailCode(_ purpose: EmailCodePurpose, _ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let body = try Self.object(request)
-        guard let value = body["email"], value != .null else { throw ParseError(204, "you must provide an email") }
-        guard case .string(let email) = value, !email.isEmpty else { throw ParseError(ParseError.invalidEmailAddress, "you must provide a valid email string") }
+        guard let value = body["email"], value != .null, value != .string("") else { throw ParseError(204, "you must provide an email") }
+        guard case .string(let email) = value else { throw ParseError(ParseError.invalidEmailAddress, "you must provide a valid email string") }
         guard let flows = emailFlows, flows.sendsMail else { throw Self.emailUnconfigured }
         let revealing = caller.master != nil && purpose == .verifyEmail
         let flowRequest = EmailFlows.Request(
@@ -44,7 +45,7 @@ extension ParseRoutes {
         } catch let error as AccountError where error.reason == .invalidRequest && !revealing {
             // An address that is not one has no account either: the same `{}` as any unknown address.
         } catch let error as AccountError where error.reason == .notFound || error.reason == .invalidRequest {
-            throw ParseError(205, "No user found with email \(email).")
+            throw ParseError(205, "No user found with email \(email)")
         } catch let error as AccountError where error.reason == .emailAlreadyVerified {
             throw ParseError(ParseError.otherCause, "Email \(email) is already verified.")
         }
