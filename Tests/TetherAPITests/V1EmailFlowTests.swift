@@ -121,6 +121,21 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// A code that a newer one replaced minutes after it was mailed is refused as replaced, not as expired
+    /// (which would puzzle its holder); Firebase answers INVALID_OOB_CODE, as for a code it deleted.
+    @Test func aReplacedCodeSaysItWasReplaced() async throws {
+        try await DevService.run { service in
+            _ = try await signUp(service, "ada@example.com")
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let older = try await service.lastMail(to: "ada@example.com").code
+            _ = try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"])
+            let replaced = try await service.client.post("/v1/password-reset/confirm", json: ["code": older, "newPassword": "a new password"])
+            #expect(replaced.status == 401)
+            #expect(replaced.bodyText.contains("replaced") && !replaced.bodyText.contains("expired"), "\(replaced.bodyText)")
+            #expect(try await service.eventCount("EmailCodeRefused") == 1)
+        }
+    }
+
     @Test func aResetOfAnUnprovedAddressDropsCredentialsThatDoNotVouchForIt() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")

@@ -84,6 +84,10 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func invalidCode(_ detail: String) -> AccountError { .init(.invalidCode, detail) }
     /// A mailed code that matches none of the user's (or a user who is gone).
     public static let unknownEmailCodeDetail = "This code is not valid: check the link, or ask for a new code."
+    /// A mailed code withdrawn before its expiry: a newer code of its kind, or a change to the account (a new
+    /// password, another address, every session ended), took its place.
+    public static let withdrawnCode = AccountError(
+        .invalidCode, "This code was replaced by a newer one or by a change to the account; use the latest mail, or ask for a new code.")
     /// A mailed code presented after its expiry (a surface may tell it apart: Firebase's `EXPIRED_OOB_CODE`).
     public static let expiredCode = AccountError(.invalidCode, "This code has expired; ask for a new one.")
     public static let emailAlreadyVerified = AccountError(.emailAlreadyVerified, "The account's email address is already verified.")

@@ -155,7 +155,11 @@ extension UserAccount {
         guard purposes.contains(code.purpose) else {
             return refuse(code, "wrong_purpose", .invalidCode("This code is not for this; use the link of the mail that brought it."))
         }
-        if code.isSpent { return refuse(code, "expired", .expiredCode) }
+        if code.isSpent {
+            // Spent before its time: it was withdrawn, and saying it expired would puzzle whoever has a mail minutes old.
+            if now < code.expiresAt { return refuse(code, "withdrawn", AccountError.withdrawnCode) }
+            return refuse(code, "expired", AccountError.expiredCode)
+        }
         if now >= code.expiresAt { return (nil, ([.emailCodeExpired(.init(codeId: code.id, purpose: code.purpose))], .expiredCode)) }
         guard !isDisabled else { return (nil, ([], .userDisabled)) }
         // An email change asked for before every session was ended (a password reset, "sign out everywhere")
