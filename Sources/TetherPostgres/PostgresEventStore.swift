@@ -137,7 +137,7 @@ public struct PostgresEventStore: Sendable {
 
     /// Like ``appendAtEnd(_:to:metadata:)``, for events decided from `reads`: statements run in the same
     /// transaction, after the locks and in the same first round trip, whose rows `decide` turns into the
-    /// events (about `userId` only, or no one) and the caller's result. The commit is the second round
+    /// events (about `userId` only, or no one; none writes nothing) and the caller's result. The commit is the second round
     /// trip (the third, once, for a user with no key yet: the key is made between the two).
     ///
     /// `decide` runs on the connection, between the two round trips: it must not block on anything else.
@@ -176,8 +176,13 @@ public struct PostgresEventStore: Sendable {
                 expiring[entry.purpose] = try ExpiringKeys.key(from: rows[entry.index], named: entry.name, masterKeys: masterKeys)
             }
             let (events, result) = try decide(rows[internalCount...])
+            // Nothing decided, nothing written: the transaction ends with what it read.
+            if events.isEmpty {
+                try transaction.commit([])
+                return result
+            }
             let named = Set(events.compactMap(\.userId))
-            guard !events.isEmpty, events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
+            guard events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
                 throw AppendAtEndError(count: events.count, users: named.count)
             }
             let userKeys = Dictionary(events.compactMap { event in event.userId.flatMap { id in key.map { (id, $0) } } }) { first, _ in first }

@@ -137,7 +137,7 @@ public struct AdminKeyStore: Sendable {
 
     /// Records a request that projects nothing, decided from `reads`: they run in the record's own
     /// transaction, in its first round trip (after the locks of the key's stream and of `userId`),
-    /// and `decide` makes the record and the caller's result of their rows. Two round trips in all
+    /// and `decide` makes the record (nil: none) and the caller's result of their rows. Two round trips in all
     /// (three, once, about a user with no key yet): what the request reads costs no round trip more
     /// than its record. Retried like ``record(_:keyId:metadata:)``.
     ///
@@ -146,7 +146,7 @@ public struct AdminKeyStore: Sendable {
     /// ``AdminError/invalidKey``.
     public func record<T: Sendable>(
         keyId: UUID, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery],
-        decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (record: AdminEvent, result: T)
+        decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (record: AdminEvent?, result: T)
     ) async throws -> T {
         let live: PostgresQuery = "SELECT 1 AS live FROM admin_keys WHERE id = \(keyId) AND revoked_at IS NULL"
         var attempt = 0
@@ -156,7 +156,7 @@ public struct AdminKeyStore: Sendable {
                 return try await store.appendAtEnd(to: .adminKey(keyId), about: userId, metadata: metadata, reading: [live] + reads) { rows in
                     guard !rows[rows.startIndex].isEmpty else { throw AdminError.invalidKey }
                     let (record, result) = try decide(rows.dropFirst())
-                    return ([try AdminEventCodec.encode(record)], result)
+                    return (try record.map { [try AdminEventCodec.encode($0)] } ?? [], result)
                 }
             } catch let error as PostgresError where error.isTransient && attempt < Self.maxAttempts {
                 continue

@@ -121,10 +121,11 @@ public struct AdminRoutes: Sendable {
             let id = try Self.userID(request)
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
-            let reads = history.pageStatements(of: id, after: after, limit: limit) + [AdminUserDirectory.knownStatement(id)]
+            let reads = history.pageStatements(of: id, after: after, limit: limit)
+                + [AdminUserDirectory.knownStatement(id), Self.recentHistoryViewStatement(of: id, by: key.id)]
             // The record, from how many rows were read, and the page's text started on a dispatch thread: the
             // record commits while the page is opened and written out, and sends nothing until it has.
-            let answer: @Sendable (ArraySlice<PostgresRows>, Double?) -> (AdminEvent, Result<BlockingWork.Pending<[UInt8]>, AccountError>) = {
+            let answer: @Sendable (ArraySlice<PostgresRows>, Double?) -> (AdminEvent?, Result<BlockingWork.Pending<[UInt8]>, AccountError>) = {
                 [history] rows, lag in
                 let count = PostgresEventStore.userEventsStatementCount
                 let returned = UserHistory.entryCount(in: rows.prefix(count), limit: limit)
@@ -134,7 +135,10 @@ public struct AdminRoutes: Sendable {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }
-                let record = AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200))
+                // The pages of one reading are recorded once: each page's record would otherwise be on the next
+                // page, and a reader of small pages would never reach the end.
+                let record = rows[rows.startIndex + count + 1].isEmpty
+                    ? AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200)) : nil
                 return (record, .success(history.startWriting(of: id, from: rows.prefix(count), limit: limit, replicaLagSeconds: lag)))
             }
             let text: [UInt8] = try await history.timed {
@@ -144,7 +148,7 @@ public struct AdminRoutes: Sendable {
                     let rows = try await replica.database.withTransactionJob { try $0.runAlone(reads + [ReadReplica.lagStatement]) }
                     let (record, read) = answer(rows.dropLast(), try ReadReplica.lag(from: rows[rows.endIndex - 1]))
                     do {
-                        try await keys.record(record, keyId: key.id, metadata: metadata)
+                        if let record { try await keys.record(record, keyId: key.id, metadata: metadata) }
                     } catch {
                         throw Recorded(error: error)
                     }
@@ -170,6 +174,20 @@ public struct AdminRoutes: Sendable {
             }
             return HTTPResponse.json(text: text)
         }
+    }
+
+    /// How long a key's reading of a user's history is one reading: its later pages add no record.
+    static let historyReadingWindow = "10 minutes"
+
+    /// A row when `keyId` recorded a successful read of `userId`'s history among the user's last 50 events
+    /// and within ``historyReadingWindow`` (the user's newest events, read backwards on their index).
+    static func recentHistoryViewStatement(of userId: UUID, by keyId: UUID) -> PostgresQuery {
+        """
+        SELECT 1 AS recent FROM (SELECT stream, type, occurred_at FROM events WHERE user_id = \(userId) ORDER BY position DESC LIMIT 50) e
+        WHERE e.stream = \(StreamName.adminKey(keyId).rawValue) AND e.type = 'AdminHistoryViewed'
+          AND e.occurred_at > now() - \(historyReadingWindow)::interval
+        LIMIT 1
+        """
     }
 
     /// Everything held about the user (``UserExport``), for an admin key; recorded like an action.
