@@ -29,6 +29,29 @@ struct V1SessionsTests {
         }
     }
 
+    /// A retried refresh (same Idempotency-Key) gets its first answer while that answer's token is still the
+    /// session's; once the client refreshed past it, the same request is a reused token and ends the session,
+    /// whatever key comes with it: a captured request must not yield working tokens again.
+    @Test func aRetriedRefreshIsReplayedOnlyUntilTheSessionMovesOn() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-retried-refresh"))
+            let key = UUID().uuidString
+            let first = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(first.status == 200)
+            let retried = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(retried.bodyText == first.bodyText && retried.headers.values(for: "Idempotent-Replayed") == ["true"])
+            let second = try first.decodeJSON(SignedIn.self)
+            let third = try await app.refresh(second.session.refreshToken)
+            #expect(third.status == 200)
+
+            let captured = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(captured.status == 401, "\(captured.bodyText)")
+            #expect(try captured.decodeJSON(ProblemBody.self).code == "refresh_token_reused")
+            #expect(try await app.refresh(try third.decodeJSON(SignedIn.self).session.refreshToken).status == 401, "the session ended")
+            #expect(try await app.me(second.session.accessToken).status == 401)
+        }
+    }
+
     @Test func aTokenReusedAtAnotherInstanceEndsTheSessionThere() async throws {
         try await DevService.run { app in try await app.withTwoInstances { ports in
             // Each instance keeps users' states between commands: the rotation made at the first must be

@@ -40,7 +40,12 @@ struct IdempotentRequests: Sendable {
         }
         let derived = Derived(request: request, principal: principal, key: key)
         if let stored = try await reserve(derived) {
-            return try stored.get()
+            let response = try stored.get()
+            // An answer that opened or rotated a session is replayed only while its refresh token is still the
+            // session's: once the client refreshed past it, or the session ended, the request runs again, and a
+            // used refresh token is refused as reuse, whatever key comes with it.
+            guard try await Self.sessionStillAt(response, in: database) else { return try await handler() }
+            return response
         }
         do {
             let response = try await handler()
@@ -92,6 +97,20 @@ struct IdempotentRequests: Sendable {
             }
         }
         throw Problem.serviceUnavailable(detail: "A request with this id is still being answered; retry shortly.")
+    }
+
+    /// Whether `response` hands out no refresh token (`session.refreshToken`), or one that is still its live
+    /// session's current token.
+    static func sessionStillAt(_ response: HTTPResponse, in database: PostgresClient) async throws -> Bool {
+        guard (200..<300).contains(response.status),
+              case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: response.body),
+              case .object(let session)? = members["session"], case .string(let refreshToken)? = session["refreshToken"]
+        else { return true }
+        let hash = RefreshTokens.hash(refreshToken)
+        return try await !database.query("""
+            SELECT 1 AS current FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+            WHERE r.token_hash = \(hash) AND s.refresh_token_hash = \(hash) AND s.ended_at IS NULL
+            """).isEmpty
     }
 
     /// How many times (50 ms apart) a retry waits for the first request of its key: 20 s, the most a request may run.
