@@ -67,7 +67,11 @@ public struct AdminRoutes: Sendable {
         // the key is checked first, so no answer is kept for a request without a live key.
         let idempotent: @Sendable (Action, HTTPRequest) async throws -> HTTPResponse = { action, request in
             let key = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: key.id) { try await act(action, request) }
+            // An action's answer shows the user: it is theirs, and goes when they are erased. The erasure's own
+            // answer shows nothing of them, and stays for its retries.
+            return try await idempotency.respond(to: request, principal: key.id, subject: action == .erase ? nil : Self.namedUser(request)) {
+                try await act(action, request)
+            }
         }
         for action in Action.posted {
             router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await idempotent(action, request) }

@@ -28,18 +28,21 @@ struct IdempotentRequests: Sendable {
 
     /// Runs `handler` once per key; a retry with the key gets the stored answer.
     ///
-    /// - Parameter principal: the caller: the session of a signed-in user (so a stored answer, which may
-    ///   carry a secret such as recovery codes, is only ever replayed to the session that asked), or the
-    ///   admin key; nil for sign-in and refresh, whose body carries the credential.
+    /// - Parameters:
+    ///   - principal: the caller: the session of a signed-in user (so a stored answer, which may carry a
+    ///     secret such as recovery codes, is only ever replayed to the session that asked), or the admin key;
+    ///     nil for sign-in and refresh, whose body carries the credential.
+    ///   - subject: the user the answer is about when the principal is no session of theirs (an admin's
+    ///     action): the answer is theirs, and goes when they are erased.
     func respond(
-        to request: HTTPRequest, principal: UUID?, _ handler: () async throws -> HTTPResponse
+        to request: HTTPRequest, principal: UUID?, subject: UUID? = nil, _ handler: () async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         guard let key = request.headers["idempotency-key"] else { return try await handler() }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw AccountError.invalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
         }
         let derived = Derived(request: request, principal: principal, key: key)
-        if let stored = try await reserve(derived) {
+        if let stored = try await reserve(derived, subject: subject) {
             let response = try stored.get()
             // An answer that opened or rotated a session is replayed only while its refresh token is still the
             // session's: once the client refreshed past it, or the session ended, the request runs again, and a
@@ -165,11 +168,12 @@ struct IdempotentRequests: Sendable {
     ///
     /// - Returns: nil when this request is the first (the caller runs it); otherwise the
     ///   stored answer, or a thrown problem for a conflicting or still-running request.
-    private func reserve(_ derived: Derived) async throws -> Result<HTTPResponse, Problem>? {
+    private func reserve(_ derived: Derived, subject: UUID? = nil) async throws -> Result<HTTPResponse, Problem>? {
         for _ in 0..<3 {
             let claimed = try await database.query("""
                 INSERT INTO idempotent_responses (scope, request_hash, user_id)
-                VALUES (\(derived.scope), \(derived.requestHash), (SELECT user_id FROM sessions WHERE id = \(derived.principal)))
+                VALUES (\(derived.scope), \(derived.requestHash),
+                        coalesce(\(subject)::uuid, (SELECT user_id FROM sessions WHERE id = \(derived.principal))))
                 ON CONFLICT (scope) DO UPDATE SET request_hash = excluded.request_hash, status = NULL, content_type = NULL,
                     headers = NULL, body = NULL, user_id = excluded.user_id, created_at = now()
                 WHERE idempotent_responses.created_at < now() - \(Self.lifetime)::interval

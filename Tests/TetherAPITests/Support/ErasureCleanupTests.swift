@@ -24,6 +24,14 @@ struct ErasureCleanupTests {
             let kept: Int = try await service.admin.query(
                 "SELECT count(*)::int AS n FROM idempotent_responses WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
             #expect(kept == 1, "the signed-in request's answer names its user")
+            // An admin's action on the user, retried with its key: its answer shows the user, so it is theirs too.
+            let actionHeaders: [(key: String, value: String)] = [
+                ("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json"), ("Idempotency-Key", "revoke-ada-1"),
+            ]
+            let revoke = { try await service.client.send(
+                "POST", "/v1/admin/users/\(ada.user.id)/revoke-sessions", fields: actionHeaders, body: Array(#"{"reason": "lost phone"}"#.utf8)) }
+            let revoked = try await revoke()
+            #expect(revoked.status == 200 && revoked.bodyText.contains("ada@example.com"), "\(revoked.bodyText)")
 
             let erased = try await service.client.send(
                 "DELETE", "/v1/admin/users/\(ada.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
@@ -34,6 +42,10 @@ struct ErasureCleanupTests {
                     "SELECT count(*)::int AS n FROM \(unsafeSQL: table) WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
                 #expect(left == 0, "\(table)")
             }
+            // The action's retry after the erasure shows nothing of who the user was.
+            let retried = try await revoke()
+            #expect(!retried.bodyText.contains("ada@example.com"), "\(retried.status) \(retried.bodyText)")
+            #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
         }
     }
 }
