@@ -145,6 +145,14 @@ struct WebhookTests {
             let supportKey = try await AdminKeyStore(database: service.admin).create(
                 role: .support, name: "support", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
             #expect(try await service.client.get("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(supportKey)"]).status == 403)
+            // Unknown query parameters are refused here too, naming what the route takes.
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(key)"]
+            let listed = try await service.client.get("/v1/admin/webhooks?x=1", headers: auth)
+            #expect(listed.status == 400 && listed.bodyText.contains("takes no query parameters"), "\(listed.bodyText)")
+            #expect(try await service.client.get("/v1/admin/webhooks/\(id)?verbose=1", headers: auth).status == 400)
+            let deliveries = try await service.client.get("/v1/admin/webhooks/\(id)/deliveries?x=1", headers: auth)
+            #expect(deliveries.status == 400 && deliveries.bodyText.contains("accepts limit"), "\(deliveries.bodyText)")
+            #expect(try await service.client.get("/v1/admin/webhooks/\(id)/deliveries?limit=5", headers: auth).status == 200)
         }
         await receiver.stop()
     }

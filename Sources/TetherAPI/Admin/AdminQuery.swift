@@ -14,7 +14,8 @@ struct AdminQuery {
 
     init(_ request: HTTPRequest, accepting names: Set<String>, emptyAsAbsent: Set<String> = []) throws(AdminError) {
         if let unknown = request.queryItems.first(where: { !names.contains($0.name) }) {
-            throw .invalidRequest("Unknown query parameter '\(unknown.name)'; this route accepts \(names.sorted().joined(separator: ", ")).")
+            let accepted = names.isEmpty ? "takes no query parameters" : "accepts " + names.sorted().joined(separator: ", ")
+            throw .invalidRequest("Unknown query parameter '\(unknown.name)'; this route \(accepted).")
         }
         var values: [String: String] = [:]
         for item in request.queryItems {

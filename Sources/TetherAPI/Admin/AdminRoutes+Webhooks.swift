@@ -74,7 +74,7 @@ extension AdminRoutes {
             }
         }
         router.get("/v1/admin/webhooks/{id}/deliveries") { request in
-            try await webhookAction("deliveries", request) { id in
+            try await webhookAction("deliveries", request, accepting: ["limit"]) { id in
                 let query = try AdminQuery(request, accepting: ["limit"])
                 let limit = try query.limit(standard: 100, maximum: 500)
                 _ = try Self.found(try await webhooks.subscription(id))
@@ -84,13 +84,15 @@ extension AdminRoutes {
     }
 
     /// Runs a webhook request for an admin key and records it with its status.
+    /// Runs a webhook route, refusing query parameters but `accepting`, and records it.
     private func webhookAction(
-        _ action: String, _ request: HTTPRequest, _ body: @escaping (UUID) async throws -> HTTPResponse
+        _ action: String, _ request: HTTPRequest, accepting: Set<String> = [], _ body: @escaping (UUID) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         let record = { (status: Int) in
             AdminEvent.actionRequested(.init(userId: nil, action: "webhooks." + action, reason: request.pathParameters["id"], status: status))
         }
         return try await audited(request, requires: .admin, failure: record) { _ in
+            _ = try AdminQuery(request, accepting: accepting)
             var id = UUID.random()
             if let text = request.pathParameters["id"] {
                 guard let parsed = UUID(uuidString: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
