@@ -76,8 +76,10 @@ extension AccountService {
 
     /// Opens `session` for a user whose live session the caller has just checked (``UserAccount/reissue(_:provider:now:)``).
     @discardableResult
-    public func reissue(userId: UUID, session: NewSession, provider: String, context: CommandContext) async throws -> UserAccount {
-        try await change(userId, context) { try $0.reissue(session, provider: provider, now: context.now) }
+    public func reissue(
+        userId: UUID, session: NewSession, provider: String, replacing replaced: UUID? = nil, context: CommandContext
+    ) async throws -> UserAccount {
+        try await change(userId, context) { try $0.reissue(session, provider: provider, replacing: replaced, now: context.now) }
     }
 
     /// Ends every session of the user and voids every token issued before `validSince` (Firebase's

@@ -88,7 +88,8 @@ extension FirebaseRoutes {
         return try await reissued(account.id, claims: claims, request)
     }
 
-    /// New tokens for the user of `claims`, who just proved a live session: a new session of the same sign-in method.
+    /// New tokens for the user of `claims`, who just proved a live session: a new session of the same sign-in
+    /// method, in place of the caller's, which ends (the SDKs replace the user's tokens with these).
     ///
     /// The new session continues the caller's: its sign-in time, methods (a second factor included) and
     /// developer claims carry over, so a reissue never renews the recent-sign-in window.
@@ -113,7 +114,8 @@ extension FirebaseRoutes {
             session.amr = session.amr.filter { !secondFactorMethods.contains($0) } + [(proved.type == .phone ? MFAMethod.sms : .totp).amr, "mfa"]
             session.secondFactorId = proved.id
         }
-        let account = try await accounts.reissue(userId: userId, session: session, provider: provider, context: context(request, user: userId))
+        let account = try await accounts.reissue(
+            userId: userId, session: session, provider: provider, replacing: claims.sessionId, context: context(request, user: userId))
         return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr)))
     }
 

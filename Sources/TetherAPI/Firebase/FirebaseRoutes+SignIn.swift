@@ -43,7 +43,9 @@ extension FirebaseRoutes {
                     try linked.deciding(
                         try displayName.map { try linked.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [],
                         at: context.now
-                    ) { try $0.reissue(session, provider: ProviderName.password.rawValue, now: context.now) }
+                    ) { [replaced = caller.claims.sessionId] in
+                        try $0.reissue(session, provider: ProviderName.password.rawValue, replacing: replaced, now: context.now)
+                    }
                 })
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
@@ -143,8 +145,9 @@ extension FirebaseRoutes {
             do {
                 // Linked: new tokens for the caller in the same command, with no second sign-in (which a second
                 // factor would stop).
-                account = try await commands.link(identity, to: caller.account.id, context: context) { [provider = identity.provider] linked in
-                    try linked.reissue(session, provider: provider, now: context.now)
+                account = try await commands.link(identity, to: caller.account.id, context: context) {
+                    [provider = identity.provider, replaced = caller.claims.sessionId] linked in
+                    try linked.reissue(session, provider: provider, replacing: replaced, now: context.now)
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)

@@ -85,7 +85,10 @@ public struct FirebaseIDTokens: Sendable {
         ]
         if let secondFactor {
             firebase["sign_in_second_factor"] = .string(secondFactor)
-            if let secondFactorId { firebase["second_factor_identifier"] = .string(secondFactorId.lowercasedText) }
+            // A factor withdrawn since the session passed it is no longer named.
+            if let secondFactorId, account.mfa.factors[secondFactorId]?.isConfirmed == true {
+                firebase["second_factor_identifier"] = .string(secondFactorId.lowercasedText)
+            }
         }
         claims["iss"] = .string(issuer)
         claims["aud"] = .string(projectID)

@@ -99,6 +99,12 @@ struct FirebaseMFATests {
                 "phoneVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "code": .string(try await firebase.app.smsCode(to: phone))]),
             ]))
             #expect(finalized.status == 200, "\(finalized.text)")
+            // The new tokens take the place of the caller's: its session ends, and no abandoned one stays live.
+            #expect(try await firebase.refresh(try #require(signIn.string("refreshToken"))).errorMessage == "TOKEN_EXPIRED")
+            let userId = try #require(signIn.string("localId"))
+            let live = { try await firebase.app.admin.query(
+                "SELECT count(*)::int AS n FROM sessions WHERE user_id = \(userId)::uuid AND ended_at IS NULL")[0].decode("n", as: Int.self) }
+            #expect(try await live() == 1)
 
             let twice = try await v2(firebase, "mfaEnrollment:start", .object([
                 "idToken": .string(try #require(finalized.string("idToken"))), "phoneEnrollmentInfo": .object(["phoneNumber": .string(phone)]),
@@ -131,10 +137,32 @@ struct FirebaseMFATests {
             #expect(fb["sign_in_second_factor"] == "phone")
             #expect(fb["second_factor_identifier"] == .string(enrollmentId))
 
+            // Another device passes the same factor.
+            let other = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
+            let otherPending = try #require(other.string("mfaPendingCredential"))
+            let otherSent = try await v2(firebase, "mfaSignIn:start", .object([
+                "mfaPendingCredential": .string(otherPending), "mfaEnrollmentId": .string(enrollmentId),
+                "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
+            ]))
+            guard case .object(let otherResponse)? = otherSent.body["phoneResponseInfo"], case .string(let otherChallenge)? = otherResponse["sessionInfo"] else {
+                Issue.record("\(otherSent.text)"); return
+            }
+            let otherDone = try await v2(firebase, "mfaSignIn:finalize", .object([
+                "mfaPendingCredential": .string(otherPending),
+                "phoneVerificationInfo": .object(["sessionInfo": .string(otherChallenge), "code": .string(try await firebase.app.smsCode(to: phone))]),
+            ]))
+            #expect(otherDone.status == 200, "\(otherDone.text)")
+
             let withdrawn = try await v2(firebase, "mfaEnrollment:withdraw", .object([
                 "idToken": .string(try #require(done.string("idToken"))), "mfaEnrollmentId": .string(enrollmentId),
             ]))
             #expect(withdrawn.status == 200, "\(withdrawn.text)")
+            #expect(try await firebase.refresh(try #require(done.string("refreshToken"))).errorMessage == "TOKEN_EXPIRED", "replaced")
+            // The other device's session stands, and its next tokens no longer name the withdrawn factor.
+            let refreshedOther = try await firebase.refresh(try #require(otherDone.string("refreshToken")))
+            #expect(refreshedOther.status == 200, "\(refreshedOther.text)")
+            guard case .object(let otherClaims)? = refreshedOther.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(otherClaims["second_factor_identifier"] == nil, "\(otherClaims)")
             #expect(withdrawn.string("idToken") != nil && withdrawn.string("refreshToken") != nil)
             guard case .object(let after)? = withdrawn.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(after["second_factor_identifier"] == nil, "the withdrawn factor is not named: \(after)")
