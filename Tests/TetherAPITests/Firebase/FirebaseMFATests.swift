@@ -11,6 +11,23 @@ struct FirebaseMFATests {
         FirebaseAnswer(try await firebase.app.client.post("/identitytoolkit.googleapis.com/v2/accounts/\(method)?key=k", json: body))
     }
 
+    /// `mfaSignIn:start` then `:finalize` of a pending sign-in with a phone factor's texted code.
+    private func finishWithTheTextedCode(
+        _ firebase: FirebaseApp, pending: String, enrollmentId: String, phone: String
+    ) async throws -> FirebaseAnswer {
+        let sent = try await v2(firebase, "mfaSignIn:start", .object([
+            "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(enrollmentId),
+            "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
+        ]))
+        guard case .object(let response)? = sent.body["phoneResponseInfo"], case .string(let challenge)? = response["sessionInfo"] else {
+            return sent
+        }
+        return try await v2(firebase, "mfaSignIn:finalize", .object([
+            "mfaPendingCredential": .string(pending),
+            "phoneVerificationInfo": .object(["sessionInfo": .string(challenge), "code": .string(try await firebase.app.smsCode(to: phone))]),
+        ]))
+    }
+
     @Test func totpEnrolmentThenASignInFinishedWithTheCode() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "tia@example.com", "password": "tia's password"]))
@@ -121,17 +138,7 @@ struct FirebaseMFATests {
                   case .string(let enrollmentId)? = hint["mfaEnrollmentId"] else { Issue.record("\(again.text)"); return }
             #expect(hint["phoneInfo"] == .string("+*******0177"))
             #expect(hint["displayName"] == "Work phone")
-            let sent = try await v2(firebase, "mfaSignIn:start", .object([
-                "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(enrollmentId),
-                "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
-            ]))
-            guard case .object(let response)? = sent.body["phoneResponseInfo"], case .string(let challenge)? = response["sessionInfo"] else {
-                Issue.record("\(sent.text)"); return
-            }
-            let done = try await v2(firebase, "mfaSignIn:finalize", .object([
-                "mfaPendingCredential": .string(pending),
-                "phoneVerificationInfo": .object(["sessionInfo": .string(challenge), "code": .string(try await firebase.app.smsCode(to: phone))]),
-            ]))
+            let done = try await finishWithTheTextedCode(firebase, pending: pending, enrollmentId: enrollmentId, phone: phone)
             #expect(done.status == 200, "\(done.text)")
             guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(fb["sign_in_second_factor"] == "phone")
@@ -139,18 +146,8 @@ struct FirebaseMFATests {
 
             // Another device passes the same factor.
             let other = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
-            let otherPending = try #require(other.string("mfaPendingCredential"))
-            let otherSent = try await v2(firebase, "mfaSignIn:start", .object([
-                "mfaPendingCredential": .string(otherPending), "mfaEnrollmentId": .string(enrollmentId),
-                "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
-            ]))
-            guard case .object(let otherResponse)? = otherSent.body["phoneResponseInfo"], case .string(let otherChallenge)? = otherResponse["sessionInfo"] else {
-                Issue.record("\(otherSent.text)"); return
-            }
-            let otherDone = try await v2(firebase, "mfaSignIn:finalize", .object([
-                "mfaPendingCredential": .string(otherPending),
-                "phoneVerificationInfo": .object(["sessionInfo": .string(otherChallenge), "code": .string(try await firebase.app.smsCode(to: phone))]),
-            ]))
+            let otherDone = try await finishWithTheTextedCode(
+                firebase, pending: try #require(other.string("mfaPendingCredential")), enrollmentId: enrollmentId, phone: phone)
             #expect(otherDone.status == 200, "\(otherDone.text)")
 
             let withdrawn = try await v2(firebase, "mfaEnrollment:withdraw", .object([
