@@ -46,9 +46,7 @@ extension AccountService {
     public func enrolPhone(
         userId: UUID, authTime: Date, phoneNumber: String, displayName: String?, sms: any SMSSender, context: CommandContext
     ) async throws -> UUID {
-        guard PhoneNumber.isE164(phoneNumber) else {
-            throw AccountError.invalidRequest("phoneNumber must be in E.164 form, like +15555550100.")
-        }
+        guard PhoneNumber.isE164(phoneNumber) else { throw AccountError.invalidPhoneNumber }
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
         let code = Self.newSMSCode()
         let codeHash = Self.codeHash(code, for: factorId)

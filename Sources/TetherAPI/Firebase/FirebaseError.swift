@@ -62,7 +62,12 @@ struct FirebaseError: Error, Sendable, Hashable {
 
     private static func from(_ error: AccountError, password: Bool) -> FirebaseError {
         switch error.reason {
-        case .invalidRequest: FirebaseError("INVALID_ARGUMENT", error.detail)
+        case .invalidRequest:
+            switch error {
+            case .secondFactorLimit: FirebaseError("SECOND_FACTOR_LIMIT_EXCEEDED")
+            case .invalidPhoneNumber: FirebaseError("INVALID_PHONE_NUMBER", error.detail)
+            default: FirebaseError("INVALID_ARGUMENT", error.detail)
+            }
         case .invalidCredential: password ? invalidLoginCredentials : FirebaseError("INVALID_IDP_RESPONSE", error.detail)
         case .userDisabled: userDisabled
         case .accountExistsWithDifferentCredential, .emailAlreadyInUse: emailExists

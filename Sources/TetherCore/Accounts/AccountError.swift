@@ -84,6 +84,10 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func invalidCode(_ detail: String) -> AccountError { .init(.invalidCode, detail) }
     /// A mailed code that matches none of the user's (or a user who is gone).
     public static let unknownEmailCodeDetail = "This code is not valid: check the link, or ask for a new code."
+    /// An enrolment past the cap of second factors (a surface may tell it apart: Firebase's `SECOND_FACTOR_LIMIT_EXCEEDED`).
+    public static let secondFactorLimit = AccountError.invalidRequest("A user may hold at most \(UserAccount.maxFactors) second factors.")
+    /// A phone factor's number that is not E.164 (Firebase's `INVALID_PHONE_NUMBER`).
+    public static let invalidPhoneNumber = AccountError.invalidRequest("phoneNumber must be in E.164 form, like +15555550100.")
     /// A mailed code withdrawn before its expiry: a newer code of its kind, or a change to the account (a new
     /// password, another address, every session ended), took its place.
     public static let withdrawnCode = AccountError(

@@ -163,7 +163,7 @@ extension UserAccount {
     /// abandoned ones, which no route lists, cannot block enrolling for good.
     private func makingRoomForAFactor() throws(AccountError) -> [AccountEvent] {
         guard mfa.confirmedFactors.count < Self.maxFactors else {
-            throw .invalidRequest("A user may hold at most \(Self.maxFactors) second factors.")
+            throw .secondFactorLimit
         }
         let pending = mfa.factors.values.filter { !$0.isConfirmed }
             .sorted { $0.enrolledAt != $1.enrolledAt ? $0.enrolledAt < $1.enrolledAt : $0.id.sortsBefore($1.id) }

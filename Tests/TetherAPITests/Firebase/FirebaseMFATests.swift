@@ -28,6 +28,34 @@ struct FirebaseMFATests {
         ]))
     }
 
+    /// A malformed phone number and an eleventh factor answer the codes the SDKs map (the iOS SDK reports
+    /// INVALID_ARGUMENT as an internal error).
+    @Test func aMalformedNumberAndAnEleventhFactorAnswerFirebasesCodes() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "cap@example.com", "password": "cap's password"]))
+            let idToken = try #require(signUp.string("idToken"))
+            for number in ["12345", "+0123456789", "+1 555 555 0100"] {
+                let refused = try await v2(firebase, "mfaEnrollment:start", .object([
+                    "idToken": .string(idToken), "phoneEnrollmentInfo": .object(["phoneNumber": .string(number)]),
+                ]))
+                #expect(refused.status == 400 && refused.errorMessage?.hasPrefix("INVALID_PHONE_NUMBER") == true, "\(number): \(refused.text)")
+            }
+            // The same user fills the cap on /v1.
+            let v1 = try await firebase.app.signIn(firebase.app.password("cap@example.com", "cap's password")).decodeJSON(SignedIn.self)
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(v1.session.accessToken)"]
+            for _ in 0..<UserAccount.maxFactors {
+                struct Enrolment: Decodable { var factorId: String; var secret: String }
+                let enrolment = try await firebase.app.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+                let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+                let confirmed = try await firebase.app.client.post(
+                    "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
+                #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+            }
+            let eleventh = try await v2(firebase, "mfaEnrollment:start", .object(["idToken": .string(idToken), "totpEnrollmentInfo": .object([:])]))
+            #expect(eleventh.status == 400 && eleventh.errorMessage == "SECOND_FACTOR_LIMIT_EXCEEDED", "\(eleventh.text)")
+        }
+    }
+
     @Test func totpEnrolmentThenASignInFinishedWithTheCode() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "tia@example.com", "password": "tia's password"]))
