@@ -251,10 +251,13 @@ extension ParseRoutes {
         let texted = account.mfa.challenges.values
             .filter { !$0.isEnded && $0.codeHash != nil && ($0.codeExpiresAt ?? .distantPast) > now && $0.expiresAt > now }
             .max { $0.expiresAt < $1.expiresAt }
-        let totp = account.mfa.confirmedFactors.first { $0.type == .totp }
         let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
-        // A code the TOTP factor accepts goes to it, even while a texted code is outstanding.
-        let matchesTOTP = isCode && totp.map { Self.totpAccepts(token, $0, now: now) } == true
+        // A code a TOTP factor accepts goes to that factor (a user may hold several, from /v1 or from new
+        // secrets), even while a texted code is outstanding; a code none accepts counts against the first.
+        let totps = account.mfa.confirmedFactors.filter { $0.type == .totp }
+        let accepting = isCode ? totps.first { Self.totpAccepts(token, $0, now: now) } : nil
+        let matchesTOTP = accepting != nil
+        let totp = accepting ?? totps.first
         let context = context(request, caller)
         if isCode, !matchesTOTP, let texted, let factorId = texted.codeFactorId {
             _ = try await accounts.verifyChallenge(

@@ -59,6 +59,16 @@ struct ParseMFATests {
             // A recovery code works once.
             #expect(try await appleLogIn(parse, "apple-totp", mfa: ["token": codes[0]]).status == 200)
             #expect(try await appleLogIn(parse, "apple-totp", mfa: ["token": codes[0]]).code == 141)
+
+            // A second secret enrolled the same way signs in with its own codes too.
+            let newSecret = Base32.encode(TOTP.generateSecret())
+            let newTOTP = try TOTP(secret: try Base32.decode(newSecret))
+            let reenrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session2), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": newSecret, "token": newTOTP.code(at: Date())])]),
+            ]))
+            #expect(reenrolled.status == 200, "\(reenrolled.text)")
+            let withNew = try await appleLogIn(parse, "apple-totp", mfa: ["token": newTOTP.code(at: Date().addingTimeInterval(30))])
+            #expect(withNew.status == 200, "\(withNew.text)")
         }
     }
 
