@@ -30,8 +30,12 @@ extension FirebaseRoutes {
         }
     }
 
-    private func factorId(_ text: String?) throws(FirebaseError) -> UUID {
-        guard let text, let id = UUID(uuidString: text) else { throw FirebaseError("MFA_ENROLLMENT_NOT_FOUND") }
+    /// The factor a request names; `missing` is the code for a request that names none (the SDKs map
+    /// `MISSING_MFA_ENROLLMENT_ID` and `MISSING_SESSION_INFO` to errors of their own), and one that is no id
+    /// of ours is `MFA_ENROLLMENT_NOT_FOUND`.
+    private func factorId(_ text: String?, missing: String) throws(FirebaseError) -> UUID {
+        guard let text, !text.isEmpty else { throw FirebaseError(missing) }
+        guard let id = UUID(uuidString: text) else { throw FirebaseError("MFA_ENROLLMENT_NOT_FOUND") }
         return id
     }
 
@@ -70,7 +74,7 @@ extension FirebaseRoutes {
         let (type, info) = try nested(request.body, "phoneVerificationInfo").map { (MFAFactorType.phone, $0) }
             ?? nested(request.body, "totpVerificationInfo").map { (MFAFactorType.totp, $0) }
             ?? { throw FirebaseError("INVALID_ARGUMENT", "Send phoneVerificationInfo or totpVerificationInfo.") }()
-        let factorId = try factorId(try info.string("sessionInfo"))
+        let factorId = try factorId(try info.string("sessionInfo"), missing: "MISSING_SESSION_INFO")
         guard let code = try info.string(type == .phone ? "code" : "verificationCode"), !code.isEmpty else {
             throw FirebaseError("MISSING_CODE")
         }
@@ -83,7 +87,7 @@ extension FirebaseRoutes {
     /// `mfaEnrollment:withdraw`: removes a factor (needs a recent sign-in); new tokens again.
     func withdrawEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
-        let factorId = try factorId(try request.body.string("mfaEnrollmentId"))
+        let factorId = try factorId(try request.body.string("mfaEnrollmentId"), missing: "MISSING_MFA_ENROLLMENT_ID")
         try await accounts.removeFactor(userId: account.id, factorId: factorId, authTime: claims.authTime, context: context(request, user: account.id))
         return try await reissued(account.id, claims: claims, request)
     }
@@ -125,7 +129,7 @@ extension FirebaseRoutes {
             throw FirebaseError("MISSING_MFA_PENDING_CREDENTIAL")
         }
         let pending = try await commands.pendingCredentials.read(credential)
-        let factorId = try factorId(try request.body.string("mfaEnrollmentId"))
+        let factorId = try factorId(try request.body.string("mfaEnrollmentId"), missing: "MISSING_MFA_ENROLLMENT_ID")
         _ = try await accounts.sendChallengeCode(
             userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, presentedJKT: nil, sms: sms,
             context: context(request, user: pending.userId))
@@ -142,10 +146,10 @@ extension FirebaseRoutes {
         let factorId: UUID
         let code: String?
         if let phone = try nested(request.body, "phoneVerificationInfo") {
-            factorId = try self.factorId(try phone.string("sessionInfo"))
+            factorId = try self.factorId(try phone.string("sessionInfo"), missing: "MISSING_SESSION_INFO")
             code = try phone.string("code")
         } else if let totp = try nested(request.body, "totpVerificationInfo") {
-            factorId = try self.factorId(try request.body.string("mfaEnrollmentId"))
+            factorId = try self.factorId(try request.body.string("mfaEnrollmentId"), missing: "MISSING_MFA_ENROLLMENT_ID")
             code = try totp.string("verificationCode")
         } else {
             throw FirebaseError("INVALID_ARGUMENT", "Send phoneVerificationInfo, or mfaEnrollmentId and totpVerificationInfo.")

@@ -166,6 +166,14 @@ struct FirebaseMFATests {
                   case .string(let enrollmentId)? = hint["mfaEnrollmentId"] else { Issue.record("\(again.text)"); return }
             #expect(hint["phoneInfo"] == .string("+*******0177"))
             #expect(hint["displayName"] == "Work phone")
+            let unnamed = try await v2(firebase, "mfaSignIn:start", .object([
+                "mfaPendingCredential": .string(pending), "phoneSignInInfo": .object(["phoneNumber": .string(phone)]),
+            ]))
+            #expect(unnamed.errorMessage == "MISSING_MFA_ENROLLMENT_ID", "\(unnamed.text)")
+            let unknownFactor = try await v2(firebase, "mfaSignIn:start", .object([
+                "mfaPendingCredential": .string(pending), "mfaEnrollmentId": "not-an-id",
+            ]))
+            #expect(unknownFactor.errorMessage == "MFA_ENROLLMENT_NOT_FOUND", "\(unknownFactor.text)")
             let done = try await finishWithTheTextedCode(firebase, pending: pending, enrollmentId: enrollmentId, phone: phone)
             #expect(done.status == 200, "\(done.text)")
             guard case .object(let fb)? = done.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
