@@ -197,6 +197,27 @@ struct UserAccountMFATests {
         }
     }
 
+    /// A sign-in waiting at its challenge when the user removes their last factor cannot be finished with a
+    /// recovery code of the factors that are gone: it ends. With a factor left, it stays open.
+    @Test func removingTheLastFactorEndsTheChallengesStillOpen() throws {
+        let user = try userWithTOTP()
+        let pending = newSession()
+        let waiting = applying(try user.signIn(with: apple, session: pending, now: now), to: user)
+        // Before, the recovery code finishes it.
+        #expect(try waiting.verifyChallenge(pending.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: pending, now: now).failure == nil)
+        let removed = try waiting.removeFactor(factorId, authTime: now, now: now)
+        #expect(removed.map(\.type) == ["MFAFactorRemoved", "MFAChallengeEnded"])
+        let after = applying(removed, to: waiting)
+        #expect(throws: AccountError.self) {
+            try after.verifyChallenge(pending.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: pending, now: now)
+        }
+        let second = UUID()
+        let twoFactors = applying(try waiting.enrolTOTP(factorId: second, secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now), to: waiting)
+        let confirmed = applying(
+            try twoFactors.confirmFactor(second, type: .totp, check: .totp(matchingStep: 7), recoveryCodeHashes: ["r3"], now: now).events, to: twoFactors)
+        #expect(try confirmed.removeFactor(factorId, authTime: now, now: now).map(\.type) == ["MFAFactorRemoved"])
+    }
+
     @Test func phoneHintsMaskAllButTheLastFourDigits() {
         #expect(PhoneNumber.hint("+15555550100") == "+*******0100")
         #expect(PhoneNumber.isE164("+15555550100"))

@@ -261,7 +261,11 @@ extension UserAccount {
             try checkFactorChange(authTime: authTime ?? .distantPast, now: now)
         }
         guard factorIds.allSatisfy({ mfa.factors[$0] != nil }) else { throw .mfaFactorNotFound }
-        return factorIds.map { .mfaFactorRemoved(.init(factorId: $0, reason: byAdmin ? "admin" : "user")) }
+        let removed: [AccountEvent] = factorIds.map { .mfaFactorRemoved(.init(factorId: $0, reason: byAdmin ? "admin" : "user")) }
+        // Without a confirmed factor left, a sign-in still waiting at a challenge has nothing to answer it with
+        // but a recovery code of factors that are gone: it ends, and the person signs in again without one.
+        let remaining = mfa.confirmedFactors.contains { !factorIds.contains($0.id) }
+        return removed + (remaining ? [] : endingOpenChallenges(reason: "factors_removed"))
     }
 
     /// A new set of recovery codes, replacing the old one (recent sign-in required).
