@@ -40,11 +40,16 @@ extension FirebaseRoutes {
     }
 
     /// `mfaEnrollment:start`: a phone factor texts its code (`phoneSessionInfo.sessionInfo` names it); a TOTP
-    /// factor answers its secret (`totpSessionInfo`). Needs a sign-in of the last 5 minutes.
+    /// factor answers its secret (`totpSessionInfo`). Needs a sign-in of the last 5 minutes and a verified email.
     func startEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
         // A second factor guards a first one: an anonymous user has none to guard.
         guard !account.isAnonymous else { throw FirebaseError("UNSUPPORTED_FIRST_FACTOR") }
+        // As Firebase: a second factor guards a proved address, so that whoever signed up with someone else's
+        // cannot lock its owner out with a factor of theirs.
+        guard account.isEmailVerified else {
+            throw FirebaseError("UNVERIFIED_EMAIL", "Need to verify email first before enrolling second factors.")
+        }
         let context = context(request, user: account.id)
         if let phone = try nested(request.body, "phoneEnrollmentInfo") {
             guard let number = try phone.string("phoneNumber"), !number.isEmpty else { throw FirebaseError("INVALID_PHONE_NUMBER") }

@@ -11,6 +11,13 @@ struct FirebaseMFATests {
         FirebaseAnswer(try await firebase.app.client.post("/identitytoolkit.googleapis.com/v2/accounts/\(method)?key=k", json: body))
     }
 
+    /// Marks the user's email verified, as firebase-admin's `update_user(email_verified=True)` does: Firebase
+    /// enrols second factors only on a verified address.
+    private func verifyEmail(_ firebase: FirebaseApp, localId: String) async throws {
+        let updated = try await firebase.admin("accounts:update", .object(["localId": .string(localId), "emailVerified": true]))
+        #expect(updated.status == 200, "\(updated.text)")
+    }
+
     /// `mfaSignIn:start` then `:finalize` of a pending sign-in with a phone factor's texted code.
     private func finishWithTheTextedCode(
         _ firebase: FirebaseApp, pending: String, enrollmentId: String, phone: String
@@ -34,6 +41,9 @@ struct FirebaseMFATests {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "cap@example.com", "password": "cap's password"]))
             let idToken = try #require(signUp.string("idToken"))
+            let unverified = try await v2(firebase, "mfaEnrollment:start", .object(["idToken": .string(idToken), "totpEnrollmentInfo": .object([:])]))
+            #expect(unverified.status == 400 && unverified.errorMessage?.hasPrefix("UNVERIFIED_EMAIL") == true, "\(unverified.text)")
+            try await verifyEmail(firebase, localId: try #require(signUp.string("localId")))
             for number in ["12345", "+0123456789", "+1 555 555 0100"] {
                 let refused = try await v2(firebase, "mfaEnrollment:start", .object([
                     "idToken": .string(idToken), "phoneEnrollmentInfo": .object(["phoneNumber": .string(number)]),
@@ -60,6 +70,7 @@ struct FirebaseMFATests {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "tia@example.com", "password": "tia's password"]))
             let idToken = try #require(signUp.string("idToken"))
+            try await verifyEmail(firebase, localId: try #require(signUp.string("localId")))
             let start = try await v2(firebase, "mfaEnrollment:start", .object(["idToken": .string(idToken), "totpEnrollmentInfo": .object([:])]))
             #expect(start.status == 200, "\(start.text)")
             guard case .object(let info)? = start.body["totpSessionInfo"], case .string(let secret)? = info["sharedSecretKey"],
@@ -130,7 +141,9 @@ struct FirebaseMFATests {
 
     @Test func phoneEnrolmentThenAnIdPSignInFinishedWithTheTextedCodeAndWithdrawal() async throws {
         try await FirebaseApp.run { firebase in
-            let signIn = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa"))")
+            // Apple proves the address it gives.
+            let signIn = try await firebase.signInWithIdp(
+                "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-mfa", email: "mfa@privaterelay.appleid.com"))")
             let idToken = try #require(signIn.string("idToken"))
             let phone = "+15555550177"
             let start = try await v2(firebase, "mfaEnrollment:start", .object([
