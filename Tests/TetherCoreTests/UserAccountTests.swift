@@ -92,6 +92,25 @@ struct UserAccountTests {
         #expect(account(history + takeover, id: id).signInMethods == ["apple"])
     }
 
+    /// A Firebase user made with a developer's uid keeps it through a takeover and a reset: the uid is how the
+    /// developer's backend names them (their `localId`), no way in a squatter chose.
+    @Test func aDevelopersUidSurvivesATakeoverAndAReset() throws {
+        let id = UUID()
+        let history = try UserAccount.create(id: id, profile: NewUserProfile(
+            email: "u1@icloud.com", customUID: "u1", passwordHash: "scrypt$…"))
+        let user = account(history, id: id)
+        #expect(user.signInMethods == ["custom", "password"])
+        let apple = ExternalIdentity(provider: "apple", uid: "001.u1", email: "u1@icloud.com", isEmailVerified: true)
+        let takeover = try user.takeOver(with: apple, session: session("t0"), now: now)
+        #expect(account(history + takeover, id: id).signInMethods == ["apple", "custom"])
+        let codeId = UUID()
+        let asked = history + (try user.issueEmailCode(
+            .passwordReset, codeId: codeId, codeHash: "h", email: "u1@icloud.com", expiresAt: now.addingTimeInterval(600)))
+        let code = try #require(account(asked, id: id).checkEmailCode("h", for: [.passwordReset], presentedFor: .passwordReset, now: now).code)
+        let reset = try account(asked, id: id).resetPassword(with: code, passwordHash: "scrypt$new", now: now)
+        #expect(account(asked + reset, id: id).signInMethods == ["custom", "password"])
+    }
+
     @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
         let id = UUID()
         let first = session("h0")

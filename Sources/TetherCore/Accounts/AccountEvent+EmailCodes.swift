@@ -186,7 +186,8 @@ extension UserAccount {
             // Only an identity that proved this very address vouches for it; second factors enrolled before
             // the address was proved may be a squatter's, and go too.
             events += unlinking(
-                identitiesNotVouchingFor: ExternalIdentity.normalize(email), keeping: ["password", ExternalIdentity.anonymousProvider],
+                identitiesNotVouchingFor: ExternalIdentity.normalize(email),
+                keeping: ["password", ExternalIdentity.anonymousProvider, UserAccount.customProvider],
                 reason: "password_reset")
             for factor in mfa.factors.values.sorted(by: { $0.id.sortsBefore($1.id) }) {
                 events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset")))

@@ -101,7 +101,8 @@ extension UserAccount {
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         // An identity whose provider proved another address proves nothing about this one: it goes too.
-        var events = unlinking(identitiesNotVouchingFor: identity.normalizedEmail ?? "", keeping: [], reason: "takeover")
+        // A developer's uid (`custom`) is how their backend names the user, no way in anyone chose: it stays.
+        var events = unlinking(identitiesNotVouchingFor: identity.normalizedEmail ?? "", keeping: [Self.customProvider], reason: "takeover")
         events.append(.identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: true, personal: personal)))
         events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: identity.email))))
         for active in activeSessions {
