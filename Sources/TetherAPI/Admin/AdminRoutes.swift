@@ -139,10 +139,12 @@ public struct AdminRoutes: Sendable {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }
-                // The pages of one reading are recorded once: each page's record would otherwise be on the next
-                // page, and a reader of small pages would never reach the end.
-                let record = rows[rows.startIndex + count + 1].isEmpty
-                    ? AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200)) : nil
+                // A reading's later pages (after > 0) are not recorded again while the key's record of a successful
+                // read is recent: each page's record would otherwise be on the next page, and a reader of small
+                // pages would never reach the end. A read from the start is always recorded.
+                let continues = after > 0 && !rows[rows.startIndex + count + 1].isEmpty
+                let record = continues
+                    ? nil : AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200))
                 return (record, .success(history.startWriting(of: id, from: rows.prefix(count), limit: limit, replicaLagSeconds: lag)))
             }
             let text: [UInt8] = try await history.timed {
@@ -184,11 +186,12 @@ public struct AdminRoutes: Sendable {
     static let historyReadingWindow = "10 minutes"
 
     /// A row when `keyId` recorded a successful read of `userId`'s history among the user's last 50 events
-    /// and within ``historyReadingWindow`` (the user's newest events, read backwards on their index).
+    /// and within ``historyReadingWindow`` (the user's newest events, read backwards on their index). A
+    /// refused request's record (a 400, a 404) does not count.
     static func recentHistoryViewStatement(of userId: UUID, by keyId: UUID) -> PostgresQuery {
         """
-        SELECT 1 AS recent FROM (SELECT stream, type, occurred_at FROM events WHERE user_id = \(userId) ORDER BY position DESC LIMIT 50) e
-        WHERE e.stream = \(StreamName.adminKey(keyId).rawValue) AND e.type = 'AdminHistoryViewed'
+        SELECT 1 AS recent FROM (SELECT stream, type, occurred_at, data FROM events WHERE user_id = \(userId) ORDER BY position DESC LIMIT 50) e
+        WHERE e.stream = \(StreamName.adminKey(keyId).rawValue) AND e.type = 'AdminHistoryViewed' AND e.data->>'status' = '200'
           AND e.occurred_at > now() - \(historyReadingWindow)::interval
         LIMIT 1
         """

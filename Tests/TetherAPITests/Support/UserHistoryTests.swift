@@ -142,6 +142,16 @@ struct UserHistoryTests {
                 #expect(Array(seen.dropFirst(13)) == Array(repeating: "AdminHistoryViewed", count: views), "\(seen.dropFirst(13))")
                 #expect(pages == expectedPages)
             }
+            // A refused request's record does not make a later page a continuation: a key that asked badly, then
+            // read from the middle, is recorded for that read; and a read from the start is always recorded.
+            let (_, third) = try await harness.adminKey(.support, name: "third reader")
+            #expect(try await harness.adminGet("/v1/admin/users/\(id)/history?limit=x", key: third).status == 400)
+            #expect(try await harness.adminGet("/v1/admin/users/\(id)/history?after=1", key: third).status == 200)
+            #expect(try await harness.adminGet("/v1/admin/users/\(id)/history", key: third).status == 200)
+            let thirdReads = try await harness.owner.query("""
+                SELECT data->>'status' AS status FROM events WHERE type = 'AdminHistoryViewed' AND user_id = \(user) ORDER BY position DESC LIMIT 3
+                """).map { try $0.decode("status", as: String.self) }
+            #expect(thirdReads == ["200", "200", "400"])
 
             for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=first", "page=2", "after=", "limit="] {
                 let refused = try await harness.adminGet("/v1/admin/users/\(id)/history?\(bad)", key: secret)
