@@ -218,6 +218,22 @@ struct UserAccountMFATests {
         #expect(try confirmed.removeFactor(factorId, authTime: now, now: now).map(\.type) == ["MFAFactorRemoved"])
     }
 
+    /// New tokens for a caller whose session ended meanwhile (a revocation racing an enrolment) are refused
+    /// inside the command; a live caller gets them, and keeps its session.
+    @Test func aReissueNeedsTheCallersSessionStillLive() throws {
+        let user = try userWithTOTP()
+        let first = newSession()
+        let signedIn = applying(try user.signIn(with: apple, session: first, now: now), to: user)
+        let pending = try #require(signedIn.mfa.challenges[first.id])
+        let passed = applying(try signedIn.verifyChallenge(
+            pending.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: first, now: now).events, to: signedIn)
+        #expect(passed.sessions[first.id]?.isActive == true)
+        let reissued = try passed.reissue(newSession(), provider: "apple", continuing: first.id, now: now)
+        #expect(!reissued.contains { if case .sessionEnded = $0 { true } else { false } })
+        let revoked = applying(try passed.revokeAllSessions(now: now), to: passed)
+        #expect(throws: AccountError.invalidToken) { try revoked.reissue(newSession(), provider: "apple", continuing: first.id, now: now) }
+    }
+
     @Test func phoneHintsMaskAllButTheLastFourDigits() {
         #expect(PhoneNumber.hint("+15555550100") == "+*******0100")
         #expect(PhoneNumber.isE164("+15555550100"))

@@ -77,9 +77,9 @@ extension AccountService {
     /// Opens `session` for a user whose live session the caller has just checked (``UserAccount/reissue(_:provider:now:)``).
     @discardableResult
     public func reissue(
-        userId: UUID, session: NewSession, provider: String, replacing replaced: UUID? = nil, context: CommandContext
+        userId: UUID, session: NewSession, provider: String, continuing caller: UUID? = nil, context: CommandContext
     ) async throws -> UserAccount {
-        try await change(userId, context) { try $0.reissue(session, provider: provider, replacing: replaced, now: context.now) }
+        try await change(userId, context) { try $0.reissue(session, provider: provider, continuing: caller, now: context.now) }
     }
 
     /// Ends every session of the user and voids every token issued before `validSince` (Firebase's

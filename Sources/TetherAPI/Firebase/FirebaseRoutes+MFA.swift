@@ -97,8 +97,8 @@ extension FirebaseRoutes {
         return try await reissued(account.id, claims: claims, request)
     }
 
-    /// New tokens for the user of `claims`, who just proved a live session: a new session of the same sign-in
-    /// method, in place of the caller's, which ends (the SDKs replace the user's tokens with these).
+    /// New tokens for the user of `claims`, who just proved a live session (still live when the command runs): a
+    /// new session of the same sign-in method, which the SDKs put in place of the user's tokens.
     ///
     /// The new session continues the caller's: its sign-in time, methods (a second factor included) and
     /// developer claims carry over, so a reissue never renews the recent-sign-in window.
@@ -124,7 +124,7 @@ extension FirebaseRoutes {
             session.secondFactorId = proved.id
         }
         let account = try await accounts.reissue(
-            userId: userId, session: session, provider: provider, replacing: claims.sessionId, context: context(request, user: userId))
+            userId: userId, session: session, provider: provider, continuing: claims.sessionId, context: context(request, user: userId))
         return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr)))
     }
 

@@ -43,8 +43,8 @@ extension FirebaseRoutes {
                     try linked.deciding(
                         try displayName.map { try linked.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [],
                         at: context.now
-                    ) { [replaced = caller.claims.sessionId] in
-                        try $0.reissue(session, provider: ProviderName.password.rawValue, replacing: replaced, now: context.now)
+                    ) { [caller = caller.claims.sessionId] in
+                        try $0.reissue(session, provider: ProviderName.password.rawValue, continuing: caller, now: context.now)
                     }
                 })
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
@@ -146,8 +146,8 @@ extension FirebaseRoutes {
                 // Linked: new tokens for the caller in the same command, with no second sign-in (which a second
                 // factor would stop).
                 account = try await commands.link(identity, to: caller.account.id, context: context) {
-                    [provider = identity.provider, replaced = caller.claims.sessionId] linked in
-                    try linked.reissue(session, provider: provider, replacing: replaced, now: context.now)
+                    [provider = identity.provider, caller = caller.claims.sessionId] linked in
+                    try linked.reissue(session, provider: provider, continuing: caller, now: context.now)
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)

@@ -190,13 +190,14 @@ extension UserAccount {
     /// Opens `session` for a user who proved a live session a moment ago (a Firebase second-factor
     /// enrolment or withdrawal answers new tokens: the SDKs replace the user's with them).
     ///
-    /// - Parameter replaced: the caller's session, which the new one takes the place of (the SDKs put the new
-    ///   tokens in place of the old): it ends, so a reissue leaves no abandoned session live.
-    public func reissue(_ session: NewSession, provider: String, replacing replaced: UUID? = nil, now: Date) throws(AccountError) -> [AccountEvent] {
+    /// - Parameter caller: the session the caller proved before the command: it must still be live here, under
+    ///   the user's lock, so a token whose session a revocation or a sign-out ended meanwhile gets nothing. It
+    ///   stays live, as Firebase's refresh tokens do (a client whose answer was lost keeps its old tokens).
+    public func reissue(_ session: NewSession, provider: String, continuing caller: UUID? = nil, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
-        let ended: [AccountEvent] = replaced.flatMap { sessions[$0]?.isActive == true ? [.sessionEnded(.init(sessionId: $0, reason: "reissued"))] : nil } ?? []
-        return ended + starting(session, provider: provider, outcome: "reissued", now: now)
+        if let caller, sessions[caller]?.isActive != true { throw .invalidToken }
+        return starting(session, provider: provider, outcome: "reissued", now: now)
     }
 
     /// Removes a provider; the last way to sign in may only be removed by an admin.
