@@ -293,7 +293,7 @@ public struct AdminRoutes: Sendable {
             case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
             case .erase: try await accounts.erase(userId: id, reason: reason, context: context)
             }
-            let user = UserBody(account)
+            let user = UserBody(account).shownToAdmins
             let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))
             return (HTTPResponse.json(UserAnswer(user: user)), record)
         }

@@ -135,10 +135,7 @@ public struct AdminUserDirectory: Sendable {
 
     /// The user with identities, factors and recent sessions: `{"user", "validSince", "sessions", "activeSessionCount", "factors"}`.
     public func detail(_ id: UUID) async throws -> JSONValue {
-        var user = try await UserBody.load(id, from: database)
-        for index in user.identities.indices {
-            user.identities[index].uid = SecretUID.shown(provider: user.identities[index].provider, uid: user.identities[index].uid)
-        }
+        let user = try await UserBody.load(id, from: database).shownToAdmins
         let seal = try await database.readModelSeal()
         let extra = try await database.query("""
             SELECT valid_since,

@@ -20,3 +20,14 @@ enum SecretUID {
         return shown
     }
 }
+
+extension UserBody {
+    /// The user as support and admin readers see them: each identity's uid as ``SecretUID`` shows it.
+    var shownToAdmins: UserBody {
+        var shown = self
+        for index in shown.identities.indices {
+            shown.identities[index].uid = SecretUID.shown(provider: shown.identities[index].provider, uid: shown.identities[index].uid)
+        }
+        return shown
+    }
+}

@@ -33,6 +33,7 @@ struct AdminAPITests {
                 ("history", try await harness.adminGet("/v1/admin/users/\(userId)/history", key: support)),
                 ("export", try await harness.adminGet("/v1/admin/users/\(userId)/export", key: admin)),
                 ("feed", try await harness.adminGet("/v1/admin/events?userId=\(userId)", key: admin)),
+                ("an action's answer", try await harness.adminPost("/v1/admin/users/\(userId)/revoke-sessions", key: admin)),
             ]
             for (name, read) in reads {
                 #expect(read.status == 200, "\(name): \(read.bodyText)")
