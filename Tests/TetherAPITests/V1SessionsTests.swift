@@ -47,6 +47,9 @@ struct V1SessionsTests {
             let captured = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
             #expect(captured.status == 401, "\(captured.bodyText)")
             #expect(try captured.decodeJSON(ProblemBody.self).code == "refresh_token_reused")
+            // That answer is kept in place of the first: the next retry gets it back.
+            let again = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(again.status == 401 && again.headers.values(for: "Idempotent-Replayed") == ["true"])
             #expect(try await app.refresh(try third.decodeJSON(SignedIn.self).session.refreshToken).status == 401, "the session ended")
             #expect(try await app.me(second.session.accessToken).status == 401)
         }

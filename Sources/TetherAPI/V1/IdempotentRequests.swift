@@ -42,13 +42,15 @@ struct IdempotentRequests: Sendable {
             throw AccountError.invalidRequest("Idempotency-Key must be 1 to 255 visible ASCII characters.")
         }
         let derived = Derived(request: request, principal: principal, key: key)
+        // An answer that opened or rotated a session is replayed only while its refresh token is still the
+        // session's: once the client refreshed past it, or the session ended, the answer is dropped and the
+        // request runs again as a new one, claimed and kept like any, so a used refresh token is refused as
+        // reuse whatever key comes with it. A retry that claimed the key first answers for both.
         if let stored = try await reserve(derived, subject: subject) {
             let response = try stored.get()
-            // An answer that opened or rotated a session is replayed only while its refresh token is still the
-            // session's: once the client refreshed past it, or the session ended, the request runs again, and a
-            // used refresh token is refused as reuse, whatever key comes with it.
-            guard try await Self.sessionStillAt(response, in: database) else { return try await handler() }
-            return response
+            if try await Self.sessionStillAt(response, in: database) { return response }
+            try await discard(derived)
+            if let claimedFirst = try await reserve(derived, subject: subject) { return try claimedFirst.get() }
         }
         do {
             let response = try await handler()
@@ -120,6 +122,13 @@ struct IdempotentRequests: Sendable {
     static let waitsForRunningRequest = 400
 
     /// Drops the claim of a request whose answer is not kept, so its retry runs again.
+    /// Drops a kept answer of `derived` that may no longer be replayed, so the request can claim its key again.
+    private func discard(_ derived: Derived) async throws {
+        _ = try await database.query("""
+            DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND request_hash = \(derived.requestHash) AND status IS NOT NULL
+            """)
+    }
+
     private func forget(_ derived: Derived) async throws {
         _ = try await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
     }
