@@ -240,11 +240,20 @@ struct IdempotentRequests: Sendable {
     private func store(_ response: HTTPResponse, for derived: Derived) async throws {
         let sealed = try AESGCM.seal(response.body, key: derived.sealingKey, authenticating: Array(derived.scope.utf8))
         let kept = Self.keptHeaders.flatMap { name in response.headers.values(for: name).map { [name, $0] } }
+        // An answer that shows a user (a sign-in's, made before anyone was signed in) is theirs: it goes when they are erased.
         try await database.query("""
             UPDATE idempotent_responses SET status = \(response.status), content_type = \(response.headers["Content-Type"]),
-                headers = \(try PostgresJSON(encoding: kept))::jsonb, body = \(sealed.combined)
+                headers = \(try PostgresJSON(encoding: kept))::jsonb, body = \(sealed.combined),
+                user_id = coalesce(user_id, \(Self.answeredUser(response))::uuid)
             WHERE scope = \(derived.scope) AND status IS NULL
             """)
+    }
+
+    /// The user an answer shows (`user.id`), if it shows one.
+    static func answeredUser(_ response: HTTPResponse) -> UUID? {
+        guard case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: response.body),
+              case .object(let user)? = members["user"], case .string(let id)? = user["id"] else { return nil }
+        return UUID(uuidString: id)
     }
 
     /// Deletes up to `limit` answers past their lifetime (the server's housekeeping loop calls it, so
