@@ -124,7 +124,7 @@ public struct PostgresEventStore: Sendable {
     ///   one multi-row insert holds.
     public func appendAtEnd(_ events: [NewEvent], to stream: StreamName, metadata: EventMetadata) async throws {
         let userIds = Set(events.compactMap(\.userId))
-        guard userIds.count <= 1 else { throw AppendAtEndError(count: events.count, users: userIds.count) }
+        guard !events.isEmpty, userIds.count <= 1 else { throw AppendAtEndError(count: events.count, users: userIds.count) }
         try await appendAtEnd(to: stream, about: userIds.first, metadata: metadata, sealing: Self.expiringPurposes(of: events)) { _ in
             (events, ())
         }

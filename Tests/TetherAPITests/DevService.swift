@@ -186,7 +186,6 @@ struct DevService: Sendable {
             """)[0].decode("n")
     }
 
-    /// Every event in the log.
     /// The position of the log's last event (0 for none).
     func lastEventPosition() async throws -> Int64 {
         try await admin.query("SELECT coalesce(max(position), 0)::bigint AS p FROM events")[0].decode("p")
@@ -197,6 +196,7 @@ struct DevService: Sendable {
         try await admin.query("SELECT count(DISTINCT tx)::int AS n FROM events WHERE position > \(position)")[0].decode("n")
     }
 
+    /// Every event in the log.
     func totalEvents() async throws -> Int {
         await service.emailFlows.finishSending()
         return try await admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n")
