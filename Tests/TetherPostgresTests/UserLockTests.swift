@@ -38,6 +38,15 @@ struct UserLockTests {
         try await command.value
         try await appending.value
         #expect(try await visible() == 1)
+        // A list of no events is a caller's mistake, refused; only a decision of none commits without writing.
+        await #expect(throws: AppendAtEndError.self) {
+            try await store.appendAtEnd([], to: .adminKey(UUID()), metadata: EventMetadata(surface: "admin"))
+        }
+        let decidedNothing: Int = try await store.appendAtEnd(to: .adminKey(UUID()), about: user, metadata: EventMetadata(surface: "admin")) { _ in
+            ([], 7)
+        }
+        #expect(decidedNothing == 7)
+        #expect(try await visible() == 1)
     }
 
     @Test func theLocksAreTheStreamsThenEachOtherUsersInIdOrder() {

@@ -68,7 +68,8 @@ public struct AdminRoutes: Sendable {
         let idempotent: @Sendable (Action, HTTPRequest) async throws -> HTTPResponse = { action, request in
             let key = try await authenticate(request)
             // An action's answer shows the user: it is theirs, and goes when they are erased. The erasure's own
-            // answer shows nothing of them, and stays for its retries.
+            // answer, which shows nothing of them, is kept after the erasure's delete (named by its answer's id),
+            // and stays for its retries.
             return try await idempotency.respond(to: request, principal: key.id, subject: action == .erase ? nil : Self.namedUser(request)) {
                 try await act(action, request)
             }
@@ -126,7 +127,7 @@ public struct AdminRoutes: Sendable {
             let after = try query.position("after") ?? 0
             let limit = try query.limit(standard: UserHistory.defaultPageSize, maximum: UserHistory.maxPageSize)
             let reads = history.pageStatements(of: id, after: after, limit: limit)
-                + [AdminUserDirectory.knownStatement(id), Self.recentHistoryViewStatement(of: id, by: key.id)]
+                + [AdminUserDirectory.knownStatement(id), Self.recentHistoryViewStatement(of: id, by: key.id, after: after)]
             // The record, from how many rows were read, and the page's text started on a dispatch thread: the
             // record commits while the page is opened and written out, and sends nothing until it has.
             let answer: @Sendable (ArraySlice<PostgresRows>, Double?) -> (AdminEvent?, Result<BlockingWork.Pending<[UInt8]>, AccountError>) = {
@@ -139,12 +140,14 @@ public struct AdminRoutes: Sendable {
                     let record = AdminEvent.historyViewed(.init(userId: named, after: nil, limit: nil, returned: nil, status: 404))
                     return (record, .failure(.notFound))
                 }
-                // A reading's later pages (after > 0) are not recorded again while the key's record of a successful
-                // read is recent: each page's record would otherwise be on the next page, and a reader of small
-                // pages would never reach the end. A read from the start is always recorded.
+                // A reading's later pages (past the last event its recorded page held) are not recorded again while
+                // the key's record of a successful read is recent: each page's record would otherwise be on the next
+                // page, and a reader of small pages would never reach the end. A read from the start is always recorded.
                 let continues = after > 0 && !rows[rows.startIndex + count + 1].isEmpty
+                let held = PostgresEventStore.userEventRows(rows.prefix(count))
+                let through: Int64? = returned > 0 ? try? held[returned - 1].decode("position") : nil
                 let record = continues
-                    ? nil : AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200))
+                    ? nil : AdminEvent.historyViewed(.init(userId: id, after: after, limit: limit, returned: returned, status: 200, through: through))
                 return (record, .success(history.startWriting(of: id, from: rows.prefix(count), limit: limit, replicaLagSeconds: lag)))
             }
             let text: [UInt8] = try await history.timed {
@@ -186,13 +189,14 @@ public struct AdminRoutes: Sendable {
     static let historyReadingWindow = "10 minutes"
 
     /// A row when `keyId` recorded a successful read of `userId`'s history among the user's last 50 events
-    /// and within ``historyReadingWindow`` (the user's newest events, read backwards on their index). A
-    /// refused request's record (a 400, a 404) does not count.
-    static func recentHistoryViewStatement(of userId: UUID, by keyId: UUID) -> PostgresQuery {
+    /// and within ``historyReadingWindow`` (the user's newest events, read backwards on their index), whose page
+    /// ended at or before `after`: a page from there on continues that reading. A refused request's record (a
+    /// 400, a 404) does not count, nor does a page that starts before what the recorded one held.
+    static func recentHistoryViewStatement(of userId: UUID, by keyId: UUID, after: Int64) -> PostgresQuery {
         """
         SELECT 1 AS recent FROM (SELECT stream, type, occurred_at, data FROM events WHERE user_id = \(userId) ORDER BY position DESC LIMIT 50) e
         WHERE e.stream = \(StreamName.adminKey(keyId).rawValue) AND e.type = 'AdminHistoryViewed' AND e.data->>'status' = '200'
-          AND e.occurred_at > now() - \(historyReadingWindow)::interval
+          AND (e.data->>'through')::bigint <= \(after) AND e.occurred_at > now() - \(historyReadingWindow)::interval
         LIMIT 1
         """
     }

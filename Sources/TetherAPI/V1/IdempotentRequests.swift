@@ -121,14 +121,16 @@ struct IdempotentRequests: Sendable {
     /// How many times (50 ms apart) a retry waits for the first request of its key: 20 s, the most a request may run.
     static let waitsForRunningRequest = 400
 
-    /// Drops the claim of a request whose answer is not kept, so its retry runs again.
     /// Drops a kept answer of `derived` that may no longer be replayed, so the request can claim its key again.
+    /// Two stale retries racing can both get here; the second may then drop the first's new answer and run
+    /// again (a window of one round trip, left as it is).
     private func discard(_ derived: Derived) async throws {
         _ = try await database.query("""
             DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND request_hash = \(derived.requestHash) AND status IS NOT NULL
             """)
     }
 
+    /// Drops the claim of a request whose answer is not kept, so its retry runs again.
     private func forget(_ derived: Derived) async throws {
         _ = try await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")
     }

@@ -101,7 +101,8 @@ extension UserAccount {
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         // An identity whose provider proved another address proves nothing about this one: it goes too.
-        // A developer's uid (`custom`) is how their backend names the user, no way in anyone chose: it stays.
+        // A developer's uid (`custom`) is how their backend names the user, and a Firebase uid never changes: it
+        // stays (a developer who made the user with an address nobody proved should prove it first).
         var events = unlinking(identitiesNotVouchingFor: identity.normalizedEmail ?? "", keeping: [Self.customProvider], reason: "takeover")
         events.append(.identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: true, personal: personal)))
         events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: identity.email))))

@@ -93,13 +93,16 @@ public enum AdminEvent: Sendable, Hashable {
         /// How many events the page held.
         public var returned: Int?
         public var status: Int
+        /// The position of the last event the page held (absent in records written before it was kept).
+        public var through: Int64?
 
-        public init(userId: UUID?, after: Int64?, limit: Int?, returned: Int?, status: Int) {
+        public init(userId: UUID?, after: Int64?, limit: Int?, returned: Int?, status: Int, through: Int64? = nil) {
             self.userId = userId
             self.after = after
             self.limit = limit
             self.returned = returned
             self.status = status
+            self.through = through
         }
     }
 
@@ -173,6 +176,7 @@ extension AdminEvent.HistoryViewed: JSONTextWritable {
         JSONText.writeMember("returned", ifPresent: returned, isFirst: &isFirst, to: &output)
         JSONText.writeMemberName("status", isFirst: &isFirst, to: &output)
         JSONText.writeInteger(status, to: &output)
+        JSONText.writeMember("through", ifPresent: through.map { Int($0) }, isFirst: &isFirst, to: &output)
         JSONText.writeMember("userId", ifPresent: userId, isFirst: &isFirst, to: &output)
         output.append(UInt8(ascii: "}"))
     }

@@ -152,6 +152,16 @@ struct UserHistoryTests {
                 SELECT data->>'status' AS status FROM events WHERE type = 'AdminHistoryViewed' AND user_id = \(user) ORDER BY position DESC LIMIT 3
                 """).map { try $0.decode("status", as: String.self) }
             #expect(thirdReads == ["200", "200", "400"])
+            // A page that starts before the end of the recorded one is a new reading, recorded: a key that read two
+            // events cannot then read from the first on unrecorded.
+            let (fourthKey, fourth) = try await harness.adminKey(.support, name: "fourth reader")
+            let two = try await harness.adminGet("/v1/admin/users/\(id)/history?limit=2", key: fourth).json
+            let firstPosition = try #require(two["events"]?.elements.first?["position"]?.int)
+            #expect(try await harness.adminGet("/v1/admin/users/\(id)/history?after=\(firstPosition)&limit=500", key: fourth).status == 200)
+            let fourthReads: Int = try await harness.owner.query("""
+                SELECT count(*)::int AS n FROM events WHERE type = 'AdminHistoryViewed' AND stream = \(StreamName.adminKey(fourthKey.id).rawValue)
+                """)[0].decode("n")
+            #expect(fourthReads == 2)
 
             for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=first", "page=2", "after=", "limit="] {
                 let refused = try await harness.adminGet("/v1/admin/users/\(id)/history?\(bad)", key: secret)
