@@ -156,7 +156,7 @@ extension FirebaseRoutes {
             guard let userId = EmailCodeFormat.userId(of: mail.code) else { continue }
             if users[userId] == nil { users[userId] = try await accounts.read(userId) }
             let hash = EmailCodeFormat.hash(mail.code)
-            if let code = users[userId]?.emailCodes.values.first(where: { $0.codeHash == hash }), !code.isUsed, !code.isSpent, code.expiresAt > Date() {
+            if let code = users[userId]?.emailCodes.values.first(where: { $0.codeHash == hash }), !code.isSpent, code.expiresAt > Date() {
                 pending.append(mail)
             }
         }

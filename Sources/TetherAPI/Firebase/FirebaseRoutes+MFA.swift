@@ -115,8 +115,8 @@ extension FirebaseRoutes {
         if let caller {
             session.amr = caller.amr
             session.developerClaims = caller.developerClaims
-            // A factor withdrawn since (by this very request, say) is no longer named.
-            session.secondFactorId = caller.secondFactorId.flatMap { state.mfa.factors[$0] == nil ? nil : $0 }
+            // A factor withdrawn since (by this very request, say) is not named: FirebaseIDTokens names confirmed ones only.
+            session.secondFactorId = caller.secondFactorId
         }
         if let proved {
             let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]

@@ -107,9 +107,8 @@ struct IdempotentRequests: Sendable {
     /// Whether `response` hands out no refresh token (`session.refreshToken`), or one that is still its live
     /// session's current token.
     static func sessionStillAt(_ response: HTTPResponse, in database: PostgresClient) async throws -> Bool {
-        guard (200..<300).contains(response.status),
-              case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: response.body),
-              case .object(let session)? = members["session"], case .string(let refreshToken)? = session["refreshToken"]
+        guard (200..<300).contains(response.status), case .object(let session)? = members(of: response)?["session"],
+              case .string(let refreshToken)? = session["refreshToken"]
         else { return true }
         let hash = RefreshTokens.hash(refreshToken)
         return try await !database.query("""
@@ -253,9 +252,14 @@ struct IdempotentRequests: Sendable {
 
     /// The user an answer shows (`user.id`), if it shows one.
     static func answeredUser(_ response: HTTPResponse) -> UUID? {
-        guard case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: response.body),
-              case .object(let user)? = members["user"], case .string(let id)? = user["id"] else { return nil }
+        guard case .object(let user)? = members(of: response)?["user"], case .string(let id)? = user["id"] else { return nil }
         return UUID(uuidString: id)
+    }
+
+    /// The members of an answer whose body is a JSON object.
+    private static func members(of response: HTTPResponse) -> [String: JSONValue]? {
+        guard case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: response.body) else { return nil }
+        return members
     }
 
     /// Deletes up to `limit` answers past their lifetime (the server's housekeeping loop calls it, so
