@@ -18,6 +18,8 @@ public struct TOTPEnrolment: Sendable {
 public struct ConfirmedFactor: Sendable {
     public var factor: MFAState.Factor
     public var recoveryCodes: [String]?
+    /// The user after the command.
+    public var account: UserAccount
 }
 
 /// Second factors: enrolment, removal, recovery codes, and the challenge of a sign-in.
@@ -87,13 +89,18 @@ extension AccountService {
         }
         guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
         let issued = account.mfa.recoveryCodes[recoveryHashes[0]] != nil
-        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
+        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil, account: account)
     }
 
     /// Confirms an enrolment with its first code; `displayName` names the factor when the client names it
     /// only now (Firebase's `mfaEnrollment:finalize`).
+    ///
+    /// - Parameter followUp: what else the command decides once the code is accepted (the new session Firebase
+    ///   answers with), written in the same transaction; a wrong code records its attempt and nothing more.
+    @discardableResult
     public func confirmFactor(
-        userId: UUID, factorId: UUID, type: MFAFactorType, code: String, displayName: String? = nil, context: CommandContext
+        userId: UUID, factorId: UUID, type: MFAFactorType, code: String, displayName: String? = nil, context: CommandContext,
+        followUp: FollowUp? = nil
     ) async throws -> ConfirmedFactor {
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
         let recoveryHashes = try await hashes(of: recoveryCodes)
@@ -101,14 +108,18 @@ extension AccountService {
             guard let factor = account.mfa.factors[factorId], factor.type == type, !factor.isConfirmed else {
                 throw AccountError.mfaFactorNotFound
             }
-            return try account.confirmFactor(
+            var outcome = try account.confirmFactor(
                 factorId, type: type, check: try Self.check(code, factor: factor, challengeId: nil, now: context.now),
                 recoveryCodeHashes: recoveryHashes, displayName: displayName, now: context.now)
+            if outcome.failure == nil, let followUp {
+                outcome.events = try account.deciding(outcome.events, at: context.now, then: followUp)
+            }
+            return outcome
         }
         guard let factor = account.mfa.factors[factorId] else { throw AccountError.mfaFactorNotFound }
         // These codes were issued if the user now holds them (only a first factor gets codes).
         let issued = account.mfa.recoveryCodes[recoveryHashes[0]] != nil
-        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil)
+        return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil, account: account)
     }
 
     /// Removes a factor.
@@ -118,11 +129,18 @@ extension AccountService {
 
     /// Removes several factors in one command (``UserAccount/removeFactors(_:authTime:byAdmin:now:)``); answers the
     /// user after it.
+    ///
+    /// - Parameter followUp: what else the command decides after the removal (the new session Firebase answers
+    ///   with), written in the same transaction.
     @discardableResult
     public func removeFactors(
-        userId: UUID, factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, context: CommandContext
+        userId: UUID, factorIds: [UUID], authTime: Date?, byAdmin: Bool = false, context: CommandContext, followUp: FollowUp? = nil
     ) async throws -> UserAccount {
-        try await change(userId, context) { try $0.removeFactors(factorIds, authTime: authTime, byAdmin: byAdmin, now: context.now) }
+        try await change(userId, context) { account in
+            let removed = try account.removeFactors(factorIds, authTime: authTime, byAdmin: byAdmin, now: context.now)
+            guard let followUp else { return removed }
+            return try account.deciding(removed, at: context.now, then: followUp)
+        }
     }
 
     /// Replaces the recovery codes; the new ones are returned once.

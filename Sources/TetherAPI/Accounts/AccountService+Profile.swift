@@ -74,14 +74,6 @@ extension AccountService {
         }
     }
 
-    /// Opens `session` for a user whose live session the caller has just checked (``UserAccount/reissue(_:provider:now:)``).
-    @discardableResult
-    public func reissue(
-        userId: UUID, session: NewSession, provider: String, continuing caller: UUID? = nil, context: CommandContext
-    ) async throws -> UserAccount {
-        try await change(userId, context) { try $0.reissue(session, provider: provider, continuing: caller, now: context.now) }
-    }
-
     /// Ends every session of the user and voids every token issued before `validSince` (Firebase's
     /// `validSince`, in whole seconds).
     @discardableResult

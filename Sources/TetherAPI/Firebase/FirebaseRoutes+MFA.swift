@@ -83,49 +83,28 @@ extension FirebaseRoutes {
         guard let code = try info.string(type == .phone ? "code" : "verificationCode"), !code.isEmpty else {
             throw FirebaseError("MISSING_CODE")
         }
-        _ = try await accounts.confirmFactor(
-            userId: account.id, factorId: factorId, type: type, code: code, displayName: displayName, context: context(request, user: account.id))
         // The code just proved the new factor: the tokens say so, as Firebase's do.
-        return try await reissued(account.id, claims: claims, request, proving: (factorId, type))
+        let context = context(request, user: account.id)
+        let reissue = Reissue(claims: claims, proved: (factorId, type), base: newSession(provider: Self.tetherProvider(claims)), now: context.now)
+        let confirmed = try await accounts.confirmFactor(
+            userId: account.id, factorId: factorId, type: type, code: code, displayName: displayName, context: context, followUp: reissue.decide)
+        return try await reissue.answer(confirmed.account, self)
     }
 
     /// `mfaEnrollment:withdraw`: removes a factor (needs a recent sign-in); new tokens again.
     func withdrawEnrollment(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await authenticate(idToken: try request.body.string("idToken"))
         let factorId = try factorId(try request.body.string("mfaEnrollmentId"), missing: "MISSING_MFA_ENROLLMENT_ID")
-        try await accounts.removeFactor(userId: account.id, factorId: factorId, authTime: claims.authTime, context: context(request, user: account.id))
-        return try await reissued(account.id, claims: claims, request)
+        let context = context(request, user: account.id)
+        let reissue = Reissue(claims: claims, proved: nil, base: newSession(provider: Self.tetherProvider(claims)), now: context.now)
+        let changed = try await accounts.removeFactors(
+            userId: account.id, factorIds: [factorId], authTime: claims.authTime, context: context, followUp: reissue.decide)
+        return try await reissue.answer(changed, self)
     }
 
-    /// New tokens for the user of `claims`, who just proved a live session (still live when the command runs): a
-    /// new session of the same sign-in method, which the SDKs put in place of the user's tokens.
-    ///
-    /// The new session continues the caller's: its sign-in time, methods (a second factor included) and
-    /// developer claims carry over, so a reissue never renews the recent-sign-in window.
-    ///
-    /// - Parameter proved: a factor whose code the request just checked: it becomes the session's second factor.
-    private func reissued(
-        _ userId: UUID, claims: FirebaseIDTokenClaims, _ request: FirebaseRequest, proving proved: (id: UUID, type: MFAFactorType)? = nil
-    ) async throws -> JSONValue {
-        let provider = FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
-        var (session, refreshToken) = newSession(provider: provider)
-        let state = try await accounts.read(userId)
-        let caller = state.sessions[claims.sessionId]
-        session.authTime = caller?.authTime ?? claims.authTime
-        if let caller {
-            session.amr = caller.amr
-            session.developerClaims = caller.developerClaims
-            // A factor withdrawn since (by this very request, say) is not named: FirebaseIDTokens names confirmed ones only.
-            session.secondFactorId = caller.secondFactorId
-        }
-        if let proved {
-            let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]
-            session.amr = session.amr.filter { !secondFactorMethods.contains($0) } + [(proved.type == .phone ? MFAMethod.sms : .totp).amr, "mfa"]
-            session.secondFactorId = proved.id
-        }
-        let account = try await accounts.reissue(
-            userId: userId, session: session, provider: provider, continuing: claims.sessionId, context: context(request, user: userId))
-        return .object(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: session.amr)))
+    /// The Tether provider of the sign-in method an ID token names.
+    static func tetherProvider(_ claims: FirebaseIDTokenClaims) -> String {
+        FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
     }
 
     /// `mfaSignIn:start` (phone only): texts the code of the pending sign-in.
@@ -169,5 +148,55 @@ extension FirebaseRoutes {
         completed.secondFactorId = started.secondFactorId
         let account = try await accounts.read(pending.userId)
         return .object(try await tokens(account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr)))
+    }
+}
+
+/// The new tokens a factor change answers with (the SDKs put them in place of the user's): a new session of the
+/// caller's sign-in method, opened by the same command as the change, and only while the session the caller
+/// proved is still live under the user's lock (``UserAccount/reissue(_:provider:continuing:now:)``).
+///
+/// The new session continues the caller's: its sign-in time, methods (a second factor included) and developer
+/// claims carry over, so a reissue never renews the recent-sign-in window.
+struct Reissue: Sendable {
+    let claims: FirebaseIDTokenClaims
+    /// A factor whose code the request just checked: it becomes the session's second factor.
+    let proved: (id: UUID, type: MFAFactorType)?
+    /// A fresh session of the caller's method, and its refresh token.
+    let base: (session: NewSession, refreshToken: String)
+    /// The command's time.
+    let now: Date
+
+    /// The session to open, continuing the caller's session as `account` holds it. The caller's session is the
+    /// same before and after the command (a reissue leaves it live), so the decision and the answer agree.
+    func session(in account: UserAccount) -> NewSession {
+        var session = base.session
+        let caller = account.sessions[claims.sessionId]
+        session.authTime = caller?.authTime ?? claims.authTime
+        if let caller {
+            session.amr = caller.amr
+            session.developerClaims = caller.developerClaims
+            // A factor withdrawn by this very command is not named: FirebaseIDTokens names confirmed ones only.
+            session.secondFactorId = caller.secondFactorId
+        }
+        if let proved {
+            let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]
+            session.amr = session.amr.filter { !secondFactorMethods.contains($0) } + [(proved.type == .phone ? MFAMethod.sms : .totp).amr, "mfa"]
+            session.secondFactorId = proved.id
+        }
+        return session
+    }
+
+    /// The command's follow-up: opens the session on the state after the factor change.
+    var decide: AccountService.FollowUp {
+        { [self] account in
+            try account.reissue(session(in: account), provider: FirebaseRoutes.tetherProvider(claims), continuing: claims.sessionId, now: now)
+        }
+    }
+
+    /// The answer: tokens of the session the command opened.
+    func answer(_ account: UserAccount, _ routes: FirebaseRoutes) async throws -> JSONValue {
+        let session = session(in: account)
+        return .object(try await routes.tokens(
+            account, session: session, refreshToken: base.refreshToken, signInProvider: FirebaseRoutes.signInProvider(amr: session.amr)))
     }
 }

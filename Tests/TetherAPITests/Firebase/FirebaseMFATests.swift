@@ -77,6 +77,7 @@ struct FirebaseMFATests {
                   case .string(let sessionInfo)? = info["sessionInfo"] else { Issue.record("\(start.text)"); return }
             #expect(info["verificationCodeLength"] == .int(6) && info["periodSec"] == .int(30))
             let totp = try TOTP(secret: try Base32.decode(secret))
+            let sessionsBefore = try await firebase.app.eventCount("SessionStarted")
             let wrong = try await v2(firebase, "mfaEnrollment:finalize", .object([
                 "idToken": .string(idToken), "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": "000000" == totp.code(at: Date()) ? "111111" : "000000"]),
             ]))
@@ -88,11 +89,16 @@ struct FirebaseMFATests {
             ]))
             #expect(overlong.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(overlong.text)")
             #expect(try await firebase.app.eventCount("MFAFactorConfirmed") == 0)
+            // A refused code opens no session either.
+            #expect(try await firebase.app.eventCount("SessionStarted") == sessionsBefore)
+            let beforeFinalize = try await firebase.app.lastEventPosition()
             let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
                 "idToken": .string(idToken), "displayName": "Authenticator",
                 "totpVerificationInfo": .object(["sessionInfo": .string(sessionInfo), "verificationCode": .string(totp.code(at: Date()))]),
             ]))
             #expect(finalized.status == 200, "\(finalized.text)")
+            // The confirmation and the session it answers with are one command: both written, or neither.
+            #expect(try await firebase.app.transactions(after: beforeFinalize) == 1)
             #expect(finalized.string("idToken") != nil && finalized.string("refreshToken") != nil)
             // The code just proved the new factor: the tokens name it, as Firebase's do.
             guard case .object(let enrolledClaims)? = finalized.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
@@ -195,10 +201,13 @@ struct FirebaseMFATests {
                 firebase, pending: try #require(other.string("mfaPendingCredential")), enrollmentId: enrollmentId, phone: phone)
             #expect(otherDone.status == 200, "\(otherDone.text)")
 
+            let beforeWithdrawal = try await firebase.app.lastEventPosition()
             let withdrawn = try await v2(firebase, "mfaEnrollment:withdraw", .object([
                 "idToken": .string(try #require(done.string("idToken"))), "mfaEnrollmentId": .string(enrollmentId),
             ]))
             #expect(withdrawn.status == 200, "\(withdrawn.text)")
+            // The withdrawal and the session it answers with are one command.
+            #expect(try await firebase.app.transactions(after: beforeWithdrawal) == 1)
             // The sessions that passed the factor stand, and their next tokens no longer name it.
             for refreshToken in [try #require(done.string("refreshToken")), try #require(otherDone.string("refreshToken"))] {
                 let refreshed = try await firebase.refresh(refreshToken)
