@@ -46,6 +46,21 @@ struct UserAccountTests {
         #expect(try user.unlink(provider: "apple", byAdmin: true).map(\.type) == ["IdentityUnlinked"])
     }
 
+    /// Several decisions as one command: each step decides on the state after the ones before it, and one
+    /// refusal refuses them all.
+    @Test func stepsDecideOneAfterTheOtherAndOneRefusalRefusesThemAll() throws {
+        let id = UUID()
+        let user = account(UserAccount.register(id: id, identity: apple, session: nil, now: now), id: id)
+        let facebook = facebook
+        // Apple alone could not be unlinked; after Facebook's link in the same command it can.
+        let events = try user.deciding([{ try $0.link(facebook) }, { try $0.unlink(provider: "apple", byAdmin: false) }], at: now)
+        #expect(events.map(\.type) == ["IdentityLinked", "IdentityUnlinked"])
+        #expect(account(UserAccount.register(id: id, identity: apple, session: nil, now: now) + events, id: id).signInMethods == ["facebook"])
+        #expect(throws: AccountError.lastSignInMethod) {
+            try user.deciding([{ try $0.link(facebook) }, { try $0.unlink(provider: "apple", byAdmin: false) }, { try $0.unlink(provider: "facebook", byAdmin: false) }], at: now)
+        }
+    }
+
     @Test func aTrustedTakeoverDropsUnverifiedCredentialsAndRevokesSessions() throws {
         let id = UUID()
         let password = ExternalIdentity(provider: "password", uid: "a@icloud.com", email: "a@icloud.com", isEmailVerified: false)

@@ -194,6 +194,22 @@ public struct AccountService: Sendable {
         }
     }
 
+    /// An identity to link to a signed-in user (``link(_:to:context:preceding:followUp:)``).
+    public struct Link: Sendable {
+        public var identity: ExternalIdentity
+        /// The password's stored form, for a `password` identity.
+        public var passwordHash: String?
+        /// Whether another identity of the provider, already linked, gives way to this one (Parse saves a
+        /// changed `authData` entry); otherwise it is refused.
+        public var replacing: Bool
+
+        public init(_ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false) {
+            self.identity = identity
+            self.passwordHash = passwordHash
+            self.replacing = replacing
+        }
+    }
+
     /// Links a verified identity to a signed-in user (with its password, for a `password` identity):
     /// one transaction of two round trips. A password identity's email must be free under either policy.
     ///
@@ -204,23 +220,40 @@ public struct AccountService: Sendable {
         _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, to userId: UUID, context: CommandContext,
         followUp: FollowUp? = nil
     ) async throws -> UserAccount {
+        try await link([Link(identity, passwordHash: passwordHash, replacing: replacing)], to: userId, context: context, followUp: followUp)
+    }
+
+    /// Links several verified identities to a signed-in user in one command, between what the command decides
+    /// before them and after them (a Parse `PUT` that removes factors, links providers and a password, and
+    /// unlinks others): all of it is written, or none. One transaction of two round trips.
+    ///
+    /// Nobody may hold any of the identities, and the email each one claims (a password's always, another's
+    /// under one account per email) must be free or the user's; the emails are locked in order, so two
+    /// commands about the same addresses never wait on each other.
+    @discardableResult
+    public func link(
+        _ links: [Link], to userId: UUID, context: CommandContext, preceding: FollowUp? = nil, followUp: FollowUp? = nil
+    ) async throws -> UserAccount {
         let seal = try await database.readModelSeal()
-        var reads = [try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: seal)]
-        let lockedEmail = passwordHash != nil ? identity.normalizedEmail : emailPolicy.exclusiveEmail(of: identity)
-        if let lockedEmail {
-            reads.append(Self.lockEmail(lockedEmail))
-            reads.append(try Self.userWithEmail(lockedEmail, seal: seal))
-        }
+        var reads = try links.map { try AccountProjection.identityOwner(provider: $0.identity.provider, uid: $0.identity.uid, seal: seal) }
+        let lockedEmails = Set(links.compactMap { link in
+            link.passwordHash != nil ? link.identity.normalizedEmail : emailPolicy.exclusiveEmail(of: link.identity)
+        }).sorted()
+        reads += lockedEmails.map(Self.lockEmail)
+        reads += try lockedEmails.map { try Self.userWithEmail($0, seal: seal) }
         return try await mappingConstraints {
             try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
                 // A password identity is its email: another account holding it means the email is taken.
-                if !rows[0].isEmpty { throw passwordHash == nil ? AccountError.credentialAlreadyInUse : AccountError.emailAlreadyInUse }
-                if lockedEmail != nil, let owner: UUID = try rows[2].first?.decode("id"), owner != userId {
-                    throw AccountError.emailAlreadyInUse
+                for (link, owners) in zip(links, rows) where !owners.isEmpty {
+                    throw link.passwordHash == nil ? AccountError.credentialAlreadyInUse : AccountError.emailAlreadyInUse
                 }
-                let linked = try account.link(identity, passwordHash: passwordHash, replacing: replacing)
-                guard let followUp else { return (linked, ()) }
-                return (try account.deciding(linked, at: context.now, then: followUp), ())
+                for holders in rows.suffix(lockedEmails.count) {
+                    if let owner: UUID = try holders.first?.decode("id"), owner != userId { throw AccountError.emailAlreadyInUse }
+                }
+                let steps: [FollowUp] = [preceding].compactMap { $0 }
+                    + links.map { link in { try $0.link(link.identity, passwordHash: link.passwordHash, replacing: link.replacing) } }
+                    + [followUp].compactMap { $0 }
+                return (try account.deciding(steps, at: context.now), ())
             }.account
         }
     }

@@ -135,12 +135,9 @@ public struct AccountCommands: Sendable {
             if let authTime = command.authTime, !(try await accounts.read(command.userId)).isAnonymous {
                 try UserAccount.requireRecentSignIn(authTime: authTime, now: command.context.now)
             }
-            try Self.validate(email: email, pointer: "/credential/email")
-            try checkPassword(password, pointer: "/credential/password")
-            let hash = try await BlockingWork.run { [passwords] in try passwords.hash(password) }
-            let identity = ExternalIdentity(
-                provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
-            return try await accounts.link(identity, passwordHash: hash, to: command.userId, context: command.context, followUp: command.followUp)
+            return try await accounts.link(
+                [try await passwordLink(email: email, password: password, pointer: "/credential")], to: command.userId,
+                context: command.context, followUp: command.followUp)
         default:
             return try await link(
                 try await verify(command.credential), to: command.userId, context: command.context, followUp: command.followUp)
@@ -222,8 +219,28 @@ public struct AccountCommands: Sendable {
         _ identity: ExternalIdentity, replacing: Bool = false, to userId: UUID, context: CommandContext,
         followUp: AccountService.FollowUp? = nil
     ) async throws -> UserAccount {
-        try await releasingOnServerFailure(identity) {
-            try await accounts.link(identity, replacing: replacing, to: userId, context: context, followUp: followUp)
+        try await link([AccountService.Link(identity, replacing: replacing)], to: userId, context: context, followUp: followUp)
+    }
+
+    /// A password to link on `email`: the address and the password checked against the policy (a refusal
+    /// points at `email` and `password` under `pointer`), the password hashed.
+    public func passwordLink(email: String, password: String, pointer: String = "") async throws -> AccountService.Link {
+        try Self.validate(email: email, pointer: pointer + "/email")
+        try checkPassword(password, pointer: pointer + "/password")
+        let identity = ExternalIdentity(
+            provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
+        return AccountService.Link(identity, passwordHash: try await hashPassword(password))
+    }
+
+    /// Links identities the surface verified with ``verify(_:context:)`` (and passwords of
+    /// ``passwordLink(email:password:pointer:)``) to the signed-in user in one command, between what it decides
+    /// before and after them (``AccountService/link(_:to:context:preceding:followUp:)``).
+    public func link(
+        _ links: [AccountService.Link], to userId: UUID, context: CommandContext,
+        preceding: AccountService.FollowUp? = nil, followUp: AccountService.FollowUp? = nil
+    ) async throws -> UserAccount {
+        try await releasingOnServerFailure(links.filter { $0.passwordHash == nil }.map(\.identity)) {
+            try await accounts.link(links, to: userId, context: context, preceding: preceding, followUp: followUp)
         }
     }
 
@@ -284,7 +301,7 @@ public struct AccountCommands: Sendable {
         attempt.verifiedUID = identity.uid
         let outcome: SignInOutcome
         do {
-            outcome = try await releasingOnServerFailure(identity) {
+            outcome = try await releasingOnServerFailure([identity]) {
                 try await accounts.signIn(
                     identity, session: command.session, context: command.context, check: limits.check(attempt, releasing: reservation))
             }
@@ -336,15 +353,15 @@ public struct AccountCommands: Sendable {
         return try await identities.verify(credential)
     }
 
-    /// Runs the command `identity` was verified for; when it fails on the server's side (a 5xx, such as
-    /// the database going away), the token's nonce is given back: the client will retry with the same
+    /// Runs the command `identities` were verified for; when it fails on the server's side (a 5xx, such as
+    /// the database going away), the tokens' nonces are given back: the client will retry with the same
     /// token, and a nonce spent on a sign-in that never happened must not turn that retry into a replay.
-    func releasingOnServerFailure<T>(_ identity: ExternalIdentity, _ command: () async throws -> T) async throws -> T {
+    func releasingOnServerFailure<T>(_ identities: [ExternalIdentity], _ command: () async throws -> T) async throws -> T {
         do {
             return try await command()
         } catch {
             if Self.isServerFailure(error) {
-                await identities?.release(identity)
+                for identity in identities { await self.identities?.release(identity) }
             }
             throw error
         }

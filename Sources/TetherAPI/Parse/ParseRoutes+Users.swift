@@ -100,6 +100,13 @@ extension ParseRoutes {
     }
 
     /// 201 with `Location` and `{objectId, createdAt, username, sessionToken}`: a new user.
+    /// The error of a link refused because an address is taken since it was looked up: the new password's
+    /// (202 or 203, as ``passwordEmailConflict(_:owner:)`` tells), or another identity's (203).
+    private func emailTaken(_ passwordEmail: String?, owner: UUID) async throws -> ParseError {
+        guard let passwordEmail else { return .emailInUse }
+        return try await passwordEmailConflict(passwordEmail, owner: owner) ?? .emailInUse
+    }
+
     private func created(_ account: UserAccount, token: String, _ request: HTTPRequest) -> HTTPResponse {
         var body = ParseUser.fields(account)
         body["updatedAt"] = nil
@@ -171,23 +178,20 @@ extension ParseRoutes {
         case .needsConfirmation:
             throw ParseError.emailInUse
         }
-        // Implicit linking: the request's other identities that nobody holds yet join the user. An
-        // anonymous one does not (a real identity replaces it).
-        for other in extras {
-            guard account.identities[other.claim.provider] == nil else { continue }
-            do {
-                account = try await commands.link(other.identity, to: account.id, context: self.context(request, caller))
-            } catch {
-                throw ParseError(converting: error, provider: other.claim.provider)
-            }
-        }
+        // Implicit linking: the request's other identities that nobody holds yet join the user, with the
+        // password, in one command. An anonymous one does not (a real identity replaces it).
+        let others = extras.filter { account.identities[$0.claim.provider] == nil }
+        var links = others.map { AccountService.Link($0.identity) }
         if let passwordEmail, let password = credentials.password {
+            links.append(try await commands.passwordLink(email: passwordEmail, password: password))
+        }
+        if !links.isEmpty {
             do {
-                account = try await commands.link(LinkCommand(
-                    credential: .password(email: passwordEmail, password: password), userId: account.id, context: self.context(request, caller)))
+                account = try await commands.link(links, to: account.id, context: self.context(request, caller))
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
-                // Taken since it was looked up.
-                throw try await passwordEmailConflict(passwordEmail, owner: account.id) ?? ParseError.emailInUse
+                throw try await emailTaken(passwordEmail, owner: account.id)
+            } catch {
+                throw ParseError(converting: error, provider: others.count == 1 ? others[0].claim.provider : nil)
             }
         }
         if isNewUser { return created(account, token: token, request) }
@@ -408,56 +412,53 @@ extension ParseRoutes {
         guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
         if let newPasswordEmail, let conflict = try await passwordEmailConflict(newPasswordEmail, owner: userId) { throw conflict }
 
-        // What the master key changes is recorded in its admin key's stream.
-        func recordMasterAction(_ action: String) async throws {
-            guard isMaster, let master = caller.master else { return }
-            try await adminKeys.record(
-                .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
-                keyId: master.id, metadata: context(request, caller).metadata)
-        }
-        // 2. Apply: each step a command of its own, in an order in which none can fail on another's account. The
-        // factors go first, in one command: their removal is the one step the time can still refuse (a log-in
-        // just under 5 minutes old at the check), and then nothing else has been written.
+        // 2. Apply, as one command: the factors' removal, the links (a new password's included), a changed
+        // password, the unlinks and the verification mark are all written, or none of them.
+        let context = context(request, caller)
+        let authTime = caller.session?.authTime
+        var removal: AccountService.FollowUp?
         if !factorsToRemove.isEmpty {
-            do {
-                account = try await accounts.removeFactors(
-                    userId: userId, factorIds: factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, context: context(request, caller))
-            } catch {
-                throw ParseError(converting: error)
-            }
-            try await recordMasterAction("remove-mfa")
+            removal = { try $0.removeFactors(factorsToRemove, authTime: authTime, byAdmin: isMaster, now: context.now) }
         }
-        for link in toLink {
-            do {
-                account = try await commands.link(link.identity, replacing: true, to: userId, context: context(request, caller))
-            } catch {
-                throw ParseError(converting: error, provider: link.claim.provider)
-            }
-        }
+        var links = toLink.map { AccountService.Link($0.identity, replacing: true) }
+        var after: [AccountService.FollowUp] = []
         var newToken: String?
         if let password = credentials.password, let newPasswordEmail {
-            do {
-                account = try await commands.link(LinkCommand(
-                    credential: .password(email: newPasswordEmail, password: password), userId: userId, context: context(request, caller)))
-            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
-                // Taken since it was looked up.
-                throw try await passwordEmailConflict(newPasswordEmail, owner: userId) ?? ParseError.emailInUse
-            }
+            links.append(try await commands.passwordLink(email: newPasswordEmail, password: password))
         } else if let password = credentials.password {
             // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
-            let context = context(request, caller)
             let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
-            account = try await commands.changePassword(userId: userId, password: password, session: session, context: context)
+            let hash = try await commands.hashPassword(password)
+            after.append { try $0.changePassword(passwordHash: hash, session: session, now: context.now) }
             newToken = token
         }
-        for provider in unlinks where account.identities[provider] != nil {
-            account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isMaster, context: context(request, caller))
-            try await recordMasterAction("unlink-\(provider)")
+        for provider in unlinks {
+            after.append { $0.identities[provider] == nil ? [] : try $0.unlink(provider: provider, byAdmin: isMaster) }
         }
         if let emailVerified {
-            account = try await accounts.updateProfile(
-                userId: userId, displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified, context: context(request, caller))
-            try await recordMasterAction("email-verified-\(emailVerified)")
+            after.append { try $0.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified) }
+        }
+        let unlinked = unlinks.filter { account.identities[$0] != nil }
+        if removal != nil || !links.isEmpty || !after.isEmpty {
+            do {
+                let steps = after, now = context.now
+                let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
+                account = try await commands.link(links, to: userId, context: context, preceding: removal, followUp: followUp)
+            } catch let error as AccountError where error.reason == .emailAlreadyInUse {
+                throw try await emailTaken(newPasswordEmail, owner: userId)
+            } catch {
+                throw ParseError(converting: error, provider: toLink.count == 1 ? toLink[0].claim.provider : nil)
+            }
+        }
+        // What the master key changed is recorded in its admin key's stream.
+        if isMaster, let master = caller.master {
+            let actions = (factorsToRemove.isEmpty ? [] : ["remove-mfa"]) + unlinked.map { "unlink-\($0)" }
+                + (emailVerified.map { ["email-verified-\($0)"] } ?? [])
+            for action in actions {
+                try await adminKeys.record(
+                    .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
+                    keyId: master.id, metadata: context.metadata)
+            }
         }
         var answer: [String: JSONValue] = [:]
         if let enrolment, let session = caller.session {

@@ -136,6 +136,19 @@ extension UserAccount {
         events + (try next(appending(events.map { ($0, now) }, version: version)))
     }
 
+    /// What `steps` decide one after the other, each on the state after the ones before: several decisions
+    /// made as one command (a Parse `PUT` that links, sets a password and unlinks), all written or none.
+    public func deciding(_ steps: [@Sendable (UserAccount) throws -> [AccountEvent]], at now: Date) throws -> [AccountEvent] {
+        var state = self
+        var events: [AccountEvent] = []
+        for step in steps {
+            let decided = try step(state)
+            events += decided
+            state = state.appending(decided.map { ($0, now) }, version: version)
+        }
+        return events
+    }
+
     /// Links another provider's identity (the caller has checked it belongs to nobody), with the
     /// password it sets when it is a `password` identity.
     ///

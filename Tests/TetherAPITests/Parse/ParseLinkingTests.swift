@@ -147,4 +147,46 @@ struct ParseLinkingTests {
             #expect(try await parse.accountEvents() == events)
         }
     }
+
+    /// A `PUT` that links providers and a password, or unlinks several, and a log-in that links the request's
+    /// other identities and a password, each write their changes as one command: all of them, or none.
+    @Test func aPutsChangesAndALogInsLinksAreOneCommandEach() async throws {
+        try await ParseApp.run { parse in
+            let user = try await parse.logIn("apple", ["id": "apple-one", "token": try await parse.appleToken("apple-one", email: "one@example.com")])
+            let objectId = try #require(user.string("objectId"))
+            let session = try #require(user.string("sessionToken"))
+            let beforeLinks = try await parse.app.lastEventPosition()
+            let linked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object([
+                    "google": ParseApp.strings(["id": "google-one", "id_token": try await parse.googleToken("google-one")]),
+                    "facebook": ParseApp.strings(["id": "fb-one", "access_token": try await parse.facebookToken("fb-one")]),
+                ]),
+                "username": "one@example.com", "password": "one's password",
+            ]))
+            #expect(linked.status == 200, "\(linked.text)")
+            #expect(try await parse.app.transactions(after: beforeLinks) == 1)
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData.keys.sorted() == ["apple", "facebook", "google"])
+            #expect(try await parse.send("GET", "/login?username=one@example.com&password=one%27s%20password").status == 200)
+
+            let beforeUnlinks = try await parse.app.lastEventPosition()
+            let unlinked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["google": .null, "facebook": .null]),
+            ]))
+            #expect(unlinked.status == 200, "\(unlinked.text)")
+            #expect(try await parse.app.transactions(after: beforeUnlinks) == 1)
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData.keys.sorted() == ["apple"])
+
+            // A log-in with the owned Apple ID and two new identities: the sign-in, then one command of links.
+            let beforeLogIn = try await parse.app.lastEventPosition()
+            let more = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-one", "token": try await parse.appleToken("apple-one")]),
+                "google": ParseApp.strings(["id": "google-two", "id_token": try await parse.googleToken("google-two")]),
+                "facebook": ParseApp.strings(["id": "fb-two", "access_token": try await parse.facebookToken("fb-two")]),
+            ])]))
+            #expect(more.status == 200, "\(more.text)")
+            #expect(more.string("objectId") == objectId)
+            #expect(more.authData.keys.sorted() == ["apple", "facebook", "google"])
+            #expect(try await parse.app.transactions(after: beforeLogIn) == 2)
+        }
+    }
 }
