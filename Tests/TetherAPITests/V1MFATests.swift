@@ -429,7 +429,7 @@ struct V1MFATests {
     }
 
     @Test func aSignInBegunWithADeviceKeyIsFinishedOnlyByThatKey() async throws {
-        try await DevService.run { app in
+        try await DevService.run(settings: ["TETHER_FIREBASE_PROJECT_ID": "demo-project"]) { app in
             let (_, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-bound-mfa"))
             let device = DeviceKey()
             let challenge = try mfaRequired(try await app.signIn(
@@ -441,6 +441,13 @@ struct V1MFATests {
                 #expect(refused.status == 401)
                 #expect(try refused.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
             }
+            // Firebase's surface has no device key: the pending credential is no good there.
+            let onFirebase = try await app.client.post(
+                "/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:finalize?key=k", json: JSONValue.object([
+                    "mfaPendingCredential": .string(challenge.mfaPendingCredential), "mfaEnrollmentId": .string(confirmed.factor.id),
+                    "totpVerificationInfo": .object(["verificationCode": .string(totp.code(forStep: step + 1))]),
+                ]))
+            #expect(onFirebase.status == 400 && onFirebase.bodyText.contains("INVALID_MFA_PENDING_CREDENTIAL"), "\(onFirebase.bodyText)")
             #expect(try await app.eventCount("MFACodeRejected") == 0, "a missing or wrong key costs no attempt")
             let done = try await verify(app, body, headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/verify"))])
             #expect(done.status == 200)

@@ -107,6 +107,17 @@ extension FirebaseRoutes {
         FirebaseProviders.tetherName(claims.signInProvider) ?? claims.signInProvider
     }
 
+    /// Runs a step of a pending sign-in. One begun on `/v1` with a device key (DPoP) is finished only with that
+    /// key, which this surface never has: its credential is no good here (`INVALID_MFA_PENDING_CREDENTIAL`), and
+    /// the refusal costs no attempt.
+    private func unbound<T>(_ step: () async throws -> T) async throws -> T {
+        do {
+            return try await step()
+        } catch let error as AccountError where error.reason == .invalidDPoPProof {
+            throw FirebaseError("INVALID_MFA_PENDING_CREDENTIAL", "This sign-in was begun with a device key: finish it where it began.")
+        }
+    }
+
     /// `mfaSignIn:start` (phone only): texts the code of the pending sign-in.
     func startSignIn(_ request: FirebaseRequest) async throws -> JSONValue {
         guard let credential = try request.body.string("mfaPendingCredential"), !credential.isEmpty else {
@@ -114,9 +125,11 @@ extension FirebaseRoutes {
         }
         let pending = try await commands.pendingCredentials.read(credential)
         let factorId = try factorId(try request.body.string("mfaEnrollmentId"), missing: "MISSING_MFA_ENROLLMENT_ID")
-        _ = try await accounts.sendChallengeCode(
-            userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, presentedJKT: nil, sms: sms,
-            context: context(request, user: pending.userId))
+        _ = try await unbound {
+            try await accounts.sendChallengeCode(
+                userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, presentedJKT: nil, sms: sms,
+                context: context(request, user: pending.userId))
+        }
         return .object(["phoneResponseInfo": .object(["sessionInfo": .string(factorId.lowercasedText)])])
     }
 
@@ -140,9 +153,11 @@ extension FirebaseRoutes {
         }
         guard let code, !code.isEmpty else { throw FirebaseError("MISSING_CODE") }
         let (session, refreshToken) = newSession(provider: "mfa")
-        let started = try await accounts.verifyChallenge(
-            userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, code: code, recoveryCode: nil, session: session,
-            context: context(request, user: pending.userId))
+        let started = try await unbound {
+            try await accounts.verifyChallenge(
+                userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, code: code, recoveryCode: nil, session: session,
+                context: context(request, user: pending.userId))
+        }
         var completed = session
         completed.amr = started.amr
         completed.secondFactorId = started.secondFactorId
