@@ -490,7 +490,7 @@ extension ParseRoutes {
         guard account.exists else { throw ParseError.objectMissing }
         if let master = caller.master {
             try await adminKeys.record(.userViewed(.init(userId: userId, status: 200)), keyId: master.id, metadata: context(request, caller).metadata)
-            return SurfaceJSON.response(.object(ParseUser.full(account)))
+            return SurfaceJSON.response(.object(ParseUser.full(account, shownToAdmins: true)))
         }
         if caller.session?.userId == userId {
             return SurfaceJSON.response(.object(ParseUser.full(account)))

@@ -33,7 +33,10 @@ enum ParseUser {
 
     /// The user as their own session (or the master key) reads them: no secret, no `null`, `authData`
     /// only when it has entries, its values strings (`mfa` as `{"status":"enabled"}`).
-    static func full(_ account: UserAccount, sessionToken: String? = nil) -> [String: JSONValue] {
+    ///
+    /// - Parameter shownToAdmins: the master key (an admin key) reads an anonymous id as every admin reader
+    ///   does, as its fingerprint (``SecretUID``): the id alone signs its user in.
+    static func full(_ account: UserAccount, sessionToken: String? = nil, shownToAdmins: Bool = false) -> [String: JSONValue] {
         var body = fields(account)
         if let email = account.email {
             body["email"] = .string(email)
@@ -41,7 +44,8 @@ enum ParseUser {
         }
         var authData: [String: JSONValue] = [:]
         for identity in account.identities.values where identity.provider != ProviderName.password.rawValue {
-            authData[identity.provider] = .object(["id": .string(identity.uid)])
+            let uid = shownToAdmins ? SecretUID.shown(provider: identity.provider, uid: identity.uid) : identity.uid
+            authData[identity.provider] = .object(["id": .string(uid)])
         }
         if account.mfa.isRequired {
             authData["mfa"] = .object(["status": "enabled"])

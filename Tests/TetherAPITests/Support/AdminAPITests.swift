@@ -34,6 +34,8 @@ struct AdminAPITests {
                 ("export", try await harness.adminGet("/v1/admin/users/\(userId)/export", key: admin)),
                 ("feed", try await harness.adminGet("/v1/admin/events?userId=\(userId)", key: admin)),
                 ("an action's answer", try await harness.adminPost("/v1/admin/users/\(userId)/revoke-sessions", key: admin)),
+                ("Parse's master-key read", try await harness.client.get(
+                    "/parse/users/\(objectId)", headers: ["X-Parse-Application-Id": "support-app", "X-Parse-Master-Key": admin])),
             ]
             for (name, read) in reads {
                 #expect(read.status == 200, "\(name): \(read.bodyText)")
