@@ -4,7 +4,9 @@ extension UUID {
     /// Parses the 36-character form `8-4-4-4-12` of hex digits in either case, without the `sscanf`
     /// of `UUID(uuidString:)`: reading a page of events parses several ids per event (event, user,
     /// command, correlation), and that cost showed in profiles. It answers as `UUID(uuidString:)`
-    /// does, except that it refuses spaces, which `sscanf` lets through before a digit pair.
+    /// does, except that it refuses spaces, which `sscanf` lets through before a digit pair, and anything
+    /// after the 36th character: `UUID(uuidString:)` reads a C string, so an id followed by a NUL and
+    /// more passed as the id. Every id a request or a command line names is read with this.
     public init?(text: some StringProtocol) {
         guard let parsed = text.utf8.withContiguousStorageIfAvailable({ UUID(utf8: $0) })
             ?? Array(text.utf8).withUnsafeBufferPointer({ UUID(utf8: $0) }) else { return nil }

@@ -75,7 +75,7 @@ extension Commands {
             }
         case "revoke":
             guard options.positionals.count == 2 else { throw UsageError("tether admin-keys revoke needs one key id") }
-            guard let id = UUID(uuidString: options.positionals[1]) else {
+            guard let id = UUID(text: options.positionals[1]) else {
                 throw UsageError("\"\(options.positionals[1])\" is not an admin key id (see tether admin-keys list)")
             }
             try await withDatabase(options, for: "tether admin-keys") { database in

@@ -13,7 +13,7 @@ extension Commands {
         let configuration = try loadConfiguration(options)
         let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
         func id() throws -> UUID {
-            guard options.positionals.count == 2, let id = UUID(uuidString: options.positionals[1]) else {
+            guard options.positionals.count == 2, let id = UUID(text: options.positionals[1]) else {
                 throw UsageError("tether webhooks \(action) needs one subscription id (see tether webhooks list)")
             }
             return id

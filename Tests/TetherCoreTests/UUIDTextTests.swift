@@ -14,6 +14,15 @@ struct UUIDTextTests {
         return edges + (0..<count).map { _ in UUID() }
     }
 
+    /// Nothing may follow the 36 characters: not a NUL (where a C-string read stops), not a space.
+    @Test func anIdWithAnythingAfterItIsNoId() {
+        let id = UUID()
+        #expect(UUID(text: id.lowercasedText) == id)
+        for tail in ["\u{0}", "\u{0}evil", " ", "0", "\n"] {
+            #expect(UUID(text: id.lowercasedText + tail) == nil, "tail \(Array(tail.utf8))")
+        }
+    }
+
     @Test func everyByteAtEveryPlaceIsReadAsADigitADashOrARefusal() {
         let id = UUID(uuid: (0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10))
         let text = Array(id.uuidString.utf8)

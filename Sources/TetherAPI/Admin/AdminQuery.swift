@@ -55,7 +55,7 @@ struct AdminQuery {
     /// A user id.
     func userID(_ name: String) throws(AdminError) -> UUID? {
         guard let text = values[name] else { return nil }
-        guard let id = UUID(uuidString: text) else { throw .invalidRequest("\(name) must be a user id (a UUID).") }
+        guard let id = UUID(text: text) else { throw .invalidRequest("\(name) must be a user id (a UUID).") }
         return id
     }
 }

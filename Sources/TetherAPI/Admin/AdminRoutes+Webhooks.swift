@@ -95,7 +95,7 @@ extension AdminRoutes {
             _ = try AdminQuery(request, accepting: accepting)
             var id = UUID.random()
             if let text = request.pathParameters["id"] {
-                guard let parsed = UUID(uuidString: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
+                guard let parsed = UUID(text: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
                 id = parsed
             }
             let response = try await body(id)

@@ -218,7 +218,7 @@ public struct AdminRoutes: Sendable {
     /// A page of the public event feed. Admin keys see personal members; support keys the rest.
     private func events(_ request: HTTPRequest) async throws -> HTTPResponse {
         let raw = request.query
-        let named = raw["userId"].flatMap(UUID.init(uuidString:))
+        let named = raw["userId"].flatMap(UUID.init(text:))
         let failure = { (status: Int) in
             AdminEvent.eventsRead(.init(userId: named, after: raw["after"], types: nil, returned: nil, status: status))
         }
@@ -382,6 +382,6 @@ public struct AdminRoutes: Sendable {
 
     /// The `{id}` of the path, when it is a UUID: recorded even when the request is refused.
     private static func namedUser(_ request: HTTPRequest) -> UUID? {
-        request.pathParameters["id"].flatMap(UUID.init(uuidString:))
+        request.pathParameters["id"].flatMap(UUID.init(text:))
     }
 }

@@ -105,7 +105,7 @@ public struct AdminUserDirectory: Sendable {
             query.append(")")
         }
         if let q = search.q {
-            if let id = UUID(uuidString: q) {
+            if let id = UUID(text: q) {
                 query.append(" AND u.id = \(id)")
             } else {
                 let term = PostgresArray([try seal.searchTerm(q)])

@@ -65,7 +65,7 @@ public struct UserExport: Sendable {
         switch value {
         case .object(let members):
             .object(Dictionary(uniqueKeysWithValues: members.filter { !secretMembers.contains($0.key) }.map { name, member in
-                if name.hasSuffix("Id"), case .string(let text) = member, let id = UUID(uuidString: text) {
+                if name.hasSuffix("Id"), case .string(let text) = member, let id = UUID(text: text) {
                     (name, .string(id.lowercasedText))
                 } else {
                     (name, exported(member))

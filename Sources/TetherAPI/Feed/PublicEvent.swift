@@ -69,7 +69,7 @@ public enum PublicEvent {
         /// An id member, written in lowercase as every id of the API is (payloads hold Swift's uppercase form).
         func plainId(_ name: String) {
             guard let value = payload[name], value != .null else { return }
-            if case .string(let text) = value, let id = UUID(uuidString: text) { data[name] = .string(id.lowercasedText) } else { data[name] = value }
+            if case .string(let text) = value, let id = UUID(text: text) { data[name] = .string(id.lowercasedText) } else { data[name] = value }
         }
         /// A personal member, copied only for readers allowed it.
         func personalMember(_ name: String, as publicName: String? = nil) {

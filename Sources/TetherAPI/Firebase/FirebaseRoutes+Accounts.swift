@@ -272,7 +272,7 @@ extension FirebaseRoutes {
         let limit = Int(query["maxResults"] ?? "20") ?? 0
         guard (1...1000).contains(limit) else { throw FirebaseError("INVALID_ARGUMENT", "maxResults is 1 to 1000.") }
         let after = query["nextPageToken"].flatMap { $0.isEmpty ? nil : $0 }
-        if let after, UUID(uuidString: after) == nil { throw FirebaseError("INVALID_PAGE_SELECTION") }
+        if let after, UUID(text: after) == nil { throw FirebaseError("INVALID_PAGE_SELECTION") }
         let rows = try await accounts.database.query("""
             SELECT id FROM users WHERE erased_at IS NULL AND (\(after)::uuid IS NULL OR id > \(after)::uuid) ORDER BY id LIMIT \(limit)
             """)

@@ -35,7 +35,7 @@ extension FirebaseRoutes {
     /// of ours is `MFA_ENROLLMENT_NOT_FOUND`.
     private func factorId(_ text: String?, missing: String) throws(FirebaseError) -> UUID {
         guard let text, !text.isEmpty else { throw FirebaseError(missing) }
-        guard let id = UUID(uuidString: text) else { throw FirebaseError("MFA_ENROLLMENT_NOT_FOUND") }
+        guard let id = UUID(text: text) else { throw FirebaseError("MFA_ENROLLMENT_NOT_FOUND") }
         return id
     }
 

@@ -167,7 +167,7 @@ public struct FirebaseRoutes: Sendable {
     func user(localId: String) async throws -> UUID? {
         guard !localId.isEmpty, localId.utf8.count <= 128 else { return nil }
         // Tether's ids are written lowercase: another spelling is another (developer's) uid, never this user.
-        let uuid = UUID(uuidString: localId).flatMap { $0.lowercasedText == localId ? $0 : nil }
+        let uuid = UUID(text: localId).flatMap { $0.lowercasedText == localId ? $0 : nil }
         let sealedUID = try (try await accounts.database.readModelSeal()).seal(localId)
         let rows = try await accounts.database.query("""
             SELECT i.user_id AS id FROM identities i JOIN users u ON u.id = i.user_id

@@ -131,7 +131,7 @@ public struct FirebaseIDTokens: Sendable {
         let claims = verified.claims
         guard let localId = claims.subject, !localId.isEmpty,
               let firebase = claims["firebase"]?.objectValue,
-              let session = firebase["tether_session"]?.stringValue.flatMap(UUID.init(uuidString:)),
+              let session = firebase["tether_session"]?.stringValue.flatMap(UUID.init(text:)),
               let issuedAt = claims.issuedAt, let authTime = claims["auth_time"]?.numberValue
         else { throw FirebaseError.invalidIDToken }
         return FirebaseIDTokenClaims(

@@ -26,7 +26,7 @@ public enum HistoryTable {
     static func actor(_ actor: EventActor?, historyOf userId: UUID) -> String {
         guard let actor else { return "-" }
         guard let id = actor.id else { return actor.kind }
-        if actor.kind == "user", UUID(uuidString: id) == userId { return "self" }
-        return actor.kind + ":" + (UUID(uuidString: id) == nil ? id : String(id.prefix(8)))
+        if actor.kind == "user", UUID(text: id) == userId { return "self" }
+        return actor.kind + ":" + (UUID(text: id) == nil ? id : String(id.prefix(8)))
     }
 }

@@ -10,7 +10,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
     /// (`password:ada@example.com` included); anything else with an `@` is an email.
     public init(parsing text: String) throws(AdminError) {
         let text = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let id = UUID(uuidString: text) {
+        if let id = UUID(text: text) {
             self = .id(id)
             return
         }

@@ -62,10 +62,10 @@ public struct AccessTokenVerifier: Sendable {
     }
 
     private static func claims(_ claims: JWTClaims) throws(TokenError) -> AccessTokenClaims {
-        guard let subject = claims.subject, let userId = UUID(uuidString: subject), subject == subject.lowercased() else {
+        guard let subject = claims.subject, let userId = UUID(text: subject), subject == subject.lowercased() else {
             throw TokenError.invalidToken.with(detail: "sub is not a user id")
         }
-        guard let sid = claims["sid"]?.stringValue, let sessionId = UUID(uuidString: sid) else {
+        guard let sid = claims["sid"]?.stringValue, let sessionId = UUID(text: sid) else {
             throw TokenError.invalidToken.with(detail: "sid is not a session id")
         }
         guard let issuedAt = claims.issuedAt, let expiresAt = claims.expiresAt,

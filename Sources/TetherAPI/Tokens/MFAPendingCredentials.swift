@@ -55,8 +55,8 @@ public struct MFAPendingCredentials: Sendable {
         } catch let error as JOSEError {
             throw AccountError.invalidMFAPendingCredential("The pending credential failed the \(error.reason) check.")
         }
-        guard let subject = verified.claims.subject, let userId = UUID(uuidString: subject),
-              let jti = verified.claims["jti"]?.stringValue, let challengeId = UUID(uuidString: jti) else {
+        guard let subject = verified.claims.subject, let userId = UUID(text: subject),
+              let jti = verified.claims["jti"]?.stringValue, let challengeId = UUID(text: jti) else {
             throw AccountError.invalidMFAPendingCredential("The pending credential names no user or challenge.")
         }
         return (userId, challengeId)

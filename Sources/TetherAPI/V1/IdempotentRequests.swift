@@ -253,7 +253,7 @@ struct IdempotentRequests: Sendable {
     /// The user an answer shows (`user.id`), if it shows one.
     static func answeredUser(_ response: HTTPResponse) -> UUID? {
         guard case .object(let user)? = members(of: response)?["user"], case .string(let id)? = user["id"] else { return nil }
-        return UUID(uuidString: id)
+        return UUID(text: id)
     }
 
     /// The members of an answer whose body is a JSON object.

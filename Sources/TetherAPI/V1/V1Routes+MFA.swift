@@ -117,7 +117,7 @@ extension V1Routes {
     }
 
     private static func factorId(_ text: String) throws(AccountError) -> UUID {
-        guard let id = UUID(uuidString: text) else { throw .mfaFactorNotFound }
+        guard let id = UUID(text: text) else { throw .mfaFactorNotFound }
         return id
     }
 

@@ -212,12 +212,17 @@ struct AdminAPITests {
             #expect(try unknown.json["code"]?.string == "not_found")
             let queried = try await harness.adminPost("\(base)/disable?force=1", key: admin.secret)
             #expect(queried.status == 400)
+            // An id with a NUL and more after it is no id (a C-string read took it for the id before it).
+            let trailed = try await harness.adminPost("\(base)%00evil/disable", key: admin.secret)
+            #expect(trailed.status == 400, "\(trailed.bodyText)")
+            #expect(try await harness.adminGet("\(base)%00x", key: admin.secret).status == 400)
+            #expect(try await harness.adminGet("/v1/admin/events?userId=\(user.id.uuidString.lowercased())%00zz", key: admin.secret).status == 400)
 
             #expect(try await harness.events(inStream: .user(user.id)).allSatisfy { $0.type != "UserDisabled" })
-            let statuses = try await harness.events(inStream: .adminKey(admin.key.id)).dropFirst().map {
+            let statuses = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }.map {
                 try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data).status
             }
-            #expect(statuses == [400, 400, 400, 404, 400])
+            #expect(statuses == [400, 400, 400, 404, 400, 400])
         }
     }
 
