@@ -428,6 +428,25 @@ struct V1MFATests {
         }
     }
 
+    /// A sign-in waiting at its second step does not finish once the user unlinks the provider it began with.
+    @Test func aSignInBegunWithAProviderUnlinkedMeanwhileDoesNotFinish() async throws {
+        try await DevService.run { app in
+            let (user, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-unlinked-mfa"))
+            #expect(try await app.link(try await app.google("google-unlinked-mfa"), to: user.session.accessToken).status == 200)
+            let challenge = try mfaRequired(try await app.signIn(try await app.apple("apple-unlinked-mfa")))
+            let unlinked = try await app.client.delete(
+                "/v1/users/me/identities/apple", headers: ["Authorization": "Bearer \(user.session.accessToken)"])
+            #expect(unlinked.status == 200, "\(unlinked.bodyText)")
+            let refused = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
+                                                "code": totp.code(forStep: step + 1)])
+            #expect(refused.status == 401, "\(refused.bodyText)")
+            #expect(try refused.decodeJSON(ProblemBody.self).code == "invalid_mfa_pending_credential")
+            let recovered = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential,
+                                                  "recoveryCode": try #require(confirmed.recoveryCodes?.first)])
+            #expect(recovered.status == 401, "\(recovered.bodyText)")
+        }
+    }
+
     @Test func aSignInBegunWithADeviceKeyIsFinishedOnlyByThatKey() async throws {
         try await DevService.run(settings: ["TETHER_FIREBASE_PROJECT_ID": "demo-project"]) { app in
             let (_, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-bound-mfa"))

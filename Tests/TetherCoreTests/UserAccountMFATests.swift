@@ -151,6 +151,26 @@ struct UserAccountMFATests {
         }
     }
 
+    /// A sign-in begun with a provider the user unlinks before the second step does not finish, with a code or
+    /// a recovery code; one begun with a provider still linked does.
+    @Test func aChallengeBegunWithAnUnlinkedProviderDoesNotFinish() throws {
+        var user = try userWithTOTP()
+        let google = ExternalIdentity(provider: "google", uid: "g-1", email: nil, isEmailVerified: false)
+        user = applying(try user.link(google), to: user)
+        let viaApple = newSession(), viaGoogle = newSession()
+        user = applying(try user.signIn(with: apple, session: viaApple, now: now), to: user)
+        user = applying(try user.signIn(with: google, session: viaGoogle, now: now), to: user)
+        user = applying(try user.unlink(provider: "apple", byAdmin: false), to: user)
+        #expect(throws: AccountError.self) {
+            try user.verifyChallenge(viaApple.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+        }
+        #expect(throws: AccountError.self) {
+            try user.verifyChallenge(viaApple.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: newSession(), now: now)
+        }
+        let finished = try user.verifyChallenge(viaGoogle.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+        #expect(finished.failure == nil)
+    }
+
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
         let user = try userWithTOTP()
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)

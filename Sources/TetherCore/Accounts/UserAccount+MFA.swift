@@ -367,6 +367,11 @@ extension UserAccount {
         }
         guard !challenge.isEnded else { throw .invalidMFAPendingCredential("The pending credential was already used up; sign in again.") }
         guard now <= challenge.expiresAt else { throw .invalidMFAPendingCredential("The pending credential expired; sign in again.") }
+        // A sign-in begun with a way in the user has removed since (unlinked, replaced, dropped by a takeover)
+        // does not finish: removing it is how a user shuts that way.
+        guard identities[challenge.firstFactor] != nil else {
+            throw .invalidMFAPendingCredential("The sign-in was begun with \(challenge.firstFactor), which the user no longer has; sign in again.")
+        }
         return challenge
     }
 
