@@ -39,6 +39,21 @@ struct ProviderCallbackTests {
         }
     }
 
+    /// Consent revoked for a user whose only way in was Apple leaves them none: Apple's next token, which proves
+    /// the address, signs the person back in to their account (409 with `signInMethods: []` before).
+    @Test func afterConsentRevokedOfTheOnlyWayInAppleSignsThePersonBackIn() async throws {
+        try await DevService.run { service in
+            let credential = { try await service.apple("apple-solo", email: "solo@privaterelay.appleid.com") }
+            let user = try await service.signedIn(try await credential())
+            let answer = try await deliver(service, try await notification(service, ["type": "consent-revoked", "sub": "apple-solo"]))
+            #expect(answer.bodyText.contains(#""outcome":"unlinked""#), "\(answer.bodyText)")
+            #expect(try await service.me(user.session.accessToken).status == 401, "the session Apple started ended")
+            let again = try await service.signIn(try await credential())
+            #expect(again.status == 200, "\(again.bodyText)")
+            #expect(try again.decodeJSON(SignedIn.self).user.id == user.user.id)
+        }
+    }
+
     @Test func accountDeleteErasesAUserAppleWasTheOnlyWayInForAndOnlyUnlinksOthers() async throws {
         try await DevService.run { service in
             let only = try await service.signedIn(try await service.apple("apple-only", email: "only@privaterelay.appleid.com"))

@@ -45,6 +45,19 @@ struct SignInRouteTests {
         }
     }
 
+    /// An account whose last way in went (a provider's consent-revoked, an admin's unlink) is reached by a
+    /// provider that proves its address, verified or not; by no other.
+    @Test func anAccountWithNoWayInLeftIsTakenOverByAProviderThatProvesItsAddress() throws {
+        let apple = identity("apple", "001.s", email: "s@privaterelay.appleid.com", verified: true)
+        let registered = account(with: apple)
+        let stranded = registered.appending(
+            try registered.unlink(provider: "apple", byAdmin: true).map { ($0, now) }, version: registered.version + 1)
+        #expect(stranded.signInMethods.isEmpty && stranded.isEmailVerified)
+        #expect(try SignInRoute.route(apple, owner: nil, emailOwner: stranded) == .takeOver(stranded.id))
+        let facebook = identity("facebook", "10002", email: "s@privaterelay.appleid.com", verified: true)
+        #expect(throws: AccountError.self) { try SignInRoute.route(facebook, owner: nil, emailOwner: stranded) }
+    }
+
     @Test func facebookNeverVouchesForAnEmailSoItCannotTakeOver() {
         let unverified = account(with: identity("password", "e@example.com", email: "e@example.com", verified: false))
         let facebook = identity("facebook", "10001", email: "e@example.com", verified: true)

@@ -20,8 +20,8 @@ public enum EmailPolicy: String, Sendable, CaseIterable {
 public enum SignInRoute: Sendable, Hashable {
     /// The identity is linked to a user already: that user signs in.
     case returning(UUID)
-    /// No one holds the identity, but an account with an unverified email holds its address, and the
-    /// identity's provider vouches for that address: the account is taken over (SEMANTICS §2).
+    /// No one holds the identity, but an account with an unverified email (or with no way in left) holds its
+    /// address, and the identity's provider vouches for that address: the account is taken over (SEMANTICS §2).
     case takeOver(UUID)
     /// No one holds the identity or its address: a new user.
     case register
@@ -39,7 +39,10 @@ public enum SignInRoute: Sendable, Hashable {
     ) throws(AccountError) -> SignInRoute {
         if let owner { return .returning(owner.id) }
         guard let emailOwner, let email = identity.normalizedEmail else { return .register }
-        guard identity.isTrustedForEmail, !emailOwner.isEmailVerified else {
+        // An account left with no way in (its last provider unlinked by the provider itself, as Apple's
+        // consent-revoked does, or by an admin) is reached by whoever proves its address, as a reset would
+        // reach it: a provider that vouches for the address takes it over, verified or not.
+        guard identity.isTrustedForEmail, !emailOwner.isEmailVerified || emailOwner.signInMethods.isEmpty else {
             throw .accountExistsWithDifferentCredential(email: email, signInMethods: emailOwner.signInMethods)
         }
         return .takeOver(emailOwner.id)
