@@ -107,6 +107,20 @@ struct EventFeedTests {
         }
     }
 
+    /// Without `limit`, a page holds 50 events, as the document and every other list say.
+    @Test func aPageWithoutALimitHoldsFiftyEvents() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "1000"]) { service in
+            let admin = try await key(service, .admin)
+            for index in 0..<15 { _ = try await signUp(service, "many\(index)@example.com") }
+            let available = try await publicEvents(service)
+            #expect(available > 50)
+            let first = try await page(service, admin, "after=0")
+            #expect(first.events.count == 50)
+            let rest = try await page(service, admin, "after=\(first.nextAfter)&limit=500")
+            #expect(first.events.count + rest.events.count == available)
+        }
+    }
+
     @Test func supportKeysReadNoPersonalDataAndFiltersNarrowThePage() async throws {
         try await DevService.run { service in
             let admin = try await key(service, .admin)

@@ -230,7 +230,7 @@ public struct AdminRoutes: Sendable {
                 }
                 return cursor
             } ?? EventFeed.Cursor(.start)
-            let limit = try query.limit(standard: 100, maximum: EventFeed.maxPageSize)
+            let limit = try query.limit(standard: 50, maximum: EventFeed.maxPageSize)
             let types = query["type"].map { $0.split(separator: ",").map { String($0.trimmingWhiteSpace()) } }
             guard let internalTypes = EventFeed.internalTypes(for: types) else {
                 throw AdminError.invalidRequest("type takes a comma list of \(PublicEvent.types.joined(separator: ", ")).")
