@@ -137,11 +137,17 @@ struct WebhookTests {
             #expect(receiver.received.count == 1, "nothing more after a 410")
 
             for target in ["http://10.1.2.3/hook", "http://192.168.0.10/", "http://169.254.169.254/latest/meta-data", "ftp://example.com/",
-                           "http://[fd00::1]/"] {
+                           "http://[fd00::1]/", "http://127.0.0.1:99999/x", "http://127.0.0.1:0/x"] {
                 let refused = try await service.client.post(
                     "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"], json: ["url": target])
                 #expect(refused.status == 400, "\(target): \(refused.bodyText)")
             }
+            // An empty list of events is no choice: refused, not read as every event.
+            let noEvents = try await service.client.post(
+                "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"], json: JSONValue.object(["url": .string(receiver.url.absoluteString), "events": []]))
+            #expect(noEvents.status == 400 && noEvents.bodyText.contains("names no event type"), "\(noEvents.bodyText)")
+            let subscriptions: Int = try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n")
+            #expect(subscriptions == 1)
             let supportKey = try await AdminKeyStore(database: service.admin).create(
                 role: .support, name: "support", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
             #expect(try await service.client.get("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(supportKey)"]).status == 403)

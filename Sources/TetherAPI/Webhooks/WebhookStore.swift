@@ -112,7 +112,11 @@ public struct WebhookStore: Sendable {
     {
         let checked: URL
         do { checked = try await policy.check(url) } catch { throw Refusal(description: error.description) }
-        let types = eventTypes.isEmpty ? ["*"] : eventTypes
+        // An empty list is no choice (absent, the callers ask for every event): it is refused, not read as all.
+        guard !eventTypes.isEmpty else {
+            throw Refusal(description: "events names no event type: name some, or * (or leave it out) for all of them.")
+        }
+        let types = eventTypes
         guard EventFeed.internalTypes(for: types) != nil else {
             throw Refusal(description: "events take a comma list of \(PublicEvent.types.joined(separator: ", ")), or prefixes such as user.*")
         }

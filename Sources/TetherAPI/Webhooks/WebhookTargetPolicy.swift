@@ -36,6 +36,9 @@ public struct WebhookTargetPolicy: Sendable {
             throw Refusal(description: "webhook targets must be https (TETHER_WEBHOOK_ALLOW_HTTP=1 allows http).")
         }
         guard url.user == nil, url.password == nil else { throw Refusal(description: "a webhook URL may not carry credentials.") }
+        if let port = url.port, !(1...65535).contains(port) {
+            throw Refusal(description: "'\(text)' names port \(port): a port is 1 to 65535.")
+        }
         if allowedHosts.contains(host) { return url }
         let addresses = await Self.resolve(host)
         guard !addresses.isEmpty else { throw Refusal(description: "\(host) does not resolve.") }
