@@ -423,14 +423,18 @@ extension ParseRoutes {
         var links = toLink.map { AccountService.Link($0.identity, replacing: true) }
         var after: [AccountService.FollowUp] = []
         var newToken: String?
-        if let password = credentials.password, let newPasswordEmail {
-            links.append(try await commands.passwordLink(email: newPasswordEmail, password: password))
-        } else if let password = credentials.password {
-            // A new password ends every session and answers a new token (Parse's revokeSessionOnPasswordReset).
+        // A password, new or changed, ends every session and answers a new token (Parse's
+        // revokeSessionOnPasswordReset and generateNewSession, for any password a user's PUT sets).
+        if let password = credentials.password {
             let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
-            let hash = try await commands.hashPassword(password)
-            after.append { try $0.changePassword(passwordHash: hash, session: session, now: context.now) }
             newToken = token
+            if let newPasswordEmail {
+                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password))
+                after.append { $0.restartingSessions(with: session, now: context.now) }
+            } else {
+                let hash = try await commands.hashPassword(password)
+                after.append { try $0.changePassword(passwordHash: hash, session: session, now: context.now) }
+            }
         }
         for provider in unlinks {
             after.append { $0.identities[provider] == nil ? [] : try $0.unlink(provider: provider, byAdmin: isMaster) }

@@ -194,11 +194,14 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
         guard identities["password"] != nil else { throw .noSuchProvider("password") }
-        var events = settingPassword(passwordHash)
-        for active in activeSessions {
-            events.append(.sessionEnded(.init(sessionId: active.id, reason: "password_changed")))
-        }
-        return events + Self.started(session, provider: "password", outcome: "password_changed", now: now)
+        return settingPassword(passwordHash) + restartingSessions(with: session, now: now)
+    }
+
+    /// Every session ends and `session` opens for the caller, as after a password change: whoever held a
+    /// session is signed out. Parse does this for any password a user's `PUT` sets, a first one included.
+    public func restartingSessions(with session: NewSession, now: Date) -> [AccountEvent] {
+        activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "password_changed")) }
+            + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }
 
     /// Opens `session` for a user who proved a live session a moment ago (a Firebase second-factor

@@ -165,16 +165,19 @@ struct ParseLinkingTests {
             ]))
             #expect(linked.status == 200, "\(linked.text)")
             #expect(try await parse.app.transactions(after: beforeLinks) == 1)
-            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData.keys.sorted() == ["apple", "facebook", "google"])
+            // A first password ends every session and answers a new token, as Parse Server does for any password a PUT sets.
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).code == 209)
+            let renewed = try #require(linked.string("sessionToken"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: renewed)).authData.keys.sorted() == ["apple", "facebook", "google"])
             #expect(try await parse.send("GET", "/login?username=one@example.com&password=one%27s%20password").status == 200)
 
             let beforeUnlinks = try await parse.app.lastEventPosition()
-            let unlinked = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+            let unlinked = try await parse.send("PUT", "/users/\(objectId)", .init(session: renewed), json: .object([
                 "authData": .object(["google": .null, "facebook": .null]),
             ]))
             #expect(unlinked.status == 200, "\(unlinked.text)")
             #expect(try await parse.app.transactions(after: beforeUnlinks) == 1)
-            #expect(try await parse.send("GET", "/users/me", .init(session: session)).authData.keys.sorted() == ["apple"])
+            #expect(try await parse.send("GET", "/users/me", .init(session: renewed)).authData.keys.sorted() == ["apple"])
 
             // A log-in with the owned Apple ID and two new identities: the sign-in, then one command of links.
             let beforeLogIn = try await parse.app.lastEventPosition()
