@@ -179,9 +179,10 @@ extension ParseRoutes {
             throw ParseError.emailInUse
         }
         // Implicit linking: the request's other identities that nobody holds yet join the user, with the
-        // password, in one command. An anonymous one does not (a real identity replaces it).
-        let others = extras.filter { account.identities[$0.claim.provider] == nil }
-        var links = others.map { AccountService.Link($0.identity) }
+        // password, in one command; one of a provider the user has under another id replaces it, as Parse
+        // Server saves a log-in's changed authData. An anonymous one does not (a real identity replaces it).
+        let others = extras.filter { account.identities[$0.claim.provider]?.uid != $0.identity.uid }
+        var links = others.map { AccountService.Link($0.identity, replacing: account.identities[$0.claim.provider] != nil) }
         if let passwordEmail, let password = credentials.password {
             links.append(try await commands.passwordLink(email: passwordEmail, password: password))
         }

@@ -190,6 +190,18 @@ struct ParseLinkingTests {
             #expect(more.string("objectId") == objectId)
             #expect(more.authData.keys.sorted() == ["apple", "facebook", "google"])
             #expect(try await parse.app.transactions(after: beforeLogIn) == 2)
+
+            // A log-in through the user's Google with an Apple ID the user does not have: Parse Server saves the
+            // changed entry, and so does Tether (it was verified, then ignored); the old Apple ID is nobody's now.
+            let changed = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "google": ParseApp.strings(["id": "google-two", "id_token": try await parse.googleToken("google-two")]),
+                "apple": ParseApp.strings(["id": "apple-new", "token": try await parse.appleToken("apple-new")]),
+            ])]))
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(changed.string("objectId") == objectId)
+            #expect(changed.authData["apple"] == ["id": "apple-new"])
+            #expect(try await parse.logIn("apple", ["id": "apple-new", "token": try await parse.appleToken("apple-new")]).string("objectId") == objectId)
+            #expect(try await parse.logIn("apple", ["id": "apple-one", "token": try await parse.appleToken("apple-one")]).status == 201)
         }
     }
 }
