@@ -13,6 +13,8 @@ extension ParseRoutes {
     /// Sign-up or log-in with `authData`, or a username/password sign-up.
     func signUpOrLogIn(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let body = try Self.object(request)
+        // Refused, not dropped (Parse Server's checkRestrictedFields); the master key sets it with a PUT.
+        if body["emailVerified"] != nil { throw Self.emailVerifiedIsNotTheClients }
         let credentials = try Credentials(body)
         if let value = body["authData"] {
             return try await logIn(with: try ParseAuthData(value), credentials: credentials, request, caller)
@@ -34,6 +36,10 @@ extension ParseRoutes {
         }
         return created(account, token: token, request)
     }
+
+    /// Whether an address is proved is for the mail Tether sends, or the master key's `PUT`, to say.
+    static let emailVerifiedIsNotTheClients = ParseError(
+        ParseError.operationForbidden, "Clients aren't allowed to manually update email verification.")
 
     /// Tether's password accounts are keyed by email address; a Parse username that is not one cannot log in.
     static let usernameIsNotAnEmail = ParseError(
@@ -366,7 +372,7 @@ extension ParseRoutes {
         var account = try await accounts.read(userId)
         guard account.exists else { throw ParseError.objectMissing }
         let forbidden = { (what: String) in ParseError(ParseError.operationForbidden, what) }
-        if body["emailVerified"] != nil, !isMaster { throw forbidden("Clients aren't allowed to manually update email verification.") }
+        if body["emailVerified"] != nil, !isMaster { throw Self.emailVerifiedIsNotTheClients }
         var emailVerified: Bool?
         switch body["emailVerified"] {
         case nil: break

@@ -87,6 +87,16 @@ struct ParseEmailTests {
             let forged = try await parse.send(
                 "PUT", "/users/\(id)", .init(session: signUp.string("sessionToken")), json: .object(["emailVerified": .bool(true)]))
             #expect(forged.text == #"{"code":119,"error":"Clients aren't allowed to manually update email verification."}"#)
+            // Nor at sign-up, where it was dropped with a 201 (Parse Server refuses it there too).
+            let events = try await parse.accountEvents()
+            for body: JSONValue in [
+                .object(["username": "mallory@example.com", "password": "analytical engine", "emailVerified": true]),
+                .object(["authData": .object(["anonymous": .object(["id": .string(UUID().uuidString)])]), "emailVerified": true]),
+            ] {
+                let signUpVerified = try await parse.send("POST", "/users", json: body)
+                #expect(signUpVerified.code == 119, "\(signUpVerified.text)")
+            }
+            #expect(try await parse.accountEvents() == events)
             #expect(try await parse.app.eventCount("EmailVerified") == 0)
         }
     }
