@@ -28,7 +28,9 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                          MHD_NotifyConnectionCallback notify_connection, void *notify_connection_cls,
                          MHD_LogCallback logger, void *logger_cls)
 {
+    /* The logger comes first: libmicrohttpd reports what goes wrong with the options after it through it. */
     return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size < 2 ? 0u : thread_pool_size,
                             MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
@@ -37,7 +39,6 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
-                            MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
                             MHD_OPTION_END);
 }
 

@@ -378,8 +378,12 @@ extension HTTPServer.Core {
         }
         let messages = captureLibraryMessages(false)
         guard let daemon else {
+            // libmicrohttpd's own line names the port argument it was not given (0, beside the socket address).
+            let inUse = messages.contains { $0.contains("Address already in use") }
             throw HTTPServerError.cannotListen(
-                host: host, port: port, reason: messages.isEmpty ? "libmicrohttpd could not start" : messages.joined(separator: "; "))
+                host: host, port: port,
+                reason: inUse ? "another server already listens there (address in use)"
+                    : messages.isEmpty ? "libmicrohttpd could not start" : messages.joined(separator: "; "))
         }
         let boundPort = CMicroHTTPD_get_daemon_info(daemon, .DAEMON_INFO_BIND_PORT).map { Int($0.pointee.port) } ?? port
         return DaemonHandle(pointer: daemon, port: boundPort)

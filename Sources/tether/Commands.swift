@@ -35,9 +35,16 @@ enum Commands {
         } else {
             let data = URL(fileURLWithPath: options["data"] ?? ".tether/pg")
             let server = try LocalPostgresServer(dataDirectory: data)
-            logger.info("starting PostgreSQL", [("dataDirectory", server.dataDirectory.path), ("port", String(server.port))])
-            try server.start()
-            localServer = server
+            if server.isRunning {
+                // Another tether dev's, most likely: used, and left running when this one stops (stopping it
+                // would take the database from under the other).
+                logger.info("PostgreSQL already runs on this data directory: using it, and leaving it running",
+                            [("dataDirectory", server.dataDirectory.path), ("port", String(server.port))])
+            } else {
+                logger.info("starting PostgreSQL", [("dataDirectory", server.dataDirectory.path), ("port", String(server.port))])
+                try server.start()
+                localServer = server
+            }
             url = server.url(database: "tether")
             try await createDatabaseIfMissing("tether", adminURL: server.url)
             configuration.databaseURL = url
