@@ -9,13 +9,21 @@ import Foundation
 /// (``ISO8601Milliseconds/parse(_:)``) or from a number of seconds since 2001-01-01 (as `Date` encodes
 /// itself), `URL` from its string, `Data` from base64 and ``JSONValue`` as itself; a number is decoded
 /// exactly into the type asked for. Errors are `DecodingError`s with the coding path, as `JSONDecoder`
-/// throws. A name given twice keeps its first value, as in `JSONDecoder`.
+/// throws. A name given twice keeps its first value, as in `JSONDecoder`, unless the decoder refuses
+/// such text (``refusesDuplicateNames``).
 public struct CompactJSONDecoder: Sendable {
-    public init() {}
+    /// Whether an object that names a member twice is refused as invalid JSON. Requests are read so: parsers
+    /// disagree on which of the two counts (`JSON.parse` keeps the last, this one the first), and a body that a
+    /// proxy in front reads one way must not mean another thing here. Text Tether wrote itself is not checked.
+    public var refusesDuplicateNames = false
+
+    public init(refusesDuplicateNames: Bool = false) {
+        self.refusesDuplicateNames = refusesDuplicateNames
+    }
 
     public func decode<T: Decodable>(_ type: T.Type, from data: some ContiguousBytes) throws -> T {
         let node = try data.withUnsafeBytes { bytes in
-            var parser = ParsedJSON.Parser(bytes: bytes)
+            var parser = ParsedJSON.Parser(bytes: bytes, refusesDuplicateNames: refusesDuplicateNames)
             return try parser.parseDocument()
         }
         return try NodeDecoder(node: node, parent: nil, key: nil).decodeValue(T.self)
@@ -48,9 +56,11 @@ enum ParsedJSON {
 
         var lexer: JSONLexer
         var depth = 0
+        let refusesDuplicateNames: Bool
 
-        init(bytes: UnsafeRawBufferPointer) {
+        init(bytes: UnsafeRawBufferPointer, refusesDuplicateNames: Bool = false) {
             lexer = JSONLexer(bytes: bytes)
+            self.refusesDuplicateNames = refusesDuplicateNames
         }
 
         mutating func parseDocument() throws -> ParsedJSON {
@@ -88,6 +98,8 @@ enum ParsedJSON {
 
         private mutating func parseObject() throws -> ParsedJSON {
             var members: [(name: String, value: ParsedJSON)] = []
+            // The names seen, when duplicates are refused (a set: a hostile body may hold many thousands).
+            var names = Set<String>()
             lexer.skipWhitespace()
             if lexer.current == UInt8(ascii: "}") {
                 lexer.index += 1
@@ -96,7 +108,12 @@ enum ParsedJSON {
             while true {
                 lexer.skipWhitespace()
                 guard lexer.current == UInt8(ascii: "\"") else { throw lexer.failure("expected member name") }
+                let start = lexer.index
                 let name = try lexer.string()
+                if refusesDuplicateNames, !names.insert(name).inserted {
+                    lexer.index = start
+                    throw lexer.failure("the member name \"\(name.prefix(64))\" given twice")
+                }
                 lexer.skipWhitespace()
                 guard lexer.current == UInt8(ascii: ":") else { throw lexer.failure("expected ':'") }
                 lexer.index += 1

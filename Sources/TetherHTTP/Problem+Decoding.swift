@@ -27,9 +27,11 @@ extension Problem {
             detail = "\(Self.describe(context.codingPath)) must be \(Self.jsonKind(of: type)), not null."
         case .dataCorrupted(let corruptedContext):
             context = corruptedContext
+            // A name given twice is said as such: the text is JSON, which Tether takes only with each name once.
+            let repeated = context.debugDescription.range(of: "the member name ").map { String(context.debugDescription[$0.lowerBound...]) }
             detail =
                 context.codingPath.isEmpty
-                ? "The request body is not valid JSON."
+                ? repeated.map { "The request body names a member twice: \($0)" } ?? "The request body is not valid JSON."
                 : "\(Self.describe(context.codingPath)) is invalid: \(context.debugDescription)"
         @unknown default:
             self = .badRequest(detail: "The request body could not be decoded.")
@@ -73,5 +75,5 @@ enum JSONCoding {
 
     /// Strict RFC 8259 text (UTF-8 only) with `JSONDecoder`'s errors and coding paths, which the
     /// problem details above are made from.
-    static let decoder = CompactJSONDecoder()
+    static let decoder = CompactJSONDecoder(refusesDuplicateNames: true)
 }

@@ -62,7 +62,7 @@ extension ProviderCredential {
     public init(provider: String, json: some Collection<UInt8>, pointer: String = "") throws(ProviderError) {
         let value: JSONValue
         do {
-            value = try CompactJSONDecoder().decode(JSONValue.self, from: Array(json))
+            value = try CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: Array(json))
         } catch {
             throw ProviderError.invalidRequest("The credential is not valid JSON.")
         }

@@ -118,6 +118,21 @@ struct CompactJSONDecoderTests {
         expectSame(AccountEvent.SignedIn.self, text)
     }
 
+    /// A name given twice keeps its first value by default (text Tether wrote), and is refused where requests
+    /// are read, at any depth and among many members.
+    @Test func aNameGivenTwiceIsRefusedWhereAsked() throws {
+        let twice = Array(#"{"provider": "anonymous", "n": {"a": 1}, "provider": "apple"}"#.utf8)
+        #expect(try CompactJSONDecoder().decode(JSONValue.self, from: twice) == ["provider": "anonymous", "n": ["a": 1]])
+        let strict = CompactJSONDecoder(refusesDuplicateNames: true)
+        #expect(throws: DecodingError.self) { try strict.decode(JSONValue.self, from: twice) }
+        #expect(throws: DecodingError.self) { try strict.decode(JSONValue.self, from: Array(#"{"a": {"b": 1, "b": 2}}"#.utf8)) }
+        let many = "{" + (0..<5_000).map { "\"m\($0)\": \($0)" }.joined(separator: ", ")
+        #expect(throws: DecodingError.self) { try strict.decode(JSONValue.self, from: Array((many + ", \"m0\": 0}").utf8)) }
+        #expect(try strict.decode(JSONValue.self, from: Array((many + "}").utf8)) != .null)
+        // The same name in two objects is no duplicate.
+        #expect(try strict.decode(JSONValue.self, from: Array(#"[{"a": 1}, {"a": 2}]"#.utf8)) == [["a": 1], ["a": 2]])
+    }
+
     @Test func invalidUTF8IsRefused() {
         var bytes = Array(#"{"provider": "a"#.utf8)
         bytes += [0xC3, 0x28]

@@ -248,7 +248,7 @@ struct FirebaseBody: Sendable {
                 members[name] = .string(value)
             }
         } else if !request.body.isEmpty {
-            guard let value = try? CompactJSONDecoder().decode(JSONValue.self, from: request.body), case .object(let object) = value else {
+            guard let value = try? CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: request.body), case .object(let object) = value else {
                 throw FirebaseError("INVALID_ARGUMENT", "The request body must be a JSON object.")
             }
             members = object

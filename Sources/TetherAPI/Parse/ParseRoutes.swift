@@ -178,7 +178,7 @@ public struct ParseRoutes: Sendable {
     /// The request body as a JSON object (an empty body reads as `{}`).
     static func object(_ request: HTTPRequest) throws(ParseError) -> [String: JSONValue] {
         guard !request.body.isEmpty else { return [:] }
-        guard let value = try? CompactJSONDecoder().decode(JSONValue.self, from: request.body) else {
+        guard let value = try? CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: request.body) else {
             throw ParseError(ParseError.invalidJSON, "Invalid JSON")
         }
         guard case .object(let members) = value else { throw ParseError(ParseError.invalidJSON, "The body must be a JSON object.") }
