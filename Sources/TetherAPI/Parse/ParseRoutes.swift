@@ -48,6 +48,12 @@ public struct ParseRoutes: Sendable {
     public static let problemRenderer = ProblemRenderer(pathPrefix: "/parse") { ParseError(converting: $0).response }
 
     public func register(on router: inout Router) {
+        var parse = Router()
+        registerRoutes(on: &parse)
+        Self.registerForBrowsers(parse, on: &router)
+    }
+
+    private func registerRoutes(on router: inout Router) {
         router.post("/parse/users") { request in
             try await answer(request, writes: true) { caller in try await signUpOrLogIn(request, caller) }
         }
@@ -146,6 +152,7 @@ public struct ParseRoutes: Sendable {
             caller.master = key
         } else if let clientKey {
             let presented = request.headers["x-parse-client-key"] ?? request.headers["x-parse-rest-api-key"]
+                ?? request.headers["x-parse-javascript-key"]
             guard Self.matches(presented, clientKey) else { throw Unauthorized() }
         }
         if let token = request.headers["x-parse-session-token"], !token.isEmpty {
