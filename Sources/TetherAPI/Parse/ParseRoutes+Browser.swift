@@ -91,11 +91,12 @@ extension ParseRoutes {
             }
             router.post(pattern) { request in
                 let (unwrapped, named) = unwrappingEnvelope(request)
-                guard let handler = named.flatMap({ table[$0] }) ?? table["POST"] else {
-                    throw Problem.methodNotAllowed(allowed: table.keys.sorted())
+                // The method `_method` names, or the POST itself; never the POST in place of a method the path lacks.
+                guard let handler = table[named ?? "POST"] else {
+                    throw Problem.methodNotAllowed(allowed: (table.keys + ["OPTIONS"]).sorted())
                 }
                 var routed = unwrapped
-                if let named, table[named] != nil { routed.method = named }
+                routed.method = named ?? "POST"
                 return allowingOrigins(try await handler(routed))
             }
             router.add("OPTIONS", pattern) { _ in

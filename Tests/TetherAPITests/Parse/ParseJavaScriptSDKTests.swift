@@ -63,6 +63,8 @@ struct ParseJavaScriptSDKTests {
             // A method the path does not serve is refused, not run as the POST.
             let deleted = try await jsRequest(parse, "/users/me", ["_method": "DELETE"])
             #expect(deleted.status == 405, "\(deleted.text)")
+            let notASignUp = try await jsRequest(parse, "/users", ["_method": "DELETE", "username": "z@example.com", "password": "a long password"])
+            #expect(notASignUp.status == 405, "\(notASignUp.text)")
             #expect(try await parse.app.totalEvents() == before)
 
             let preflight = try await parse.app.client.send(
