@@ -23,6 +23,15 @@ struct DuplicateMemberTests {
                 "POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", fields: Array(json),
                 body: Array(#"{"email": "x@example.com", "password": "a long password", "email": "y@example.com"}"#.utf8))
             #expect(firebase.status == 400, "\(firebase.bodyText)")
+            // Firebase reads snake_case as camelCase: two spellings of one name are a name given twice.
+            let spellings = try await app.client.send(
+                "POST", "/identitytoolkit.googleapis.com/v1/accounts:signUp?key=k", fields: Array(json),
+                body: Array(#"{"email": "x@example.com", "password": "a long password", "return_secure_token": true, "returnSecureToken": false}"#.utf8))
+            #expect(spellings.status == 400 && spellings.bodyText.contains("twice"), "\(spellings.bodyText)")
+            let form = try await app.client.send(
+                "POST", "/securetoken.googleapis.com/v1/token?key=k", fields: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: Array("grant_type=refresh_token&refresh_token=a&refresh_token=b".utf8))
+            #expect(form.status == 400 && form.bodyText.contains("twice"), "\(form.bodyText)")
             #expect(try await app.totalEvents() == before)
             // The same members once each are taken.
             let once = try await app.client.send("POST", "/v1/sign-in", fields: Array(json), body: Array(#"{"provider": "anonymous"}"#.utf8))

@@ -244,7 +244,8 @@ struct FirebaseBody: Sendable {
         var members: [String: JSONValue] = [:]
         let contentType = request.headers["content-type"]?.lowercased() ?? ""
         if contentType.hasPrefix("application/x-www-form-urlencoded") {
-            for (name, value) in HTTPRequest.formFields(String(decoding: request.body, as: UTF8.self)) where members[name] == nil {
+            for (name, value) in HTTPRequest.formFields(String(decoding: request.body, as: UTF8.self)) {
+                guard members[name] == nil else { throw FirebaseError("INVALID_ARGUMENT", "The form names \(name) twice.") }
                 members[name] = .string(value)
             }
         } else if !request.body.isEmpty {
@@ -253,7 +254,7 @@ struct FirebaseBody: Sendable {
             }
             members = object
         }
-        self.members = Self.camelCased(members)
+        self.members = try Self.camelCased(members)
     }
 
     init(members: [String: JSONValue]) {
@@ -261,17 +262,24 @@ struct FirebaseBody: Sendable {
     }
 
     /// `members` with every key, nested ones included, in camelCase (a camelCase key wins over its snake_case twin).
-    static func camelCased(_ members: [String: JSONValue]) -> [String: JSONValue] {
-        func convert(_ value: JSONValue) -> JSONValue {
+    /// `members` under their camelCase names, at every depth. Two names that come to one (`idToken` and
+    /// `id_token`) are refused, as a name given twice is: which of them counted would be this reader's choice.
+    static func camelCased(_ members: [String: JSONValue]) throws(FirebaseError) -> [String: JSONValue] {
+        func convert(_ value: JSONValue) throws(FirebaseError) -> JSONValue {
             switch value {
-            case .object(let object): .object(camelCased(object))
-            case .array(let values): .array(values.map(convert))
-            default: value
+            case .object(let object): return .object(try camelCased(object))
+            case .array(let values):
+                var converted: [JSONValue] = []
+                for value in values { converted.append(try convert(value)) }
+                return .array(converted)
+            default: return value
             }
         }
         var camel: [String: JSONValue] = [:]
-        for (name, value) in members.sorted(by: { $0.key.contains("_") && !$1.key.contains("_") }) {
-            camel[camelCase(name)] = convert(value)
+        for (name, value) in members {
+            let key = camelCase(name)
+            guard camel[key] == nil else { throw FirebaseError("INVALID_ARGUMENT", "The body names \(key) twice (as \(name) and another spelling).") }
+            camel[key] = try convert(value)
         }
         return camel
     }
