@@ -160,14 +160,16 @@ struct UserAccountMFATests {
         let viaApple = newSession(), viaGoogle = newSession()
         user = applying(try user.signIn(with: apple, session: viaApple, now: now), to: user)
         user = applying(try user.signIn(with: google, session: viaGoogle, now: now), to: user)
-        user = applying(try user.unlink(provider: "apple", byAdmin: false), to: user)
-        #expect(throws: AccountError.self) {
-            try user.verifyChallenge(viaApple.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
-        }
-        #expect(throws: AccountError.self) {
-            try user.verifyChallenge(viaApple.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: newSession(), now: now)
-        }
-        let finished = try user.verifyChallenge(viaGoogle.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+        let later = now.addingTimeInterval(30)
+        let unlinked = applying(try user.unlink(provider: "apple", byAdmin: false), to: user, at: later)
+        let isGone = { (error: any Error) in (error as? AccountError)?.reason == .invalidMFAPendingCredential }
+        #expect {
+            try unlinked.verifyChallenge(viaApple.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: later)
+        } throws: { isGone($0) }
+        #expect {
+            try unlinked.verifyChallenge(viaApple.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: newSession(), now: later)
+        } throws: { isGone($0) }
+        let finished = try unlinked.verifyChallenge(viaGoogle.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: later)
         #expect(finished.failure == nil)
     }
 
