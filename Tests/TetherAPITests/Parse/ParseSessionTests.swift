@@ -127,6 +127,29 @@ struct ParseSessionTests {
         }
     }
 
+    /// A first password is a new way in: a user who has another (Apple) adds one only with a log-in of the last
+    /// five minutes, so a stolen token cannot add the thief's. An anonymous user's upgrade needs none.
+    @Test func aFirstPasswordOnAUserWithAnotherWayInNeedsARecentLogIn() async throws {
+        try await ParseApp.run { parse in
+            let apple = try await parse.logIn("apple", ["id": "apple-stale", "token": try await parse.appleToken("apple-stale", email: "stale@example.com")])
+            let objectId = try #require(apple.string("objectId"))
+            let session = try #require(apple.string("sessionToken"))
+            let anonymous = try await parse.anonymousLogIn()
+            _ = try await parse.app.admin.query("UPDATE sessions SET auth_time = auth_time - interval '10 minutes'")
+            let events = try await parse.accountEvents()
+            let stale = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "username": "thief@example.com", "password": "the thief's password",
+            ]))
+            #expect(stale.code == 119, "\(stale.text)")
+            #expect(try await parse.accountEvents() == events)
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).status == 200, "nobody was signed out")
+            let upgraded = try await parse.send(
+                "PUT", "/users/\(try #require(anonymous.string("objectId")))", .init(session: anonymous.string("sessionToken")),
+                json: .object(["username": "anon@example.com", "password": "a long password", "authData": .object(["anonymous": .null])]))
+            #expect(upgraded.status == 200, "\(upgraded.text)")
+        }
+    }
+
     @Test func anotherUsersObjectShowsPublicFieldsOnlyAndTheMasterKeySeesAll() async throws {
         try await ParseApp.run { parse in
             let (_, adminKey) = try await AdminKeyStore(database: parse.app.admin).create(
