@@ -16,7 +16,7 @@ extension ParseRoutes {
         "Access-Control-Allow-Origin": "*",
         "Access-Control-Allow-Methods": "GET,PUT,POST,DELETE,OPTIONS",
         "Access-Control-Allow-Headers": """
-            X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, X-Parse-Application-Id, X-Parse-Client-Version, \
+            X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, X-Parse-Client-Key, X-Parse-Application-Id, X-Parse-Client-Version, \
             X-Parse-Session-Token, X-Requested-With, X-Parse-Revocable-Session, X-Parse-Request-Id, X-Parse-Installation-Id, \
             Content-Type, Pragma, Cache-Control
             """,
@@ -37,7 +37,10 @@ extension ParseRoutes {
     /// request carries wins), the rest of the body as JSON, and the method `_method` names, if any. A request
     /// that is not a `POST` of a JSON object with such members is answered as it is.
     static func unwrappingEnvelope(_ request: HTTPRequest) -> (request: HTTPRequest, method: String?) {
-        guard request.method == "POST", request.body.contains(UInt8(ascii: "_")),
+        // Only a body with a member named `_…` is parsed here (a token's base64url holds `_` too, never `"_`).
+        guard request.method == "POST", request.body.indices.dropLast().contains(where: {
+                  request.body[$0] == UInt8(ascii: "\"") && request.body[$0 + 1] == UInt8(ascii: "_")
+              }),
               case .object(var members)? = try? CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: request.body)
         else { return (request, nil) }
         var unwrapped = request

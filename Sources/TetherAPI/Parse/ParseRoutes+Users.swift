@@ -406,7 +406,10 @@ extension ParseRoutes {
         for entry in authData?.entries ?? [] {
             guard let fields = entry.fields else { continue }
             guard let id = fields["id"], !id.isEmpty else { throw ParseError.refusedCredential(provider: entry.provider) }
-            if let linked = account.identities[entry.provider], linked.uid == id { continue }
+            // Unchanged; for the master key also as it reads it (an anonymous id's fingerprint), so a fetched
+            // user saved back changes nothing.
+            if let linked = account.identities[entry.provider],
+               linked.uid == id || isMaster && SecretUID.shown(provider: linked.provider, uid: linked.uid) == id { continue }
             guard !isMaster else { throw forbidden("The master key unlinks identities; linking needs the user's own session.") }
             guard entry.provider != ExternalIdentity.anonymousProvider else { throw forbidden("An anonymous identity cannot be linked to a user.") }
             claims.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields)))

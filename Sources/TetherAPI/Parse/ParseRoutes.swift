@@ -45,7 +45,12 @@ public struct ParseRoutes: Sendable {
     }
 
     /// Writes the HTTP layer's own problems (413, unknown routes) under `/parse` as Parse errors.
-    public static let problemRenderer = ProblemRenderer(pathPrefix: "/parse") { ParseError(converting: $0).response }
+    public static let problemRenderer = ProblemRenderer(pathPrefix: "/parse") { problem in
+        // A browser reads an error (an unknown route, a body too large) only if it too allows its origin.
+        var response = ParseError(converting: problem).response
+        response.headers.add(contentsOf: crossOriginHeaders)
+        return response
+    }
 
     public func register(on router: inout Router) {
         var parse = Router()

@@ -157,7 +157,8 @@ struct IdempotentRequests: Sendable {
         /// A JSON body with its members sorted, so that a client re-encoding the same request
         /// (members in another order, other spacing) is still recognised; other bodies as they are.
         private static func canonical(_ body: [UInt8]) -> [UInt8] {
-            guard !body.isEmpty, let value = try? CompactJSONDecoder().decode(JSONValue.self, from: body) else { return body }
+            // A body naming a member twice is not canonical JSON: compared as its bytes, it matches only itself.
+            guard !body.isEmpty, let value = try? CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: body) else { return body }
             // The bytes `JSONEncoder` wrote here with sorted keys and unescaped slashes, so hashes
             // stored before stay valid.
             return (try? value.jsonBytes()) ?? body

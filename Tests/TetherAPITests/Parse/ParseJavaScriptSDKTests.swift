@@ -76,8 +76,10 @@ struct ParseJavaScriptSDKTests {
             #expect(preflight.headers["Access-Control-Allow-Origin"] == "*")
             #expect(preflight.headers["Access-Control-Allow-Methods"]?.contains("PUT") == true)
             #expect(preflight.headers["Access-Control-Allow-Headers"]?.contains("X-Parse-Application-Id") == true)
-            // The other SDKs' requests carry the header too.
+            // The other SDKs' requests carry the header too, and so do errors the HTTP layer answers.
             #expect(try await parse.send("GET", "/users/me").response.headers["Access-Control-Allow-Origin"] == "*")
+            let unknown = try await parse.send("GET", "/classes/GameScore")
+            #expect(unknown.status == 404 && unknown.response.headers["Access-Control-Allow-Origin"] == "*")
         }
     }
 }

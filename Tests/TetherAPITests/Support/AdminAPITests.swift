@@ -42,6 +42,13 @@ struct AdminAPITests {
                 #expect(!read.bodyText.contains(secretId), "\(name) shows the anonymous id: \(read.bodyText)")
                 #expect(read.bodyText.contains(fingerprint), "\(name) shows no fingerprint: \(read.bodyText)")
             }
+            // A master-key client saving back the user it fetched (with the fingerprint) changes nothing.
+            let before = try await harness.events(inStream: .user(try #require(UUID(uuidString: userId)))).count
+            let saved = try await harness.client.put(
+                "/parse/users/\(objectId)", headers: ["X-Parse-Application-Id": "support-app", "X-Parse-Master-Key": admin],
+                json: ["authData": JSONValue.object(["anonymous": .object(["id": .string(fingerprint)])])])
+            #expect(saved.status == 200, "\(saved.bodyText)")
+            #expect(try await harness.events(inStream: .user(try #require(UUID(uuidString: userId)))).count == before)
             // The fingerprint signs nobody in to the user; the id still does.
             let withFingerprint = try await parseLogIn(fingerprint)
             #expect(try withFingerprint.json["objectId"]?.string != objectId)
