@@ -202,11 +202,14 @@ public struct AccountService: Sendable {
         /// Whether another identity of the provider, already linked, gives way to this one (Parse saves a
         /// changed `authData` entry); otherwise it is refused.
         public var replacing: Bool
+        /// When the caller signed in, for a password (``UserAccount/checkPasswordAddition(authTime:now:)``).
+        public var authTime: Date?
 
-        public init(_ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false) {
+        public init(_ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false, authTime: Date? = nil) {
             self.identity = identity
             self.passwordHash = passwordHash
             self.replacing = replacing
+            self.authTime = authTime
         }
     }
 
@@ -251,7 +254,12 @@ public struct AccountService: Sendable {
                     if let owner: UUID = try holders.first?.decode("id"), owner != userId { throw AccountError.emailAlreadyInUse }
                 }
                 let steps: [FollowUp] = [preceding].compactMap { $0 }
-                    + links.map { link in { try $0.link(link.identity, passwordHash: link.passwordHash, replacing: link.replacing) } }
+                    + links.map { link in
+                        { state in
+                            if link.passwordHash != nil { try state.checkPasswordAddition(authTime: link.authTime, now: context.now) }
+                            return try state.link(link.identity, passwordHash: link.passwordHash, replacing: link.replacing)
+                        }
+                    }
                     + [followUp].compactMap { $0 }
                 return (try account.deciding(steps, at: context.now), ())
             }.account

@@ -131,13 +131,9 @@ public struct AccountCommands: Sendable {
         case .anonymous:
             throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         case .password(let email, let password):
-            // An anonymous user has no other way to sign in again: its upgrade is not held to a recent sign-in.
-            if let authTime = command.authTime, !(try await accounts.read(command.userId)).isAnonymous {
-                try UserAccount.requireRecentSignIn(authTime: authTime, now: command.context.now)
-            }
             return try await accounts.link(
-                [try await passwordLink(email: email, password: password, pointer: "/credential")], to: command.userId,
-                context: command.context, followUp: command.followUp)
+                [try await passwordLink(email: email, password: password, pointer: "/credential", authTime: command.authTime)],
+                to: command.userId, context: command.context, followUp: command.followUp)
         default:
             return try await link(
                 try await verify(command.credential), to: command.userId, context: command.context, followUp: command.followUp)
@@ -223,13 +219,14 @@ public struct AccountCommands: Sendable {
     }
 
     /// A password to link on `email`: the address and the password checked against the policy (a refusal
-    /// points at `email` and `password` under `pointer`), the password hashed.
-    public func passwordLink(email: String, password: String, pointer: String = "") async throws -> AccountService.Link {
+    /// points at `email` and `password` under `pointer`), the password hashed. With the caller's `authTime`,
+    /// the command holds a user who has another way in to a recent sign-in (``UserAccount/checkPasswordAddition(authTime:now:)``).
+    public func passwordLink(email: String, password: String, pointer: String = "", authTime: Date? = nil) async throws -> AccountService.Link {
         try Self.validate(email: email, pointer: pointer + "/email")
         try checkPassword(password, pointer: pointer + "/password")
         let identity = ExternalIdentity(
             provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
-        return AccountService.Link(identity, passwordHash: try await hashPassword(password))
+        return AccountService.Link(identity, passwordHash: try await hashPassword(password), authTime: authTime)
     }
 
     /// Links identities the surface verified with ``verify(_:context:)`` (and passwords of

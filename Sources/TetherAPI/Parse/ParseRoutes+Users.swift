@@ -387,13 +387,6 @@ extension ParseRoutes {
         // 1. Check everything.
         if credentials.password != nil, isMaster { throw forbidden("A password is set with the user's own session.") }
         let newPasswordEmail = try passwordToAdd(credentials, to: account, email: account.email)
-        // A first password is a new way in: for a user who has another, it needs a recent log-in (as on /v1), so
-        // a stolen token cannot add a password of the thief's while the owner's Apple ID still works for them.
-        // An anonymous user's upgrade (Parse-Swift's User.signup) is its only way to keep the account.
-        if newPasswordEmail != nil, !account.isAnonymous, let session = caller.session {
-            do { try UserAccount.requireRecentSignIn(authTime: session.authTime, now: context(request, caller).now) }
-            catch { throw ParseError(converting: error) }
-        }
         let enrolment = try authData?.mfa.map { fields throws(ParseError) in try Enrolment(fields) }
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
         // `"mfa": null` removes every factor: the user's own, with a recent log-in (the domain's rule); the master key's, as an admin.
@@ -446,7 +439,8 @@ extension ParseRoutes {
             let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
             newToken = token
             if let newPasswordEmail {
-                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password))
+                // A first password needs a recent log-in of a user who has another way in, as on /v1.
+                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime))
                 after.append { $0.restartingSessions(with: session, now: context.now) }
             } else {
                 let hash = try await commands.hashPassword(password)
