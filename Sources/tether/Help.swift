@@ -12,6 +12,7 @@ enum Help {
           serve      run the server (production): needs TETHER_DATABASE_URL
           dev        run the server for development: its own PostgreSQL under .tether/pg,
                      migrations applied, sample users of seeds/ loaded; stops both on Ctrl-C
+                     (a PostgreSQL already running there, another tether dev's, is used and left running)
           migrate    apply the numbered SQL migrations of schema/ to TETHER_DATABASE_URL
           replay     rebuild read models from the event log and swap them in while the
                      server keeps serving, or --verify them against the log

@@ -116,8 +116,7 @@ public struct WebhookStore: Sendable {
         guard !eventTypes.isEmpty else {
             throw Refusal(description: "events names no event type: name some, or * (or leave it out) for all of them.")
         }
-        let types = eventTypes
-        guard EventFeed.internalTypes(for: types) != nil else {
+        guard EventFeed.internalTypes(for: eventTypes) != nil else {
             throw Refusal(description: "events take a comma list of \(PublicEvent.types.joined(separator: ", ")), or prefixes such as user.*")
         }
         let cursor: LogCheckpoint = switch start {
@@ -130,7 +129,7 @@ public struct WebhookStore: Sendable {
         let stored = try database.configuration.masterKeys.wrapText(secret, context: Self.wrappingContext(id))
         try await database.query("""
             INSERT INTO webhook_subscriptions (id, url, event_types, personal, secret, cursor_tx, cursor_position)
-            VALUES (\(id), \(checked.absoluteString), \(PostgresArray(types))::text[], \(personal), \(stored),
+            VALUES (\(id), \(checked.absoluteString), \(PostgresArray(eventTypes))::text[], \(personal), \(stored),
                     \(cursor.transactionId)::xid8, \(cursor.position))
             """)
         guard let made = try await subscription(id) else { throw Refusal(description: "the subscription was not stored") }
