@@ -81,10 +81,6 @@ trap 'exit 143' TERM
 
 record() { echo "$1=$2" >>"$results"; }
 
-# A free loopback TCP port.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # run_wrk NAME SCRIPT ARGS...: one wrk run of DURATION seconds; records NAME.<key> from
 # the script's RESULT line (common.lua done()). No RESULT line means the script failed.
@@ -153,7 +149,7 @@ database_url="${admin_url%/*}/tether"
 "$pgbin/psql" "$admin_url" -qAt -v ON_ERROR_STOP=1 -c "CREATE DATABASE tether" >/dev/null
 step "PostgreSQL: $database_url"
 
-port=$(free_port)
+port=$(python3 scripts/lib/free-port.py)
 url="http://127.0.0.1:$port"
 # A master key of the run's own, for the server and for the commands run against its database later.
 head -c 32 /dev/urandom | base64 >"$work/master.key"

@@ -11,7 +11,7 @@ case "$command" in
     url=${2:?the PostgreSQL URL}; dir=${3:?a directory for its files}
     port_pg=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port)' "$url")
     user=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).username or "postgres")' "$url")
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    port=$(python3 "$(dirname "$0")/lib/free-port.py")
     mkdir -p "$dir"
     cat > "$dir/pgbouncer.ini" <<INI
 [databases]

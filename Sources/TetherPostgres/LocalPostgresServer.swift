@@ -76,9 +76,15 @@ public struct LocalPostgresServer: Sendable {
             try Self.run("/bin/chown", [owner, config.path, mainConfig.path])
         }
         try String(port).write(to: Self.portFile(in: dataDirectory), atomically: true, encoding: .utf8)
-        try Self.run(binaries + "/pg_ctl", [
-            "-D", dataDirectory.path, "-l", dataDirectory.appendingPathComponent("server.log").path, "-w", "-t", "60", "start",
-        ], as: owner, what: "pg_ctl start (log: \(dataDirectory.path)/server.log)")
+        let log = dataDirectory.appendingPathComponent("server.log")
+        do {
+            try Self.run(binaries + "/pg_ctl", ["-D", dataDirectory.path, "-l", log.path, "-w", "-t", "60", "start"],
+                         as: owner, what: "pg_ctl start (log: \(log.path))")
+        } catch let error as LocalPostgresError {
+            // pg_ctl says only "examine the log output"; the server's own last words say why.
+            let lines = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").suffix(5) ?? []
+            throw lines.isEmpty ? error : LocalPostgresError("\(error.message); the server's log ends: \(lines.joined(separator: " | "))")
+        }
     }
 
     /// Stops the cluster (fast shutdown: open transactions are rolled back) if it is running.
@@ -165,23 +171,50 @@ public struct LocalPostgresServer: Sendable {
         return Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    /// A port on 127.0.0.1 that nothing listens on right now.
+    /// A port on 127.0.0.1 that nothing uses right now, below the kernel's ephemeral range.
+    ///
+    /// A port from the ephemeral range (what binding port 0 gives) is free only until the next outgoing
+    /// connection on the machine picks it as its source port, and then a server told to listen there
+    /// cannot bind it: a test suite opening thousands of connections met that. Ports below the range are
+    /// never handed out that way; only when the range leaves none does this fall back to port 0.
     public static func freeLoopbackPort() throws -> Int {
+        let ephemeralStart = ephemeralPortRange().lowerBound
+        let candidates = 10_000..<max(10_000, ephemeralStart)
+        if candidates.count >= 1_000 {
+            for _ in 0..<200 {
+                let port = Int.random(in: candidates)
+                if try bindLoopback(port: port) == port { return port }
+            }
+        }
+        guard let port = try bindLoopback(port: 0) else { throw LocalPostgresError("cannot bind 127.0.0.1 to find a free port") }
+        return port
+    }
+
+    /// The kernel's range of source ports for outgoing connections (Linux's default when unreadable).
+    public static func ephemeralPortRange() -> ClosedRange<Int> {
+        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
+        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+        guard bounds.count == 2, bounds[0] <= bounds[1] else { return 32_768...60_999 }
+        return bounds[0]...bounds[1]
+    }
+
+    /// Binds a socket to 127.0.0.1:`port` and closes it again: the port bound (the kernel's pick for 0),
+    /// or nil when it is in use.
+    private static func bindLoopback(port: Int) throws -> Int? {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw LocalPostgresError("cannot open a socket to find a free port") }
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
                 bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
             }
         }
-        guard bound else { throw LocalPostgresError("cannot bind 127.0.0.1 to find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        return bound ? Int(UInt16(bigEndian: address.sin_port)) : nil
     }
 
     /// The directory holding `initdb` and `pg_ctl` (Debian keeps them off the PATH).

@@ -46,7 +46,7 @@ throwaway_dev_start() {
   admin_url=$("$tether" postgres start --data "$throwaway_dev_data" --throwaway | tail -n 1)
   database_url="${admin_url%/*}/tether"
   /usr/lib/postgresql/15/bin/psql "$admin_url" -qAt -v ON_ERROR_STOP=1 -c "CREATE DATABASE tether" >/dev/null
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(python3 scripts/lib/free-port.py)
   base_url="http://127.0.0.1:$port"
   head -c 32 /dev/urandom | base64 >"$work/master.key"
   env TETHER_MASTER_KEY_FILE="$work/master.key" TETHER_DATABASE_URL="$database_url" TETHER_LISTEN="127.0.0.1:$port" \

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import TetherPostgres
+
+@Suite("A private PostgreSQL cluster's port")
+struct LocalPostgresServerTests {
+    /// A port from the ephemeral range can be taken by any outgoing connection before the server binds it;
+    /// the suites' standbys met that in CI. The ports picked are below the range, and free.
+    @Test func aPickedPortIsOneNoOutgoingConnectionCanTake() throws {
+        let ephemeral = LocalPostgresServer.ephemeralPortRange()
+        try #require(ephemeral.lowerBound >= 11_000, "this machine's ephemeral range leaves no room below it")
+        var picked = Set<Int>()
+        for _ in 0..<20 {
+            let port = try LocalPostgresServer.freeLoopbackPort()
+            #expect(port >= 10_000 && port < ephemeral.lowerBound, "port \(port) is in the ephemeral range \(ephemeral)")
+            picked.insert(port)
+        }
+        #expect(picked.count > 1, "the ports are drawn at random, so concurrent suites rarely meet")
+    }
+
+    /// When the server cannot start, the error carries the server's own reason, not only pg_ctl's
+    /// "examine the log output": here its port is the source port of a live connection.
+    @Test func aServerThatCannotStartSaysWhy() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer {
+            close(client)
+            close(listener)
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let connected = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                bind(listener, generic, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, generic, &length) == 0
+                    && connect(client, generic, length) == 0 && getsockname(client, generic, &length) == 0
+            }
+        }
+        try #require(connected)
+        let busyPort = Int(UInt16(bigEndian: address.sin_port))
+
+        let directory = URL(fileURLWithPath: "/tmp/tether-busy-port-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try LocalPostgresServer(dataDirectory: directory.appendingPathComponent("pg"), port: busyPort, isThrowaway: true)
+        defer { try? server.stop() }
+        let error = #expect(throws: LocalPostgresError.self) { try server.start() }
+        #expect(error?.message.contains("pg_ctl start") == true)
+        #expect(error?.message.contains("Address already in use") == true, "\(error?.message ?? "")")
+    }
+}
