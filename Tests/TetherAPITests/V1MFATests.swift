@@ -428,7 +428,8 @@ struct V1MFATests {
         }
     }
 
-    /// A sign-in waiting at its second step does not finish once the user unlinks the provider it began with.
+    /// A sign-in waiting at its second step does not finish once the user unlinks the provider it began with,
+    /// not even after linking the same Apple ID again.
     @Test func aSignInBegunWithAProviderUnlinkedMeanwhileDoesNotFinish() async throws {
         try await DevService.run { app in
             let (user, totp, confirmed, step) = try await userWithTOTP(app, try await app.apple("apple-unlinked-mfa"))
@@ -437,6 +438,8 @@ struct V1MFATests {
             let unlinked = try await app.client.delete(
                 "/v1/users/me/identities/apple", headers: ["Authorization": "Bearer \(user.session.accessToken)"])
             #expect(unlinked.status == 200, "\(unlinked.bodyText)")
+            #expect(try await app.link(try await app.apple("apple-unlinked-mfa"), to: user.session.accessToken).status == 200)
+            #expect(try await app.eventCount("MFAChallengeEnded") == 1, "the unlink ended the sign-in it began")
             let refused = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": confirmed.factor.id,
                                                 "code": totp.code(forStep: step + 1)])
             #expect(refused.status == 401, "\(refused.bodyText)")

@@ -173,6 +173,47 @@ struct UserAccountMFATests {
         #expect(finished.failure == nil)
     }
 
+    /// Every way an identity goes ends the sign-ins waiting at a second factor that began with it, so none
+    /// finishes after the provider is linked again: replaced by another id (a Parse `PUT`), unlinked and linked
+    /// again with the same id, ended by the provider, moved to a new address by an admin. A sign-in begun
+    /// with another provider stays open.
+    @Test func everyWayAnIdentityGoesEndsTheChallengesItBegan() throws {
+        let google = ExternalIdentity(provider: "google", uid: "g-1", email: nil, isEmailVerified: false)
+        let password = ExternalIdentity(provider: "password", uid: "a@example.com", email: "a@example.com", isEmailVerified: false)
+        var base = try userWithTOTP()
+        base = applying(try base.link(google), to: base)
+        base = applying(try base.link(password, passwordHash: "hash"), to: base)
+        let otherApple = ExternalIdentity(provider: "apple", uid: "002.apple", email: nil, isEmailVerified: false)
+        let removals: [(String, String, (UserAccount) throws -> [AccountEvent])] = [
+            ("apple", "replaced", { try $0.link(otherApple, replacing: true) }),
+            ("apple", "unlinked and linked again", { user in
+                try user.deciding([{ try $0.unlink(provider: "apple", byAdmin: false) }, { try $0.link(self.apple) }], at: self.now)
+            }),
+            ("apple", "ended by Apple, then linked again", { user in
+                try user.deciding([{ $0.endedByProvider("apple", reason: "apple_consent_revoked") }, { try $0.link(self.apple) }], at: self.now)
+            }),
+            ("password", "moved to a new address", { try $0.changeEmail(to: "b@example.com", verified: false) }),
+        ]
+        for (provider, how, remove) in removals {
+            let begun = newSession(), other = newSession()
+            var user = applying(try base.signIn(with: provider == "apple" ? apple : password, session: begun, now: now), to: base)
+            user = applying(try user.signIn(with: google, session: other, now: now), to: user)
+            let events = try remove(user)
+            let ended = events.compactMap { event -> AccountEvent.MFAChallengeEnded? in
+                if case .mfaChallengeEnded(let ended) = event { ended } else { nil }
+            }
+            #expect(ended.map(\.challengeId) == [begun.id], "\(how)")
+            #expect(ended.allSatisfy { $0.reason == "first_factor_unlinked" }, "\(how)")
+            user = applying(events, to: user)
+            #expect(user.identities[provider] != nil, "\(how): the provider is linked again")
+            #expect(throws: AccountError.self, "\(how)") {
+                try user.verifyChallenge(begun.id, factor: self.factorId, check: .totp(matchingStep: 101), session: self.newSession(), now: self.now)
+            }
+            let finished = try user.verifyChallenge(other.id, factor: factorId, check: .totp(matchingStep: 101), session: newSession(), now: now)
+            #expect(finished.failure == nil, "\(how): a sign-in begun with another provider finishes")
+        }
+    }
+
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
         let user = try userWithTOTP()
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)

@@ -120,12 +120,22 @@ extension UserAccount {
     func unlinking(identitiesNotVouchingFor address: String, keeping kept: Set<String>, reason: String) -> [AccountEvent] {
         identities.values.sorted { $0.provider < $1.provider }.filter { existing in
             !kept.contains(existing.provider) && !(existing.isEmailVerified && existing.email.map(ExternalIdentity.normalize) == address)
-        }.map { .identityUnlinked(.init(provider: $0.provider, uid: $0.uid, reason: reason)) }
+        }.flatMap { unlinking($0, reason: reason) }
     }
 
     /// The anonymous identity, unlinked (reason `upgraded`) as a real way to sign in joins the user.
     var upgradingFromAnonymous: [AccountEvent] {
-        identities[ExternalIdentity.anonymousProvider].map { [.identityUnlinked(.init(provider: $0.provider, uid: $0.uid, reason: "upgraded"))] } ?? []
+        identities[ExternalIdentity.anonymousProvider].map { unlinking($0, reason: "upgraded") } ?? []
+    }
+
+    /// `identity` unlinked with `reason`, and every sign-in still waiting at a second factor that began with
+    /// it ended (`first_factor_unlinked`): removing a way in is how a user shuts it, so such a sign-in does
+    /// not finish, not even after the provider is linked again with another id or the same one. Every
+    /// decision that unlinks goes through here.
+    func unlinking(_ identity: Identity, reason: String) -> [AccountEvent] {
+        [.identityUnlinked(.init(provider: identity.provider, uid: identity.uid, reason: reason))]
+            + mfa.challenges.values.filter { !$0.isEnded && $0.firstFactor == identity.provider }.sorted { $0.id.sortsBefore($1.id) }
+            .map { .mfaChallengeEnded(.init(challengeId: $0.id, reason: "first_factor_unlinked")) }
     }
 
     /// `events`, then what `next` decides on the state after them: two decisions made as one command, so
@@ -178,7 +188,7 @@ extension UserAccount {
             guard replacing, linked.uid != identity.uid, identity.provider != "password" else {
                 throw linked.uid == identity.uid ? .credentialAlreadyInUse : .providerAlreadyLinked
             }
-            replaced = [.identityUnlinked(.init(provider: linked.provider, uid: linked.uid, reason: "replaced"))]
+            replaced = unlinking(linked, reason: "replaced")
         }
         guard (identity.provider == "password") == (passwordHash != nil) else {
             throw .invalidRequest("A password identity is linked with its password, and only it.")
@@ -230,7 +240,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard let identity = identities[provider] else { throw .noSuchProvider(provider) }
         guard byAdmin || identities.count > 1 else { throw .lastSignInMethod }
-        return [.identityUnlinked(.init(provider: provider, uid: identity.uid, reason: byAdmin ? "admin" : "user"))]
+        return unlinking(identity, reason: byAdmin ? "admin" : "user")
     }
 
     /// Rotates a session's refresh token; presenting an old one ends the session (reuse detection).

@@ -365,10 +365,14 @@ extension UserAccount {
         guard let challenge = mfa.challenges[challengeId] else {
             throw .invalidMFAPendingCredential("The pending credential is not one this user was given.")
         }
-        guard !challenge.isEnded else { throw .invalidMFAPendingCredential("The pending credential was already used up; sign in again.") }
+        guard !challenge.isEnded else {
+            throw .invalidMFAPendingCredential(
+                "The sign-in of this pending credential has ended (finished, too many wrong codes, or a way in or a factor removed); sign in again.")
+        }
         guard now <= challenge.expiresAt else { throw .invalidMFAPendingCredential("The pending credential expired; sign in again.") }
         // A sign-in begun with a way in the user has removed since (unlinked, replaced, dropped by a takeover)
-        // does not finish: removing it is how a user shuts that way.
+        // does not finish: removing it is how a user shuts that way. Removing it also ends such sign-ins
+        // (`unlinking`), which holds when the provider is linked again; this check covers older logs.
         guard identities[challenge.firstFactor] != nil else {
             throw .invalidMFAPendingCredential("The sign-in was begun with \(challenge.firstFactor), which the user no longer has; sign in again.")
         }

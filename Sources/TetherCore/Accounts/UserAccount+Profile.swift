@@ -113,7 +113,7 @@ extension UserAccount {
         var events: [AccountEvent] = [.emailChanged(.init(personal: PersonalData(email: newEmail), emailVerified: verified))]
         if let password = identities["password"], password.uid != normalized {
             guard let passwordHash else { throw .invalidRequest("The password identity has no password.") }
-            events.append(.identityUnlinked(.init(provider: "password", uid: password.uid, reason: "email_changed")))
+            events += unlinking(password, reason: "email_changed")
             events.append(.identityLinked(.init(
                 provider: "password", uid: normalized, emailVerified: verified, personal: PersonalData(email: newEmail))))
             events.append(.passwordSet(.init(personal: PersonalData(passwordHash: passwordHash))))

@@ -21,11 +21,10 @@ extension UserAccount {
     /// identity is not linked any more. Whether to erase a user left with no way in is the caller's call.
     public func endedByProvider(_ provider: String, reason: String) -> [AccountEvent] {
         guard exists, let identity = identities[provider] else { return [] }
-        var events: [AccountEvent] = activeSessions.filter { $0.amr.contains(provider) }.map {
+        let sessionsEnded: [AccountEvent] = activeSessions.filter { $0.amr.contains(provider) }.map {
             .sessionEnded(.init(sessionId: $0.id, reason: "provider_revoked"))
         }
-        events.append(.identityUnlinked(.init(provider: provider, uid: identity.uid, reason: reason)))
-        return events
+        return sessionsEnded + unlinking(identity, reason: reason)
     }
 
     /// Whether `provider` is the user's only way to sign in.
