@@ -47,12 +47,26 @@ public struct FirebaseRoutes: Sendable {
         self.acceptsOwner = acceptsOwner
     }
 
-    /// Writes the HTTP layer's own problems (413, unknown routes) in the Identity Toolkit's form.
+    /// Writes the HTTP layer's own problems (413, unknown routes) in the Identity Toolkit's form, which a
+    /// browser reads only if they too allow its origin.
     public static let problemRenderers = ["/identitytoolkit.googleapis.com", "/securetoken.googleapis.com", "/www.googleapis.com"].map {
-        ProblemRenderer(pathPrefix: $0) { FirebaseError(converting: $0).response }
+        ProblemRenderer(pathPrefix: $0) { crossOrigin.allowing(FirebaseError(converting: $0).response) }
     }
 
+    /// As the Auth Emulator and Google's endpoints answer a web app (the JS SDK from a page): any origin, the
+    /// headers a preflight asks for, a preflight answered 204. Every route's credential is a header or a
+    /// body (an API key, a token), never a cookie.
+    static let crossOrigin = CrossOriginPolicy(
+        allowedMethods: "GET,POST,OPTIONS", allowedHeaders: .asRequested, preflightStatus: 204, maxAgeSeconds: 3600)
+
     public func register(on router: inout Router) {
+        var firebase = Router()
+        registerRoutes(on: &firebase)
+        Self.crossOrigin.register(firebase, on: &router)
+        registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
+    }
+
+    private func registerRoutes(on router: inout Router) {
         let v1 = Self.identityToolkit
         let v3 = Self.relyingParty
         let client: [(String, [String], @Sendable (FirebaseRequest) async throws -> JSONValue)] = [
@@ -96,7 +110,6 @@ public struct FirebaseRoutes: Sendable {
         }
         registerMFA(on: &router)
         registerEmail(on: &router)
-        registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
     }
 
     // MARK: The request around every route

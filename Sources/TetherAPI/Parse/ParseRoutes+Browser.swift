@@ -11,17 +11,15 @@ import TetherHTTP
 /// the other SDKs send, and the request goes to the route of its method. Every answer under `/parse`
 /// allows any origin: Parse's credentials are headers and bodies, never cookies.
 extension ParseRoutes {
-    /// The headers of a cross-origin answer, and of the answer to a preflight.
-    static let crossOriginHeaders: HTTPHeaders = [
-        "Access-Control-Allow-Origin": "*",
-        "Access-Control-Allow-Methods": "GET,PUT,POST,DELETE,OPTIONS",
-        "Access-Control-Allow-Headers": """
+    /// Parse Server's `allowCrossDomain`: any origin, the headers its SDKs send, a preflight answered 200.
+    static let crossOrigin = CrossOriginPolicy(
+        allowedMethods: "GET,PUT,POST,DELETE,OPTIONS",
+        allowedHeaders: .list("""
             X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, X-Parse-Client-Key, X-Parse-Application-Id, X-Parse-Client-Version, \
             X-Parse-Session-Token, X-Requested-With, X-Parse-Revocable-Session, X-Parse-Request-Id, X-Parse-Installation-Id, \
             Content-Type, Pragma, Cache-Control
-            """,
-        "Access-Control-Expose-Headers": "X-Parse-Job-Status-Id, X-Parse-Push-Status-Id",
-    ]
+            """),
+        exposedHeaders: "X-Parse-Job-Status-Id, X-Parse-Push-Status-Id")
 
     /// The body members the JS SDK sends in place of headers, and the header each stands for.
     static let envelopeMembers: [(member: String, header: String)] = [
@@ -83,14 +81,9 @@ extension ParseRoutes {
                 for (method, handler) in byMethod { router.add(method, pattern, handler) }
                 continue
             }
-            let allowingOrigins: @Sendable (HTTPResponse) -> HTTPResponse = { response in
-                var response = response
-                response.headers.add(contentsOf: crossOriginHeaders)
-                return response
-            }
             let table = byMethod
             for (method, handler) in byMethod where method != "POST" {
-                router.add(method, pattern) { request in allowingOrigins(try await handler(request)) }
+                router.add(method, pattern) { request in crossOrigin.allowing(try await handler(request)) }
             }
             router.post(pattern) { request in
                 let (unwrapped, named) = unwrappingEnvelope(request)
@@ -100,11 +93,9 @@ extension ParseRoutes {
                 }
                 var routed = unwrapped
                 routed.method = named ?? "POST"
-                return allowingOrigins(try await handler(routed))
+                return crossOrigin.allowing(try await handler(routed))
             }
-            router.add("OPTIONS", pattern) { _ in
-                HTTPResponse(status: 200, headers: crossOriginHeaders, body: [])
-            }
+            router.add("OPTIONS", pattern) { request in crossOrigin.preflight(request) }
         }
     }
 }

@@ -47,9 +47,7 @@ public struct ParseRoutes: Sendable {
     /// Writes the HTTP layer's own problems (413, unknown routes) under `/parse` as Parse errors.
     public static let problemRenderer = ProblemRenderer(pathPrefix: "/parse") { problem in
         // A browser reads an error (an unknown route, a body too large) only if it too allows its origin.
-        var response = ParseError(converting: problem).response
-        response.headers.add(contentsOf: crossOriginHeaders)
-        return response
+        crossOrigin.allowing(ParseError(converting: problem).response)
     }
 
     public func register(on router: inout Router) {
