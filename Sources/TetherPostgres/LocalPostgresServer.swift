@@ -126,7 +126,8 @@ public struct LocalPostgresServer: Sendable {
         guard let pidText = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8),
               let pid = pidText.split(separator: "\n").first.flatMap({ Int32($0) })
         else { return false }
-        return kill(pid, 0) == 0
+        // EPERM: the process lives but is another user's (a cluster root started runs as `postgres`).
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// Where the cluster can live: the requested directory, or, when PostgreSQL's unprivileged

@@ -92,9 +92,37 @@ enum Commands {
             throw error
         }
         if let localServer {
-            logger.info("stopping PostgreSQL")
-            try localServer.stop()
+            // Another tether dev that joined this cluster (or a psql) still uses it: stopping it would take the
+            // database from under them. It is left running; the last to leave, or `tether postgres stop`, stops it.
+            let others = await otherClients(of: localServer)
+            if others > 0 {
+                logger.info("PostgreSQL left running: other clients still use it", [
+                    ("connections", String(others)),
+                    ("stop", "tether postgres stop --data \(localServer.dataDirectory.path)"),
+                ])
+            } else {
+                logger.info("stopping PostgreSQL")
+                try localServer.stop()
+            }
         }
+    }
+
+    /// How many client connections other than this process's own the cluster has, once this process's
+    /// (closed just before) are gone: their backends exit a moment after the close. 0 when it cannot tell.
+    private static func otherClients(of server: LocalPostgresServer) async -> Int {
+        let probe = PostgresClient(url: server.url, maxConnections: 1)
+        defer { probe.shutdown() }
+        var count = 0
+        for _ in 0..<20 {
+            guard let rows = try? await probe.query("""
+                SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                """), let n: Int = try? rows[0].decode("n")
+            else { return 0 }
+            count = n
+            if count == 0 { return 0 }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return count
     }
 
     static func migrate(_ arguments: [String]) async throws {

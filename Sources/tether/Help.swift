@@ -12,7 +12,8 @@ enum Help {
           serve      run the server (production): needs TETHER_DATABASE_URL
           dev        run the server for development: its own PostgreSQL under .tether/pg,
                      migrations applied, sample users of seeds/ loaded; stops both on Ctrl-C
-                     (a PostgreSQL already running there, another tether dev's, is used and left running)
+                     (a PostgreSQL already running there, another tether dev's, is used and left running,
+                     and one it started is left running while another client still uses it)
           migrate    apply the numbered SQL migrations of schema/ to TETHER_DATABASE_URL
           replay     rebuild read models from the event log and swap them in while the
                      server keeps serving, or --verify them against the log
@@ -75,7 +76,8 @@ enum Help {
         first run, listening only on 127.0.0.1; run as the postgres user when started by
         root), creates the database "tether", applies migrations and serves on
         TETHER_LISTEN, which must be a loopback address. Ctrl-C stops the server, then
-        PostgreSQL.
+        PostgreSQL, unless another client (a second tether dev on the same DIR) still uses
+        it: then it is left running for that one, and `tether postgres stop --data DIR` stops it.
 
         It also mounts the development identity provider at /dev-idp: it mints Apple,
         Facebook and Google tokens with its own keys (kept in .tether/dev-idp), serves
