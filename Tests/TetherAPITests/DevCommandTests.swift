@@ -9,17 +9,9 @@ import TetherTesting
 struct DevCommandTests {
     /// Starts `tether dev --data <data> --no-seeds` on `port`; returns once its `/readyz` answers 200.
     private func dev(data: URL, port: Int, masterKey: String) async throws -> TetherCommandLine.Process {
-        let process = try TetherCommandLine.spawn(["dev", "--data", data.path, "--no-seeds"], databaseURL: nil, environment: [
+        try await TetherCommandLine.ready(TetherCommandLine.spawn(["dev", "--data", data.path, "--no-seeds"], databaseURL: nil, environment: [
             "TETHER_LISTEN": "127.0.0.1:\(port)", "TETHER_MASTER_KEY_FILE": masterKey, "TETHER_LOG_LEVEL": "info",
-        ])
-        let probe = HTTPTestClient(port: port, timeout: .seconds(2))
-        defer { Task { await probe.close() } }
-        for _ in 0..<600 {
-            if (try? await probe.get("/readyz").status) == 200 { return process }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        process.send(SIGKILL)
-        throw HarnessError("tether dev did not get ready: \(try await process.wait().stderr)")
+        ]), port: port, within: .seconds(30))
     }
 
     /// The first `tether dev` started the cluster, a second joined it: when the first stops, the second keeps

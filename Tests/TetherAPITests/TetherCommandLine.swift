@@ -62,15 +62,20 @@ enum TetherCommandLine {
     static func serve(databaseURL: String, port: Int, environment: [String: String]) async throws -> Process {
         var environment = environment
         environment["TETHER_LISTEN"] = "127.0.0.1:\(port)"
-        let process = try spawn(["serve"], databaseURL: databaseURL, environment: environment)
+        return try await ready(try spawn(["serve"], databaseURL: databaseURL, environment: environment), port: port, within: .seconds(10))
+    }
+
+    /// `process` once its `/readyz` on `port` answers 200; killed, and its output thrown, when it does not within `limit`.
+    static func ready(_ process: Process, port: Int, within limit: Duration) async throws -> Process {
         let probe = HTTPTestClient(port: port, timeout: .seconds(2))
         defer { Task { await probe.close() } }
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
             if (try? await probe.get("/readyz").status) == 200 { return process }
             try await Task.sleep(for: .milliseconds(50))
         }
         process.send(SIGKILL)
-        throw HarnessError("tether serve did not get ready: \(try await process.wait().stderr)")
+        throw HarnessError("tether did not get ready: \(try await process.wait().stderr)")
     }
 
     /// Starts `.build/debug/tether` with `arguments`, only the given `TETHER_DATABASE_URL` and `environment`, and returns at once.
