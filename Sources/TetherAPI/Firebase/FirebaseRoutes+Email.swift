@@ -15,6 +15,11 @@ extension FirebaseRoutes {
     func registerEmail(on router: inout Router) {
         let v1 = Self.identityToolkit
         router.post("\(v1)/projects/{projectId}/accounts:sendOobCode") { request in try await answer(request, admin: true, sendOobCode) }
+    }
+
+    /// `tether dev`'s list of pending codes, which asks for no credential: registered outside the cross-origin
+    /// policy, so that a page of another origin cannot read the codes of the developer's local server.
+    func registerEmulatorRoutes(on router: inout Router) {
         router.get("/emulator/v1/projects/{projectId}/oobCodes") { request in
             try await answer(request, admin: false) { _ in try await oobCodes() }
         }

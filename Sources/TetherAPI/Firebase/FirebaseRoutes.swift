@@ -63,6 +63,7 @@ public struct FirebaseRoutes: Sendable {
         var firebase = Router()
         registerRoutes(on: &firebase)
         Self.crossOrigin.register(firebase, on: &router)
+        registerEmulatorRoutes(on: &router)
         registerJWKSRoute(on: &router, keys: idTokens.keys, path: "/.well-known/firebase-jwks.json")
     }
 
@@ -142,12 +143,23 @@ public struct FirebaseRoutes: Sendable {
         guard let (scheme, token) = request.authorization else { return nil }
         guard scheme == "bearer", !token.isEmpty else { throw FirebaseError.unauthenticated }
         if token.lowercased() == "owner" {
-            guard acceptsOwner else { throw FirebaseError.unauthenticated }
+            // `owner` is the developer's own tooling (firebase-admin, curl), never a page of another site calling
+            // the developer's local server across origins: a request a browser marks with a foreign origin is refused.
+            guard acceptsOwner, request.headers["Origin"].map(Self.isLoopbackOrigin) ?? true else { throw FirebaseError.unauthenticated }
             return .owner
         }
         guard let key = try await adminKeys.authenticate(token) else { throw FirebaseError.unauthenticated }
         guard key.role == .admin else { throw FirebaseError.insufficientPermission }
         return .key(key)
+    }
+
+    /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
+    /// `127.x.x.x` or `[::1]`, any port.
+    static func isLoopbackOrigin(_ origin: String) -> Bool {
+        guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host?.lowercased() else { return false }
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
     // MARK: Pieces

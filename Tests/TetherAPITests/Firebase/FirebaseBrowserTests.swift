@@ -61,4 +61,31 @@ struct FirebaseBrowserTests {
             #expect(unknown.response.headers["Access-Control-Allow-Origin"] == "*")
         }
     }
+
+    /// What `tether dev` serves its developer alone stays out of other sites' reach: the pending codes (no
+    /// credential) allow no other origin, and `Bearer owner` from a page of another origin is no admin.
+    @Test func aPageOfAnotherSiteCannotReadDevCodesOrActAsTheOwner() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "dev-codes@example.com", "password": "a long password"]))
+            #expect(signUp.status == 200, "\(signUp.text)")
+            let codesPath = "/emulator/v1/projects/\(FirebaseApp.projectID)/oobCodes"
+            let codes = try await firebase.app.client.send("GET", codesPath, fields: [("Origin", Self.origin)])
+            #expect(codes.status == 200, "the developer's own tools read them")
+            #expect(codes.headers["Access-Control-Allow-Origin"] == nil)
+            let codesPreflight = try await preflight(firebase, codesPath, requesting: nil)
+            #expect(codesPreflight.response.headers["Access-Control-Allow-Origin"] == nil && codesPreflight.status != 204)
+
+            let lookup = JSONValue.object(["email": .array(["dev-codes@example.com"])])
+            let body = Array(try JSONEncoder().encode(lookup))
+            let path = "\(FirebaseApp.v1)/projects/\(FirebaseApp.projectID)/accounts:lookup"
+            for (origin, allowed) in [(nil, true), ("http://localhost:5173", true), ("http://127.0.0.1:3000", true),
+                                      (Self.origin, false), ("null", false), ("http://localhost.example.com", false)] as [(String?, Bool)] {
+                var fields: [(key: String, value: String)] = [("Content-Type", "application/json"), ("Authorization", "Bearer owner")]
+                if let origin { fields.append(("Origin", origin)) }
+                let answer = FirebaseAnswer(try await firebase.app.client.send("POST", path, fields: fields, body: body))
+                #expect((answer.status == 200) == allowed, "\(origin ?? "no origin"): \(answer.status) \(answer.text)")
+                #expect(allowed ? answer.users.count == 1 : answer.text.contains("UNAUTHENTICATED") || answer.status == 401)
+            }
+        }
+    }
 }
