@@ -146,7 +146,7 @@ public final class TetherService: Sendable {
             registry: metrics,
             collectors: [
                 ReplayMetrics(database: database), WebhookMetrics(database: database), ProviderCallMetrics(database: database),
-                AccountStateCacheMetrics(cache: accounts.cache), MemoryMetrics(),
+                AccountStateCacheMetrics(cache: accounts.cache), PasswordMetrics(commands: commands), MemoryMetrics(),
             ]
                 + (replica.map { [ReplicaMetrics(replica: $0)] } ?? []) + metricsCollectors
         ).register(on: &router)

@@ -57,6 +57,38 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// Anyone can make up a code of the right shape (for a user they know, or for nobody): refusing it costs
+    /// no password hash (scrypt), on `/v1`, on the page a mail links to, and on Firebase; a real code costs one.
+    @Test func aMadeUpResetCodeCostsNoPasswordHash() async throws {
+        try await DevService.run(settings: ["TETHER_FIREBASE_PROJECT_ID": "demo-project"]) { service in
+            let ada = try await signUp(service, "hash-ada@example.com")
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "hash-ada@example.com"]).status == 202)
+            let mail = try await service.lastMail(to: "hash-ada@example.com")
+            func hashes() async throws -> Double {
+                let text = try await service.client.get("/metrics").bodyText
+                let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("tether_password_hashes_total ") })
+                return try #require(Double(line.split(separator: " ")[1]))
+            }
+            let before = try await hashes()
+            let made = [EmailCodeFormat.make(for: try #require(UUID(uuidString: ada.user.id))).code, EmailCodeFormat.make(for: UUID()).code]
+            for code in made {
+                let v1 = try await service.client.post("/v1/password-reset/confirm", json: ["code": code, "newPassword": "a new password"])
+                #expect(v1.status == 401 && v1.bodyText.contains("invalid_code"), "\(v1.bodyText)")
+                let page = try await service.client.post(
+                    "/actions/reset-password", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                    body: Array("code=\(code)&newPassword=a+new+password&confirmPassword=a+new+password".utf8))
+                #expect(page.status >= 400 && page.status < 500, "\(page.status)")
+                let firebase = try await service.client.post(
+                    "/identitytoolkit.googleapis.com/v1/accounts:resetPassword?key=k", json: ["oobCode": code, "newPassword": "a new password"])
+                #expect(firebase.status == 400 && firebase.bodyText.contains("INVALID_OOB_CODE"), "\(firebase.bodyText)")
+            }
+            #expect(try await hashes() == before, "made-up codes hashed nothing")
+            let reset = try await service.client.post("/v1/password-reset/confirm", json: ["code": mail.code, "newPassword": "a new password"])
+            #expect(reset.status == 200, "\(reset.bodyText)")
+            #expect(try await hashes() == before + 1)
+        }
+    }
+
     @Test func knownAndUnknownAddressesGetTheSameAnswer() async throws {
         try await DevService.run { service in
             _ = try await signUp(service, "known@example.com")

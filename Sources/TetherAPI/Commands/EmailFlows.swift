@@ -211,14 +211,23 @@ public struct EmailFlows: Sendable {
 
     /// Sets a new password with a reset code (``UserAccount/resetPassword(with:passwordHash:now:)``):
     /// the password is checked against the policy first, so a weak one spends nothing.
+    ///
+    /// The password is hashed (scrypt) only for a code its user still holds unused: anyone can make up a code
+    /// of the right shape, and each would otherwise cost the server a hash before the command refused it. A
+    /// code refused here is refused by the command too, which records the refusal as for any wrong code.
     public func resetPassword(code: String, newPassword: String, context: CommandContext) async throws -> UserAccount {
         let userId = try Self.user(of: code)
         try commands.checkPassword(newPassword, pointer: "/newPassword")
-        let hash = try await commands.hashPassword(newPassword)
+        let codeHash = EmailCodeFormat.hash(code)
+        let held = try? await accounts.read(userId)
+        let isUsable = held?.checkEmailCode(codeHash, for: [.passwordReset], presentedFor: .passwordReset, now: context.now).code != nil
+        let hash = isUsable ? try await commands.hashPassword(newPassword) : nil
         return try await accounts.use(
-            codeHash: EmailCodeFormat.hash(code), of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
+            codeHash: codeHash, of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
         ) { account, found in
-            try account.resetPassword(with: found, passwordHash: hash, now: context.now)
+            // Usable now and not a moment ago: a code is never issued again, so this does not happen.
+            guard let hash else { throw AccountError.invalidCode(AccountError.unknownEmailCodeDetail) }
+            return try account.resetPassword(with: found, passwordHash: hash, now: context.now)
         }.account
     }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import TetherCore
 import TetherProviders
@@ -92,6 +93,8 @@ public struct AccountCommands: Sendable {
     let limits: SignInLimits
     let pendingCredentials: MFAPendingCredentials
     let passwords: PasswordVerifier
+    /// How many passwords were hashed (scrypt, the costliest work a request can ask for): `/metrics` shows it.
+    let passwordHashes = PasswordHashCount()
     /// The provider-grant check a refresh makes now and then.
     let revalidation: GrantRevalidation?
 
@@ -115,7 +118,7 @@ public struct AccountCommands: Sendable {
         try Self.validate(email: command.email)
         try UserAccount.checkProfile(displayName: command.displayName, photoURL: nil)
         try await limits.reserveSignUp(from: command.context.metadata.clientIP)
-        let hash = try await BlockingWork.run { [passwords, password = command.password] in try passwords.hash(password) }
+        let hash = try await hashPassword(command.password)
         return try await accounts.signUp(
             email: command.email, passwordHash: hash, displayName: command.displayName, session: command.session,
             context: command.context)
@@ -243,7 +246,8 @@ public struct AccountCommands: Sendable {
 
     /// The stored form of a new password (checked against the policy, then hashed off the cooperative pool).
     public func hashPassword(_ password: String) async throws -> String {
-        try await BlockingWork.run { [passwords] in try passwords.hash(password) }
+        passwordHashes.count.add(1, ordering: .relaxed)
+        return try await BlockingWork.run { [passwords] in try passwords.hash(password) }
     }
 
     /// An admin sets a user's password: added on the user's email when they have none; every earlier token ends.
@@ -373,4 +377,9 @@ public struct AccountCommands: Sendable {
         // A record that cannot be written must not turn the client's 401 into a 500.
         try? await limits.recordFailure(attempt, reason: code)
     }
+}
+
+/// A count of the passwords hashed, shared by every copy of ``AccountCommands``.
+final class PasswordHashCount: Sendable {
+    let count = Atomic<Int>(0)
 }
