@@ -33,8 +33,14 @@ public struct CurlHTTPClient: HTTPClient {
     /// A body beyond `maxBytes` stops the transfer instead of being buffered, and so does `timeout` seconds without
     /// the whole answer (waiting for a free connection to the host included). Cancelling the calling task stops the
     /// transfer and throws at once.
-    public func send(_ request: URLRequest, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
-        let transfer = try CurlTransfer(request: request, timeout: timeout, maxBytes: maxBytes)
+    ///
+    /// - Parameter addresses: when not empty, the only addresses the transfer may connect to for the URL's host
+    ///   (libcurl's `CURLOPT_RESOLVE`): what a caller checked is what is connected to, whatever the name resolves
+    ///   to by the time the transfer starts (a name re-pointed between the check and the request).
+    public func send(
+        _ request: URLRequest, timeout: TimeInterval, maxBytes: Int, connectingTo addresses: [String] = []
+    ) async throws -> HTTPClientResponse {
+        let transfer = try CurlTransfer(request: request, timeout: timeout, maxBytes: maxBytes, connectingTo: addresses)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 CurlDriver.shared.start(transfer, answering: continuation)
@@ -59,6 +65,8 @@ private final class CurlTransfer: @unchecked Sendable {
     private let body: [UInt8]?
     private let timeout: TimeInterval
     private let maximumBytes: Int
+    /// `CURLOPT_RESOLVE`'s entry pinning the host to the addresses given, if any.
+    private let pin: String?
     private let cancelled = Atomic<Bool>(false)
 
     private var received: [UInt8] = []
@@ -69,11 +77,12 @@ private final class CurlTransfer: @unchecked Sendable {
     private(set) var handle: CurlHandles.Handle?
     private var parsed: OpaquePointer?
     private var list: UnsafeMutablePointer<curl_slist>?
+    private var pins: UnsafeMutablePointer<curl_slist>?
     private var errorText: UnsafeMutablePointer<CChar>?
     /// Who waits for the answer; resumed once.
     var continuation: CheckedContinuation<HTTPClientResponse, any Error>?
 
-    init(request: URLRequest, timeout: TimeInterval, maxBytes: Int) throws {
+    init(request: URLRequest, timeout: TimeInterval, maxBytes: Int, connectingTo addresses: [String] = []) throws {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw HTTPClientError.transport.with(detail: "only http and https URLs are fetched")
         }
@@ -95,6 +104,14 @@ private final class CurlTransfer: @unchecked Sendable {
         self.body = request.httpBody.map(Array.init)
         self.timeout = timeout
         self.maximumBytes = maxBytes
+        if addresses.isEmpty {
+            self.pin = nil
+        } else {
+            // `+`: the entry ages out of the shared DNS cache as a looked-up one does, rather than staying for good.
+            let port = url.port ?? (scheme == "https" ? 443 : 80)
+            let bracketed = addresses.map { $0.contains(":") && !$0.hasPrefix("[") ? "[\($0)]" : $0 }
+            self.pin = "+\(Self.bare(host)):\(port):\(bracketed.joined(separator: ","))"
+        }
     }
 
     deinit { release() }
@@ -143,6 +160,10 @@ private final class CurlTransfer: @unchecked Sendable {
             (CURLOPT_WRITEDATA, UnsafeRawPointer(context)), (CURLOPT_HEADERDATA, UnsafeRawPointer(context)),
         ]
         for (option, value) in pointers where code == CURLE_OK { code = tether_curl_set_pointer(raw, option, value) }
+        if let pin {
+            pins = curl_slist_append(nil, pin)
+            if code == CURLE_OK { code = tether_curl_set_pointer(raw, CURLOPT_RESOLVE, UnsafeRawPointer(pins)) }
+        }
         if code == CURLE_OK { code = tether_curl_set_data_function(raw, CURLOPT_WRITEFUNCTION, curlReceivedBody) }
         if code == CURLE_OK { code = tether_curl_set_data_function(raw, CURLOPT_HEADERFUNCTION, curlReceivedHeader) }
         if code == CURLE_OK { code = setMethod(on: raw) }
@@ -183,6 +204,8 @@ private final class CurlTransfer: @unchecked Sendable {
         parsed = nil
         curl_slist_free_all(list)
         list = nil
+        curl_slist_free_all(pins)
+        pins = nil
         errorText?.deallocate()
         errorText = nil
     }

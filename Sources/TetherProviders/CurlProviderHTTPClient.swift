@@ -23,18 +23,22 @@ public struct CurlProviderHTTPClient: ProviderHTTPClient {
     }
 
     /// POSTs `body` to `url`; the answer is capped while it streams.
-    public func post(url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+    public func post(
+        url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int, connectingTo addresses: [String]
+    ) async throws -> HTTPClientResponse {
         var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         request.httpMethod = "POST"
         request.httpBody = Data(body)
-        return try await send(request, headers: headers, timeout: timeout, maxBytes: maxBytes)
+        return try await send(request, headers: headers, timeout: timeout, maxBytes: maxBytes, connectingTo: addresses)
     }
 
     /// Sends `request` with `headers` (and `Accept: application/json`) on the shared pool, following no redirect.
-    private func send(_ request: URLRequest, headers: [String: String], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+    private func send(
+        _ request: URLRequest, headers: [String: String], timeout: TimeInterval, maxBytes: Int, connectingTo addresses: [String] = []
+    ) async throws -> HTTPClientResponse {
         var request = request
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        return try await plain.send(request, timeout: timeout, maxBytes: maxBytes)
+        return try await plain.send(request, timeout: timeout, maxBytes: maxBytes, connectingTo: addresses)
     }
 }

@@ -18,10 +18,20 @@ public protocol ProviderHTTPClient: HTTPClient {
     ///
     /// - Throws: ``HTTPClientError`` when no HTTP answer arrived (connection, TLS, timeout) or it was too large;
     ///   any status, 5xx included, is an answer.
-    func post(url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse
+    ///
+    /// - Parameter addresses: when not empty, the only addresses to connect to for the URL's host (those a
+    ///   caller checked, so that a name re-pointed since is not followed).
+    func post(
+        url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int, connectingTo addresses: [String]
+    ) async throws -> HTTPClientResponse
 }
 
 extension ProviderHTTPClient {
+    /// A POST to wherever the URL's host resolves.
+    public func post(url: URL, headers: [String: String], body: [UInt8], timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
+        try await post(url: url, headers: headers, body: body, timeout: timeout, maxBytes: maxBytes, connectingTo: [])
+    }
+
     /// A GET without extra headers (what a key-set fetch needs).
     public func get(url: URL, timeout: TimeInterval, maxBytes: Int) async throws -> HTTPClientResponse {
         try await get(url: url, headers: [:], timeout: timeout, maxBytes: maxBytes)

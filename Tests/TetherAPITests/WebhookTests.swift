@@ -4,7 +4,9 @@ import TetherAPI
 import TetherCore
 import TetherCrypto
 import TetherHTTP
+import TetherJOSE
 import TetherPostgres
+import TetherProviders
 import TetherTesting
 
 /// Webhook subscriptions against a real receiver: signed, in order, durable, shared between instances.
@@ -173,9 +175,35 @@ struct WebhookTests {
             await #expect(throws: WebhookTargetPolicy.Refusal.self, "\(embedded)") { try await strict.check(embedded) }
         }
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://user:pw@93.184.215.14/hook") }
-        #expect(try await strict.check("https://93.184.215.14/hook").host == "93.184.215.14", "a public literal address passes without DNS")
+        let literal = try await strict.check("https://93.184.215.14/hook")
+        #expect(literal.url.host == "93.184.215.14" && literal.addresses == ["93.184.215.14"], "a public literal address passes without DNS")
         let allowed = WebhookTargetPolicy(allowsHTTP: false, allowedHosts: ["hooks.internal"])
-        #expect(try await allowed.check("https://hooks.internal/x").host == "hooks.internal")
+        let listed = try await allowed.check("https://hooks.internal/x")
+        #expect(listed.url.host == "hooks.internal" && listed.addresses.isEmpty, "a listed host is trusted wherever it resolves")
+        let loopback = WebhookTargetPolicy(allowsHTTP: true, allowedHosts: [], allowsLoopback: true)
+        #expect(try await loopback.check("http://localhost:8080/x").addresses.contains("127.0.0.1"), "a name's addresses, as checked")
+    }
+
+    /// A delivery connects to the addresses its target's check found, not to wherever the name resolves when the
+    /// transfer starts (DNS rebinding: public for the check, internal for the request).
+    @Test func aDeliveryConnectsOnlyToTheAddressesChecked() async throws {
+        let receiver = try WebhookReceiver()
+        let port = try #require(receiver.url.port)
+        let client = CurlProviderHTTPClient()
+        // A name that resolves nowhere reaches the receiver through the address given for it.
+        let pinned = try await client.post(
+            url: URL(string: "http://rebound.invalid:\(port)/hook")!, headers: [:], body: Array("{}".utf8), timeout: 5, maxBytes: 1024,
+            connectingTo: ["127.0.0.1"])
+        #expect(pinned.status == 204)
+        #expect(receiver.received.count == 1)
+        // A name that resolves to the receiver is not followed there when the addresses given say otherwise.
+        await #expect(throws: HTTPClientError.self) {
+            _ = try await client.post(
+                url: URL(string: "http://localhost:\(port)/hook")!, headers: [:], body: Array("{}".utf8), timeout: 5, maxBytes: 1024,
+                connectingTo: ["127.0.0.2"])
+        }
+        #expect(receiver.received.count == 1)
+        await receiver.stop()
     }
 
     @Test func aRotatedSecretAndTheOldOneBothSignDuringTheOverlapAndErasedUsersCarryNoPersonalData() async throws {

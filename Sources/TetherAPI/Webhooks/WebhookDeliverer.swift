@@ -129,14 +129,17 @@ public final class WebhookDeliverer: Sendable {
         var status: Int?
         var failure: String?
         do {
-            let url = try await webhooks.policy.check(subscription.url)
+            let target = try await webhooks.policy.check(subscription.url)
             var headers = WebhookSignature.headers(
                 id: id, timestamp: Int(now.timeIntervalSince1970), body: body, secrets: subscription.signingSecrets(at: now))
             headers["Content-Type"] = "application/json"
             headers["User-Agent"] = "Tether-Webhooks/1"
             // Renewed once the target was checked (resolving its name takes time); the answer's body is not read.
             guard try await renewLease(subscription.id) else { return false }
-            status = try await httpClient.post(url: url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 1024 * 1024).status
+            // To the addresses checked, not to wherever the name points by the time the transfer starts.
+            status = try await httpClient.post(
+                url: target.url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 1024 * 1024,
+                connectingTo: target.addresses).status
         } catch let refusal as WebhookTargetPolicy.Refusal {
             failure = "target refused: \(refusal.description)"
         } catch is CancellationError {

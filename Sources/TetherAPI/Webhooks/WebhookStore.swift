@@ -111,7 +111,7 @@ public struct WebhookStore: Sendable {
         -> (subscription: WebhookSubscription, secret: String)
     {
         let checked: URL
-        do { checked = try await policy.check(url) } catch { throw Refusal(description: error.description) }
+        do { checked = try await policy.check(url).url } catch { throw Refusal(description: error.description) }
         // An empty list is no choice (absent, the callers ask for every event): it is refused, not read as all.
         guard !eventTypes.isEmpty else {
             throw Refusal(description: "events names no event type: name some, or * (or leave it out) for all of them.")

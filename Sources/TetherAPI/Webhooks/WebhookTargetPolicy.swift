@@ -27,8 +27,17 @@ public struct WebhookTargetPolicy: Sendable {
         public var description: String
     }
 
-    /// Checks `text` as a target; answers its URL.
-    public func check(_ text: String) async throws(Refusal) -> URL {
+    /// A target that passed: its URL, and the addresses its host resolved to when checked, which a delivery
+    /// connects to and nothing else (empty for a host listed in `TETHER_WEBHOOK_ALLOWED_HOSTS`, which is trusted
+    /// wherever it resolves). Without them, a name resolving to a public address for the check and to an internal
+    /// one a moment later (DNS rebinding) would aim the delivery at the server's own network.
+    public struct Target: Sendable {
+        public var url: URL
+        public var addresses: [String]
+    }
+
+    /// Checks `text` as a target; answers its URL and the addresses checked.
+    public func check(_ text: String) async throws(Refusal) -> Target {
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else {
             throw Refusal(description: "'\(text)' is not an absolute URL.")
         }
@@ -39,13 +48,13 @@ public struct WebhookTargetPolicy: Sendable {
         if let port = url.port, !(1...65535).contains(port) {
             throw Refusal(description: "'\(text)' names port \(port): a port is 1 to 65535.")
         }
-        if allowedHosts.contains(host) { return url }
+        if allowedHosts.contains(host) { return Target(url: url, addresses: []) }
         let addresses = await Self.resolve(host)
         guard !addresses.isEmpty else { throw Refusal(description: "\(host) does not resolve.") }
         for address in addresses where !isPublic(address) {
             throw Refusal(description: "\(host) resolves to \(address.text), a private or local address; list the host in TETHER_WEBHOOK_ALLOWED_HOSTS to allow it.")
         }
-        return url
+        return Target(url: url, addresses: addresses.map(\.text).sorted())
     }
 
     /// An address a name resolved to.
