@@ -64,10 +64,15 @@ extension FirebaseRoutes {
         // Phone numbers are second factors in Tether, never a way to find a user: no match.
         var seen: Set<UUID> = []
         var users: [JSONValue] = []
+        var shown: [UUID] = []
         for id in ids where seen.insert(id).inserted {
             let account = try await accounts.read(id)
-            if account.exists { users.append(FirebaseUserRecord.json(account)) }
+            if account.exists {
+                users.append(FirebaseUserRecord.json(account))
+                shown.append(id)
+            }
         }
+        try await recordRead(shown.map { .userViewed(.init(userId: $0, status: 200)) }, request)
         if !users.isEmpty { answer["users"] = .array(users) }
         return .object(answer)
     }
@@ -281,6 +286,8 @@ extension FirebaseRoutes {
         for id in ids {
             users.append(FirebaseUserRecord.json(try await accounts.read(id)))
         }
+        // A page of the directory, recorded as a listing is on /v1 (how many, not who).
+        try await recordRead([.usersSearched(.init(provider: nil, limit: limit, resultCount: users.count, status: 200, personal: .init()))], request)
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#DownloadAccountResponse", "users": .array(users)]
         if ids.count == limit, let last = ids.last { answer["nextPageToken"] = .string(last.lowercasedText) }
         return .object(answer)

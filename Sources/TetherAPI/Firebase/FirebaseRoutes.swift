@@ -153,6 +153,14 @@ public struct FirebaseRoutes: Sendable {
         return .key(key)
     }
 
+    /// Records an admin key's read before the answer goes, as `/v1/admin` and Parse's master key do, so that a
+    /// user's history shows who looked at them. `owner` (`tether dev`) is no key, and records nothing.
+    func recordRead(_ records: [AdminEvent], _ request: FirebaseRequest) async throws {
+        guard case .key(let key)? = request.admin else { return }
+        let metadata = context(request).metadata
+        for record in records { try await adminKeys.record(record, keyId: key.id, metadata: metadata) }
+    }
+
     /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
     /// `127.x.x.x` or `[::1]`, any port.
     static func isLoopbackOrigin(_ origin: String) -> Bool {

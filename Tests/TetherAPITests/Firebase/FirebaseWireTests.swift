@@ -318,6 +318,19 @@ struct FirebaseWireTests {
             #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: key).status == 200)
             let (_, support) = try await AdminKeyStore(database: firebase.app.admin).create(role: .support, name: "s", metadata: EventMetadata(surface: "cli"))
             #expect(try await firebase.admin("accounts:lookup", .object(["localId": ["x"]]), as: support).status == 403)
+
+            // An admin key's reads are recorded, as on /v1/admin: a lookup in each user's history, a directory page as a listing.
+            let signedUp = try await firebase.call("accounts:signUp", .object(["email": "looked-at@example.com", "password": "a long password"]))
+            let userId = try #require(signedUp.string("localId"))
+            #expect(try await firebase.app.eventCount("AdminUserViewed", userId: userId) == 0)
+            let looked = try await firebase.admin("accounts:lookup", .object(["email": ["looked-at@example.com"]]), as: key)
+            #expect(looked.users.count == 1)
+            #expect(try await firebase.app.eventCount("AdminUserViewed", userId: userId) == 1, "the user's history shows the lookup")
+            let listed = FirebaseAnswer(try await firebase.app.client.send(
+                "GET", "\(FirebaseApp.v1)/projects/\(FirebaseApp.projectID)/accounts:batchGet?maxResults=10",
+                fields: [("Authorization", "Bearer \(key)")]))
+            #expect(listed.status == 200 && listed.users.count == 1, "\(listed.text)")
+            #expect(try await firebase.app.eventCount("AdminUsersSearched") == 1)
         }
     }
 
