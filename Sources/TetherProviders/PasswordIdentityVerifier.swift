@@ -28,8 +28,10 @@ public struct PasswordIdentityVerifier: IdentityVerifier {
             try passwords.verify(password, storedHash: found.passwordHash)
             return found
         }
-        return VerifiedIdentity(
+        var verified = VerifiedIdentity(
             provider: ProviderName.password.rawValue, credentialForm: .password, uid: account.email, email: account.email,
             isEmailVerified: account.isEmailVerified)
+        verified.verifiedPasswordHash = account.passwordHash
+        return verified
     }
 }

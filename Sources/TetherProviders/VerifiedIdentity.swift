@@ -52,6 +52,9 @@ public struct VerifiedIdentity: Sendable, Codable, Hashable {
     public var providerGrant: ProviderGrant?
     /// Why an authorization code that came with the credential was not redeemed.
     public var codeNotRedeemed: String?
+    /// For a password, the stored hash it was verified against: the sign-in goes on only while the account
+    /// still has that password (a reset or a change meanwhile, or the account gone, refuses it).
+    public var verifiedPasswordHash: String?
 
     /// An identity from its parts; optional facts default to unknown, trust flags to false.
     public init(

@@ -12,6 +12,33 @@ struct V1PasswordFlowTests {
         try await withService(databaseURL: try await TestDatabase.make().url, body)
     }
 
+    /// A password sign-in takes a while to verify (scrypt); the account may be erased, or its password reset,
+    /// before its command runs. Replayed step by step: verified, then the change, then the command. It opens
+    /// nothing and makes no user (it made a user with no password, holding the erased person's address).
+    @Test func aPasswordVerifiedBeforeTheAccountWentOrItsPasswordChangedOpensNothing() async throws {
+        try await DevService.run { service in
+            let commands = service.service.commands
+            for change in ["erased", "reset"] {
+                let email = "verified-\(change)@example.com"
+                let signedUp = try await service.client.post("/v1/sign-up", json: ["email": email, "password": "the first password"])
+                #expect(signedUp.status == 201, "\(signedUp.bodyText)")
+                let userId = try #require(UUID(uuidString: try signedUp.decodeJSON(SignedIn.self).user.id))
+                let verified = try await commands.verify(.password(email: email, password: "the first password"), context: CommandContext())
+                if change == "erased" {
+                    try await service.service.accounts.erase(userId: userId, reason: "test", context: CommandContext())
+                } else {
+                    _ = try await commands.setPassword(userId: userId, password: "a second password", context: CommandContext())
+                }
+                let users = try await service.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n", as: Int.self)
+                await #expect(throws: AccountError.invalidCredential, "\(change)") {
+                    _ = try await service.service.accounts.signIn(
+                        verified, session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: ["password"]), context: CommandContext())
+                }
+                #expect(try await service.admin.query("SELECT count(*)::int AS n FROM users")[0].decode("n", as: Int.self) == users)
+            }
+        }
+    }
+
     @Test func signUpSignInRefreshAndSignOut() async throws {
         try await withServer { client in
             let signUp = try await client.post("/v1/sign-up", json: ["email": "Ada@Example.com", "password": "correct horse", "displayName": "Ada"])

@@ -31,6 +31,27 @@ struct SignInRouteTests {
         #expect(try SignInRoute.route(identity("apple", "001.c", email: nil), owner: nil, emailOwner: nil) == .register)
     }
 
+    /// A password sign-in makes no user: its account went (erased, or moved to another address) while the
+    /// password was being checked, or its password changed meanwhile.
+    @Test func aPasswordSignsInOnlyToTheAccountThatStillHasIt() throws {
+        let password = identity("password", "p@example.com", email: "p@example.com", verified: false)
+        #expect(throws: AccountError.invalidCredential) { try SignInRoute.route(password, owner: nil, emailOwner: nil) }
+        let holder = account(with: password)
+        #expect(throws: AccountError.invalidCredential) { try SignInRoute.route(password, owner: nil, emailOwner: holder) }
+
+        let userId = UUID()
+        let events = UserAccount.register(
+            id: userId, identity: password, passwordHash: "hash-1", session: NewSession(id: UUID(), refreshTokenHash: "h", amr: ["password"]), now: now)
+        let user = UserAccount(id: userId, history: events.map { ($0, now) }, version: events.count)
+        var checked = password
+        checked.verifiedPasswordHash = "hash-1"
+        #expect(try !user.signIn(with: checked, session: NewSession(id: UUID(), refreshTokenHash: "h2", amr: ["password"]), now: now).isEmpty)
+        checked.verifiedPasswordHash = "hash-0"
+        #expect(throws: AccountError.invalidCredential) {
+            try user.signIn(with: checked, session: NewSession(id: UUID(), refreshTokenHash: "h3", amr: ["password"]), now: self.now)
+        }
+    }
+
     @Test func aTrustedProviderTakesOverAnAccountWhoseEmailIsUnverified() throws {
         let unverified = account(with: identity("password", "c@gmail.com", email: "c@gmail.com", verified: false))
         let google = identity("google", "g-1", email: "C@Gmail.com")

@@ -21,6 +21,7 @@ public struct ProviderIdentityVerification: IdentityVerification {
         identity.spentNonce = verified.spentNonce
         identity.providerGrant = verified.providerGrant
         identity.codeNotRedeemed = verified.codeNotRedeemed
+        identity.verifiedPasswordHash = verified.verifiedPasswordHash
         return identity
     }
 

@@ -26,6 +26,10 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     /// Why an authorization code that came with the credential was not redeemed (`provider_unavailable`,
     /// `not_configured`); the command records it, and the sign-in goes on with the identity token alone.
     public var codeNotRedeemed: String?
+    /// For a password, the stored hash its verification matched, checked again under the user's lock
+    /// (``UserAccount/signIn(with:session:now:)``): a verification takes a while (scrypt), and the password,
+    /// or the account, may be gone by the time the command runs.
+    public var verifiedPasswordHash: String?
 
     public init(
         provider: String, uid: String, email: String? = nil, isEmailVerified: Bool = false,

@@ -38,6 +38,9 @@ public enum SignInRoute: Sendable, Hashable {
         _ identity: ExternalIdentity, owner: UserAccount?, emailOwner: UserAccount?
     ) throws(AccountError) -> SignInRoute {
         if let owner { return .returning(owner.id) }
+        // A password is made by a sign-up, never by a sign-in: one whose account went while it was being verified
+        // (erased, or moved to another address) signs in to nothing.
+        guard identity.provider != "password" else { throw .invalidCredential }
         guard let emailOwner, let email = identity.normalizedEmail else { return .register }
         // An account left with no way in (its last provider unlinked by the provider itself, as Apple's
         // consent-revoked does, or by an admin) is reached by whoever proves its address, as a reset would

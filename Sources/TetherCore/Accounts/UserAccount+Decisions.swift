@@ -79,6 +79,11 @@ extension UserAccount {
     public func signIn(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
+        // A password verified against a hash the user no longer has (reset or changed while it was being checked)
+        // opens nothing: whoever reset it meant to shut the old one out.
+        if let verified = identity.verifiedPasswordHash, !ConstantTimeText.isEqual(verified, passwordHash ?? "") {
+            throw .invalidCredential
+        }
         if mfa.isRequired {
             return [.mfaChallengeIssued(.init(
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
