@@ -92,8 +92,10 @@ struct AnonymousAndParseSessionTests {
         }
         let replacement = parseSession(installation: nil)
         let events = try user.changePassword(passwordHash: "scrypt$2", session: replacement, now: now)
-        #expect(events.map(\.type) == ["PasswordSet", "SessionEnded", "SignedIn", "SessionStarted"])
+        // The old tokens are void too (validSince), so a backend that checks revocation refuses them.
+        #expect(events.map(\.type) == ["PasswordSet", "SessionEnded", "SessionsRevoked", "SignedIn", "SessionStarted"])
         user = user.appending(events.map { ($0, now) }, version: user.version + events.count)
+        #expect(user.validSince == now)
         #expect(user.activeSessions.map(\.id) == [replacement.id])
         #expect(user.passwordHash == "scrypt$2")
         let appleId = UUID()

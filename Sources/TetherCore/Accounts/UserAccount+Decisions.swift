@@ -222,8 +222,11 @@ extension UserAccount {
 
     /// Every session ends and `session` opens for the caller, as after a password change: whoever held a
     /// session is signed out. Parse does this for any password a user's `PUT` sets, a first one included.
+    /// Tokens issued before are void too (`validSince`), as Firebase's "major account change" has it: a
+    /// backend that checks revocation (firebase-admin's `check_revoked`) refuses them, not only Tether.
     public func restartingSessions(with session: NewSession, now: Date) -> [AccountEvent] {
         activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "password_changed")) }
+            + [.sessionsRevoked(.init(validSince: now))]
             + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }
 

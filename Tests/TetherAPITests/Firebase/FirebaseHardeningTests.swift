@@ -67,6 +67,33 @@ struct FirebaseHardeningTests {
         return (userId, stale)
     }
 
+    /// A client's password change voids the tokens issued before it for every backend: `validSince` moves, so
+    /// firebase-admin's `check_revoked` (an ID token's `iat` before it) refuses the old ID token and takes the new.
+    @Test func aClientsPasswordChangeMovesValidSince() async throws {
+        try await FirebaseApp.run { firebase in
+            let signedUp = try await firebase.call("accounts:signUp", .object([
+                "email": "changes@example.com", "password": "the first password", "returnSecureToken": true,
+            ]))
+            let old = try #require(signedUp.string("idToken"))
+            let localId = try #require(signedUp.string("localId"))
+            try await Task.sleep(for: .milliseconds(1100)) // a token of an earlier second
+            let changed = try await firebase.call("accounts:update", .object([
+                "idToken": .string(old), "password": "a second password", "returnSecureToken": true,
+            ]))
+            #expect(changed.status == 200, "\(changed.text)")
+            let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            guard case .string(let text)? = looked.users.first?["validSince"], let validSince = Int(text) else {
+                Issue.record("no validSince: \(looked.text)")
+                return
+            }
+            let iat = { (answer: FirebaseAnswer) -> Int? in
+                if case .int(let value)? = answer.idTokenClaims["iat"] { value } else { nil }
+            }
+            #expect(try #require(iat(signedUp)) < validSince, "the old token is revoked for check_revoked")
+            #expect(try #require(iat(changed)) >= validSince, "the new one is not")
+        }
+    }
+
     @Test func destructiveClientChangesNeedARecentSignIn() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
