@@ -219,8 +219,12 @@ public struct EmailFlows: Sendable {
         let userId = try Self.user(of: code)
         try commands.checkPassword(newPassword, pointer: "/newPassword")
         let codeHash = EmailCodeFormat.hash(code)
-        let held = try? await accounts.read(userId)
-        let isUsable = held?.checkEmailCode(codeHash, for: [.passwordReset], presentedFor: .passwordReset, now: context.now).code != nil
+        let usable = { (account: UserAccount) in
+            account.checkEmailCode(codeHash, for: [.passwordReset], presentedFor: .passwordReset, now: context.now).code != nil
+        }
+        // The state kept since the code was issued answers at no cost; a code it does not show is looked up.
+        var isUsable = accounts.cache.entry(for: userId).map { usable($0.account) } ?? false
+        if !isUsable { isUsable = (try? await accounts.read(userId)).map(usable) ?? false }
         let hash = isUsable ? try await commands.hashPassword(newPassword) : nil
         return try await accounts.use(
             codeHash: codeHash, of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
