@@ -89,6 +89,26 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// `tether dev` builds links from the request's Host only when it names this machine: a forged one would aim
+    /// the link in someone else's mail at the forger's site (with real mail, under TETHER_MAIL_WEBHOOK_URL).
+    @Test func aDevServerBuildsMailLinksOnlyFromALoopbackHost() async throws {
+        try await DevService.run { service in
+            _ = try await signUp(service, "host-ada@example.com")
+            for host in ["evil.example:666", "127.0.0.1.evil.example", "[::2]:80"] {
+                let asked = try await service.client.send(
+                    "POST", "/v1/password-reset", fields: [("Host", host), ("Content-Type", "application/json")],
+                    body: Array(#"{"email":"host-ada@example.com"}"#.utf8))
+                #expect(asked.status == 202)
+            }
+            #expect(try await service.mails(to: "host-ada@example.com").allSatisfy { !$0.link.contains("evil") && !$0.link.contains("::2") })
+            let asked = try await service.client.send(
+                "POST", "/v1/password-reset", fields: [("Host", "localhost:4000"), ("Content-Type", "application/json")],
+                body: Array(#"{"email":"host-ada@example.com"}"#.utf8))
+            #expect(asked.status == 202)
+            #expect(try await service.lastMail(to: "host-ada@example.com").link.hasPrefix("http://localhost:4000/actions/reset-password?code="))
+        }
+    }
+
     @Test func knownAndUnknownAddressesGetTheSameAnswer() async throws {
         try await DevService.run { service in
             _ = try await signUp(service, "known@example.com")

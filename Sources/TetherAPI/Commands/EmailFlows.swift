@@ -379,8 +379,11 @@ public struct EmailFlows: Sendable {
 
     /// The page a code of `purpose` is used at, in the request's surface's style.
     func link(for purpose: EmailCodePurpose, code: String, username: String, _ request: Request) throws -> String {
-        // Only `tether dev` takes the request's Host: in production it would let a caller aim links elsewhere.
-        guard let root = PublicBase.root(publicURL, host: request.host, allowingHost: development && request.host != nil) else {
+        // Only `tether dev` takes the request's Host, and only one naming this machine (it listens on loopback): any
+        // other would let a caller aim the links of someone else's mail at their own site, in production or in a
+        // development server that sends real mail (TETHER_MAIL_WEBHOOK_URL).
+        let host = request.host.flatMap { PublicBase.isLoopback($0) ? $0 : nil }
+        guard let root = PublicBase.root(publicURL, host: host, allowingHost: development && host != nil) else {
             throw Self.noPublicURL
         }
         let page = switch purpose {

@@ -164,10 +164,8 @@ public struct FirebaseRoutes: Sendable {
     /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
     /// `127.x.x.x` or `[::1]`, any port.
     static func isLoopbackOrigin(_ origin: String) -> Bool {
-        guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host?.lowercased() else { return false }
-        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+        guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host else { return false }
+        return PublicBase.isLoopback(host)
     }
 
     // MARK: Pieces
