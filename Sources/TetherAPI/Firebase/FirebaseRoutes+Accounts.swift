@@ -115,6 +115,11 @@ extension FirebaseRoutes {
         if try body.string("phoneNumber") != nil {
             throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
         }
+        // Asked for and not done would answer 200 with nothing changed, and firebase-admin would report a success.
+        if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
+            throw FirebaseError(
+                "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
+        }
         let disable = try body.bool("disableUser")
         let emailVerified = try body.bool("emailVerified")
         let customClaims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
@@ -215,6 +220,11 @@ extension FirebaseRoutes {
         if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
         if try body.string("phoneNumber") != nil {
             throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
+        }
+        // Asked for and not done would answer 200 with nothing changed, and firebase-admin would report a success.
+        if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
+            throw FirebaseError(
+                "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
         }
         let passwordHash: String?
         if let password = try body.string("password") {

@@ -129,6 +129,10 @@ public struct FirebaseRoutes: Sendable {
             let admin = try await authorizeAdmin(request)
             if requiresAdmin, admin == nil { throw FirebaseError.unauthenticated }
             let body = try FirebaseBody(request)
+            // Tether keeps one pool of users: a request for a tenant's is refused, never answered from the default pool.
+            if case .string(let tenant)? = body.members["tenantId"], !tenant.isEmpty {
+                throw FirebaseError("TENANT_NOT_FOUND", "This server has no tenants: leave tenantId out.")
+            }
             return SurfaceJSON.response(try await handler(FirebaseRequest(http: request, body: body, admin: admin)))
         } catch let error where error is FirebaseError || Problem(converting: error) != nil {
             return FirebaseError(converting: error).response

@@ -286,7 +286,10 @@ extension UserAccount {
     /// Ends every session and voids every token issued so far.
     public func revokeAllSessions(now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
-        return [.sessionsRevoked(.init(validSince: now))] + endingOpenChallenges(reason: "revoked")
+        // Never earlier than it was: a lower time (an admin's `validSince`) would make tokens revoked before
+        // look valid again to a backend that checks it, while Tether itself still refuses them.
+        let since = max(now, validSince ?? now)
+        return [.sessionsRevoked(.init(validSince: since))] + endingOpenChallenges(reason: "revoked")
     }
 
     /// Ends second-factor challenges still open, so a pending credential issued before

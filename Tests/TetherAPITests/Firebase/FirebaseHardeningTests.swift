@@ -94,6 +94,37 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// What Tether does not do is refused, not answered 200 with nothing done: a tenant's request (one pool of
+    /// users here), an admin's provider link or federated upgrade; and an admin's validSince never goes back.
+    @Test func unsupportedRequestsAreRefusedAndValidSinceNeverGoesBack() async throws {
+        try await FirebaseApp.run { firebase in
+            let before = try await firebase.app.lastEventPosition()
+            let tenant = try await firebase.call("accounts:signUp", .object([
+                "tenantId": "tenant-a", "email": "tenant@example.com", "password": "a long password",
+            ]))
+            #expect(tenant.status == 400 && tenant.errorMessage?.hasPrefix("TENANT_NOT_FOUND") == true, "\(tenant.text)")
+            #expect(try await firebase.app.lastEventPosition() == before, "nothing written")
+            let noTenant = try await firebase.call("accounts:signUp", .object([
+                "tenantId": "", "email": "tenant@example.com", "password": "a long password",
+            ]))
+            #expect(noTenant.status == 200, "an empty tenantId is the default pool: \(noTenant.text)")
+            let localId = try #require(noTenant.string("localId"))
+
+            for member: (String, JSONValue) in [
+                ("linkProviderUserInfo", .object(["providerId": "google.com", "rawId": "lp1"])), ("upgradeToFederatedLogin", true),
+            ] {
+                let refused = try await firebase.admin("accounts:update", .object(["localId": .string(localId), member.0: member.1]))
+                #expect(refused.status == 400 && refused.errorMessage?.hasPrefix("OPERATION_NOT_ALLOWED") == true, "\(member.0): \(refused.text)")
+            }
+
+            let now = Int(Date().timeIntervalSince1970)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": .int(now)])).status == 200)
+            #expect(try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": 0])).status == 200)
+            let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            #expect(looked.users.first?["validSince"] == .string(String(now)), "\(looked.text)")
+        }
+    }
+
     @Test func destructiveClientChangesNeedARecentSignIn() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
