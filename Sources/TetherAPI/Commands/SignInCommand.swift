@@ -179,10 +179,16 @@ public struct AccountCommands: Sendable {
     /// `pointer` in the request.
     static func validate(email: String, pointer: String = "/email") throws(AccountError) {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
+        // One `@`, a local part, and a domain of two or more labels none of which is empty (`x@a@b.com`,
+        // `y@.example.com` and `z@example..com` are no addresses: no mail reaches them, and firebase-admin
+        // refuses to look them up).
         guard !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
-              trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex,
-              trimmed[trimmed.index(after: at)...].contains("."), !trimmed.contains(" ")
+              trimmed.count <= 254, let at = trimmed.firstIndex(of: "@"), at != trimmed.startIndex, !trimmed.contains(" ")
         else { throw .invalidRequest("email is not an email address", pointer: pointer) }
+        let labels = trimmed[trimmed.index(after: at)...].split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && !$0.contains("@") }) else {
+            throw .invalidRequest("email is not an email address", pointer: pointer)
+        }
     }
 
     /// Signs in (or up) with a provider credential.

@@ -215,6 +215,10 @@ struct FirebaseWireTests {
             #expect(signUp.status == 200)
             #expect(try await firebase.call("accounts:signUp", .object(["email": "bea@example.com", "password": "another password"])).errorMessage == "EMAIL_EXISTS")
             #expect(try await firebase.call("accounts:signUp", .object(["email": "", "password": ""])).errorMessage == "INVALID_EMAIL")
+            for malformed in ["f@@example.com", "x@a@example.com", "y@.example.com", "z@example..com", "w@example.com.", "v@localhost"] {
+                let refused = try await firebase.call("accounts:signUp", .object(["email": .string(malformed), "password": "a long password"]))
+                #expect(refused.errorMessage == "INVALID_EMAIL", "\(malformed): \(refused.text)")
+            }
             #expect(try await firebase.call("accounts:signUp", .object(["email": "c@example.com", "password": "short"])).errorMessage?.hasPrefix("WEAK_PASSWORD : ") == true)
             let signIn = try await firebase.call("accounts:signInWithPassword", .object(["email": "bea@example.com", "password": "bea's password", "returnSecureToken": true]))
             #expect(signIn.status == 200)
