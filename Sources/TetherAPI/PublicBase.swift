@@ -9,18 +9,30 @@ enum PublicBase {
         return base
     }
 
-    /// Whether `host` (a `Host` header's value or a URL's host, with or without a port) names this machine:
-    /// `localhost`, `127.x.x.x` or `[::1]`.
+    /// Whether `host` (a `Host` header's value, or a URL's host) names this machine and nothing else: exactly
+    /// `localhost`, a `127.x.x.x` address or `[::1]` (bare `::1` for a URL's host), then at most `:` and a port's
+    /// digits. Anything more (`localhost:1@evil.example`, a path, a space) is no loopback name: a link built on
+    /// it would lead elsewhere.
     static func isLoopback(_ host: String) -> Bool {
-        var name = host.lowercased()
+        let lowered = host.lowercased()
+        if lowered == "::1" { return true }
+        var name = Substring(lowered)
+        var port: Substring = ""
         if name.hasPrefix("[") {
             guard let end = name.firstIndex(of: "]") else { return false }
-            return name[name.index(after: name.startIndex)..<end] == "::1"
+            port = name[name.index(after: end)...]
+            name = name[name.index(after: name.startIndex)..<end]
+            guard name == "::1" else { return false }
+        } else if let colon = name.firstIndex(of: ":") {
+            port = name[colon...]
+            name = name[..<colon]
         }
-        if name == "::1" { return true }
-        if let colon = name.lastIndex(of: ":") { name = String(name[..<colon]) }
-        if name == "localhost" { return true }
+        if !port.isEmpty {
+            let digits = port.dropFirst()
+            guard port.first == ":", !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return false }
+        }
+        if name == "::1" || name == "localhost" { return true }
         let octets = name.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && UInt8($0) != nil }
     }
 }

@@ -21,7 +21,10 @@ extension FirebaseRoutes {
     /// policy, so that a page of another origin cannot read the codes of the developer's local server.
     func registerEmulatorRoutes(on router: inout Router) {
         router.get("/emulator/v1/projects/{projectId}/oobCodes") { request in
-            try await answer(request, admin: false) { _ in try await oobCodes() }
+            try await answer(request, admin: false) { _ in
+                guard Self.isFromThisMachine(request) else { throw FirebaseError("NOT_FOUND", "Not Found", status: 404) }
+                return try await oobCodes()
+            }
         }
     }
 

@@ -149,7 +149,7 @@ public struct FirebaseRoutes: Sendable {
         if token.lowercased() == "owner" {
             // `owner` is the developer's own tooling (firebase-admin, curl), never a page of another site calling
             // the developer's local server across origins: a request a browser marks with a foreign origin is refused.
-            guard acceptsOwner, request.headers["Origin"].map(Self.isLoopbackOrigin) ?? true else { throw FirebaseError.unauthenticated }
+            guard acceptsOwner, Self.isFromThisMachine(request) else { throw FirebaseError.unauthenticated }
             return .owner
         }
         guard let key = try await adminKeys.authenticate(token) else { throw FirebaseError.unauthenticated }
@@ -167,6 +167,13 @@ public struct FirebaseRoutes: Sendable {
 
     /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
     /// `127.x.x.x` or `[::1]`, any port.
+    /// Whether `request` comes from the developer's own tools or pages: its `Host` names this machine (a page of
+    /// a name re-pointed at 127.0.0.1, DNS rebinding, sends its own name), and its `Origin`, if any, is a loopback
+    /// page (a page of another site calling across origins sends its own).
+    static func isFromThisMachine(_ request: HTTPRequest) -> Bool {
+        request.headers["Host"].map(PublicBase.isLoopback) ?? false && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
+    }
+
     static func isLoopbackOrigin(_ origin: String) -> Bool {
         guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host else { return false }
         return PublicBase.isLoopback(host)

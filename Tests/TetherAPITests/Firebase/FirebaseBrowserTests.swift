@@ -69,9 +69,13 @@ struct FirebaseBrowserTests {
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "dev-codes@example.com", "password": "a long password"]))
             #expect(signUp.status == 200, "\(signUp.text)")
             let codesPath = "/emulator/v1/projects/\(FirebaseApp.projectID)/oobCodes"
+            #expect(try await firebase.app.client.get(codesPath).status == 200, "the developer's own tools read them")
             let codes = try await firebase.app.client.send("GET", codesPath, fields: [("Origin", Self.origin)])
-            #expect(codes.status == 200, "the developer's own tools read them")
+            #expect(codes.status == 404, "a page of another site does not")
             #expect(codes.headers["Access-Control-Allow-Origin"] == nil)
+            // A page of a name re-pointed at 127.0.0.1 (DNS rebinding) is same-origin and sends no Origin, but its Host is its name.
+            let rebound = try await firebase.app.client.send("GET", codesPath, fields: [("Host", "rebound.example:8080")])
+            #expect(rebound.status == 404, "\(rebound.bodyText)")
             let codesPreflight = try await preflight(firebase, codesPath, requesting: nil)
             #expect(codesPreflight.response.headers["Access-Control-Allow-Origin"] == nil && codesPreflight.status != 204)
 
@@ -85,6 +89,12 @@ struct FirebaseBrowserTests {
                 let answer = FirebaseAnswer(try await firebase.app.client.send("POST", path, fields: fields, body: body))
                 #expect((answer.status == 200) == allowed, "\(origin ?? "no origin"): \(answer.status) \(answer.text)")
                 #expect(allowed ? answer.users.count == 1 : answer.text.contains("UNAUTHENTICATED") || answer.status == 401)
+            }
+            for host in ["rebound.example:8080", "localhost:1@evil.example"] {
+                let answer = FirebaseAnswer(try await firebase.app.client.send("POST", path, fields: [
+                    ("Host", host), ("Content-Type", "application/json"), ("Authorization", "Bearer owner"),
+                ], body: body))
+                #expect(answer.status == 401, "Host \(host): \(answer.status) \(answer.text)")
             }
         }
     }
