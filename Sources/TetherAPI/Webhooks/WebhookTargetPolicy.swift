@@ -54,7 +54,10 @@ public struct WebhookTargetPolicy: Sendable {
         for address in addresses where !isPublic(address) {
             throw Refusal(description: "\(host) resolves to \(address.text), a private or local address; list the host in TETHER_WEBHOOK_ALLOWED_HOSTS to allow it.")
         }
-        return Target(url: url, addresses: addresses.map(\.text).sorted())
+        // A literal address is never looked up again, so there is nothing to pin (and libcurl cannot read a pin
+        // keyed by an IPv6 literal).
+        let isLiteral = addresses.count == 1 && (host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." })
+        return Target(url: url, addresses: isLiteral ? [] : addresses.map(\.text).sorted())
     }
 
     /// An address a name resolved to.
