@@ -214,6 +214,31 @@ struct UserAccountMFATests {
         }
     }
 
+    /// A password change, like every revocation, ends the sign-ins waiting at a second factor, and each ends
+    /// once even when a reset also unlinks the identity one began with.
+    @Test func revocationsEndEachOpenChallengeOnce() throws {
+        var user = try userWithTOTP()
+        let google = ExternalIdentity(provider: "google", uid: "g-1", email: "g@example.com", isEmailVerified: true)
+        let password = ExternalIdentity(provider: "password", uid: "a@example.com", email: "a@example.com", isEmailVerified: false)
+        user = applying(try user.link(google), to: user)
+        user = applying(try user.link(password, passwordHash: "hash"), to: user)
+        let viaGoogle = newSession(), viaApple = newSession()
+        user = applying(try user.signIn(with: google, session: viaGoogle, now: now), to: user)
+        user = applying(try user.signIn(with: apple, session: viaApple, now: now), to: user)
+        let ends = { (events: [AccountEvent]) in
+            events.compactMap { event -> UUID? in if case .mfaChallengeEnded(let ended) = event { ended.challengeId } else { nil } }.sorted { $0.sortsBefore($1) }
+        }
+        let both = [viaGoogle.id, viaApple.id].sorted { $0.sortsBefore($1) }
+        let changed = try user.changePassword(passwordHash: "hash-2", session: newSession(), now: now)
+        #expect(ends(changed) == both)
+
+        let codeId = UUID()
+        user = applying(try user.issueEmailCode(
+            .passwordReset, codeId: codeId, codeHash: "c", email: "a@example.com", expiresAt: now.addingTimeInterval(60)), to: user)
+        let reset = try user.resetPassword(with: try #require(user.emailCodes[codeId]), passwordHash: "hash-3", now: now)
+        #expect(ends(reset) == both, "the unlinked google ends its sign-in, the revocation the other, each once")
+    }
+
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
         let user = try userWithTOTP()
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)

@@ -77,6 +77,19 @@ extension FirebaseRoutes {
         return .object(answer)
     }
 
+    /// Members a user's create or update may carry that Tether does not keep: refused, never answered 200 with
+    /// nothing done (firebase-admin would report a success). Phone numbers are second factors only; a provider is
+    /// linked by signing in with it.
+    static func refuseWhatIsNotKept(_ body: FirebaseBody) throws(FirebaseError) {
+        if try body.string("phoneNumber") != nil {
+            throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
+        }
+        if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
+            throw FirebaseError(
+                "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
+        }
+    }
+
     /// `accounts:update`. A client changes its own profile, password and providers; an admin also
     /// disables, verifies the email, sets developer claims, revokes (`validSince`) and sets passwords.
     /// Every field is checked before the first write.
@@ -112,20 +125,15 @@ extension FirebaseRoutes {
         }
         let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince"].filter { body.members[$0] != nil }
         if !isAdmin, !adminOnly.isEmpty { throw FirebaseError.insufficientPermission }
-        if try body.string("phoneNumber") != nil {
-            throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
-        }
-        // Asked for and not done would answer 200 with nothing changed, and firebase-admin would report a success.
-        if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
-            throw FirebaseError(
-                "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
-        }
+        try Self.refuseWhatIsNotKept(body)
         let disable = try body.bool("disableUser")
         let emailVerified = try body.bool("emailVerified")
         let customClaims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
         let validSince = try body.integer("validSince")
-        if let validSince, !(0...Int(Date().timeIntervalSince1970) + 86_400).contains(validSince) {
-            throw FirebaseError("INVALID_ARGUMENT", "validSince is a time in seconds, no later than tomorrow.")
+        // No later than now (a minute of clock difference allowed): a revocation never moves forward, so a time
+        // ahead would refuse every new token, a reset's included, until it came.
+        if let validSince, !(0...Int(Date().timeIntervalSince1970) + 60).contains(validSince) {
+            throw FirebaseError("INVALID_ARGUMENT", "validSince is a time in seconds, no later than now.")
         }
         if let password { do { try commands.checkPassword(password) } catch { throw Self.weakPassword(error) } }
         // Everything that could refuse the request, before its first write.
@@ -218,14 +226,7 @@ extension FirebaseRoutes {
         }
         let email = try body.email()
         if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
-        if try body.string("phoneNumber") != nil {
-            throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
-        }
-        // Asked for and not done would answer 200 with nothing changed, and firebase-admin would report a success.
-        if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
-            throw FirebaseError(
-                "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
-        }
+        try Self.refuseWhatIsNotKept(body)
         let passwordHash: String?
         if let password = try body.string("password") {
             guard email != nil else { throw FirebaseError("MISSING_EMAIL", "A password needs an email.") }

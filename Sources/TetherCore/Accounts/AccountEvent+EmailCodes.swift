@@ -200,7 +200,7 @@ extension UserAccount {
         }
         events += upgradingFromAnonymous
         events += settingPassword(passwordHash, except: code.id)
-        return events + (try revokeAllSessions(now: now))
+        return events + revoking(now: now, reason: "revoked", after: events)
     }
 
     /// A verification, email-change or undo code does what it was made for.
@@ -216,8 +216,9 @@ extension UserAccount {
         case .undoEmailChange:
             // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
             // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn.
-            return [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id)
-                + (try changeEmail(to: bound, verified: code.restoresVerified)) + (try revokeAllSessions(now: now))
+            let undone = [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id)
+                + (try changeEmail(to: bound, verified: code.restoresVerified))
+            return undone + revoking(now: now, reason: "revoked", after: undone)
         case .passwordReset:
             throw .invalidCode("This code is not for this; use the link of the mail that brought it.")
         }

@@ -114,7 +114,7 @@ extension UserAccount {
         for active in activeSessions {
             events.append(.sessionEnded(.init(sessionId: active.id, reason: "takeover")))
         }
-        events.append(.sessionsRevoked(.init(validSince: now)))
+        events += revoking(now: now, reason: "takeover", after: events)
         events += Self.started(session, provider: identity.provider, outcome: "takeover", now: now)
         return events + grantEvents(of: identity)
     }
@@ -139,8 +139,7 @@ extension UserAccount {
     /// decision that unlinks goes through here.
     func unlinking(_ identity: Identity, reason: String) -> [AccountEvent] {
         [.identityUnlinked(.init(provider: identity.provider, uid: identity.uid, reason: reason))]
-            + mfa.challenges.values.filter { !$0.isEnded && $0.firstFactor == identity.provider }.sorted { $0.id.sortsBefore($1.id) }
-            .map { .mfaChallengeEnded(.init(challengeId: $0.id, reason: "first_factor_unlinked")) }
+            + endingOpenChallenges(reason: "first_factor_unlinked") { $0.firstFactor == identity.provider }
     }
 
     /// `events`, then what `next` decides on the state after them: two decisions made as one command, so
@@ -226,7 +225,7 @@ extension UserAccount {
     /// backend that checks revocation (firebase-admin's `check_revoked`) refuses them, not only Tether.
     public func restartingSessions(with session: NewSession, now: Date) -> [AccountEvent] {
         activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "password_changed")) }
-            + [.sessionsRevoked(.init(validSince: now))]
+            + revoking(now: now, reason: "password_changed")
             + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }
 
@@ -286,16 +285,24 @@ extension UserAccount {
     /// Ends every session and voids every token issued so far.
     public func revokeAllSessions(now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
-        // Never earlier than it was: a lower time (an admin's `validSince`) would make tokens revoked before
-        // look valid again to a backend that checks it, while Tether itself still refuses them.
-        let since = max(now, validSince ?? now)
-        return [.sessionsRevoked(.init(validSince: since))] + endingOpenChallenges(reason: "revoked")
+        return revoking(now: now, reason: "revoked")
+    }
+
+    /// Every token issued before `now` void and every sign-in still waiting at a second factor ended (but those
+    /// `earlier` events of the same decision end already). `validSince` never moves back: a lower time (an
+    /// admin's) would make tokens revoked before look valid again to a backend that checks it, while Tether
+    /// itself still refuses them. Every decision that revokes goes through here.
+    func revoking(now: Date, reason: String, after earlier: [AccountEvent] = []) -> [AccountEvent] {
+        let ended = Set(earlier.compactMap { event -> UUID? in
+            if case .mfaChallengeEnded(let payload) = event { payload.challengeId } else { nil }
+        })
+        return [.sessionsRevoked(.init(validSince: max(now, validSince ?? now)))] + endingOpenChallenges(reason: reason) { !ended.contains($0.id) }
     }
 
     /// Ends second-factor challenges still open, so a pending credential issued before
     /// a revocation or a disable cannot complete a sign-in afterwards.
-    func endingOpenChallenges(reason: String) -> [AccountEvent] {
-        mfa.challenges.values.filter { !$0.isEnded }.sorted { $0.id.sortsBefore($1.id) }
+    func endingOpenChallenges(reason: String, where chosen: (MFAState.Challenge) -> Bool = { _ in true }) -> [AccountEvent] {
+        mfa.challenges.values.filter { !$0.isEnded && chosen($0) }.sorted { $0.id.sortsBefore($1.id) }
             .map { .mfaChallengeEnded(.init(challengeId: $0.id, reason: reason)) }
     }
 
@@ -304,7 +311,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         guard disabled != isDisabled else { return [] }
         if disabled {
-            return [.userDisabled(.init(reason: reason)), .sessionsRevoked(.init(validSince: now))] + endingOpenChallenges(reason: "disabled")
+            return [.userDisabled(.init(reason: reason))] + revoking(now: now, reason: "disabled")
         }
         return [.userEnabled(.init(reason: reason))]
     }
