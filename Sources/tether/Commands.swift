@@ -93,7 +93,8 @@ enum Commands {
         }
         if let localServer {
             // Another tether dev that joined this cluster (or a psql) still uses it: stopping it would take the
-            // database from under them. It is left running; the last to leave, or `tether postgres stop`, stops it.
+            // database from under them. It is left running, and stays running once they leave too (a tether dev
+            // that joined a cluster never stops it): `tether postgres stop` stops it, as the log line says.
             let others = await otherClients(of: localServer)
             if others > 0 {
                 logger.info("PostgreSQL left running: other clients still use it", [

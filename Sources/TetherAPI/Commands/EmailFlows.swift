@@ -224,7 +224,10 @@ public struct EmailFlows: Sendable {
         }
         // The state kept since the code was issued answers at no cost; a code it does not show is looked up.
         var isUsable = accounts.cache.entry(for: userId).map { usable($0.account) } ?? false
-        if !isUsable { isUsable = (try? await accounts.read(userId)).map(usable) ?? false }
+        if !isUsable {
+            // No such user is a made-up code; a database that fails is the server's fault, not the caller's.
+            do { isUsable = usable(try await accounts.read(userId)) } catch let error as AccountError where error.reason == .notFound {}
+        }
         let hash = isUsable ? try await commands.hashPassword(newPassword) : nil
         return try await accounts.use(
             codeHash: codeHash, of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
