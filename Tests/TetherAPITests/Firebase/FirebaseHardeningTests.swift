@@ -118,6 +118,9 @@ struct FirebaseHardeningTests {
             }
 
             let now = Int(Date().timeIntervalSince1970)
+            // Ahead of now it would refuse every new token until it came (it never moves back): refused.
+            let ahead = try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": .int(now + 3600)]))
+            #expect(ahead.status == 400 && ahead.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true, "\(ahead.text)")
             #expect(try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": .int(now)])).status == 200)
             #expect(try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": 0])).status == 200)
             let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
