@@ -165,15 +165,15 @@ public struct FirebaseRoutes: Sendable {
         for record in records { try await adminKeys.record(record, keyId: key.id, metadata: metadata) }
     }
 
-    /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
-    /// `127.x.x.x` or `[::1]`, any port.
     /// Whether `request` comes from the developer's own tools or pages: its `Host` names this machine (a page of
     /// a name re-pointed at 127.0.0.1, DNS rebinding, sends its own name), and its `Origin`, if any, is a loopback
     /// page (a page of another site calling across origins sends its own).
     static func isFromThisMachine(_ request: HTTPRequest) -> Bool {
-        request.headers["Host"].map(PublicBase.isLoopback) ?? false && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
+        (request.headers["Host"].map(PublicBase.isLoopback) ?? false) && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
     }
 
+    /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
+    /// `127.x.x.x` or `[::1]`, any port.
     static func isLoopbackOrigin(_ origin: String) -> Bool {
         guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host else { return false }
         return PublicBase.isLoopback(host)
@@ -303,7 +303,6 @@ struct FirebaseBody: Sendable {
         self.members = members
     }
 
-    /// `members` with every key, nested ones included, in camelCase (a camelCase key wins over its snake_case twin).
     /// `members` under their camelCase names, at every depth. Two names that come to one (`idToken` and
     /// `id_token`) are refused, as a name given twice is: which of them counted would be this reader's choice.
     static func camelCased(_ members: [String: JSONValue]) throws(FirebaseError) -> [String: JSONValue] {

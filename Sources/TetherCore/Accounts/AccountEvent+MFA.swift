@@ -129,8 +129,9 @@ extension AccountEvent {
 
     public struct MFAChallengeEnded: Codable, Sendable, Hashable {
         public var challengeId: UUID
-        /// `completed`, `too_many_attempts`, or, for a sign-in that cannot finish any more, `factors_removed`,
-        /// `disabled` or `first_factor_unlinked` (the way in it began with was removed).
+        /// `completed`, `too_many_attempts`, or, for a sign-in that cannot finish any more, why: `factors_removed`,
+        /// `revoked`, `password_changed`, `takeover`, `disabled` or `first_factor_unlinked` (the way in it began
+        /// with was removed).
         public var reason: String
     }
 }

@@ -163,6 +163,14 @@ extension UserAccount {
         return events
     }
 
+    /// A first password is a new way in: a user who has another adds one only with a sign-in of the last
+    /// ``recentSignInWindow`` (`authTime`, when the surface knows it), so a stolen token cannot add the thief's.
+    /// An anonymous user's upgrade is its only way to keep the account, and is not held to it.
+    public func checkPasswordAddition(authTime: Date?, now: Date) throws(AccountError) {
+        guard let authTime, !isAnonymous else { return }
+        try Self.requireRecentSignIn(authTime: authTime, now: now)
+    }
+
     /// Links another provider's identity (the caller has checked it belongs to nobody), with the
     /// password it sets when it is a `password` identity.
     ///
@@ -171,13 +179,6 @@ extension UserAccount {
     ///
     /// - Parameter replacing: whether another identity of the provider, already linked, gives way to this
     ///   one in the same command (Parse saves a changed `authData` entry); otherwise it is refused.
-    /// A first password is a new way in: a user who has another adds one only with a sign-in of the last
-    /// ``recentSignInWindow`` (`authTime`, when the surface knows it), so a stolen token cannot add the thief's.
-    /// An anonymous user's upgrade is its only way to keep the account, and is not held to it.
-    public func checkPasswordAddition(authTime: Date?, now: Date) throws(AccountError) {
-        guard let authTime, !isAnonymous else { return }
-        try Self.requireRecentSignIn(authTime: authTime, now: now)
-    }
 
     public func link(
         _ identity: ExternalIdentity, passwordHash: String? = nil, replacing: Bool = false
