@@ -51,11 +51,28 @@ extension AccountService {
     /// address must be free (another account holding it, or signing in with it, is `email_already_in_use`).
     @discardableResult
     public func changeEmail(userId: UUID, to email: String, verified: Bool, context: CommandContext) async throws -> UserAccount {
-        let reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal())
-        return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
-            if try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
-            return (try account.changeEmail(to: email, verified: verified), ())
-        }.account
+        try await update(userId: userId, claimingEmail: email, context: context, steps: [{ try $0.changeEmail(to: email, verified: verified) }])
+    }
+
+    /// Several decisions about one user made as one command (an admin's Firebase `accounts:update` that
+    /// renames, unlinks and disables at once): each step decides on the state the ones before it leave, and
+    /// they are all written, in one transaction, or none is.
+    ///
+    /// With `claimingEmail`, the address's holders are read under its lock in the first round trip, and
+    /// another holding it, or signing in with it, is `email_already_in_use`; so is a password identity
+    /// that another account already signs in with (the identities' key refuses it at commit).
+    @discardableResult
+    public func update(userId: UUID, claimingEmail email: String? = nil, context: CommandContext, steps: [FollowUp]) async throws -> UserAccount {
+        var reads: [PostgresQuery] = []
+        if let email { reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal()) }
+        do {
+            return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
+                if email != nil, try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
+                return (try account.deciding(steps, at: context.now), ())
+            }.account
+        } catch let error as PostgresError where error.isUniqueViolation {
+            throw AccountError.emailAlreadyInUse // another account signs in with this email and a password
+        }
     }
 
     /// Replaces the developer claims (a JSON object's text; `{}` clears them).
@@ -67,11 +84,7 @@ extension AccountService {
     /// An admin sets a user's password (hashed by the caller); every earlier token stops working.
     @discardableResult
     public func setPassword(userId: UUID, passwordHash: String, context: CommandContext) async throws -> UserAccount {
-        do {
-            return try await change(userId, context) { try $0.setPassword(passwordHash, now: context.now) }
-        } catch let error as PostgresError where error.isUniqueViolation {
-            throw AccountError.emailAlreadyInUse // another account signs in with this email and a password
-        }
+        try await update(userId: userId, context: context, steps: [{ try $0.setPassword(passwordHash, now: context.now) }])
     }
 
     /// Ends every session of the user and voids every token issued before `validSince` (Firebase's

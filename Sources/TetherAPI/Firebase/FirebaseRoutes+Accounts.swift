@@ -149,42 +149,48 @@ extension FirebaseRoutes {
             throw FirebaseError("OPERATION_NOT_ALLOWED", AccountError.lastSignInMethod.detail)
         }
 
-        var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
+        // One command: every change below is written in one transaction, or none is (a password another
+        // account signs in with, found at commit, leaves the name given with it unchanged too).
+        let command = context(request, user: userId), now = command.now
+        var steps: [AccountService.FollowUp] = []
         if let newEmail {
+            steps.append { try $0.changeEmail(to: newEmail, verified: emailVerified ?? false) }
+            // A changed address voids every earlier token, as Firebase's `validSince` moves with it.
+            steps.append { try $0.revokeAllSessions(now: now) }
+        }
+        if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
+            steps.append { [cleared] in
+                try $0.updateProfile(displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified)
+            }
+        }
+        for provider in unlinks {
+            steps.append { $0.identities[provider] == nil ? [] : try $0.unlink(provider: provider, byAdmin: isAdmin) }
+        }
+        if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
+        if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
+        if let validSince { steps.append { try $0.revokeAllSessions(now: Date(timeIntervalSince1970: TimeInterval(validSince))) } }
+        var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
+        var opened: (session: NewSession, refreshToken: String)?
+        if let password {
+            let hash = try await commands.hashPassword(password)
+            if isAdmin {
+                steps.append { try $0.setPassword(hash, now: now) }
+            } else {
+                // The client's own change: every session ends and the answer carries the new one's tokens.
+                let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+                opened = (session, refreshToken)
+                steps.append { try $0.changePassword(passwordHash: hash, session: session, now: now) }
+            }
+        }
+        if !steps.isEmpty {
             do {
-                account = try await accounts.changeEmail(
-                    userId: userId, to: newEmail, verified: emailVerified ?? false, context: context(request, user: userId))
+                account = try await accounts.update(userId: userId, claimingEmail: newEmail, context: command, steps: steps)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw FirebaseError.emailExists
             }
         }
-        if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
-            account = try await accounts.updateProfile(
-                userId: userId, displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified,
-                context: context(request, user: userId))
-        }
-        for provider in unlinks where account.identities[provider] != nil {
-            account = try await accounts.unlink(provider: provider, from: userId, byAdmin: isAdmin, context: context(request, user: userId))
-        }
-        if let customClaims {
-            account = try await accounts.setCustomClaims(userId: userId, json: customClaims, context: context(request, user: userId))
-        }
-        if let disable {
-            account = try await accounts.setDisabled(disable, userId: userId, reason: "firebase accounts:update", context: context(request, user: userId))
-        }
-        if let validSince {
-            account = try await accounts.revokeSessions(
-                userId: userId, validSince: Date(timeIntervalSince1970: TimeInterval(validSince)), context: context(request, user: userId))
-        }
-        if let password {
-            if isAdmin {
-                account = try await commands.setPassword(userId: userId, password: password, context: context(request, user: userId))
-            } else {
-                // The client's own change: every session ends and the answer carries the new one's tokens.
-                let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
-                account = try await commands.changePassword(userId: userId, password: password, session: session, context: context(request, user: userId))
-                answer.merge(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 }
-            }
+        if let opened {
+            answer.merge(try await tokens(account, session: opened.session, refreshToken: opened.refreshToken, signInProvider: "password")) { $1 }
         }
         answer["localId"] = .string(Self.localId(of: account))
         if let email = account.email { answer["email"] = .string(email) }

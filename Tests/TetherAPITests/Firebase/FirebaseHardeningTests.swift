@@ -94,6 +94,65 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// An admin's `accounts:update` is one command: when a later change fails at commit (a password on an
+    /// address another account already signs in with), the earlier ones in the same request are not kept.
+    @Test func anAdminsUpdateIsWrittenWholeOrNotAtAll() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_EMAIL_POLICY": "allow-duplicate-emails"]) { firebase in
+            let holder = try await firebase.admin("accounts", .object(["email": "shared@example.com", "password": "the holder's password"]))
+            #expect(holder.status == 200, "\(holder.text)")
+            let other = try await firebase.admin("accounts", .object(["email": "shared@example.com", "displayName": "Before"]))
+            let localId = try #require(other.string("localId"))
+            let before = try await firebase.app.totalEvents()
+            let refused = try await firebase.admin("accounts:update", .object([
+                "localId": .string(localId), "displayName": "After", "customAttributes": #"{"tier":"gold"}"#, "password": "a password of its own",
+            ]))
+            #expect(refused.errorMessage == "EMAIL_EXISTS", "\(refused.text)")
+            #expect(try await firebase.app.totalEvents() == before, "nothing of the request is written")
+            let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            #expect(looked.users.first?["displayName"] == "Before", "\(looked.text)")
+            #expect(looked.users.first?["customAttributes"] == nil, "\(looked.text)")
+
+            // The same changes without the password are written together, in one transaction.
+            let position = try await firebase.app.lastEventPosition()
+            let changed = try await firebase.admin("accounts:update", .object([
+                "localId": .string(localId), "displayName": "Later", "customAttributes": #"{"tier":"silver"}"#, "disableUser": true,
+            ]))
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(try await firebase.app.totalEvents() >= before + 3, "a name, claims and a disable")
+            #expect(try await firebase.app.transactions(after: position) == 1, "one command, one transaction")
+            let after = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            #expect(after.users.first?["displayName"] == "Later" && after.users.first?["disabled"] == .bool(true), "\(after.text)")
+        }
+    }
+
+    /// An admin's change of a user's email voids the tokens issued before it, as Firebase's `validSince`
+    /// moves with the address (the emulator's `setAccountInfo`): the old refresh token is `TOKEN_EXPIRED`.
+    @Test func anAdminsEmailChangeVoidsEarlierTokens() async throws {
+        try await FirebaseApp.run { firebase in
+            let signedUp = try await firebase.call("accounts:signUp", .object([
+                "email": "moving@example.com", "password": "a moving password", "returnSecureToken": true,
+            ]))
+            let localId = try #require(signedUp.string("localId"))
+            let refreshToken = try #require(signedUp.string("refreshToken"))
+            try await Task.sleep(for: .milliseconds(1100)) // a token of an earlier second
+            let changed = try await firebase.admin("accounts:update", .object(["localId": .string(localId), "email": "moved@example.com"]))
+            #expect(changed.status == 200 && changed.string("email") == "moved@example.com", "\(changed.text)")
+            let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            guard case .string(let text)? = looked.users.first?["validSince"], let validSince = Int(text),
+                  case .int(let iat)? = signedUp.idTokenClaims["iat"] else {
+                Issue.record("no validSince or iat: \(looked.text)")
+                return
+            }
+            #expect(iat < validSince, "the ID token of before the change is revoked for check_revoked")
+            #expect(try await firebase.refresh(refreshToken).errorMessage == "TOKEN_EXPIRED")
+            // The user signs in again with the new address.
+            let again = try await firebase.call("accounts:signInWithPassword", .object([
+                "email": "moved@example.com", "password": "a moving password", "returnSecureToken": true,
+            ]))
+            #expect(again.status == 200, "\(again.text)")
+        }
+    }
+
     /// What Tether does not do is refused, not answered 200 with nothing done: a tenant's request (one pool of
     /// users here), an admin's provider link or federated upgrade; and an admin's validSince never goes back.
     @Test func unsupportedRequestsAreRefusedAndValidSinceNeverGoesBack() async throws {
