@@ -36,16 +36,23 @@ extension FirebaseRoutes {
             do {
                 // A password added to a user who is not anonymous needs a recent sign-in, as on /v1. The name,
                 // and new tokens (the caller just proved the password and a live session), come in the same command.
+                // Its address becomes the user's email, unverified when it is another, as Firebase's signUp sets it:
+                // so the address is found, mailed and reset where it signs in, never held by a user who does not
+                // show it (the link has checked, under the address's lock, that no other user holds it).
                 account = try await commands.link(LinkCommand(
                     credential: .password(email: email, password: password), userId: caller.account.id, context: context,
                     authTime: caller.claims.authTime
                 ) { linked in
-                    try linked.deciding(
-                        try displayName.map { try linked.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [],
-                        at: context.now
-                    ) { [caller = caller.claims.sessionId] in
-                        try $0.reissue(session, provider: ProviderName.password.rawValue, continuing: caller, now: context.now)
-                    }
+                    try linked.deciding([
+                        { state in
+                            state.email.map(ExternalIdentity.normalize) == ExternalIdentity.normalize(email)
+                                ? [] : try state.changeEmail(to: email, verified: false)
+                        },
+                        { state in try displayName.map { try state.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [] },
+                        { [caller = caller.claims.sessionId] state in
+                            try state.reissue(session, provider: ProviderName.password.rawValue, continuing: caller, now: context.now)
+                        },
+                    ], at: context.now)
                 })
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")

@@ -233,6 +233,28 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// A password linked with `accounts:signUp` and an `idToken` on another address makes that address the
+    /// user's email, unverified, as Firebase's signUp does: the address is then found by email and its reset
+    /// goes where it signs in, instead of a password holding an address its user does not show.
+    @Test func aPasswordLinkedOnAnotherAddressBecomesTheUsersUnverifiedEmail() async throws {
+        try await FirebaseApp.run { firebase in
+            let apple = try await firebase.signInWithIdp(
+                "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-squat", email: "squatter@privaterelay.appleid.com"))")
+            let localId = try #require(apple.string("localId"))
+            let linked = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(try #require(apple.string("idToken"))), "email": "Owner1@Example.com", "password": "squatter password 1",
+            ]))
+            #expect(linked.status == 200, "\(linked.text)")
+            let looked = try await firebase.admin("accounts:lookup", .object(["email": ["owner1@example.com"]]))
+            #expect(looked.users.first?["localId"] == .string(localId), "found by the address: \(looked.text)")
+            #expect(looked.users.first?["emailVerified"] == .bool(false), "\(looked.text)")
+            let reset = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "PASSWORD_RESET", "email": "owner1@example.com", "returnOobLink": true,
+            ]))
+            #expect(reset.status == 200 && reset.string("oobCode") != nil, "\(reset.text)")
+        }
+    }
+
     @Test func reauthenticationNeverMakesAUser() async throws {
         try await FirebaseApp.run { firebase in
             let answer = try await firebase.call("accounts:signInWithIdp", .object([
