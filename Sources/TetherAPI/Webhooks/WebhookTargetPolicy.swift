@@ -82,6 +82,12 @@ public struct WebhookTargetPolicy: Sendable {
                 return isPublic(Address(bytes: Array(b[12...])))
             }
             if b[0] == 0x20 && b[1] == 0x02 { return isPublic(Address(bytes: Array(b[2..<6]))) }
+            // Local-use NAT64 (64:ff9b:1::/48, RFC 8215): the IPv4 address sits where the operator's prefix
+            // length puts it, and the translator is local by definition; refused whole.
+            if b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1 { return false }
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 { return false } // Teredo (2001::/32): an IPv4 address in disguise
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false } // documentation (2001:db8::/32)
+            if b[0] == 0x01 && b[1] == 0 && b[2..<8].allSatisfy({ $0 == 0 }) { return false } // discard-only (100::/64)
             if b[0] & 0xfe == 0xfc { return false } // fc00::/7 unique local
             if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false } // fe80::/10 link-local
             if b[0] == 0xfe && b[1] & 0xc0 == 0xc0 { return false } // fec0::/10 site-local
