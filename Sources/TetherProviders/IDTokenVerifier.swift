@@ -76,7 +76,7 @@ struct IDTokenVerifier: Sendable {
     func consumeNonce(of token: CheckedToken) async throws -> UsedNonce? {
         guard let nonce = token.nonce else { return nil }
         if try await nonceStore.consume(nonce, now: clock.now()) == .alreadyUsed {
-            throw fail(.invalidCredential(.nonceReused))
+            throw fail(.invalidCredential(.nonceReused), "the nonce was used already: sign in again with a new one")
         }
         return nonce
     }
@@ -140,7 +140,7 @@ struct IDTokenVerifier: Sendable {
         case (let claimed?, let rawNonce?):
             let expected = Self.hexDigest(rawNonce)
             guard ConstantTime.isEqual(Array(expected.utf8), Array(claimed.utf8)) else {
-                throw fail(.invalidCredential(.nonceMismatch))
+                throw fail(.invalidCredential(.nonceMismatch), "the token's nonce is not the SHA-256 of rawNonce")
             }
             let expiresAt = (claims.expiresAt ?? clock.now()).addingTimeInterval(leeway)
             return UsedNonce(scope: provider.rawValue, hash: expected, expiresAt: expiresAt)

@@ -60,7 +60,10 @@ struct FirebaseWireTests {
             // The nonce was spent: the same token again is refused as the nonce rule says.
             let replay = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)&nonce=raw-nonce-1")
             #expect(replay.status == 400)
-            #expect(replay.errorMessage?.hasPrefix("MISSING_OR_INVALID_NONCE") == true)
+            #expect(replay.errorMessage == "MISSING_OR_INVALID_NONCE : the nonce was used already: sign in again with a new one", "\(replay.text)")
+            let wrong = try await firebase.signInWithIdp(
+                "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-fb-2", nonce: "raw-nonce-2"))&nonce=raw-nonce-3")
+            #expect(wrong.errorMessage == "MISSING_OR_INVALID_NONCE : the token's nonce is not the SHA-256 of rawNonce", "\(wrong.text)")
         }
     }
 
