@@ -408,6 +408,13 @@ extension ParseRoutes {
             claims.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields)))
         }
         let unlinks = (authData?.entries ?? []).filter { $0.fields == nil }.map(\.provider)
+        // An enrolment is a command of its own (a wrong code records its attempt and nothing else), so it is
+        // sent alone: beside a link, an unlink, a password or a factor's removal, one would be written and the
+        // other refused.
+        if enrolment != nil, !claims.isEmpty || credentials.password != nil || !factorsToRemove.isEmpty
+            || unlinks.contains(where: { account.identities[$0] != nil }) {
+            throw ParseError(ParseError.validationError, "authData.mfa enrols a second factor in a PUT of its own, without other changes.")
+        }
         // What the user could still sign in with afterwards: a user may not remove their last way in (an admin may).
         var remaining = Set(account.identities.keys).union(claims.map(\.provider))
         if newPasswordEmail != nil { remaining.insert(ProviderName.password.rawValue) }

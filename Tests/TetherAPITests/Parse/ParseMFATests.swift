@@ -72,6 +72,34 @@ struct ParseMFATests {
         }
     }
 
+    /// An enrolment is a command of its own: sent beside a password change it is refused before anything is
+    /// written (the password, and the sessions it would end, stay as they were); beside an unlink of a provider
+    /// the user does not have (Parse-Swift's `"anonymous": null`), nothing else changes and it is enrolled.
+    @Test func anEnrolmentBesideOtherChangesIsRefusedWhole() async throws {
+        try await ParseApp.run { parse in
+            let signedUp = try await parse.send("POST", "/users", json: .object(["username": "mfa-alone@example.com", "password": "first password 1"]))
+            let objectId = try #require(signedUp.string("objectId"))
+            let session = try #require(signedUp.string("sessionToken"))
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            let before = try await parse.accountEvents()
+            let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "password": "second password 2",
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ]))
+            #expect(refused.code == 142, "\(refused.text)")
+            #expect(try await parse.accountEvents() == before, "nothing written")
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).status == 200, "the session lives")
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "mfa-alone@example.com", "password": "first password 1"]))
+            #expect(logIn.status == 200, "the password is the first: \(logIn.text)")
+
+            let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["anonymous": .null, "mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ]))
+            #expect(enrolled.status == 200, "\(enrolled.text)")
+        }
+    }
+
     @Test func smsEnrolmentAndTheRequestedTokenOfALogIn() async throws {
         try await ParseApp.run { parse in
             let (objectId, session) = try await appleUser(parse, "apple-sms")
