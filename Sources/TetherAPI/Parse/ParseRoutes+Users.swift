@@ -207,9 +207,10 @@ extension ParseRoutes {
     }
 
     /// Under one account per email, 203 when an account other than `owner` holds the email of one of
-    /// `identities` (the sign-in's own identity, `primary`, takes its email along).
+    /// `identities`. A new user's sign-in with `primary` takes that identity's email along (the sign-in
+    /// itself refuses it when another holds it); a returning user's does not, so it is checked too.
     private func checkEmailsAreFree(of identities: [ExternalIdentity], besides primary: ExternalIdentity, owner: UUID?) async throws {
-        let emails = identities.compactMap { accounts.emailPolicy.exclusiveEmail(of: $0) }.filter { $0 != primary.normalizedEmail }
+        let emails = identities.compactMap { accounts.emailPolicy.exclusiveEmail(of: $0) }.filter { owner != nil || $0 != primary.normalizedEmail }
         if try await emailHolders(emails).contains(where: { $0 != owner }) { throw ParseError.emailInUse }
     }
 

@@ -36,6 +36,24 @@ struct ParseHardeningTests {
         }
     }
 
+    /// A returning user's log-in whose other identity claims an address another account holds is 203 before the
+    /// sign-in, not after it: no session is opened that the answer never hands over.
+    @Test func aLogInsOtherIdentityOnAnotherAccountsAddressOpensNoSession() async throws {
+        try await ParseApp.run { parse in
+            let returning = try await parse.app.signedIn(try await parse.app.apple("apple-moved", email: "taken@example.com"))
+            let userId = try #require(UUID(uuidString: returning.user.id))
+            try await parse.app.service.accounts.changeEmail(userId: userId, to: "moved@example.com", verified: true, context: CommandContext())
+            _ = try await parse.app.signedIn(try await parse.app.google("google-holder", email: "taken@example.com"))
+            let before = try await parse.accountEvents()
+            let answer = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-moved", "token": try await parse.appleToken("apple-moved", email: "taken@example.com")]),
+                "google": ParseApp.strings(["id": "google-other", "id_token": try await parse.googleToken("google-other", email: "taken@example.com")]),
+            ])]))
+            #expect(answer.code == 203, "\(answer.text)")
+            #expect(try await parse.accountEvents() == before, "no session, nothing written")
+        }
+    }
+
     @Test func theEchoedMFAStatusIsANoOpAndARetriedPasswordChangeGetsItsFirstAnswer() async throws {
         try await ParseApp.run { parse in
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "gus@example.com", "password": "gus's password"]))
