@@ -40,8 +40,15 @@ public struct GrantRevalidation: Sendable {
         // A command of its own, with an id derived from the refresh's, so a retried refresh records it once.
         let recorded = CommandContext(
             commandId: AccountEventCodec.eventID(command: context.commandId, index: 30_000), metadata: context.metadata, now: context.now)
-        _ = try await accounts.execute(account.id, recorded) { current in
-            (current.grantChecked(session: sessionId, provider: due.provider, result: status.rawValue), ())
+        do {
+            _ = try await accounts.execute(account.id, recorded) { current in
+                (current.grantChecked(session: sessionId, provider: due.provider, result: status.rawValue), ())
+            }
+        } catch where status != .revoked {
+            // A refresh has rotated its token before this check: the new one must reach the client, whose
+            // retry with the old one would end the session as a reuse. Unrecorded, the check is due again
+            // on the next refresh. A revoked grant is different: it refuses the refresh however it ends.
+            return
         }
         if status == .revoked { throw AccountError.invalidToken }
     }
