@@ -91,7 +91,8 @@ extension AdminRoutes {
         let record = { (status: Int) in
             AdminEvent.actionRequested(.init(userId: nil, action: "webhooks." + action, reason: request.pathParameters["id"], status: status))
         }
-        return try await audited(request, requires: .admin, failure: record) { _ in
+        let reads: Set<String> = ["list", "get", "deliveries"]
+        return try await audited(request, requires: .admin, failure: record, changesState: !reads.contains(action)) { _ in
             _ = try AdminQuery(request, accepting: accepting)
             var id = UUID.random()
             if let text = request.pathParameters["id"] {

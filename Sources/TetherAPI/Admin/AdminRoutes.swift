@@ -282,7 +282,7 @@ public struct AdminRoutes: Sendable {
         let failure = { (status: Int) in
             AdminEvent.actionRequested(.init(userId: named, action: action.rawValue, reason: nil, status: status))
         }
-        return try await audited(request, requires: .admin, failure: failure) { metadata in
+        return try await audited(request, requires: .admin, failure: failure, changesState: true) { metadata in
             _ = try AdminQuery(request, accepting: [])
             let id = try Self.userID(request)
             let reason = request.body.isEmpty ? nil : try request.decodeJSON(ActionBody.self).reason
@@ -310,8 +310,13 @@ public struct AdminRoutes: Sendable {
     /// `body` answers with the response and the event that records it; a thrown
     /// error is recorded through `failure` with the status it is answered with.
     /// When that record cannot be written either, the original error is answered.
+    ///
+    /// `changesState`: `body` has committed a change when it answers (a user disabled, a webhook made), so a
+    /// record that then fails does not turn the answer into an error: the change is done, its own events name
+    /// the key as their actor, and the answer may hold what is shown once (a new webhook's secret). A read's
+    /// answer is not given without its record.
     func audited(
-        _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent,
+        _ request: HTTPRequest, requires role: AdminRole, failure: (Int) -> AdminEvent, changesState: Bool = false,
         _ body: (EventMetadata) async throws -> (HTTPResponse, AdminEvent)
     ) async throws -> HTTPResponse {
         try await audited(request, requires: role, failure: failure) { metadata, key in
@@ -319,6 +324,7 @@ public struct AdminRoutes: Sendable {
             do {
                 try await keys.record(record, keyId: key.id, metadata: metadata)
             } catch {
+                if changesState { return response }
                 throw Recorded(error: error) // no second record for a record that failed
             }
             return response

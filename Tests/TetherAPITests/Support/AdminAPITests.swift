@@ -142,6 +142,36 @@ struct AdminAPITests {
         }
     }
 
+    /// An action's change commits before its record in the key's stream: when the record then fails, the change
+    /// is still answered (its own events name the key as their actor), and a new webhook's secret, shown once,
+    /// still reaches the admin. A read is not answered without its record.
+    @Test func aCommittedActionIsAnsweredWhenItsRecordFailsAndAReadIsNot() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("rita@example.com")
+            let admin = try await harness.adminKey(.admin)
+            try await harness.owner.withConnection { try await $0.execute(simple: """
+                CREATE FUNCTION refuse_admin_records() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF NEW.type IN ('AdminActionRequested', 'AdminUserViewed') THEN RAISE EXCEPTION 'the test refuses admin records'; END IF;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER refuse_admin_records BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_admin_records();
+                """) }
+            let disabled = try await harness.adminPost("/v1/admin/users/\(user.id.uuidString.lowercased())/disable", key: admin.secret)
+            #expect(disabled.status == 200, "\(disabled.bodyText)")
+            #expect(try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(user.accessToken)"]).status == 401)
+            let disabledBy: [String] = try await harness.owner.query("""
+                SELECT metadata -> 'actor' ->> 'kind' AS kind FROM events WHERE type = 'UserDisabled' AND user_id = \(user.id)
+                """).map { try $0.decode("kind") }
+            #expect(disabledBy == ["admin"], "the change's own event names the key")
+            let created = try await harness.client.post(
+                "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(admin.secret)"], json: ["url": JSONValue.string("https://93.184.215.14/hook")])
+            #expect(created.status == 201 && created.bodyText.contains("whsec_"), "\(created.bodyText)")
+            let read = try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())", key: admin.secret)
+            #expect(read.status == 500, "no read without its record: \(read.status)")
+        }
+    }
+
     @Test func adminKeyDisablesEnablesAndRevokesSessionsAsTheAdminActor() async throws {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("ada@example.com")
