@@ -263,8 +263,9 @@ public struct EmailFlows: Sendable {
             // The change is done whatever becomes of its notice; a notice that could not go is recorded.
             do {
                 try await deliver(undo, to: old, userId: userId, mail: mail, request)
-            } catch let error as SendFailure {
-                logger.warn("an email change notice could not be sent", [("reason", error.reason)])
+            } catch {
+                let reason = (error as? SendFailure)?.reason ?? (error as? any ProblemConvertible)?.problem.code ?? "send_failed"
+                logger.warn("an email change notice could not be sent", [("reason", reason)])
             }
         }
         return account
@@ -340,11 +341,29 @@ public struct EmailFlows: Sendable {
             window: Self.mailWindow, now: request.context.now, refusal: "Too many mails; wait before asking for another.")
     }
 
+    /// Where the links of `request`'s mails start.
+    ///
+    /// Only `tether dev` takes the request's Host, and only one naming this machine (it listens on loopback): any
+    /// other would let a caller aim the links of someone else's mail at their own site, in production or in a
+    /// development server that sends real mail (TETHER_MAIL_WEBHOOK_URL).
+    func linkRoot(_ request: Request) throws -> String {
+        let host = request.host.flatMap { PublicBase.isLoopback($0) ? $0 : nil }
+        guard let root = PublicBase.root(publicURL, host: host, allowingHost: development && host != nil) else {
+            throw Self.noPublicURL
+        }
+        return root
+    }
+
     /// Issues `code` to the user `user` names (an SQL uuid expression; their address must be `address`,
     /// when given): answers it with its secret, the address it is bound to, and the user after it.
+    ///
+    /// A code whose link cannot be made (no public URL, a forged Host under `tether dev`) is not issued:
+    /// issuing one withdraws the user's earlier codes of its purpose, which a request that can give no
+    /// link must not do.
     private func issue(
         _ code: PendingCode, to user: PostgresQuery, requiring address: String? = nil, _ request: Request
     ) async throws -> (code: PendingCode, address: String, account: UserAccount) {
+        _ = try linkRoot(request)
         let (account, bound, made) = try await accounts.issue(code.issued(requiring: address), user: user, context: request.context)
         var issued = code
         if let made { issued.secret = made }
@@ -382,13 +401,7 @@ public struct EmailFlows: Sendable {
 
     /// The page a code of `purpose` is used at, in the request's surface's style.
     func link(for purpose: EmailCodePurpose, code: String, username: String, _ request: Request) throws -> String {
-        // Only `tether dev` takes the request's Host, and only one naming this machine (it listens on loopback): any
-        // other would let a caller aim the links of someone else's mail at their own site, in production or in a
-        // development server that sends real mail (TETHER_MAIL_WEBHOOK_URL).
-        let host = request.host.flatMap { PublicBase.isLoopback($0) ? $0 : nil }
-        guard let root = PublicBase.root(publicURL, host: host, allowingHost: development && host != nil) else {
-            throw Self.noPublicURL
-        }
+        let root = try linkRoot(request)
         let page = switch purpose {
         case .passwordReset: "reset-password"
         case .verifyEmail, .changeEmail: "verify-email"
