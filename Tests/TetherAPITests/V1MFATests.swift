@@ -99,7 +99,11 @@ struct V1MFATests {
             #expect(completed.user.id == user.user.id)
             let claims = try JOSEObject(parsing: Base64URL.decode(String(completed.session.accessToken.split(separator: ".")[1])))
             #expect(claims["amr"]?.arrayValue?.compactMap(\.stringValue) == ["apple", "otp", "mfa"])
-            #expect(try await app.me(completed.session.accessToken).status == 200)
+            let shown = try await app.me(completed.session.accessToken)
+            #expect(shown.status == 200)
+            // The answer's user is the state the command left, the one the read models then show.
+            let (answered, read) = (try done.json["user"], try shown.json["user"])
+            #expect(answered == read, "\(done.bodyText) against \(shown.bodyText)")
             #expect(try await app.refresh(completed.session.refreshToken).status == 200)
 
             // A second, different factor gets no new recovery codes.
@@ -160,7 +164,7 @@ struct V1MFATests {
                     userId: userId, challengeId: challengeId, factorId: factorId, code: totp.code(forStep: step + 1), recoveryCode: nil,
                     session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: []), context: tooLate)
             }
-            let session = try await accounts.verifyChallenge(
+            let (session, _) = try await accounts.verifyChallenge(
                 userId: userId, challengeId: challengeId, factorId: factorId, code: totp.code(forStep: step + 1), recoveryCode: nil,
                 session: NewSession(id: UUID(), refreshTokenHash: UUID().uuidString, amr: []), context: atEnd)
             #expect(session.amr == ["apple", "otp", "mfa"])
@@ -555,6 +559,8 @@ struct V1MFATests {
                 "/v1/users/me/mfa/\(confirmed.factor.id)", headers: ["Authorization": "Bearer \(user.session.accessToken)"])
             #expect(removed.status == 200)
             #expect(try removed.decodeJSON(UserMFAEnvelope.self).user.mfa.isEmpty)
+            let (answered, read) = (try removed.json["user"], try await app.me(user.session.accessToken).json["user"])
+            #expect(answered == read, "\(removed.bodyText)")
             #expect(try await app.signIn(try await app.apple("apple-stale")).status == 200, "no factor, no challenge")
         }
     }

@@ -122,11 +122,6 @@ extension AccountService {
         return ConfirmedFactor(factor: factor, recoveryCodes: issued ? recoveryCodes : nil, account: account)
     }
 
-    /// Removes a factor.
-    public func removeFactor(userId: UUID, factorId: UUID, authTime: Date?, byAdmin: Bool = false, context: CommandContext) async throws {
-        try await removeFactors(userId: userId, factorIds: [factorId], authTime: authTime, byAdmin: byAdmin, context: context)
-    }
-
     /// Removes several factors in one command (``UserAccount/removeFactors(_:authTime:byAdmin:now:)``); answers the
     /// user after it.
     ///
@@ -178,7 +173,7 @@ extension AccountService {
     public func verifyChallenge(
         userId: UUID, challengeId: UUID, factorId: UUID?, code: String?, recoveryCode: String?, session: NewSession,
         context: CommandContext
-    ) async throws -> UserAccount.Session {
+    ) async throws -> (session: UserAccount.Session, account: UserAccount) {
         let presentedRecovery: [String]? = if let recoveryCode { try await recoveryHasher.candidates(recoveryCode, on: database) } else { nil }
         let account = try await committingOutcome(userId, context) { account in
             let check: MFACodeCheck
@@ -194,7 +189,7 @@ extension AccountService {
                                                session: session, now: context.now)
         }
         guard let started = account.sessions[session.id] else { throw AccountError.invalidToken }
-        return started
+        return (started, account)
     }
 
     // MARK: Mechanics

@@ -153,7 +153,7 @@ extension FirebaseRoutes {
         }
         guard let code, !code.isEmpty else { throw FirebaseError("MISSING_CODE") }
         let (session, refreshToken) = newSession(provider: "mfa")
-        let started = try await unbound {
+        let (started, account) = try await unbound {
             try await accounts.verifyChallenge(
                 userId: pending.userId, challengeId: pending.challengeId, factorId: factorId, code: code, recoveryCode: nil, session: session,
                 context: context(request, user: pending.userId))
@@ -161,7 +161,6 @@ extension FirebaseRoutes {
         var completed = session
         completed.amr = started.amr
         completed.secondFactorId = started.secondFactorId
-        let account = try await accounts.read(pending.userId)
         return .object(try await tokens(account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr)))
     }
 }

@@ -271,19 +271,13 @@ extension ParseRoutes {
         let matchesTOTP = accepting != nil
         let totp = accepting ?? totps.first
         let context = context(request, caller)
-        if isCode, !matchesTOTP, let texted, let factorId = texted.codeFactorId {
-            _ = try await accounts.verifyChallenge(
-                userId: userId, challengeId: texted.id, factorId: factorId, code: token, recoveryCode: nil, session: session, context: context)
-        } else if isCode, let totp {
-            _ = try await accounts.verifyChallenge(
-                userId: userId, challengeId: pending.challengeId, factorId: totp.id, code: token, recoveryCode: nil, session: session,
-                context: context)
-        } else {
-            _ = try await accounts.verifyChallenge(
-                userId: userId, challengeId: pending.challengeId, factorId: nil, code: nil, recoveryCode: token, session: session,
-                context: context)
-        }
-        return try await accounts.read(userId)
+        let (challengeId, factorId, code, recoveryCode): (UUID, UUID?, String?, String?) =
+            if isCode, !matchesTOTP, let texted, let factorId = texted.codeFactorId { (texted.id, factorId, token, nil) }
+            else if isCode, let totp { (pending.challengeId, totp.id, token, nil) }
+            else { (pending.challengeId, nil, nil, token) }
+        return try await accounts.verifyChallenge(
+            userId: userId, challengeId: challengeId, factorId: factorId, code: code, recoveryCode: recoveryCode, session: session,
+            context: context).account
     }
 
     /// Whether `factor` (TOTP) accepts `code` now, without recording anything.

@@ -46,10 +46,10 @@ extension V1Routes {
         router.delete("/v1/users/me/mfa/{factorId}") { request in
             let claims = try await authenticate(request)
             return try await idempotency.respond(to: request, principal: claims.sessionId) {
-                try await accounts.removeFactor(
-                    userId: claims.userId, factorId: try Self.factorId(request.pathParameters["factorId"] ?? ""),
+                let account = try await accounts.removeFactors(
+                    userId: claims.userId, factorIds: [try Self.factorId(request.pathParameters["factorId"] ?? "")],
                     authTime: claims.authTime, context: context(request, claims.userId))
-                return HTTPResponse.json(UserAnswer(user: try await user(claims.userId)))
+                return HTTPResponse.json(UserAnswer(user: UserBody(account)))
             }
         }
         router.post("/v1/users/me/mfa/recovery-codes") { request in
@@ -79,13 +79,13 @@ extension V1Routes {
                 let pending = try await pendingCredentials.read(body.mfaPendingCredential)
                 let jkt = try await proofKey(of: request)
                 let (session, refreshToken) = newSession(amr: [], jkt: jkt)
-                let started = try await accounts.verifyChallenge(
+                let (started, account) = try await accounts.verifyChallenge(
                     userId: pending.userId, challengeId: pending.challengeId, factorId: try body.factorId.map(Self.factorId),
                     code: body.code, recoveryCode: body.recoveryCode, session: session, context: context(request, pending.userId))
                 let access = try await issuer.issue(
                     userId: pending.userId, sessionId: started.id, authTime: started.authTime, amr: started.amr, jkt: started.jkt)
                 return HTTPResponse.json(RefreshResponse(
-                    user: try await user(pending.userId),
+                    user: UserBody(account),
                     session: SessionBody(id: started.id, accessToken: access.token, isBound: started.jkt != nil,
                                          expiresIn: access.expiresIn, refreshToken: refreshToken)))
             }
