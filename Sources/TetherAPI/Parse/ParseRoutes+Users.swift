@@ -467,12 +467,13 @@ extension ParseRoutes {
                 throw ParseError(converting: error, provider: toLink.count == 1 ? toLink[0].claim.provider : nil)
             }
         }
-        // What the master key changed is recorded in its admin key's stream.
+        // What the master key changed is recorded in its admin key's stream. The change is done (its events name
+        // the key), so a record that fails does not turn its answer into an error, as for the admin API's actions.
         if isMaster, let master = caller.master {
             let actions = (factorsToRemove.isEmpty ? [] : ["remove-mfa"]) + unlinked.map { "unlink-\($0)" }
                 + (emailVerified.map { ["email-verified-\($0)"] } ?? [])
             for action in actions {
-                try await adminKeys.record(
+                try? await adminKeys.record(
                     .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
                     keyId: master.id, metadata: context.metadata)
             }
