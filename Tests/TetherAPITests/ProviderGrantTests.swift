@@ -309,20 +309,13 @@ struct ProviderGrantTests {
     @Test func aGrantCheckThatCannotBeRecordedDoesNotLoseTheRotatedToken() async throws {
         try await DevService.run(settings: ["TETHER_PROVIDER_REVALIDATE_INTERVAL": "1s"], providerCalls: RunningService.fastProviderCalls) { service in
             let facebook = try await service.signedIn(try await service.facebook("7200003"))
-            try await service.admin.withConnection { try await $0.execute(simple: """
-                CREATE FUNCTION refuse_grant_checks() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF NEW.type = 'ProviderGrantChecked' THEN RAISE EXCEPTION 'the test refuses grant checks'; END IF;
-                    RETURN NEW;
-                END $$;
-                CREATE TRIGGER refuse_grant_checks BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_grant_checks();
-                """) }
+            try await service.admin.refuseEvents(ofTypes: ["ProviderGrantChecked"])
             try await Task.sleep(for: .milliseconds(1100))
             let refreshed = try await service.refresh(facebook.session.refreshToken)
             #expect(refreshed.status == 200, "\(refreshed.bodyText)")
             let next = try refreshed.decodeJSON(SignedIn.self).session.refreshToken
             #expect(try await service.eventCount("ProviderGrantChecked", userId: facebook.user.id) == 0)
-            try await service.admin.withConnection { try await $0.execute(simple: "DROP TRIGGER refuse_grant_checks ON events") }
+            try await service.admin.acceptEventsAgain()
             #expect(try await service.refresh(next).status == 200, "the rotated token works")
             #expect(try await service.eventCount("ProviderGrantChecked", userId: facebook.user.id) == 1, "and the check, still due, is recorded")
         }

@@ -149,14 +149,7 @@ struct AdminAPITests {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("rita@example.com")
             let admin = try await harness.adminKey(.admin)
-            try await harness.owner.withConnection { try await $0.execute(simple: """
-                CREATE FUNCTION refuse_admin_records() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN
-                    IF NEW.type IN ('AdminActionRequested', 'AdminUserViewed') THEN RAISE EXCEPTION 'the test refuses admin records'; END IF;
-                    RETURN NEW;
-                END $$;
-                CREATE TRIGGER refuse_admin_records BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_admin_records();
-                """) }
+            try await harness.owner.refuseEvents(ofTypes: ["AdminActionRequested", "AdminUserViewed"])
             let disabled = try await harness.adminPost("/v1/admin/users/\(user.id.uuidString.lowercased())/disable", key: admin.secret)
             #expect(disabled.status == 200, "\(disabled.bodyText)")
             #expect(try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(user.accessToken)"]).status == 401)
