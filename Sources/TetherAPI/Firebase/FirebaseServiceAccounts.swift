@@ -139,7 +139,11 @@ extension FirebaseRoutes {
             let account = try await accounts.read(userId)
             guard !account.isDisabled else { throw FirebaseError.userDisabled }
             if account.identities[UserAccount.customProvider] == nil {
-                _ = try await commands.link(identity, to: userId, context: context(request, user: userId))
+                do {
+                    _ = try await commands.link(identity, to: userId, context: context(request, user: userId))
+                } catch let error as AccountError where error.reason == .credentialAlreadyInUse {
+                    // A first sign-in beside this one linked it meanwhile: the sign-in below finds its owner.
+                }
             }
         }
         var (session, refreshToken) = newSession(provider: UserAccount.customProvider)

@@ -36,8 +36,23 @@ struct FirebaseHardeningTests {
             #expect(first.idTokenClaims["tier"] == "gold")
             #expect(first.idTokenClaims["email"] == nil, "developer claims never say who the person is")
 
-            // An existing user's Tether id in another spelling is another uid, not that user.
+            // An existing user's Tether id is that user, however many first sign-ins with it come at once.
             let v1 = try await firebase.app.signedIn(try await firebase.app.apple("apple-case"))
+            let tokens = try (0..<8).map { _ in try customToken(uid: v1.user.id, key: key, keyID: keyID, email: email) }
+            let together = try await withThrowingTaskGroup(of: FirebaseAnswer.self) { group in
+                for token in tokens {
+                    group.addTask {
+                        try await firebase.app.withNewClient { client in
+                            FirebaseAnswer(try await client.send(
+                                "POST", "\(FirebaseApp.v1)/accounts:signInWithCustomToken?key=fake-api-key", fields: [("Content-Type", "application/json")],
+                                body: Array(try JSONEncoder().encode(JSONValue.object(["token": .string(token)])))))
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(together.allSatisfy { $0.status == 200 && $0.string("localId") == v1.user.id }, "\(together.map(\.text))")
+            // An existing user's Tether id in another spelling is another uid, not that user.
             let upper = try await firebase.call("accounts:signInWithCustomToken", .object([
                 "token": .string(try customToken(uid: v1.user.id.uppercased(), key: key, keyID: keyID, email: email)),
             ]))
