@@ -326,19 +326,23 @@ extension PostgresClient {
     /// Makes every append of an event of `types` fail, as a database that fails between a command and what
     /// follows it would: the tests of what an answer does when a second write fails after the first committed.
     func refuseEvents(ofTypes types: [String]) async throws {
-        let list = types.map { "'\($0)'" }.joined(separator: ", ")
-        try await withConnection { try await $0.execute(simple: """
-            CREATE FUNCTION refuse_events() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF NEW.type IN (\(list)) THEN RAISE EXCEPTION 'the test refuses % events', NEW.type; END IF;
-                RETURN NEW;
-            END $$;
-            CREATE TRIGGER refuse_events BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION refuse_events();
-            """) }
+        try await refuse("INSERT", on: "events", when: "NEW.type IN (\(types.map { "'\($0)'" }.joined(separator: ", ")))")
     }
 
     /// Undoes ``refuseEvents(ofTypes:)``.
     func acceptEventsAgain() async throws {
-        try await withConnection { try await $0.execute(simple: "DROP TRIGGER refuse_events ON events") }
+        try await withConnection { try await $0.execute(simple: "DROP TRIGGER refuse_writes ON events") }
+    }
+
+    /// Makes every `operation` (`INSERT`, `UPDATE`) on `table` of a row for which `condition` holds fail.
+    func refuse(_ operation: String, on table: String, when condition: String = "true") async throws {
+        try await withConnection { try await $0.execute(simple: """
+            CREATE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF \(condition) THEN RAISE EXCEPTION 'the test refuses this write to %', TG_TABLE_NAME; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER refuse_writes BEFORE \(operation) ON \(table) FOR EACH ROW EXECUTE FUNCTION refuse_writes();
+            """) }
     }
 }

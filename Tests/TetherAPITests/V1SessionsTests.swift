@@ -55,6 +55,23 @@ struct V1SessionsTests {
         }
     }
 
+    /// The copy of an answer kept for retries is written after the request's command committed: when it cannot be
+    /// kept, the client still gets the answer (not a 5xx for a change that was made), and a retry at once gets 409
+    /// rather than running the request a second time.
+    @Test func anAnswerThatCannotBeKeptForRetriesIsStillGiven() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-unkept-answer"))
+            try await app.admin.refuse("UPDATE", on: "idempotent_responses")
+            let key = UUID().uuidString
+            let first = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(first.status == 200, "\(first.bodyText)")
+            let next = try first.decodeJSON(SignedIn.self).session.refreshToken
+            let retried = try await app.refresh(user.session.refreshToken, headers: ["Idempotency-Key": key])
+            #expect(retried.status == 409, "\(retried.bodyText)")
+            #expect(try await app.refresh(next).status == 200, "the answer's token is the session's")
+        }
+    }
+
     @Test func aTokenReusedAtAnotherInstanceEndsTheSessionThere() async throws {
         try await DevService.run { app in try await app.withTwoInstances { ports in
             // Each instance keeps users' states between commands: the rotation made at the first must be

@@ -54,7 +54,7 @@ struct IdempotentRequests: Sendable {
         }
         do {
             let response = try await handler()
-            try await store(response, for: derived)
+            await keep(response, for: derived)
             return response
         } catch {
             if let problem = Self.keptProblem(for: error) {
@@ -86,7 +86,7 @@ struct IdempotentRequests: Sendable {
                     throw error
                 }
                 if response.status < 500, response.status != 429 {
-                    try await store(response, for: derived)
+                    await keep(response, for: derived)
                 } else {
                     try? await forget(derived)
                 }
@@ -237,6 +237,14 @@ struct IdempotentRequests: Sendable {
             return response
         }
         return nil
+    }
+
+    /// Keeps the answer of a request that ran for its retries. What the request did has committed, so its answer
+    /// goes to the client even when the copy cannot be kept: the key then stays claimed, and a retry gets 409
+    /// until the claim counts as abandoned (``abandonedAfter``), rather than running the request a second time
+    /// at once or the client being told that a change it made failed.
+    private func keep(_ response: HTTPResponse, for derived: Derived) async {
+        try? await store(response, for: derived)
     }
 
     private func store(_ response: HTTPResponse, for derived: Derived) async throws {
