@@ -12,6 +12,10 @@ public struct HTTPResponse: Sendable, Equatable {
     public var headers: HTTPHeaders
     /// The body bytes.
     public var body: [UInt8]
+    /// The user the answer shows, when its body does not say so in a way a reader of it knows (a Parse user's
+    /// `objectId`); never sent. A copy kept for retries (`Idempotency-Key`, `X-Parse-Request-Id`) is theirs, and
+    /// goes when they are erased.
+    public var subject: UUID?
 
     /// Creates a response from its parts.
     public init(status: Int = 200, headers: HTTPHeaders = [:], body: [UInt8] = []) {

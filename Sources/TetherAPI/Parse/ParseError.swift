@@ -177,12 +177,15 @@ struct ParseError: Error, Sendable, Hashable {
 /// JSON answers of the compatible surfaces (Parse, Firebase): always an object, members sorted.
 enum SurfaceJSON {
     /// `value` as `application/json; charset=utf-8`, members sorted.
-    static func response(_ value: JSONValue, status: Int = 200, headers: HTTPHeaders = [:]) -> HTTPResponse {
+    /// `value` as `application/json; charset=utf-8`, members sorted; `subject`: the user it shows (``HTTPResponse/subject``).
+    static func response(_ value: JSONValue, status: Int = 200, headers: HTTPHeaders = [:], subject: UUID? = nil) -> HTTPResponse {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let body = (try? encoder.encode(value)) ?? Data("{}".utf8)
         var headers = headers
         headers["Content-Type"] = "application/json; charset=utf-8"
-        return HTTPResponse(status: status, headers: headers, body: Array(body))
+        var response = HTTPResponse(status: status, headers: headers, body: Array(body))
+        response.subject = subject
+        return response
     }
 }

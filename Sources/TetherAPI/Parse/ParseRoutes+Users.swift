@@ -117,7 +117,7 @@ extension ParseRoutes {
         var body = ParseUser.fields(account)
         body["updatedAt"] = nil
         body["sessionToken"] = .string(token)
-        return SurfaceJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)])
+        return SurfaceJSON.response(.object(body), status: 201, headers: ["Location": location(of: account.id, for: request)], subject: account.id)
     }
 
     /// Log-in (or sign-up) with the identities of `authData`.
@@ -203,7 +203,7 @@ extension ParseRoutes {
         }
         if isNewUser { return created(account, token: token, request) }
         return SurfaceJSON.response(
-            .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)])
+            .object(ParseUser.full(account, sessionToken: token)), headers: ["Location": location(of: account.id, for: request)], subject: account.id)
     }
 
     /// Under one account per email, 203 when an account other than `owner` holds the email of one of
@@ -487,7 +487,7 @@ extension ParseRoutes {
         }
         answer["updatedAt"] = .string(ParseUser.date(account.updatedAt ?? account.createdAt ?? Date()))
         if let newToken { answer["sessionToken"] = .string(newToken) }
-        return SurfaceJSON.response(.object(answer))
+        return SurfaceJSON.response(.object(answer), subject: userId)
     }
 
     // MARK: Reads
@@ -571,7 +571,7 @@ extension ParseRoutes {
         case .needsConfirmation:
             throw ParseError.invalidLogin
         }
-        return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: token)))
+        return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: token)), subject: account.id)
     }
 
     /// `POST /parse/logout`: ends the session of the token, and answers `{}` whatever the token.

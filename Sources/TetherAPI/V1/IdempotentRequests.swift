@@ -261,6 +261,7 @@ struct IdempotentRequests: Sendable {
 
     /// The user an answer shows (`user.id`), if it shows one.
     static func answeredUser(_ response: HTTPResponse) -> UUID? {
+        if let subject = response.subject { return subject }
         guard case .object(let user)? = members(of: response)?["user"], case .string(let id)? = user["id"] else { return nil }
         return UUID(text: id)
     }

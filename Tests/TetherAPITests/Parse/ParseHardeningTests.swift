@@ -54,6 +54,26 @@ struct ParseHardeningTests {
         }
     }
 
+    /// The answers kept for retries of `X-Parse-Request-Id` show the user (their email): they go when the user is
+    /// erased, as /v1's do, instead of staying their day.
+    @Test func theAnswersKeptForRetriesGoWithTheirUsersErasure() async throws {
+        try await ParseApp.run { parse in
+            let signUp = try await parse.send(
+                "POST", "/users", .init(requestId: UUID().uuidString), json: .object(["username": "kept@example.com", "password": "kept password 1"]))
+            #expect(signUp.status == 201, "\(signUp.text)")
+            let logIn = try await parse.send(
+                "POST", "/login", .init(requestId: UUID().uuidString), json: .object(["username": "kept@example.com", "password": "kept password 1"]))
+            #expect(logIn.status == 200, "\(logIn.text)")
+            func kept() async throws -> Int {
+                try await parse.app.admin.query("SELECT count(*)::int AS n FROM idempotent_responses WHERE status IS NOT NULL")[0].decode("n")
+            }
+            #expect(try await kept() == 2)
+            let userId: UUID = try await parse.app.admin.query("SELECT id FROM users ORDER BY created_at DESC LIMIT 1")[0].decode("id")
+            try await parse.app.service.accounts.erase(userId: userId, reason: "test", context: CommandContext())
+            #expect(try await kept() == 0)
+        }
+    }
+
     @Test func theEchoedMFAStatusIsANoOpAndARetriedPasswordChangeGetsItsFirstAnswer() async throws {
         try await ParseApp.run { parse in
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "gus@example.com", "password": "gus's password"]))
