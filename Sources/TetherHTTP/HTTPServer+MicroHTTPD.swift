@@ -79,6 +79,15 @@ private func core(_ closure: UnsafeMutableRawPointer?) -> HTTPServer.Core {
 private let beginRequest: CMicroHTTPD_URILogCallback = { closure, uri, connection in
     core(closure).inFlightRequests.add(1, ordering: .relaxed)
     let state = RequestState(target: uri.map { String(cString: $0) } ?? "/")
+    // libmicrohttpd 0.9.75 parses the query right after this callback into records in the connection's memory
+    // pool; when they do not fit (a few hundred `a=b` pairs, or fewer long ones beside a long target) it queues
+    // a 431 and then loses the connection: never answered, never closed, its descriptor held for good, until
+    // enough such requests use up the process's descriptors. Tether reads the query from its own copy of the
+    // target (above) and never asks libmicrohttpd for it, so the query is cut off in libmicrohttpd's buffer
+    // (where it parses the request line in place): it has nothing to parse.
+    if let uri, let question = strchr(uri, 0x3F) {
+        UnsafeMutablePointer(mutating: question + 1).pointee = 0
+    }
     state.clock = connection.flatMap { CMicroHTTPD_get_connection_info($0, .CONNECTION_INFO_SOCKET_CONTEXT)?.pointee.socket_context }
         .map { Unmanaged<HTTPServer.ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
     return Unmanaged.passRetained(state).toOpaque()
