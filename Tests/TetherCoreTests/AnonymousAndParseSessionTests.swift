@@ -103,6 +103,32 @@ struct AnonymousAndParseSessionTests {
         #expect(throws: AccountError.self) { try apple.changePassword(passwordHash: "x", session: replacement, now: now) }
     }
 
+    /// A password set with a session continues it: the session must still be live when the command decides (a
+    /// revocation or a log-out while the password was hashed leaves nothing to continue), and the new session keeps
+    /// its sign-in time (setting a password proves no more than the session did).
+    @Test func aPasswordSetWithASessionNeedsItLiveAndKeepsItsSignInTime() throws {
+        let id = UUID()
+        let session = parseSession(installation: nil)
+        let password = ExternalIdentity(provider: "password", uid: "ada@example.com", email: "ada@example.com")
+        let signedIn = now.addingTimeInterval(-600)
+        let user = UserAccount(
+            id: id, history: UserAccount.register(id: id, identity: password, passwordHash: "scrypt$1", session: session, now: signedIn)
+                .map { ($0, signedIn) }, version: 4)
+        let replacement = parseSession(installation: nil)
+        let events = try user.changePassword(passwordHash: "scrypt$2", session: replacement, continuing: session.id, now: now)
+        let changed = user.appending(events.map { ($0, now) }, version: user.version + events.count)
+        #expect(changed.sessions[replacement.id]?.authTime == signedIn, "the sign-in time of the session it continues")
+        #expect(throws: AccountError.invalidToken, "the session it continued has ended") {
+            try changed.changePassword(passwordHash: "scrypt$3", session: parseSession(installation: nil), continuing: session.id, now: now)
+        }
+        #expect(throws: AccountError.invalidToken) {
+            try changed.restartingSessions(with: parseSession(installation: nil), continuing: UUID(), now: now)
+        }
+        // Without a session to continue (an admin's), the new one starts now.
+        let reset = try changed.changePassword(passwordHash: "scrypt$3", session: parseSession(installation: nil), now: now)
+        #expect(reset.contains { if case .sessionStarted(let started) = $0 { started.authTime == now } else { false } })
+    }
+
     @Test func aSessionPastTheLimitEndsTheOldestAndAnInstallationsOwnEndFirst() throws {
         let id = UUID()
         var user = account(UserAccount.register(id: id, identity: anonymous, session: nil, now: now), id: id)

@@ -179,7 +179,8 @@ extension FirebaseRoutes {
                 // The client's own change: every session ends and the answer carries the new one's tokens.
                 let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
                 opened = (session, refreshToken)
-                steps.append { try $0.changePassword(passwordHash: hash, session: session, now: now) }
+                let caller = claims?.sessionId
+                steps.append { try $0.changePassword(passwordHash: hash, session: session, continuing: caller, now: now) }
             }
         }
         if !steps.isEmpty {

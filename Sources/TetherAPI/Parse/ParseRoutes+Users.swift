@@ -428,9 +428,12 @@ extension ParseRoutes {
         // password, the unlinks and the verification mark are all written, or none of them.
         let context = context(request, caller)
         let authTime = caller.session?.authTime
-        var removal: AccountService.FollowUp?
-        if !factorsToRemove.isEmpty {
-            removal = { try $0.removeFactors(factorsToRemove, authTime: authTime, byAdmin: isMaster, now: context.now) }
+        let callerSession = caller.session?.id
+        let removal: AccountService.FollowUp = { state in
+            // The session the request came with must still be live here, under the user's lock: a revocation or a
+            // log-out that ended it while the request was checked (a password hashed) leaves it nothing to change.
+            if let callerSession, state.sessions[callerSession]?.isActive != true { throw AccountError.invalidToken }
+            return factorsToRemove.isEmpty ? [] : try state.removeFactors(factorsToRemove, authTime: authTime, byAdmin: isMaster, now: context.now)
         }
         var links = toLink.map { AccountService.Link($0.identity, replacing: true) }
         var after: [AccountService.FollowUp] = []
@@ -443,10 +446,10 @@ extension ParseRoutes {
             if let newPasswordEmail {
                 // A first password needs a recent log-in of a user who has another way in, as on /v1.
                 links.append(try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime))
-                after.append { $0.restartingSessions(with: session, now: context.now) }
+                after.append { try $0.restartingSessions(with: session, continuing: callerSession, now: context.now) }
             } else {
                 let hash = try await commands.hashPassword(password)
-                after.append { try $0.changePassword(passwordHash: hash, session: session, now: context.now) }
+                after.append { try $0.changePassword(passwordHash: hash, session: session, continuing: callerSession, now: context.now) }
             }
         }
         for provider in unlinks {
@@ -456,7 +459,7 @@ extension ParseRoutes {
             after.append { try $0.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified) }
         }
         let unlinked = unlinks.filter { account.identities[$0] != nil }
-        if removal != nil || !links.isEmpty || !after.isEmpty {
+        if !factorsToRemove.isEmpty || !links.isEmpty || !after.isEmpty {
             do {
                 let steps = after, now = context.now
                 let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }

@@ -213,19 +213,32 @@ extension UserAccount {
 
     /// Replaces the password of a user who has one: every session ends (whoever knew the old password
     /// is signed out), and `session` opens for the caller (Parse's rule for a password change).
-    public func changePassword(passwordHash: String, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
+    public func changePassword(
+        passwordHash: String, session: NewSession, continuing caller: UUID? = nil, now: Date
+    ) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
         guard identities["password"] != nil else { throw .noSuchProvider("password") }
-        return settingPassword(passwordHash) + restartingSessions(with: session, now: now)
+        return settingPassword(passwordHash) + (try restartingSessions(with: session, continuing: caller, now: now))
     }
 
     /// Every session ends and `session` opens for the caller, as after a password change: whoever held a
     /// session is signed out. Parse does this for any password a user's `PUT` sets, a first one included.
     /// Tokens issued before are void too (`validSince`), as Firebase's "major account change" has it: a
     /// backend that checks revocation (firebase-admin's `check_revoked`) refuses them, not only Tether.
-    public func restartingSessions(with session: NewSession, now: Date) -> [AccountEvent] {
-        activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "password_changed")) }
+    ///
+    /// - Parameter caller: the session the request was made with. It must still be live here, under the user's
+    ///   lock: a revocation or a sign-out that ended it meanwhile leaves nothing to continue (`invalid_token`).
+    ///   And the new session keeps its sign-in time, since setting a password with a session proves no more
+    ///   than the session did: a stolen session's token never makes itself a recent sign-in that way (one that
+    ///   could then remove second factors).
+    public func restartingSessions(with session: NewSession, continuing caller: UUID? = nil, now: Date) throws(AccountError) -> [AccountEvent] {
+        var session = session
+        if let caller {
+            guard let proved = sessions[caller], proved.isActive else { throw .invalidToken }
+            session.authTime = session.authTime ?? proved.authTime
+        }
+        return activeSessions.map { .sessionEnded(.init(sessionId: $0.id, reason: "password_changed")) }
             + revoking(now: now, reason: "password_changed")
             + Self.started(session, provider: "password", outcome: "password_changed", now: now)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import TetherAPI
 import TetherCore
 import TetherCrypto
 import TetherTesting
@@ -97,6 +98,34 @@ struct ParseMFATests {
                 "authData": .object(["anonymous": .null, "mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
             ]))
             #expect(enrolled.status == 200, "\(enrolled.text)")
+        }
+    }
+
+    /// A password set with a session proves no more than the session did: the session it answers keeps that
+    /// session's sign-in time, so a stolen token ten minutes old cannot set a password and then, with the new
+    /// session, remove the second factors a recent log-in is needed for.
+    @Test func aPasswordChangedWithAStaleSessionDoesNotMakeARecentLogIn() async throws {
+        try await ParseApp.run { parse in
+            let signedUp = try await parse.send("POST", "/users", json: .object(["username": "stale@example.com", "password": "first password 1"]))
+            let objectId = try #require(signedUp.string("objectId"))
+            let fresh = try #require(signedUp.string("sessionToken"))
+            // A session of the same user whose log-in was ten minutes ago.
+            var (old, staleToken) = ParseSessionTokenFormat().newSession(provider: "password", installationId: nil, now: Date())
+            old.authTime = Date().addingTimeInterval(-600)
+            _ = try await parse.app.service.commands.signIn(SignInCommand(
+                credential: .password(email: "stale@example.com", password: "first password 1"), session: old, context: CommandContext()))
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: fresh), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+            ])).status == 200)
+            let removeFactors: JSONValue = .object(["authData": .object(["mfa": .null])])
+            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: staleToken), json: removeFactors).code == 119)
+            let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: staleToken), json: .object(["password": "taken over 1"]))
+            #expect(changed.status == 200, "\(changed.text)")
+            let next = try #require(changed.string("sessionToken"))
+            let removed = try await parse.send("PUT", "/users/\(objectId)", .init(session: next), json: removeFactors)
+            #expect(removed.code == 119, "the new session is as old as the one that set the password: \(removed.text)")
         }
     }
 
