@@ -245,6 +245,28 @@ struct UserAccountMFATests {
         #expect(throws: AccountError.self) { try user.takeOver(with: google, session: newSession(), now: now) }
     }
 
+    /// One secret or one number is one factor: a TOTP secret already enrolled (in any case or padding) is refused,
+    /// so one code never passes twice; of two enrolments of one number begun side by side, the second cannot be
+    /// confirmed once the first is.
+    @Test func aSecretOrANumberIsOneFactorOnly() throws {
+        var user = try userWithTOTP()
+        #expect(throws: AccountError.self) {
+            try user.enrolTOTP(factorId: UUID(), secret: "jbswy3dpehpk3pxp====", displayName: nil, authTime: now, now: now)
+        }
+        #expect(try user.enrolTOTP(factorId: UUID(), secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now).count == 1)
+        let (first, second) = (UUID(), UUID())
+        for factor in [first, second] {
+            user = applying(try user.enrolPhone(
+                factorId: factor, phoneNumber: "+15555550150", displayName: nil, codeHash: "h-\(factor)", authTime: now, now: now), to: user)
+        }
+        let confirmed = try user.confirmFactor(first, type: .phone, check: .sms(codeHash: "h-\(first)"), recoveryCodeHashes: [], now: now)
+        #expect(confirmed.failure == nil)
+        user = applying(confirmed.events, to: user)
+        #expect(throws: AccountError.self) {
+            try user.confirmFactor(second, type: .phone, check: .sms(codeHash: "h-\(second)"), recoveryCodeHashes: [], now: now)
+        }
+    }
+
     @Test func smsCodesPerUserAreLimited() throws {
         var user = try userWithTOTP()
         for index in 0..<5 {

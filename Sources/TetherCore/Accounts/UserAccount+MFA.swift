@@ -185,8 +185,18 @@ extension UserAccount {
         factorId: UUID, secret: String, displayName: String?, authTime: Date, now: Date
     ) throws(AccountError) -> [AccountEvent] {
         try checkFactorChange(authTime: authTime, now: now)
+        // A client may choose the secret (Parse's adapter): the same one twice would be two factors each taking
+        // the same code once, so one code would pass several times.
+        guard !mfa.confirmedFactors.contains(where: { $0.totpSecret.map(Self.secretKey) == Self.secretKey(secret) }) else {
+            throw .invalidRequest("This TOTP secret is already a second factor of the user.")
+        }
         return try makingRoomForAFactor() + [.mfaFactorEnrolled(.init(
             factorId: factorId, type: .totp, personal: PersonalData(displayName: displayName, totpSecret: secret)))]
+    }
+
+    /// A base32 secret as its bytes are meant, whatever its case, padding or spaces.
+    static func secretKey(_ secret: String) -> String {
+        String(secret.uppercased().filter { $0 != "=" && $0 != " " })
     }
 
     /// A phone factor, confirmed later by the SMS code sent now (`codeHash`).
@@ -216,6 +226,10 @@ extension UserAccount {
     ) throws(AccountError) -> MFAOutcome {
         guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
         guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
+        // Two enrolments of one number begun side by side: the second to be confirmed would be the same factor twice.
+        if let number = factor.phoneNumber, mfa.confirmedFactors.contains(where: { $0.phoneNumber == number }) {
+            throw .invalidRequest("This phone number is already a second factor of the user.")
+        }
         var step: Int64?
         var rejection: String?
         switch check {
