@@ -97,7 +97,7 @@ extension AccountService {
     }
 
     /// A password identity moved to an address another account signs in with: the address is taken.
-    private func mappingEmailConstraints<T>(_ body: () async throws -> T) async throws -> T {
+    func mappingEmailConstraints<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as PostgresError where error.isUniqueViolation && error.constraint == "identities_provider_uid_key" {

@@ -65,13 +65,11 @@ extension AccountService {
     public func update(userId: UUID, claimingEmail email: String? = nil, context: CommandContext, steps: [FollowUp]) async throws -> UserAccount {
         var reads: [PostgresQuery] = []
         if let email { reads = try Self.emailHolderReads(ExternalIdentity.normalize(email), seal: try await database.readModelSeal()) }
-        do {
-            return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
+        return try await mappingEmailConstraints {
+            try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
                 if email != nil, try Self.emailHolders(rows).contains(where: { $0 != userId }) { throw AccountError.emailAlreadyInUse }
                 return (try account.deciding(steps, at: context.now), ())
             }.account
-        } catch let error as PostgresError where error.isUniqueViolation {
-            throw AccountError.emailAlreadyInUse // another account signs in with this email and a password
         }
     }
 
