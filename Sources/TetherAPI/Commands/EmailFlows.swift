@@ -129,6 +129,15 @@ public struct EmailFlows: Sendable {
         try AccountCommands.validate(email: email)
         let mail = try sender()
         let normalized = ExternalIdentity.normalize(email)
+        do {
+            _ = try linkRoot(request)
+        } catch {
+            // A mail that could hold no link gets no code, and takes nothing from the address's allowance; a caller
+            // who may not learn about the address is answered like any other.
+            guard !revealing else { throw error }
+            logger.warn("no code was issued: its mail could hold no link", [("purpose", purpose.rawValue)])
+            return
+        }
         try await accounts.reserveSend(
             .mail, to: [normalized], userId: nil, perAddress: Self.mailsPerAddress, perUser: Self.mailsPerUser, window: Self.mailWindow,
             now: request.context.now,
@@ -247,12 +256,15 @@ public struct EmailFlows: Sendable {
         let undo = newCode(.undoEmailChange, for: userId, lifetime: UserAccount.emailChangeUndoLifetime, request)
         let presentedFor: EmailCodePurpose = purposes.contains(.verifyEmail) ? .verifyEmail
             : purposes.contains(.undoEmailChange) ? .undoEmailChange : .changeEmail
+        let noticeHasNoLink = mail != nil && (try? linkRoot(request)) == nil
         let (account, used) = try await accounts.use(
             codeHash: EmailCodeFormat.hash(code), of: userId, for: purposes, presentedFor: presentedFor,
             caller: caller, context: request.context
         ) { account, found in
             var events = try account.confirmEmail(with: found, now: request.context.now)
             if found.purpose == .changeEmail, let old = account.email {
+                // The old address is told, with a way back: an address changes only when that notice can hold its link.
+                if noticeHasNoLink { throw Self.noPublicURL }
                 events += try account.issueEmailCode(
                     .undoEmailChange, codeId: undo.id, codeHash: undo.secret?.hash ?? "", email: old, expiresAt: undo.expiresAt,
                     restoresVerified: account.isEmailVerified)

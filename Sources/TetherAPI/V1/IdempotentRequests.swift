@@ -58,7 +58,7 @@ struct IdempotentRequests: Sendable {
             return response
         } catch {
             if let problem = Self.keptProblem(for: error) {
-                try await store(problem.response(), for: derived)
+                await keep(problem.response(), for: derived)
             } else {
                 try? await forget(derived)
             }
