@@ -104,7 +104,7 @@ public final class TetherService: Sendable {
             dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
             sms: smsSender, email: emailFlows
         ).register(on: &router)
-        let adminKeys = AdminKeyStore(database: database)
+        let adminKeys = AdminKeyStore(database: database, logger: logger)
         if let appID = configuration.parseAppID {
             ParseRoutes(
                 appID: appID, clientKey: configuration.parseClientKey, publicURL: configuration.publicURL, commands: commands,

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TetherCore
+import TetherHTTP
 import TetherPostgres
 
 /// Creates, lists, revokes and checks admin keys, and records what is done with them.
@@ -19,12 +20,29 @@ public struct AdminKeyStore: Sendable {
 
     public let database: PostgresClient
     let store: PostgresEventStore
+    /// Where a record that could not follow its committed change is reported (``recordCommitted(_:keyId:metadata:)``).
+    let logger: Logger?
     /// Live keys found before, by the hash of their secret, for ``authenticate(_:checkedByItsRecord:)``.
     private let found = FoundKeys()
 
-    public init(database: PostgresClient) {
+    public init(database: PostgresClient, logger: Logger? = nil) {
         self.database = database
         self.store = PostgresEventStore(client: database)
+        self.logger = logger
+    }
+
+    /// Records a request whose change has committed (a user disabled, a webhook made, a Parse master-key
+    /// change): a record that cannot be written is logged as an error, not thrown, since the change is done
+    /// and its answer must still go (a new webhook's secret is shown once).
+    public func recordCommitted(_ event: AdminEvent, keyId: UUID, metadata: EventMetadata) async {
+        do {
+            try await record(event, keyId: keyId, metadata: metadata)
+        } catch {
+            logger?.error("an admin key's record of a change it made could not be written", [
+                ("keyId", keyId.lowercasedText), ("event", (try? AdminEventCodec.encode(event))?.type),
+                ("commandId", metadata.commandId?.lowercasedText), ("error", String(describing: error)),
+            ])
+        }
     }
 
     /// Makes a key; the answer carries the key itself, which nothing can show again.

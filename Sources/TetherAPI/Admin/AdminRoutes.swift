@@ -321,10 +321,13 @@ public struct AdminRoutes: Sendable {
     ) async throws -> HTTPResponse {
         try await audited(request, requires: role, failure: failure) { metadata, key in
             let (response, record) = try await body(metadata)
+            if changesState {
+                await keys.recordCommitted(record, keyId: key.id, metadata: metadata)
+                return response
+            }
             do {
                 try await keys.record(record, keyId: key.id, metadata: metadata)
             } catch {
-                if changesState { return response }
                 throw Recorded(error: error) // no second record for a record that failed
             }
             return response

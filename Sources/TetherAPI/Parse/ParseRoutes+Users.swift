@@ -476,7 +476,7 @@ extension ParseRoutes {
             let actions = (factorsToRemove.isEmpty ? [] : ["remove-mfa"]) + unlinked.map { "unlink-\($0)" }
                 + (emailVerified.map { ["email-verified-\($0)"] } ?? [])
             for action in actions {
-                try? await adminKeys.record(
+                await adminKeys.recordCommitted(
                     .actionRequested(.init(userId: userId, action: action, reason: "parse master key", status: 200)),
                     keyId: master.id, metadata: context.metadata)
             }
