@@ -87,6 +87,8 @@ public struct WebhookTargetPolicy: Sendable {
             if b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1 { return false }
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 { return false } // Teredo (2001::/32): an IPv4 address in disguise
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false } // documentation (2001:db8::/32)
+            if b[0] == 0x3f && b[1] & 0xf0 == 0xf0 { return false } // documentation (3fff::/20)
+            if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0x02 && b[4] == 0 && b[5] == 0 { return false } // benchmarking (2001:2::/48)
             if b[0] == 0x01 && b[1] == 0 && b[2..<8].allSatisfy({ $0 == 0 }) { return false } // discard-only (100::/64)
             if b[0] & 0xfe == 0xfc { return false } // fc00::/7 unique local
             if b[0] == 0xfe && b[1] & 0xc0 == 0x80 { return false } // fe80::/10 link-local
@@ -99,6 +101,7 @@ public struct WebhookTargetPolicy: Sendable {
         case (127, _): return allowsLoopback
         case (0, _), (10, _), (169, 254), (192, 168): return false
         case (192, 0) where b[2] == 0: return false // IETF protocol assignments (192.0.0.0/24)
+        case (192, 0) where b[2] == 2, (198, 51) where b[2] == 100, (203, 0) where b[2] == 113: return false // documentation
         case (198, 18), (198, 19): return false // benchmarking (198.18.0.0/15)
         case (172, 16...31): return false
         case (100, 64...127): return false // shared address space (RFC 6598)
