@@ -57,7 +57,7 @@ extension Commands {
                 print("deleted webhook \(id.lowercasedText) and its delivery records")
             case "rotate-secret":
                 let id = try id()
-                guard let secret = try await store.rotateSecret(id) else {
+                guard let (secret, _) = try await store.rotateSecret(id) else {
                     throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)")
                 }
                 print("the old secret of webhook \(id.lowercasedText) signs too for 24 h; store the new one now:")

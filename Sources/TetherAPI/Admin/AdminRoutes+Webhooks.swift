@@ -57,8 +57,8 @@ extension AdminRoutes {
         }
         router.post("/v1/admin/webhooks/{id}/rotate-secret") { request in
             try await webhookAction("rotate-secret", request) { id in
-                guard let secret = try await webhooks.rotateSecret(id) else { throw Self.noSuchWebhook }
-                return try HTTPResponse.json(["secret": .string(secret), "webhook": try Self.found(try await webhooks.subscription(id)).json] as JSONValue)
+                guard let (secret, rotated) = try await webhooks.rotateSecret(id) else { throw Self.noSuchWebhook }
+                return try HTTPResponse.json(["secret": .string(secret), "webhook": rotated.json] as JSONValue)
             }
         }
         router.post("/v1/admin/webhooks/{id}/replay") { request in

@@ -164,15 +164,17 @@ public struct WebhookStore: Sendable {
     }
 
     /// A new secret; the old one keeps signing for ``rotationOverlap``. Nil for no such subscription.
-    public func rotateSecret(_ id: UUID) async throws -> String? {
+    public func rotateSecret(_ id: UUID) async throws -> (secret: String, subscription: WebhookSubscription)? {
         let secret = WebhookSignature.newSecret()
         let stored = try database.configuration.masterKeys.wrapText(secret, context: Self.wrappingContext(id))
+        // The subscription as the rotation left it, in the same statement: the secret is shown once, so nothing
+        // that could fail may come between its change and its answer.
         let rows = try await database.query("""
             UPDATE webhook_subscriptions SET previous_secret = secret, secret = \(stored),
                 previous_secret_until = now() + make_interval(secs => \(Int(Self.rotationOverlap))), updated_at = now()
-            WHERE id = \(id) RETURNING id
+            WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
-        return rows.isEmpty ? nil : secret
+        return try rows.first.map { (secret, try decode($0)) }
     }
 
     /// Delivers again from `cursor` (the events after it), now, whatever failed before: the subscription is
