@@ -135,6 +135,11 @@ extension ParseRoutes {
     ) async throws -> HTTPResponse {
         let claims = try authData.identities
         guard !claims.isEmpty else { throw ParseError.unsupported }
+        // A log-in completes a second factor with `mfa.token`; an enrolment (a secret, a number) is the signed-in
+        // user's own PUT, and was dropped here with a 201 that enrolled nothing.
+        if let mfa = authData.mfa, mfa["secret"] != nil || mfa["mobile"] != nil {
+            throw ParseError(ParseError.validationError, "Enrol a second factor with PUT /parse/users/:id once signed in.")
+        }
         var verified: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
         for claim in claims {
             verified.append((claim, try await verify(claim, request, caller)))

@@ -129,6 +129,21 @@ struct ParseMFATests {
         }
     }
 
+    /// A sign-up or log-in carrying an enrolment (`mfa.secret`, `mfa.mobile`) enrolled nothing and answered 201:
+    /// it is refused before anything is written, as the factor is enrolled with the user's own PUT.
+    @Test func anEnrolmentInASignUpIsRefused() async throws {
+        try await ParseApp.run { parse in
+            let before = try await parse.accountEvents()
+            for mfa in [["secret": Base32.encode(TOTP.generateSecret()), "token": "000000"], ["mobile": "+15555550177"]] {
+                let answer = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                    "anonymous": .object(["id": .string(UUID().uuidString)]), "mfa": ParseApp.strings(mfa),
+                ])]))
+                #expect(answer.code == 142, "\(answer.text)")
+            }
+            #expect(try await parse.accountEvents() == before)
+        }
+    }
+
     @Test func smsEnrolmentAndTheRequestedTokenOfALogIn() async throws {
         try await ParseApp.run { parse in
             let (objectId, session) = try await appleUser(parse, "apple-sms")
