@@ -180,6 +180,7 @@ struct WebhookTests {
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://user:pw@93.184.215.14/hook") }
         let literal = try await strict.check("https://93.184.215.14/hook")
         #expect(literal.url.host == "93.184.215.14" && literal.addresses.isEmpty, "a public literal passes without DNS, and needs no pin")
+        #expect(try await strict.check("https://[3ff0::1]/hook").addresses.isEmpty, "3ff0::/12 beyond the documentation /20 is public")
         let literal6 = try await strict.check("https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]/hook")
         #expect(literal6.addresses.isEmpty, "an IPv6 literal is not pinned (libcurl cannot read such a pin)")
         let allowed = WebhookTargetPolicy(allowsHTTP: false, allowedHosts: ["hooks.internal"])

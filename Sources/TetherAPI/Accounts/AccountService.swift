@@ -272,12 +272,6 @@ public struct AccountService: Sendable {
         try await change(userId, context) { try $0.unlink(provider: provider, byAdmin: byAdmin) }
     }
 
-    /// Replaces a user's password: every session ends and `session` opens (``UserAccount/changePassword(passwordHash:session:now:)``).
-    @discardableResult
-    public func changePassword(userId: UUID, passwordHash: String, session: NewSession, context: CommandContext) async throws -> UserAccount {
-        try await change(userId, context) { try $0.changePassword(passwordHash: passwordHash, session: session, now: context.now) }
-    }
-
     /// Ends one session.
     @discardableResult
     public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws -> UserAccount {

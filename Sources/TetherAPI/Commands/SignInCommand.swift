@@ -143,12 +143,6 @@ public struct AccountCommands: Sendable {
         }
     }
 
-    /// Replaces the password of a user who has one: the new one is checked against the policy and hashed
-    /// here; every session of the user ends and `session` opens.
-    public func changePassword(userId: UUID, password: String, session: NewSession, context: CommandContext) async throws -> UserAccount {
-        try await accounts.changePassword(userId: userId, passwordHash: try await hashPassword(password), session: session, context: context)
-    }
-
     /// Whether `error` is the server's failure (the database, a provider that did not answer), not a refusal.
     static func isServerFailure(_ error: any Error) -> Bool {
         switch error {

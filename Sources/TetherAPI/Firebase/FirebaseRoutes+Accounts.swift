@@ -177,10 +177,12 @@ extension FirebaseRoutes {
                 steps.append { try $0.setPassword(hash, now: now) }
             } else {
                 // The client's own change: every session ends and the answer carries the new one's tokens.
-                let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+                var (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
+                // It continues the caller's session: its ID token says the sign-in that session had, not now.
+                if let claims { session.authTime = account.sessions[claims.sessionId]?.authTime ?? claims.authTime }
                 opened = (session, refreshToken)
                 let caller = claims?.sessionId
-                steps.append { try $0.changePassword(passwordHash: hash, session: session, continuing: caller, now: now) }
+                steps.append { [session] in try $0.changePassword(passwordHash: hash, session: session, continuing: caller, now: now) }
             }
         }
         if !steps.isEmpty {

@@ -87,7 +87,7 @@ public struct WebhookTargetPolicy: Sendable {
             if b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1 { return false }
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 { return false } // Teredo (2001::/32): an IPv4 address in disguise
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8 { return false } // documentation (2001:db8::/32)
-            if b[0] == 0x3f && b[1] & 0xf0 == 0xf0 { return false } // documentation (3fff::/20)
+            if b[0] == 0x3f && b[1] == 0xff && b[2] & 0xf0 == 0 { return false } // documentation (3fff::/20)
             if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0x02 && b[4] == 0 && b[5] == 0 { return false } // benchmarking (2001:2::/48)
             if b[0] == 0x01 && b[1] == 0 && b[2..<8].allSatisfy({ $0 == 0 }) { return false } // discard-only (100::/64)
             if b[0] & 0xfe == 0xfc { return false } // fc00::/7 unique local

@@ -106,6 +106,8 @@ struct FirebaseHardeningTests {
             }
             #expect(try #require(iat(signedUp)) < validSince, "the old token is revoked for check_revoked")
             #expect(try #require(iat(changed)) >= validSince, "the new one is not")
+            // The new session continues the one that changed the password: its sign-in time is that session's.
+            #expect(changed.idTokenClaims["auth_time"] == signedUp.idTokenClaims["auth_time"], "\(changed.idTokenClaims)")
         }
     }
 
