@@ -90,7 +90,9 @@ private let beginRequest: CMicroHTTPD_URILogCallback = { closure, uri, connectio
     }
     state.clock = connection.flatMap { CMicroHTTPD_get_connection_info($0, .CONNECTION_INFO_SOCKET_CONTEXT)?.pointee.socket_context }
         .map { Unmanaged<HTTPServer.ConnectionClock>.fromOpaque($0).takeUnretainedValue() }
-    return Unmanaged.passRetained(state).toOpaque()
+    let address = Unmanaged.passRetained(state).toOpaque()
+    state.clock?.openRequest.store(UInt(bitPattern: address), ordering: .sequentiallyConsistent)
+    return address
 }
 
 /// A connection opened or closed: gives it a clock for its header and body deadlines, or drops it.
@@ -113,6 +115,12 @@ private let notifyConnection: MHD_NotifyConnectionCallback = { closure, connecti
         socketContext.pointee = nil
         let clock = Unmanaged<HTTPServer.ConnectionClock>.fromOpaque(address).takeRetainedValue()
         clocks.remove(clock)
+        // A request libmicrohttpd never completed ends with its connection: kept, its state would hold this
+        // clock's socket open for good (a descriptor each, past every connection limit) and count as in flight.
+        if let dropped = UnsafeMutableRawPointer(bitPattern: clock.openRequest.exchange(0, ordering: .sequentiallyConsistent)) {
+            core(closure).complete(
+                Unmanaged<RequestState>.fromOpaque(dropped).takeRetainedValue(), on: nil, termination: .REQUEST_TERMINATED_WITH_ERROR)
+        }
     }
 }
 
@@ -127,6 +135,7 @@ private let completeRequest: MHD_RequestCompletedCallback = { closure, connectio
     guard let requestContext, let stateAddress = requestContext.pointee else { return }
     requestContext.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(stateAddress).takeRetainedValue()
+    state.clock?.openRequest.store(0, ordering: .sequentiallyConsistent)
     core(closure).complete(state, on: connection, termination: termination)
 }
 

@@ -34,6 +34,12 @@ extension HTTPServer {
         /// libmicrohttpd has closed (and the kernel reused) its descriptor in the meantime.
         let socket: Int32
         let peer: String?
+        /// The request libmicrohttpd began on the connection and has not completed (its retained `*con_cls`).
+        /// libmicrohttpd 0.9.75 can drop a connection without completing its request (one whose query it could
+        /// not hold, when a NUL hid the `?` from the URI callback): the request's state, which holds this clock
+        /// and so this socket, is then ended when the connection closes.
+        /// Its address's bit pattern; 0 for none.
+        let openRequest = Atomic<UInt>(0)
         private let deadline = Atomic<Int64>(.max)
         /// `generation << 3 | closed << 2 | wait`.
         private let state = Atomic<Int64>(Wait.nothing.rawValue)

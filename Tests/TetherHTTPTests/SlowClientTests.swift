@@ -272,6 +272,28 @@ struct SlowClientTests {
         }
     }
 
+    /// libmicrohttpd 0.9.75 drops a connection whose query it cannot hold, when a NUL before the `?` hides the
+    /// query from the URI callback, without completing its request. That request's state held the timeouts'
+    /// duplicate of the socket: the client was never answered or closed, and each such request kept a descriptor
+    /// for good, past every connection limit. The request now ends with its connection.
+    @Test func aConnectionLibmicrohttpdDropsKeepsNoDescriptor() async throws {
+        try await withServer(Self.pingRouter) { server, client, _ in
+            let port = server.boundPort
+            let request = "GET /\0?" + Array(repeating: "a=b", count: 600).joined(separator: "&") + " HTTP/1.1\r\nHost: nul\r\n\r\n"
+            let dropped = try await BlockingWork.run { (0..<20).map { _ in Self.openSlow(port: port, from: "127.0.0.7", sending: request) } }
+            #expect(dropped.allSatisfy { $0 >= 0 })
+            #expect(try await BlockingWork.run { dropped.allSatisfy { Self.isClosed($0, within: 5) } }, "each is closed, not left hanging")
+            dropped.forEach { if $0 >= 0 { close($0) } }
+            var held = Int.max
+            for _ in 0..<300 where held > 1 {
+                held = Self.descriptors(of: Self.socketInodes(onLocalPort: port))
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(held == 1, "the listener only: \(held)")
+            #expect(try await client.get("/ping").status == 200)
+        }
+    }
+
     /// The inodes of the TCP sockets bound to `port` on this side (IPv4), as `/proc/net/tcp` lists them.
     private static func socketInodes(onLocalPort port: Int) -> Set<String> {
         // Read to the end: Foundation's whole-file readers stop at the first page of a /proc file.
