@@ -84,11 +84,4 @@ extension AccountService {
     public func setPassword(userId: UUID, passwordHash: String, context: CommandContext) async throws -> UserAccount {
         try await update(userId: userId, context: context, steps: [{ try $0.setPassword(passwordHash, now: context.now) }])
     }
-
-    /// Ends every session of the user and voids every token issued before `validSince` (Firebase's
-    /// `validSince`, in whole seconds).
-    @discardableResult
-    public func revokeSessions(userId: UUID, validSince: Date, context: CommandContext) async throws -> UserAccount {
-        try await change(userId, context) { try $0.revokeAllSessions(now: validSince) }
-    }
 }

@@ -153,11 +153,7 @@ extension FirebaseRoutes {
         // account signs in with, found at commit, leaves the name given with it unchanged too).
         let command = context(request, user: userId), now = command.now
         var steps: [AccountService.FollowUp] = []
-        if let newEmail {
-            steps.append { try $0.changeEmail(to: newEmail, verified: emailVerified ?? false) }
-            // A changed address voids every earlier token, as Firebase's `validSince` moves with it.
-            steps.append { try $0.revokeAllSessions(now: now) }
-        }
+        if let newEmail { steps.append { try $0.changeEmail(to: newEmail, verified: emailVerified ?? false) } }
         if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
             steps.append { [cleared] in
                 try $0.updateProfile(displayName: displayName, photoURL: photoURL, clearing: cleared, emailVerified: emailVerified)
@@ -168,7 +164,10 @@ extension FirebaseRoutes {
         }
         if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
         if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
-        if let validSince { steps.append { try $0.revokeAllSessions(now: Date(timeIntervalSince1970: TimeInterval(validSince))) } }
+        // A changed address voids every earlier token, as Firebase's `validSince` moves with it; so does an admin's
+        // `validSince`. One revocation, at the later of the two (it never moves back).
+        let revokedAt = [newEmail.map { _ in now }, validSince.map { Date(timeIntervalSince1970: TimeInterval($0)) }].compactMap { $0 }.max()
+        if let revokedAt { steps.append { try $0.revokeAllSessions(now: revokedAt) } }
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
         var opened: (session: NewSession, refreshToken: String)?
         if let password {

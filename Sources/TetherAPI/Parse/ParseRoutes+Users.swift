@@ -434,7 +434,7 @@ extension ParseRoutes {
         let context = context(request, caller)
         let authTime = caller.session?.authTime
         let callerSession = caller.session?.id
-        let removal: AccountService.FollowUp = { state in
+        let preceding: AccountService.FollowUp = { state in
             // The session the request came with must still be live here, under the user's lock: a revocation or a
             // log-out that ended it while the request was checked (a password hashed) leaves it nothing to change.
             if let callerSession, state.sessions[callerSession]?.isActive != true { throw AccountError.invalidToken }
@@ -468,7 +468,7 @@ extension ParseRoutes {
             do {
                 let steps = after, now = context.now
                 let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
-                account = try await commands.link(links, to: userId, context: context, preceding: removal, followUp: followUp)
+                account = try await commands.link(links, to: userId, context: context, preceding: preceding, followUp: followUp)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw try await emailTaken(newPasswordEmail, owner: userId)
             } catch {
