@@ -54,6 +54,14 @@ struct OpenAPIContractTests {
         }
     }
 
+    /// The HTTP layer answers 413 to a body over its limit before any route runs, on every surface.
+    @Test func everyOperationThatTakesABodySaysItMayBeTooLarge() throws {
+        let operations = try specification().operations.filter(\.takesBody)
+        #expect(operations.count > 40)
+        let silent = operations.filter { !$0.responses.contains("413") }.map { "\($0.route) (line \($0.line))" }
+        #expect(silent.isEmpty, "operations that take a body but do not list 413: \(silent.joined(separator: ", "))")
+    }
+
     @Test func theProblemCodeEnumHoldsEveryCodeOfTheContractAndNothingElseIsAnswered() throws {
         let contract = try String(contentsOf: Self.root.appendingPathComponent("../shared/API.md").standardizedFileURL, encoding: .utf8)
         let errorList = try #require(contract.range(of: "Error codes (status):"), "API.md has no 'Error codes (status):' list")

@@ -21,6 +21,8 @@ struct OpenAPIDocument {
         var responses: [String]
         /// Parameter objects of the path item and of the operation, `$ref`s not yet resolved.
         var parameters: [YAMLNode]
+        /// Whether it describes a request body.
+        var takesBody: Bool
 
         /// `POST /v1/sign-in`.
         var route: String { "\(method) \(path)" }
@@ -83,7 +85,8 @@ struct OpenAPIDocument {
                 operations.append(Operation(
                     method: field.key.uppercased(), path: pathItem.key, line: field.line,
                     summary: field.value["summary"]?.scalar, description: field.value["description"]?.scalar,
-                    responses: responses.map(\.key), parameters: shared + (try parameters(of: field.value, at: field))))
+                    responses: responses.map(\.key), parameters: shared + (try parameters(of: field.value, at: field)),
+                    takesBody: field.value["requestBody"] != nil))
             }
         }
         return operations

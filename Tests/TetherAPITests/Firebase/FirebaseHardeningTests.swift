@@ -286,6 +286,26 @@ struct FirebaseHardeningTests {
     /// A display name, a photo URL or an imported identity's members longer than Tether keeps were a 500
     /// (an index refused the row) on `accounts:update` and `accounts:batchCreate`: now each is refused,
     /// before any write.
+    /// A body over the limit is refused by the HTTP layer before any route runs; under the Firebase prefixes the
+    /// answer is still an Identity Toolkit error, which firebase-admin and the client SDKs can read.
+    @Test func anOversizedBodyGetsAFirebaseShapedError() async throws {
+        try await FirebaseApp.run { firebase in
+            let padding = String(repeating: "a", count: 1_100_000)
+            for (method, body) in [
+                ("accounts:signUp", #"{"email":"big@example.com","password":"big password 1","displayName":"\#(padding)"}"#),
+                ("projects/\(FirebaseApp.projectID)/accounts:batchCreate", #"{"users":[{"localId":"\#(padding)"}]}"#),
+            ] {
+                let answer = FirebaseAnswer(try await firebase.app.client.send(
+                    "POST", "\(FirebaseApp.v1)/\(method)?key=fake-api-key",
+                    fields: [("Content-Type", "application/json"), ("Authorization", "Bearer owner")], body: Array(body.utf8)))
+                #expect(answer.status == 413, "\(method): \(answer.text)")
+                #expect(answer.errorMessage == "INVALID_ARGUMENT : The request body is too large.", "\(method): \(answer.text)")
+                #expect(answer.header("Content-Type")?.hasPrefix("application/json") == true)
+            }
+            #expect(try await firebase.app.totalEvents() == 0)
+        }
+    }
+
     @Test func overlongProfileMembersAreRefusedNotAServerFault() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "long@example.com", "password": "long password 1"]))
