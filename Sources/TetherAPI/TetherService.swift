@@ -101,7 +101,10 @@ public final class TetherService: Sendable {
         V1Routes(
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
-            dpop: DPoPBinding(replayStore: PostgresDPoPReplayStore(client: database)),
+            // Behind a proxy that forwards its own Host, the URL a client signs is the configured public one.
+            dpop: DPoPBinding(
+                replayStore: PostgresDPoPReplayStore(client: database),
+                configuration: .init(publicOrigin: configuration.publicURL?.absoluteString)),
             sms: smsSender, email: emailFlows
         ).register(on: &router)
         let adminKeys = AdminKeyStore(database: database, logger: logger)

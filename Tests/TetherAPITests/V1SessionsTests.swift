@@ -181,6 +181,35 @@ struct V1SessionsTests {
         }
     }
 
+    /// Behind a proxy that forwards its own `Host`, clients sign the public URL: with `TETHER_PUBLIC_URL` set,
+    /// a proof's `htu` must be that URL, never one made of whatever `Host` the request carries.
+    @Test func aDPoPProofNamesThePublicURLWhenOneIsConfigured() async throws {
+        try await DevService.run(settings: ["TETHER_PUBLIC_URL": "https://id.example.com/"]) { app in
+            let device = DeviceKey()
+            let signIn = try await app.signIn(
+                try await app.apple("apple-dpop-public"), headers: ["DPoP": try device.proof("POST", "https://id.example.com/v1/sign-in")])
+            #expect(signIn.status == 201, "\(signIn.bodyText)")
+            let bound = try signIn.decodeJSON(SignedIn.self)
+            #expect(bound.session.tokenType == "DPoP")
+            let refreshed = try await app.refresh(
+                bound.session.refreshToken, headers: ["DPoP": try device.proof("POST", "https://id.example.com/v1/sessions/refresh")])
+            #expect(refreshed.status == 200, "\(refreshed.bodyText)")
+            let rotated = try refreshed.decodeJSON(SignedIn.self)
+            // A proof of the address the request reached, or of the host it claims, is not one of the public URL.
+            for url in [app.url("/v1/sessions/refresh"), "https://other.example/v1/sessions/refresh"] {
+                let refused = try await app.refresh(
+                    rotated.session.refreshToken, headers: ["DPoP": try device.proof("POST", url), "Host": "other.example"])
+                #expect(refused.status == 401, "\(url)")
+                #expect(try refused.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof")
+            }
+            let me = try await app.client.get("/v1/users/me", headers: [
+                "Authorization": "DPoP \(rotated.session.accessToken)",
+                "DPoP": try device.proof("GET", "https://id.example.com/v1/users/me", accessToken: rotated.session.accessToken),
+            ])
+            #expect(me.status == 200)
+        }
+    }
+
     @Test func aRetryWithTheSameIdempotencyKeyGetsTheFirstAnswerAndWritesNothing() async throws {
         try await DevService.run { app in
             let credential = try await app.apple("apple-idem")
