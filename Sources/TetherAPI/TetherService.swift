@@ -116,7 +116,7 @@ public final class TetherService: Sendable {
         }
         if let projectID = configuration.firebaseProjectID {
             let firebaseKeys = SigningKeyStore(
-                client: database, configuration: .init(maximumTokenLifetime: FirebaseIDTokens.lifetime), algorithm: .rs256)
+                client: database, configuration: FirebaseIDTokens.keyConfiguration, algorithm: .rs256)
             let idTokens = FirebaseIDTokens(projectID: projectID, keys: firebaseKeys)
             firebaseIDTokens = idTokens
             FirebaseRoutes(

@@ -38,7 +38,15 @@ public struct FirebaseIDTokens: Sendable {
     public let keys: SigningKeyStore
     public static let lifetime: TimeInterval = 3600
 
+    /// The ring's periods: session cookies, signed by the same keys, live up to two weeks, so a key stays
+    /// published that long after its successor starts signing (not the hour of an ID token).
+    public static let keyConfiguration = SigningKeyStore.Configuration(
+        maximumTokenLifetime: max(lifetime, TimeInterval(sessionCookieLifetimes.upperBound)))
+
+    /// Tokens signed by `keys`, which must stay published as long as a session cookie lives.
     public init(projectID: String, keys: SigningKeyStore) {
+        precondition(keys.configuration.maximumTokenLifetime >= TimeInterval(Self.sessionCookieLifetimes.upperBound),
+                     "Firebase's signing keys must stay published as long as a session cookie lives")
         self.projectID = projectID
         self.keys = keys
     }

@@ -123,6 +123,29 @@ struct SigningKeyStoreTokensTests {
         try await db.close()
     }
 
+    /// Firebase's ring signs session cookies of up to two weeks: a cookie made just before a rotation stays
+    /// verifiable by the published keys until it expires, not for the hour an ID token lives.
+    @Test func firebasesRingKeepsAKeyPublishedAsLongAsTheLongestSessionCookieItSigned() async throws {
+        let db = try await TokensDatabase.make()
+        let clock = ManualClock()
+        let configuration = FirebaseIDTokens.keyConfiguration
+        let store = SigningKeyStore(client: db.client, configuration: configuration, clock: clock, algorithm: .rs256)
+        let signer = try await store.currentSigningKey().keyID
+        // The successor is published; the key still signs (a cookie made now lives two weeks), then stops.
+        clock.advance(by: configuration.rotationInterval - configuration.prepublicationInterval + 1)
+        #expect(try await store.currentSigningKey().keyID == signer)
+        #expect(try await store.publishedKeys().keys.count == 2)
+        clock.advance(by: configuration.prepublicationInterval - 1)
+        #expect(try await store.currentSigningKey().keyID == signer)
+        clock.advance(by: 1)
+        #expect(try await store.currentSigningKey().keyID != signer, "the successor signs")
+        clock.advance(by: 14 * Self.day - 60)
+        #expect(try await store.publishedKeys().keys.contains { $0.keyID == signer }, "a two-week cookie it signed is still live")
+        clock.advance(by: configuration.retention)
+        #expect(try await !store.publishedKeys().keys.contains { $0.keyID == signer })
+        try await db.close()
+    }
+
     @Test func aStoreThatWaitedBehindAnotherProcessesRotationDoesNotRotateAgain() async throws {
         let db = try await TokensDatabase.make()
         let clock = ManualClock()
