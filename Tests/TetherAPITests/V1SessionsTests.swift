@@ -302,6 +302,36 @@ struct V1SessionsTests {
         }
     }
 
+    /// A captured sign-in with its key is no credential: its answer is replayed to a retry for ten minutes, not a
+    /// day, and after that the request runs again, where its spent nonce refuses it.
+    @Test func aSignInsAnswerIsReplayedForMinutesNotADay() async throws {
+        try await DevService.run { app in
+            let rawNonce = UUID().uuidString
+            let minted = try await app.idp.post("/dev-idp/apple/token", json: ["sub": "apple-captured", "rawNonce": rawNonce])
+            let token = try minted.decodeJSON([String: String].self)["identityToken"]!
+            let credential = Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+            let first = try await app.signIn(credential, headers: ["Idempotency-Key": "captured"])
+            #expect(first.status == 201)
+            try await app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '9 minutes'")
+            let retry = try await app.signIn(credential, headers: ["Idempotency-Key": "captured"])
+            #expect(retry.bodyText == first.bodyText, "a retry within the window gets the first answer")
+            try await app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '11 minutes'")
+            let late = try await app.signIn(credential, headers: ["Idempotency-Key": "captured"])
+            #expect(late.status == 401, "\(late.bodyText)")
+            #expect(!late.bodyText.contains("refreshToken"))
+            #expect(try await app.eventCount("SessionStarted") == 1)
+            // An answer that hands out no session (a refusal) is still kept the whole day.
+            let refused = try await app.signIn(credential, headers: ["Idempotency-Key": "refused"])
+            #expect(refused.status == 401)
+            try await app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '11 minutes'")
+            let events = try await app.totalEvents()
+            let again = try await app.signIn(credential, headers: ["Idempotency-Key": "refused"])
+            #expect(again.headers.values(for: "Idempotent-Replayed") == ["true"])
+            #expect(again.bodyText == refused.bodyText)
+            #expect(try await app.totalEvents() == events)
+        }
+    }
+
     @Test func keptAnswersPastTheirDayAreSweptAndFreshOnesStay() async throws {
         try await DevService.run { app in
             for index in 0..<5 {

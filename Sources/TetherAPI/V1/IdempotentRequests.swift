@@ -22,6 +22,10 @@ struct IdempotentRequests: Sendable {
     static let lifetime = "24 hours"
     /// After this long a request still marked as running is taken to have died with its process.
     static let abandonedAfter = "60 seconds"
+    /// How long an answer that hands a session to a caller who had none (a sign-in, a refresh, a Parse log-in) is
+    /// replayed: long enough for a client's retry of an answer it lost, short beside a day, so that a captured
+    /// request with its key is no credential (a spent nonce or a rotated refresh token refuses its rerun).
+    static let sessionReplayWindow = "10 minutes"
     static let replayHeader = "Idempotent-Replayed"
     /// Headers of the first answer that a replay repeats (none of them carries a secret).
     static let keptHeaders = ["Retry-After", "WWW-Authenticate", "Location"]
@@ -47,10 +51,10 @@ struct IdempotentRequests: Sendable {
         // request runs again as a new one, claimed and kept like any, so a used refresh token is refused as
         // reuse whatever key comes with it. A retry that claimed the key first answers for both.
         if let stored = try await reserve(derived, subject: subject) {
-            let response = try stored.get()
-            if try await Self.sessionStillAt(response, in: database) { return response }
+            let kept = try stored.get()
+            if kept.mayReplay(to: principal), try await Self.sessionStillAt(kept.response, in: database) { return kept.response }
             try await discard(derived)
-            if let claimedFirst = try await reserve(derived, subject: subject) { return try claimedFirst.get() }
+            if let claimedFirst = try await reserve(derived, subject: subject) { return try claimedFirst.get().response }
         }
         do {
             let response = try await handler()
@@ -69,7 +73,8 @@ struct IdempotentRequests: Sendable {
     /// Runs `handler` once per `key` for a surface whose answers are already responses (Parse's
     /// `X-Parse-Request-Id`): answers below 500 (but 429) are kept and replayed; a retry while the
     /// first is still running waits for its answer, since the Parse SDKs report a 409 as a failure
-    /// of a write that may have succeeded; a different request reusing the key gets `conflict`.
+    /// of a write that may have succeeded; a different request reusing the key gets `conflict`, and so
+    /// does a retry of a log-in past ``sessionReplayWindow`` (Parse Server's answer to any repeat).
     func respondOnce(
         to request: HTTPRequest, key: String, principal: UUID?, conflict: () -> HTTPResponse,
         _ handler: () async throws -> HTTPResponse
@@ -91,8 +96,8 @@ struct IdempotentRequests: Sendable {
                     try? await forget(derived)
                 }
                 return response
-            case .success(let stored):
-                return stored
+            case .success(let kept):
+                return kept.mayReplay(to: principal) ? kept.response : conflict()
             case .failure(let problem) where problem.code == "idempotency_key_reused":
                 return conflict()
             case .failure(let problem) where problem.code == "idempotency_key_in_use":
@@ -179,7 +184,7 @@ struct IdempotentRequests: Sendable {
     ///
     /// - Returns: nil when this request is the first (the caller runs it); otherwise the
     ///   stored answer, or a thrown problem for a conflicting or still-running request.
-    private func reserve(_ derived: Derived, subject: UUID? = nil) async throws -> Result<HTTPResponse, Problem>? {
+    private func reserve(_ derived: Derived, subject: UUID? = nil) async throws -> Result<KeptAnswer, Problem>? {
         for _ in 0..<3 {
             let claimed = try await database.query("""
                 INSERT INTO idempotent_responses (scope, request_hash, user_id)
@@ -200,9 +205,11 @@ struct IdempotentRequests: Sendable {
 
     /// What the table holds for `derived`: the answer, a problem (another request's key, or one still
     /// running), or nil when nothing is kept.
-    private func stored(_ derived: Derived) async throws -> Result<HTTPResponse, Problem>? {
+    private func stored(_ derived: Derived) async throws -> Result<KeptAnswer, Problem>? {
         let rows = try await database.query("""
-            SELECT request_hash, status, content_type, headers, body FROM idempotent_responses WHERE scope = \(derived.scope)
+            SELECT request_hash, status, content_type, headers, body,
+                   created_at > now() - \(Self.sessionReplayWindow)::interval AS recent
+            FROM idempotent_responses WHERE scope = \(derived.scope)
             """)
         guard let row = rows.first else { return nil }
         let requestHash: String = try row.decode("request_hash")
@@ -227,14 +234,33 @@ struct IdempotentRequests: Sendable {
                 headers.add(name: pair[0], value: pair[1])
             }
         }
-        return .success(HTTPResponse(status: status, headers: headers, body: body))
+        return .success(KeptAnswer(response: HTTPResponse(status: status, headers: headers, body: body), isRecent: try row.decode("recent")))
+    }
+
+    /// An answer kept for retries, and whether it was given within ``sessionReplayWindow``.
+    struct KeptAnswer {
+        let response: HTTPResponse
+        let isRecent: Bool
+
+        /// Whether a retry by `principal` may have it: always for a caller who was signed in (the answer is only
+        /// ever theirs), and, for one who was not, an answer handing out a session only within the window.
+        func mayReplay(to principal: UUID?) -> Bool {
+            principal != nil || isRecent || !IdempotentRequests.handsOutSession(response)
+        }
+    }
+
+    /// Whether a successful answer carries a session's secret: `/v1`'s `session`, Parse's `sessionToken`,
+    /// Firebase's `refreshToken`.
+    static func handsOutSession(_ response: HTTPResponse) -> Bool {
+        guard (200..<300).contains(response.status), let members = members(of: response) else { return false }
+        return members["session"] != nil || members["sessionToken"] != nil || members["refreshToken"] != nil
     }
 
     /// The kept answer of an earlier request with `key`, without claiming anything: for a retry whose
     /// caller no longer holds a live session because the first request ended it (a Parse password change).
     func storedAnswer(to request: HTTPRequest, key: String, principal: UUID?) async throws -> HTTPResponse? {
-        if case .success(let response)? = try await stored(Derived(request: request, principal: principal, key: key)) {
-            return response
+        if case .success(let kept)? = try await stored(Derived(request: request, principal: principal, key: key)) {
+            return kept.response
         }
         return nil
     }

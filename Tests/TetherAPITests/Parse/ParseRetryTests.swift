@@ -38,6 +38,26 @@ struct ParseRetryTests {
         }
     }
 
+    /// A log-in's answer hands out a session token that lives a year: a retry gets it for ten minutes, and after
+    /// that the id is Parse Server's duplicate request, so a captured request with its id is no credential.
+    @Test func aLogInsAnswerIsReplayedForMinutesThenTheIdIsADuplicate() async throws {
+        try await ParseApp.run { parse in
+            let token = try await parse.appleToken("apple-captured")
+            let body: JSONValue = .object(["authData": .object(["apple": ParseApp.strings(["id": "apple-captured", "token": token])])])
+            let requestId = UUID().uuidString.lowercased()
+            let first = try await parse.send("POST", "/users", .init(requestId: requestId), json: body)
+            #expect(first.status == 201, "\(first.text)")
+            try await parse.app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '9 minutes'")
+            let retry = try await parse.send("POST", "/users", .init(requestId: requestId), json: body)
+            #expect(retry.text == first.text)
+            try await parse.app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '11 minutes'")
+            let late = try await parse.send("POST", "/users", .init(requestId: requestId), json: body)
+            #expect(late.status == 400)
+            #expect(late.text == #"{"code":159,"error":"Duplicate request"}"#)
+            #expect(try await parse.app.eventCount("SessionStarted") == 1)
+        }
+    }
+
     @Test func aRetriedLinkOrRefusalGetsTheFirstAnswerAndWritesNothing() async throws {
         try await ParseApp.run { parse in
             let anonymous = try await parse.anonymousLogIn()
