@@ -97,6 +97,14 @@ struct DevService: Sendable {
         return Credential(provider: "apple", credential: ["identityToken": .string(token)])
     }
 
+    /// An Apple credential for `sub` whose token carries the hash of a fresh nonce, sent beside it (single use).
+    func appleWithNonce(_ sub: String) async throws -> Credential {
+        let rawNonce = UUID().uuidString
+        let minted = try await idp.post("/dev-idp/apple/token", json: ["sub": sub, "rawNonce": rawNonce])
+        let token = try #require(try minted.decodeJSON([String: String].self)["identityToken"])
+        return Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+    }
+
     /// A Google credential for `sub`.
     func google(_ sub: String, email: String? = nil, verified: Bool = true) async throws -> Credential {
         var claims: [String: JSONValue] = ["sub": .string(sub), "emailVerified": .bool(verified)]

@@ -306,10 +306,7 @@ struct V1SessionsTests {
     /// day, and after that the request runs again, where its spent nonce refuses it.
     @Test func aSignInsAnswerIsReplayedForMinutesNotADay() async throws {
         try await DevService.run { app in
-            let rawNonce = UUID().uuidString
-            let minted = try await app.idp.post("/dev-idp/apple/token", json: ["sub": "apple-captured", "rawNonce": rawNonce])
-            let token = try minted.decodeJSON([String: String].self)["identityToken"]!
-            let credential = Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+            let credential = try await app.appleWithNonce("apple-captured")
             let first = try await app.signIn(credential, headers: ["Idempotency-Key": "captured"])
             #expect(first.status == 201)
             try await app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '9 minutes'")
@@ -357,10 +354,7 @@ struct V1SessionsTests {
 
     @Test func aSignInThatFailsOnTheServersSideGivesItsNonceBackForTheRetry() async throws {
         try await DevService.run { app in
-            let rawNonce = UUID().uuidString
-            let minted = try await app.idp.post("/dev-idp/apple/token", json: ["sub": "apple-nonce-retry", "rawNonce": rawNonce])
-            let token = try minted.decodeJSON([String: String].self)["identityToken"]!
-            let credential = Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+            let credential = try await app.appleWithNonce("apple-nonce-retry")
             // The database refuses the write after the token (and its nonce) passed: a failure of the server, not the client.
             try await app.admin.query("REVOKE INSERT ON users FROM tether_service")
             let failed = try await app.signIn(credential)
