@@ -62,6 +62,19 @@ struct OpenAPIContractTests {
         #expect(silent.isEmpty, "operations that take a body but do not list 413: \(silent.joined(separator: ", "))")
     }
 
+    /// API.md: every state-changing request accepts `Idempotency-Key`. The provider callbacks, which Apple's and
+    /// Facebook's servers call, are the exception the document states.
+    @Test func everyChangeOfTheNativeAndAdminAPIsTakesAnIdempotencyKey() throws {
+        let changes = try specification().operations.filter {
+            $0.path.hasPrefix("/v1/") && !$0.path.hasPrefix("/v1/providers/") && ["POST", "PUT", "PATCH", "DELETE"].contains($0.method)
+        }
+        #expect(changes.count > 30)
+        let silent = changes.filter { operation in
+            !operation.parameters.contains { $0["$ref"]?.scalar == "#/components/parameters/IdempotencyKey" }
+        }.map { "\($0.route) (line \($0.line))" }
+        #expect(silent.isEmpty, "changes that do not take Idempotency-Key: \(silent.joined(separator: ", "))")
+    }
+
     @Test func theProblemCodeEnumHoldsEveryCodeOfTheContractAndNothingElseIsAnswered() throws {
         let contract = try String(contentsOf: Self.root.appendingPathComponent("../shared/API.md").standardizedFileURL, encoding: .utf8)
         let errorList = try #require(contract.range(of: "Error codes (status):"), "API.md has no 'Error codes (status):' list")

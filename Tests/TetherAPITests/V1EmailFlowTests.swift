@@ -271,6 +271,44 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// The email routes take an Idempotency-Key like every other change: a retry after a lost answer gets the
+    /// first answer, sends no second mail (which would withdraw the first's code) and does not find its code spent.
+    @Test func retriedEmailRequestsWithTheirKeyAreAnsweredOnce() async throws {
+        try await DevService.run { service in
+            _ = try await signUp(service, "ada@example.com")
+            for _ in 0..<2 {
+                let asked = try await service.client.post(
+                    "/v1/password-reset", headers: ["Idempotency-Key": "reset-1"], json: ["email": "ada@example.com"])
+                #expect(asked.status == 202)
+            }
+            #expect(try await service.mails(to: "ada@example.com").count == 1)
+            let code = try await service.lastMail(to: "ada@example.com").code
+            let confirm: JSONValue = ["code": .string(code), "newPassword": "a new password"]
+            let reset = try await service.client.post("/v1/password-reset/confirm", headers: ["Idempotency-Key": "confirm-1"], json: confirm)
+            let retried = try await service.client.post("/v1/password-reset/confirm", headers: ["Idempotency-Key": "confirm-1"], json: confirm)
+            #expect(reset.status == 200)
+            #expect(retried.status == 200 && retried.bodyText == reset.bodyText, "\(retried.bodyText)")
+            #expect(try await service.eventCount("EmailCodeUsed") == 1)
+
+            let signedIn = try await service.signedIn(service.password("ada@example.com", "a new password"))
+            let change: JSONValue = ["email": "ada@new.example"]
+            for _ in 0..<2 {
+                let asked = try await service.client.post(
+                    "/v1/users/me/email", headers: ["Authorization": "Bearer \(signedIn.session.accessToken)", "Idempotency-Key": "change-1"],
+                    json: change)
+                #expect(asked.status == 202)
+            }
+            #expect(try await service.mails(to: "ada@new.example").count == 1)
+            let moved = try await service.lastMail(to: "ada@new.example").code
+            for _ in 0..<2 {
+                let confirmed = try await service.client.post(
+                    "/v1/email-verification/confirm", headers: ["Idempotency-Key": "moved-1"], json: ["code": moved])
+                #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+            }
+            #expect(try await service.me(signedIn.session.accessToken).bodyText.contains("ada@new.example"))
+        }
+    }
+
     @Test func anEmailChangeNeedsARecentSignInAndAValidAddress() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")

@@ -212,6 +212,44 @@ struct WebhookTests {
         await receiver.stop()
     }
 
+    /// A retried change (a lost answer, the same Idempotency-Key) gets the first answer: one subscription, one
+    /// rotation, and the secret the first answer showed. The same key with another body is refused.
+    @Test func aRetriedSubscriptionOrRotationWithItsKeyIsMadeOnce() async throws {
+        let receiver = try WebhookReceiver()
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            let body: JSONValue = ["url": .string(receiver.url.absoluteString), "events": ["user.created"]]
+            let headers: KeyValuePairs<String, String> = ["Authorization": "Bearer \(key)", "Idempotency-Key": "create-1"]
+            let first = try await service.client.post("/v1/admin/webhooks", headers: headers, json: body)
+            let retry = try await service.client.post("/v1/admin/webhooks", headers: headers, json: body)
+            #expect(first.status == 201)
+            #expect(retry.bodyText == first.bodyText)
+            #expect(retry.headers.values(for: "Idempotent-Replayed") == ["true"])
+            let other = try await service.client.post(
+                "/v1/admin/webhooks", headers: headers, json: ["url": .string(receiver.url.absoluteString + "other")] as JSONValue)
+            #expect(other.status == 422)
+            let count: Int = try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n")
+            #expect(count == 1)
+
+            guard case .object(let made) = try first.decodeJSON(JSONValue.self), case .object(let webhook)? = made["webhook"],
+                  case .string(let id)? = webhook["id"] else { throw HarnessError("no webhook in \(first.bodyText)") }
+            let rotation: KeyValuePairs<String, String> = ["Authorization": "Bearer \(key)", "Idempotency-Key": "rotate-1"]
+            let rotated = try await service.client.post("/v1/admin/webhooks/\(id)/rotate-secret", headers: rotation, body: [])
+            let rotatedAgain = try await service.client.post("/v1/admin/webhooks/\(id)/rotate-secret", headers: rotation, body: [])
+            #expect(rotated.status == 200)
+            #expect(rotatedAgain.bodyText == rotated.bodyText, "the retry shows the secret the rotation made, not a third one")
+            guard case .object(let answer) = try rotated.decodeJSON(JSONValue.self), case .string(let new)? = answer["secret"],
+                  case .object(let original) = try first.decodeJSON(JSONValue.self), case .string(let old)? = original["secret"]
+            else { throw HarnessError("no secrets in \(rotated.bodyText)") }
+            _ = try await signUp(service.client, "idem@example.com")
+            try await eventually("the event") { receiver.received.count == 1 }
+            let received = try #require(receiver.received.first)
+            #expect(received.headers["webhook-signature"]?.split(separator: " ").count == 2, "two secrets sign: the first and one rotation")
+            #expect(isSigned(received, by: [old]) && isSigned(received, by: [new]))
+        }
+        await receiver.stop()
+    }
+
     @Test func aRotatedSecretAndTheOldOneBothSignDuringTheOverlapAndErasedUsersCarryNoPersonalData() async throws {
         let receiver = try WebhookReceiver()
         try await DevService.run(settings: Self.allowLoopback) { service in

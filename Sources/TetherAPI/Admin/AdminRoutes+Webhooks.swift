@@ -92,16 +92,23 @@ extension AdminRoutes {
             AdminEvent.actionRequested(.init(userId: nil, action: "webhooks." + action, reason: request.pathParameters["id"], status: status))
         }
         let reads: Set<String> = ["list", "get", "deliveries"]
-        return try await audited(request, requires: .admin, failure: record, changesState: !reads.contains(action)) { _ in
-            _ = try AdminQuery(request, accepting: accepting)
-            var id = UUID.random()
-            if let text = request.pathParameters["id"] {
-                guard let parsed = UUID(text: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
-                id = parsed
+        let run = {
+            try await audited(request, requires: .admin, failure: record, changesState: !reads.contains(action)) { _ in
+                _ = try AdminQuery(request, accepting: accepting)
+                var id = UUID.random()
+                if let text = request.pathParameters["id"] {
+                    guard let parsed = UUID(text: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
+                    id = parsed
+                }
+                let response = try await body(id)
+                return (response, record(response.status))
             }
-            let response = try await body(id)
-            return (response, record(response.status))
         }
+        guard !reads.contains(action), request.headers["idempotency-key"] != nil else { return try await run() }
+        // A retried change gets its first answer (a new subscription's secret included, to the key that made it)
+        // instead of a second subscription or a second rotation; the key is checked first, as for the user actions.
+        let key = try await authenticate(request)
+        return try await IdempotentRequests(database: accounts.database).respond(to: request, principal: key.id) { try await run() }
     }
 
     private static var noSuchWebhook: Problem { .notFound(detail: "No webhook subscription has this id.") }

@@ -372,7 +372,7 @@ public struct AdminRoutes: Sendable {
     }
 
     /// The live admin key of `Authorization: Bearer`, or 401.
-    private func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
+    func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
         guard let (scheme, presented) = request.authorization else { throw AdminError.missingKey }
         guard scheme == "bearer", !presented.isEmpty,
               let key = try await keys.authenticate(presented, checkedByItsRecord: checkedByItsRecord) else {

@@ -31,40 +31,55 @@ extension V1Routes {
     }
 
     func registerEmail(on router: inout Router) {
+        // Each takes an Idempotency-Key like every other change: a retry after a lost answer gets the first one, and
+        // neither sends a second mail (which would withdraw the first's code) nor finds its code spent.
         router.post("/v1/password-reset") { request in
-            let body = try request.decodeJSON(EmailBody.self)
-            try await email.requestPasswordReset(email: body.email, emailRequest(request, nil, locale: body.locale))
-            return try Self.mailAccepted
+            try await idempotency.respond(to: request, principal: nil) {
+                let body = try request.decodeJSON(EmailBody.self)
+                try await email.requestPasswordReset(email: body.email, emailRequest(request, nil, locale: body.locale))
+                return try Self.mailAccepted
+            }
         }
         router.post("/v1/password-reset/confirm") { request in
-            let body = try request.decodeJSON(ResetBody.self)
-            let account = try await email.resetPassword(code: body.code, newPassword: body.newPassword, context: context(request, nil))
-            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            try await idempotency.respond(to: request, principal: nil) {
+                let body = try request.decodeJSON(ResetBody.self)
+                let account = try await email.resetPassword(code: body.code, newPassword: body.newPassword, context: context(request, nil))
+                return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            }
         }
         router.post("/v1/users/me/email-verification") { request in
             let claims = try await authenticate(request)
-            let body = request.body.isEmpty ? LocaleBody() : try request.decodeJSON(LocaleBody.self)
-            try await email.sendVerification(userId: claims.userId, emailRequest(request, claims.userId, locale: body.locale))
-            return try Self.mailAccepted
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+                let body = request.body.isEmpty ? LocaleBody() : try request.decodeJSON(LocaleBody.self)
+                try await email.sendVerification(userId: claims.userId, emailRequest(request, claims.userId, locale: body.locale))
+                return try Self.mailAccepted
+            }
         }
         router.post("/v1/email-verification/confirm") { request in
-            let body = try request.decodeJSON(CodeBody.self)
-            let caller = request.headers["authorization"] == nil ? nil : try await authenticate(request).userId
-            let account = try await email.confirm(
-                code: body.code, purposes: [.verifyEmail, .changeEmail], caller: caller, emailRequest(request, caller, locale: nil))
-            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            let caller = request.headers["authorization"] == nil ? nil : try await authenticate(request)
+            return try await idempotency.respond(to: request, principal: caller?.sessionId) {
+                let body = try request.decodeJSON(CodeBody.self)
+                let account = try await email.confirm(
+                    code: body.code, purposes: [.verifyEmail, .changeEmail], caller: caller?.userId,
+                    emailRequest(request, caller?.userId, locale: nil))
+                return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            }
         }
         router.post("/v1/users/me/email") { request in
             let claims = try await authenticate(request)
-            let body = try request.decodeJSON(EmailBody.self)
-            try await email.requestEmailChange(
-                userId: claims.userId, to: body.email, authTime: claims.authTime, emailRequest(request, claims.userId, locale: body.locale))
-            return try Self.mailAccepted
+            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+                let body = try request.decodeJSON(EmailBody.self)
+                try await email.requestEmailChange(
+                    userId: claims.userId, to: body.email, authTime: claims.authTime, emailRequest(request, claims.userId, locale: body.locale))
+                return try Self.mailAccepted
+            }
         }
         router.post("/v1/email-change/undo") { request in
-            let body = try request.decodeJSON(CodeBody.self)
-            let account = try await email.confirm(code: body.code, purposes: [.undoEmailChange], emailRequest(request, nil, locale: nil))
-            return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            try await idempotency.respond(to: request, principal: nil) {
+                let body = try request.decodeJSON(CodeBody.self)
+                let account = try await email.confirm(code: body.code, purposes: [.undoEmailChange], emailRequest(request, nil, locale: nil))
+                return HTTPResponse.json(UserAnswer(user: UserBody(account)))
+            }
         }
     }
 
