@@ -37,6 +37,7 @@ struct ActionPagesTests {
             let signUp = try await service.client.post("/v1/sign-up", json: ["email": "ada@example.com", "password": "first password"])
             let ada = try signUp.decodeJSON(SignedIn.self)
             let bearer: KeyValuePairs<String, String> = ["Authorization": "Bearer \(ada.session.accessToken)"]
+            try await service.verifyEmail("ada@example.com", accessToken: ada.session.accessToken)
             #expect(try await service.client.post("/v1/users/me/email", headers: bearer, json: ["email": "mallory@example.com"]).status == 202)
             let change = try await service.lastMail(to: "mallory@example.com")
             let moved = try await service.client.post(

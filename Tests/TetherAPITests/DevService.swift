@@ -257,6 +257,14 @@ struct DevService: Sendable {
         return mail
     }
 
+    /// Proves the address of the user `accessToken` is a session of, through the mail a verification sends it.
+    func verifyEmail(_ address: String, accessToken: String) async throws {
+        let asked = try await client.post("/v1/users/me/email-verification", headers: ["Authorization": "Bearer \(accessToken)"], body: [])
+        guard asked.status == 202 else { throw HarnessError("verification answered \(asked.status): \(asked.bodyText)") }
+        let confirmed = try await client.post("/v1/email-verification/confirm", json: ["code": try await lastMail(to: address).code])
+        guard confirmed.status == 200 else { throw HarnessError("confirmation answered \(confirmed.status): \(confirmed.bodyText)") }
+    }
+
     /// The URL a DPoP proof names for `path` on this service.
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 }

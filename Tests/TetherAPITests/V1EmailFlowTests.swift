@@ -230,6 +230,7 @@ struct V1EmailFlowTests {
     @Test func anEmailChangeMovesTheAccountAndTheOldAddressCanUndoIt() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")
+            try await service.verifyEmail("ada@example.com", accessToken: ada.session.accessToken)
             _ = try await signUp(service, "taken@example.com")
             let taken = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "taken@example.com"])
             #expect(taken.status == 409)
@@ -264,10 +265,32 @@ struct V1EmailFlowTests {
             #expect(undone.status == 200)
             let back = try #require(try undone.decodeJSON([String: SignedIn.User].self)["user"])
             #expect(back.email == "ada@example.com")
-            #expect(back.emailVerified == false, "the old address comes back as it was")
+            #expect(back.emailVerified, "the old address comes back as it was: proved")
             #expect(try await service.me(ada.session.accessToken).status == 401, "an undo signs everyone out")
             #expect(try await service.signIn(service.password("ada@example.com", "first password")).status == 200)
             #expect(try await service.client.post("/v1/email-change/undo", json: ["code": notice.code]).status == 401)
+        }
+    }
+
+    /// The holder of a mistyped address gets no hold on the account: a newer change withdraws the one before
+    /// it, and an address nobody proved gets no notice of a change away from it, nor a way to undo it.
+    @Test func onlyTheNewestChangeWorksAndAnUnprovedOldAddressCannotUndoIt() async throws {
+        try await DevService.run { service in
+            let tess = try await signUp(service, "tess@gmial.example")
+            for address in ["tess-typo@exmaple.com", "tess@gmail.example"] {
+                #expect(try await service.client.post("/v1/users/me/email", headers: bearer(tess), json: ["email": address]).status == 202)
+            }
+            let typo = try await service.client.post(
+                "/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "tess-typo@exmaple.com").code])
+            #expect(typo.status == 401)
+            #expect(typo.bodyText.contains("replaced by a newer one"), "\(typo.bodyText)")
+            let moved = try await service.client.post(
+                "/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "tess@gmail.example").code])
+            #expect(moved.status == 200)
+            #expect(try moved.decodeJSON([String: SignedIn.User].self)["user"]?.email == "tess@gmail.example")
+            // The address she signed up with was never proved: it hears nothing, and holds no undo.
+            #expect(try await service.mails(to: "tess@gmial.example").isEmpty)
+            #expect(try await service.me(tess.session.accessToken).status == 200, "the change signs no one out on /v1")
         }
     }
 
@@ -457,6 +480,7 @@ struct V1EmailFlowTests {
     @Test func anUndoWithdrawsEveryOtherPendingChangeAndAResetVoidsChangesAskedBeforeIt() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")
+            try await service.verifyEmail("ada@example.com", accessToken: ada.session.accessToken)
             // An intruder with a fresh session moves the account twice: ada@ gets the first undo, the intruder the second.
             for address in ["intruder1@example.com", "intruder2@example.com"] {
                 #expect(try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": address]).status == 202)

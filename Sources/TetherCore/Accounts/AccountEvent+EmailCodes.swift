@@ -132,7 +132,9 @@ extension UserAccount {
             break
         }
         // Only the newest reset link works, as Parse keeps one reset token: an older mail that leaked cannot reset.
-        let superseded = purpose == .passwordReset ? withdrawing([.passwordReset]) : []
+        // Only the newest change works too: the address the user corrected a typo to, never the mistyped one
+        // (whose holder would otherwise take the account by confirming it).
+        let superseded = purpose == .passwordReset || purpose == .changeEmail ? withdrawing([purpose]) : []
         return superseded + [.emailCodeIssued(.init(
             codeId: codeId, purpose: purpose, email: email, codeHash: codeHash, expiresAt: expiresAt, restoresVerified: restoresVerified))]
     }
@@ -204,7 +206,10 @@ extension UserAccount {
     }
 
     /// A verification, email-change or undo code does what it was made for.
-    public func confirmEmail(with code: EmailCode, now: Date) throws(AccountError) -> [AccountEvent] {
+    ///
+    /// - Parameter endingSessionsOnChange: a change ends every session (Firebase's `validSince` moves with a
+    ///   confirmed `verifyBeforeUpdateEmail`); `/v1` leaves its sessions be.
+    public func confirmEmail(with code: EmailCode, now: Date, endingSessionsOnChange: Bool = false) throws(AccountError) -> [AccountEvent] {
         let used = AccountEvent.emailCodeUsed(.init(codeId: code.id, purpose: code.purpose))
         guard let bound = code.email else { throw .invalidCode(AccountError.unknownEmailCodeDetail) }
         switch code.purpose {
@@ -212,7 +217,8 @@ extension UserAccount {
             return [used] + (isEmailVerified ? [] : [.emailVerified(.init(provider: "email", personal: PersonalData(email: bound)))])
         case .changeEmail:
             // Other pending changes would move the account again: they are withdrawn.
-            return [used] + withdrawing([.changeEmail], except: code.id) + (try changeEmail(to: bound, verified: true))
+            let changed = [used] + withdrawing([.changeEmail], except: code.id) + (try changeEmail(to: bound, verified: true))
+            return endingSessionsOnChange ? changed + revoking(now: now, reason: "revoked", after: changed) : changed
         case .undoEmailChange:
             // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
             // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn.

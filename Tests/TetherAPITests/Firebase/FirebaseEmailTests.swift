@@ -3,6 +3,7 @@ import Testing
 import TetherAPI
 import TetherCore
 import TetherJOSE
+import TetherHTTP
 import TetherTesting
 
 /// The Identity Toolkit's email actions (WIRE-FACTS §3a–c) end to end through the dev outbox.
@@ -101,6 +102,41 @@ struct FirebaseEmailTests {
             #expect(recover.link.contains("mode=recoverEmail"))
             let recovered = try await firebase.call("accounts:update", .object(["oobCode": .string(recover.code)]))
             #expect(recovered.string("email") == "bea@example.com")
+        }
+    }
+
+    /// A confirmed `verifyBeforeUpdateEmail` voids every earlier token, as Firebase's moves `validSince`: whether
+    /// the code comes back through `accounts:update` or through the link of its mail.
+    @Test func aConfirmedEmailChangeVoidsEarlierTokens() async throws {
+        try await FirebaseApp.run { firebase in
+            for (index, throughTheLink) in [false, true].enumerated() {
+                let address = "dee\(index)@example.com", newAddress = "dee\(index)@new.example"
+                let first = try await signUp(firebase, address)
+                let idToken = try #require(first.string("idToken")), refreshToken = try #require(first.string("refreshToken"))
+                let other = try await signIn(firebase, address, "first password")
+                let otherRefresh = try #require(other.string("refreshToken"))
+                let asked = try await firebase.call("accounts:sendOobCode", .object([
+                    "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(idToken), "newEmail": .string(newAddress),
+                ]))
+                #expect(asked.status == 200, "\(asked.text)")
+                let mail = try await firebase.app.lastMail(to: newAddress)
+                if throughTheLink {
+                    let query = try #require(mail.link.split(separator: "?", maxSplits: 1).last)
+                    let mode = HTTPRequest.formFields(String(query)).first { $0.0 == "mode" }?.1
+                    #expect(mode == "verifyAndChangeEmail")
+                    let page = try await firebase.app.client.post(
+                        "/actions/verify-email", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                        body: Array("code=\(mail.code)&mode=verifyAndChangeEmail".utf8))
+                    #expect(page.status == 200)
+                } else {
+                    #expect(try await firebase.call("accounts:update", .object(["oobCode": .string(mail.code)])).string("email") == newAddress)
+                }
+                #expect(try await firebase.call("accounts:lookup", .object(["idToken": .string(idToken)])).errorMessage == "TOKEN_EXPIRED")
+                for token in [refreshToken, otherRefresh] {
+                    #expect(try await firebase.refresh(token).errorMessage == "TOKEN_EXPIRED")
+                }
+                #expect(try await signIn(firebase, newAddress, "first password").status == 200)
+            }
         }
     }
 
