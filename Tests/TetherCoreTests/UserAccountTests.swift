@@ -126,6 +126,22 @@ struct UserAccountTests {
         #expect(account(asked + reset, id: id).signInMethods == ["custom", "password"])
     }
 
+    /// A user made with identities (an import) holds one of each provider, as linking keeps it: a second of a
+    /// provider is refused before anything is written.
+    @Test func aUserIsMadeWithOneIdentityOfEachProvider() throws {
+        var profile = NewUserProfile(email: "imp@example.com", customUID: "imp")
+        profile.identities = [
+            ExternalIdentity(provider: "google", uid: "g1", email: nil, isEmailVerified: false),
+            ExternalIdentity(provider: "apple", uid: "a1", email: nil, isEmailVerified: false),
+        ]
+        let made = try UserAccount.create(id: UUID(), profile: profile)
+        #expect(made.filter { if case .identityLinked = $0 { true } else { false } }.count == 3)
+        profile.identities.append(ExternalIdentity(provider: "google", uid: "g2", email: nil, isEmailVerified: false))
+        #expect(throws: AccountError.self) { try UserAccount.create(id: UUID(), profile: profile) }
+        profile.identities = [ExternalIdentity(provider: "custom", uid: "other", email: nil, isEmailVerified: false)]
+        #expect(throws: AccountError.self) { try UserAccount.create(id: UUID(), profile: profile) }
+    }
+
     @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
         let id = UUID()
         let first = session("h0")

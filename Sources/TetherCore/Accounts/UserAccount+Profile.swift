@@ -53,7 +53,13 @@ extension UserAccount {
     /// A user made by an admin, who may have no way to sign in yet (Firebase allows that).
     public static func create(id: UUID, profile: NewUserProfile) throws(AccountError) -> [AccountEvent] {
         try checkProfile(displayName: profile.displayName, photoURL: profile.photoURL)
+        // One identity of each provider, as linking keeps it (an import naming two Google accounts for one user, say).
+        var providers: Set<String> = profile.customUID == nil ? [] : [customProvider]
+        if profile.passwordHash != nil { providers.insert("password") }
         for identity in profile.identities {
+            guard providers.insert(identity.provider).inserted else {
+                throw .invalidRequest("A user holds one identity of each provider; \(identity.provider) is named twice.")
+            }
             if let oversized = ExternalIdentity.oversizedMember(uid: identity.uid, email: identity.email, names: [identity.displayName]) {
                 throw .invalidRequest(oversized)
             }

@@ -306,6 +306,34 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// A user of an import naming two identities of one provider is that user's error, not a server fault that
+    /// stops the batch halfway (firebase-admin retries a 500 and then cannot tell what was imported).
+    @Test func anImportedUserWithTwoIdentitiesOfAProviderIsAnErrorOfTheirOwn() async throws {
+        try await FirebaseApp.run { firebase in
+            let users: JSONValue = .array([
+                .object(["localId": "impA", "email": "impa@example.com"]),
+                .object(["localId": "impB", "email": "impb@example.com", "providerUserInfo": .array([
+                    .object(["providerId": "google.com", "rawId": "g1"]), .object(["providerId": "google.com", "rawId": "g2"]),
+                ])]),
+                .object(["localId": "impC", "email": "impc@example.com"]),
+            ])
+            let imported = try await firebase.admin("accounts:batchCreate", .object(["users": users]))
+            #expect(imported.status == 200, "\(imported.text)")
+            guard case .array(let errors)? = imported.body["error"], errors.count == 1, case .object(let error) = errors[0] else {
+                Issue.record("expected one error: \(imported.text)")
+                return
+            }
+            #expect(error["index"] == .int(1))
+            #expect(error["message"]?.string?.hasPrefix("INVALID_ARGUMENT") == true, "\(imported.text)")
+            let found = try await firebase.admin("accounts:lookup", .object(["localId": ["impA", "impB", "impC"]]))
+            guard case .array(let accounts)? = found.body["users"] else {
+                Issue.record("no users: \(found.text)")
+                return
+            }
+            #expect(Set(accounts.compactMap { $0["localId"]?.string }) == ["impA", "impC"])
+        }
+    }
+
     @Test func overlongProfileMembersAreRefusedNotAServerFault() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "long@example.com", "password": "long password 1"]))
