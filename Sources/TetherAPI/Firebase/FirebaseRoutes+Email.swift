@@ -161,21 +161,26 @@ extension FirebaseRoutes {
             throw FirebaseError("NOT_FOUND", "Not Found", status: 404)
         }
         var users: [UUID: UserAccount] = [:]
-        var pending: [DevMailOutbox.Entry] = []
+        var pending: [(mail: DevMailOutbox.Entry, user: UserAccount)] = []
         for mail in outbox.mails() {
             guard let userId = EmailCodeFormat.userId(of: mail.code) else { continue }
             if users[userId] == nil { users[userId] = try await accounts.read(userId) }
             let hash = EmailCodeFormat.hash(mail.code)
-            if let code = users[userId]?.emailCodes.values.first(where: { $0.codeHash == hash }), !code.isSpent, code.expiresAt > Date() {
-                pending.append(mail)
+            if let user = users[userId], let code = user.emailCodes.values.first(where: { $0.codeHash == hash }), !code.isSpent,
+               code.expiresAt > Date() {
+                pending.append((mail, user))
             }
         }
-        let entries: [JSONValue] = pending.map { mail in
+        let entries: [JSONValue] = pending.map { mail, user in
             var entry: [String: JSONValue] = [
                 "email": .string(mail.to), "requestType": .string(Self.requestType(mail.template.purpose)),
                 "oobCode": .string(mail.code), "oobLink": .string(mail.link),
             ]
-            if mail.template == .changeEmail { entry["newEmail"] = .string(mail.to) }
+            // As the emulator lists a change: under the user's address, with the one it moves to beside it.
+            if mail.template == .changeEmail {
+                entry["newEmail"] = .string(mail.to)
+                if let current = user.email { entry["email"] = .string(current) }
+            }
             return .object(entry)
         }
         return .object(["oobCodes": .array(entries)])

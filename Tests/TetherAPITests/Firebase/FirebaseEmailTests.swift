@@ -89,6 +89,12 @@ struct FirebaseEmailTests {
             ]))
             #expect(change.string("newEmail") == "bea@new.example")
             let changeCode = try await firebase.app.lastMail(to: "bea@new.example").code
+            // The dev list shows a change under the user's address, the new one beside it, as the emulator does.
+            let listed = try await firebase.app.client.get("/emulator/v1/projects/\(FirebaseApp.projectID)/oobCodes")
+            let listedChange = try listed.decodeJSON([String: [[String: String]]].self)["oobCodes"]?.first { $0["oobCode"] == changeCode }
+            #expect(listedChange?["email"] == "bea@example.com")
+            #expect(listedChange?["newEmail"] == "bea@new.example")
+            #expect(listedChange?["requestType"] == "VERIFY_AND_CHANGE_EMAIL")
             let inspected = try await firebase.call("accounts:resetPassword", .object(["oobCode": .string(changeCode)]))
             #expect(inspected.string("requestType") == "VERIFY_AND_CHANGE_EMAIL")
             #expect(inspected.string("email") == "bea@example.com")
