@@ -249,10 +249,16 @@ public struct FirebaseRoutes: Sendable {
         _ account: UserAccount, session: NewSession, refreshToken: String, signInProvider: String
     ) async throws -> [String: JSONValue] {
         let idToken = try await idTokens.issue(
-            account, localId: Self.localId(of: account), sessionId: session.id, authTime: session.authTime ?? Date(),
+            account, localId: Self.localId(of: account), sessionId: session.id, authTime: Self.authTime(of: session, in: account),
             signInProvider: signInProvider, secondFactor: Self.secondFactor(amr: session.amr), secondFactorId: session.secondFactorId,
             developerClaims: session.developerClaims)
         return ["idToken": .string(idToken), "refreshToken": .string(refreshToken), "expiresIn": "3600", "localId": .string(Self.localId(of: account))]
+    }
+
+    /// The `auth_time` of a new session's first ID token: the sign-in time the session keeps, which every refresh
+    /// repeats, not the later moment the token is made.
+    static func authTime(of session: NewSession, in account: UserAccount) -> Date {
+        session.authTime ?? account.sessions[session.id]?.authTime ?? Date()
     }
 
     /// A session to open on this surface, and its refresh token.
