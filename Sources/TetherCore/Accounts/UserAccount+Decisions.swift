@@ -76,6 +76,7 @@ extension UserAccount {
     ///
     /// A user with a confirmed second factor gets a challenge (named by the session's id)
     /// instead of a session: the sign-in completes in ``verifyChallenge(_:factor:check:session:now:)``.
+    /// A developer's custom token (`custom`) is the exception.
     public func signIn(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
@@ -84,7 +85,9 @@ extension UserAccount {
         if let verified = identity.verifiedPasswordHash, !ConstantTimeText.isEqual(verified, passwordHash ?? "") {
             throw .invalidCredential
         }
-        if mfa.isRequired {
+        // A developer's custom token vouches for the whole sign-in: their backend authenticated the person, as
+        // Firebase takes it (it asks no second factor there, and no SDK could finish a challenge begun there).
+        if mfa.isRequired, identity.provider != Self.customProvider {
             return [.mfaChallengeIssued(.init(
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
                 expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]

@@ -84,6 +84,37 @@ struct FirebaseHardeningTests {
 
     /// A client's password change voids the tokens issued before it for every backend: `validSince` moves, so
     /// firebase-admin's `check_revoked` (an ID token's `iat` before it) refuses the old ID token and takes the new.
+    /// A custom token signs in a user who has a second factor, as Firebase does: the developer's backend vouched
+    /// for the person, and no SDK can finish a challenge begun by `signInWithCustomToken`. Other ways in still ask.
+    @Test func aCustomTokenSignsInAUserWithASecondFactor() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
+            let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
+            let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
+            let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+            let key = try PrivateKey(pem: try #require(document["private_key"]))
+            let keyID = try #require(document["private_key_id"])
+            let apple = try await firebase.app.apple("apple-mfa-custom", email: "mfa@privaterelay.appleid.com")
+            let v1 = try await firebase.app.signedIn(apple)
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(v1.session.accessToken)"]
+            struct Enrolment: Decodable { var factorId: String; var secret: String }
+            let enrolment = try await firebase.app.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+            let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+            let confirmed = try await firebase.app.client.post(
+                "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
+            #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+            #expect(try await firebase.app.signIn(try await firebase.app.apple("apple-mfa-custom")).status == 401, "Apple still asks")
+
+            let custom = try await firebase.call("accounts:signInWithCustomToken", .object([
+                "token": .string(try customToken(uid: v1.user.id, key: key, keyID: keyID, email: email)),
+            ]))
+            #expect(custom.status == 200, "\(custom.text)")
+            #expect(custom.body["mfaPendingCredential"] == nil)
+            #expect(custom.string("idToken") != nil && custom.string("refreshToken") != nil)
+            #expect(custom.idTokenClaims["user_id"] == .string(v1.user.id))
+            #expect(try await firebase.refresh(try #require(custom.string("refreshToken"))).status == 200)
+        }
+    }
+
     @Test func aClientsPasswordChangeMovesValidSince() async throws {
         try await FirebaseApp.run { firebase in
             let signedUp = try await firebase.call("accounts:signUp", .object([
