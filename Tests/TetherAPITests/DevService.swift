@@ -265,6 +265,20 @@ struct DevService: Sendable {
         guard confirmed.status == 200 else { throw HarnessError("confirmation answered \(confirmed.status): \(confirmed.bodyText)") }
     }
 
+    /// Enrols and confirms a TOTP factor through `/v1` for the user `accessToken` is a session of; answers its id
+    /// and its code generator.
+    @discardableResult
+    func enrolTOTP(accessToken: String) async throws -> (factorId: String, totp: TOTP) {
+        struct Enrolment: Decodable { var factorId: String; var secret: String }
+        let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(accessToken)"]
+        let enrolment = try await client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+        let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
+        let confirmed = try await client.post(
+            "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
+        guard confirmed.status == 200 else { throw HarnessError("confirming a TOTP factor answered \(confirmed.status): \(confirmed.bodyText)") }
+        return (enrolment.factorId, totp)
+    }
+
     /// The URL a DPoP proof names for `path` on this service.
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 }

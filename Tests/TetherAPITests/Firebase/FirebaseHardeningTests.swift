@@ -21,13 +21,17 @@ struct FirebaseHardeningTests {
         return try JWTSigner(key: jwk).sign(claims: payload, type: "JWT")
     }
 
+    /// A new service account of the project: the store, its email, and the private key and key id it signs with.
+    private func serviceAccount(_ firebase: FirebaseApp) async throws -> (FirebaseServiceAccounts, String, PrivateKey, String) {
+        let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
+        let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
+        let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
+        return (accounts, email, try PrivateKey(pem: try #require(document["private_key"])), try #require(document["private_key_id"]))
+    }
+
     @Test func aRevokedServiceAccountsTokensAreRefusedAndAnUppercaseIdIsNotTheUser() async throws {
         try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
-            let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
-            let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
-            let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
-            let key = try PrivateKey(pem: try #require(document["private_key"]))
-            let keyID = try #require(document["private_key_id"])
+            let (accounts, email, key, keyID) = try await serviceAccount(firebase)
 
             let first = try await firebase.call("accounts:signInWithCustomToken", .object([
                 "token": .string(try customToken(uid: "svc-user", claims: ["email": "forged@example.com", "tier": "gold"], key: key, keyID: keyID, email: email)),
@@ -88,20 +92,10 @@ struct FirebaseHardeningTests {
     /// for the person, and no SDK can finish a challenge begun by `signInWithCustomToken`. Other ways in still ask.
     @Test func aCustomTokenSignsInAUserWithASecondFactor() async throws {
         try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
-            let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
-            let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
-            let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
-            let key = try PrivateKey(pem: try #require(document["private_key"]))
-            let keyID = try #require(document["private_key_id"])
+            let (_, email, key, keyID) = try await serviceAccount(firebase)
             let apple = try await firebase.app.apple("apple-mfa-custom", email: "mfa@privaterelay.appleid.com")
             let v1 = try await firebase.app.signedIn(apple)
-            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(v1.session.accessToken)"]
-            struct Enrolment: Decodable { var factorId: String; var secret: String }
-            let enrolment = try await firebase.app.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
-            let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
-            let confirmed = try await firebase.app.client.post(
-                "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
-            #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+            try await firebase.app.enrolTOTP(accessToken: v1.session.accessToken)
             #expect(try await firebase.app.signIn(try await firebase.app.apple("apple-mfa-custom")).status == 401, "Apple still asks")
 
             let custom = try await firebase.call("accounts:signInWithCustomToken", .object([

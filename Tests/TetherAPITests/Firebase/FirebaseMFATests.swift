@@ -54,12 +54,7 @@ struct FirebaseMFATests {
             let v1 = try await firebase.app.signIn(firebase.app.password("cap@example.com", "cap's password")).decodeJSON(SignedIn.self)
             let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(v1.session.accessToken)"]
             for _ in 0..<UserAccount.maxFactors {
-                struct Enrolment: Decodable { var factorId: String; var secret: String }
-                let enrolment = try await firebase.app.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
-                let totp = try TOTP(secret: try Base32.decode(enrolment.secret))
-                let confirmed = try await firebase.app.client.post(
-                    "/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": enrolment.factorId, "code": totp.code(at: Date())])
-                #expect(confirmed.status == 200, "\(confirmed.bodyText)")
+                try await firebase.app.enrolTOTP(accessToken: v1.session.accessToken)
             }
             let eleventh = try await v2(firebase, "mfaEnrollment:start", .object(["idToken": .string(idToken), "totpEnrollmentInfo": .object([:])]))
             #expect(eleventh.status == 400 && eleventh.errorMessage == "SECOND_FACTOR_LIMIT_EXCEEDED", "\(eleventh.text)")
