@@ -63,8 +63,8 @@ public struct TetherConfiguration: Sendable {
     public var parseAppID: String?
     /// `TETHER_PARSE_CLIENT_KEY`: when set, `X-Parse-Client-Key` or `X-Parse-REST-API-Key` must match it.
     public var parseClientKey: String?
-    /// `TETHER_PUBLIC_URL`: the base of links Tether hands out (Parse `Location` headers) and of the URL a
-    /// DPoP proof names; nil takes the request's own `Host`.
+    /// `TETHER_PUBLIC_URL`: the base of links Tether hands out (Parse `Location` headers) and of a URL a
+    /// DPoP proof may name beside the request's `Host`; nil takes the request's own `Host`.
     public var publicURL: URL?
     /// `TETHER_FIREBASE_PROJECT_ID`; nil turns the Firebase surface off.
     public var firebaseProjectID: String?
@@ -146,7 +146,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id; turns on the Parse surface at /parse"),
         ("TETHER_PARSE_CLIENT_KEY", "none (not checked)", "when set, X-Parse-Client-Key / X-Parse-REST-API-Key must match"),
         ("TETHER_PUBLIC_URL", "none (tether dev: the request's Host)",
-         "base URL of links Tether hands out: mails' links, Parse Location headers; the URL DPoP proofs name; required with TETHER_MAIL_WEBHOOK_URL"),
+         "base URL of links Tether hands out: mails' links, Parse Location headers; a URL DPoP proofs may name; required with TETHER_MAIL_WEBHOOK_URL"),
         ("TETHER_ANONYMOUS_USERS", "on", "off refuses the anonymous provider on every surface"),
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
         ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),

@@ -102,6 +102,7 @@ public final class TetherService: Sendable {
             commands: commands,
             issuer: AccessTokenIssuer(keys: signingKeys), verifier: AccessTokenVerifier(keys: signingKeys),
             // Behind a proxy that forwards its own Host, the URL a client signs is the configured public one.
+            // The request's Host is accepted too, as before: a server may answer under more names than its links'.
             dpop: DPoPBinding(
                 replayStore: PostgresDPoPReplayStore(client: database),
                 configuration: .init(publicOrigin: configuration.publicURL?.absoluteString)),

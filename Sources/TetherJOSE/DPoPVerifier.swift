@@ -54,12 +54,19 @@ public struct DPoPVerifier: Sendable {
     }
 
     /// Verifies `proof` for a request with `method` to `url`.
+    public func verify(_ proof: String, method: String, url: String, accessToken: String? = nil,
+                       expectedThumbprint: String? = nil, acceptedNonces: Set<String>? = nil) async throws -> Proof {
+        try await verify(proof, method: method, urls: [url], accessToken: accessToken, expectedThumbprint: expectedThumbprint,
+                         acceptedNonces: acceptedNonces)
+    }
+
+    /// Verifies `proof` for a request with `method` to any of `urls` (the names one server answers under).
     ///
     /// - Parameters:
     ///   - accessToken: the DPoP-bound access token sent with the request, if any; its hash must be in `ath`.
     ///   - expectedThumbprint: the `cnf.jkt` the token or session is bound to, if any.
     ///   - acceptedNonces: the server nonces currently valid, or nil when the server does not use nonces.
-    public func verify(_ proof: String, method: String, url: String, accessToken: String? = nil,
+    public func verify(_ proof: String, method: String, urls: [String], accessToken: String? = nil,
                        expectedThumbprint: String? = nil, acceptedNonces: Set<String>? = nil) async throws -> Proof {
         let jws = try CompactJWS(parsing: proof, policy: JOSEHeader.Policy(allowsEmbeddedJWK: true),
                                  maximumLength: configuration.maximumProofLength)
@@ -81,8 +88,11 @@ public struct DPoPVerifier: Sendable {
         let jti = claims.jwtID!
         guard !jti.isEmpty, jti.utf8.count <= 256 else { throw JOSEError.malformed.with(detail: "jti length") }
         guard claims["htm"]?.stringValue == method else { throw JOSEError.method }
-        guard let expectedURI = TargetURI.normalized(url) else { throw JOSEError.url.with(detail: "request URL is not absolute http(s)") }
-        guard TargetURI.normalized(claims["htu"]!.stringValue!) == expectedURI else { throw JOSEError.url }
+        let expectedURIs = urls.compactMap(TargetURI.normalized)
+        guard expectedURIs.count == urls.count, !urls.isEmpty else {
+            throw JOSEError.url.with(detail: "request URL is not absolute http(s)")
+        }
+        guard let claimed = TargetURI.normalized(claims["htu"]!.stringValue!), expectedURIs.contains(claimed) else { throw JOSEError.url }
         let now = clock.now()
         try ClaimRules(leeway: configuration.leeway, maximumAge: configuration.maximumAge, requiredClaims: ["iat"])
             .check(claims, now: now)

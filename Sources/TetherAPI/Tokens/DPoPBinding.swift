@@ -13,11 +13,11 @@ import TetherJOSE
 public struct DPoPBinding: Sendable {
     /// How the URL a client addressed is reconstructed.
     public struct Configuration: Sendable {
-        /// Scheme and authority clients use (`https://id.example.com`), fixed by configuration.
+        /// The base URL clients use (`https://id.example.com`, `TETHER_PUBLIC_URL`), a path included.
         ///
-        /// When nil, the URL is built from the `Host` header: `http` for a
-        /// loopback host (`tether dev`, tests) and `https` otherwise, as
-        /// production sits behind a TLS terminator.
+        /// A proof may name it, or the URL built from the `Host` header: `http` for a loopback host
+        /// (`tether dev`, tests) and `https` otherwise, as production sits behind a TLS terminator. A
+        /// proxy that forwards its own `Host` (nginx's default `proxy_pass`) leaves only the first.
         public var publicOrigin: String?
 
         /// Builds URLs from `Host` unless `publicOrigin` is given.
@@ -55,9 +55,9 @@ public struct DPoPBinding: Sendable {
             throw TokenError.invalidDPoPProof.with(
                 detail: proofs.isEmpty ? "The request has no DPoP proof." : "The request has more than one DPoP proof.")
         }
-        let url = try externalURL(of: request)
+        let urls = try externalURLs(of: request)
         do {
-            return try await verifier.verify(proof, method: request.method, url: url, accessToken: accessToken,
+            return try await verifier.verify(proof, method: request.method, urls: urls, accessToken: accessToken,
                                              expectedThumbprint: boundThumbprint).thumbprint
         } catch let error as JOSEError {
             switch error {
@@ -68,18 +68,16 @@ public struct DPoPBinding: Sendable {
         }
     }
 
-    /// The URL the client addressed: the configured origin, or scheme and `Host`, followed by the raw path.
-    public func externalURL(of request: HTTPRequest) throws(TokenError) -> String {
-        let origin: String
-        if let publicOrigin = configuration.publicOrigin {
-            origin = publicOrigin
-        } else {
-            guard let host = request.headers["Host"], Self.isPlausibleHost(host) else {
-                throw TokenError.invalidDPoPProof.with(detail: "The request has no usable Host header.")
-            }
-            origin = (Self.isLoopback(host) ? "http://" : "https://") + host
+    /// The URLs the client may have addressed, each followed by the raw path: the configured origin's, then
+    /// the one of scheme and `Host` (when the request has a usable one).
+    public func externalURLs(of request: HTTPRequest) throws(TokenError) -> [String] {
+        let path = Self.rawPath(of: request.target)
+        var urls = configuration.publicOrigin.map { [$0 + path] } ?? []
+        if let host = request.headers["Host"], Self.isPlausibleHost(host) {
+            urls.append((Self.isLoopback(host) ? "http://" : "https://") + host + path)
         }
-        return origin + Self.rawPath(of: request.target)
+        guard !urls.isEmpty else { throw TokenError.invalidDPoPProof.with(detail: "The request has no usable Host header.") }
+        return urls
     }
 
     /// Whether a proof's key is the one a session is bound to, compared in constant time.

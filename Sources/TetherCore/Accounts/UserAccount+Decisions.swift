@@ -76,7 +76,6 @@ extension UserAccount {
     ///
     /// A user with a confirmed second factor gets a challenge (named by the session's id)
     /// instead of a session: the sign-in completes in ``verifyChallenge(_:factor:check:session:now:)``.
-    /// A developer's custom token (`custom`) is the exception.
     public func signIn(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
@@ -85,9 +84,9 @@ extension UserAccount {
         if let verified = identity.verifiedPasswordHash, !ConstantTimeText.isEqual(verified, passwordHash ?? "") {
             throw .invalidCredential
         }
-        // A developer's custom token vouches for the whole sign-in: their backend authenticated the person, as
-        // Firebase takes it (it asks no second factor there, and no SDK could finish a challenge begun there).
-        if mfa.isRequired, identity.provider != Self.customProvider {
+        // Every way in asks, a developer's custom token too (where Firebase asks nothing): a leaked service
+        // account key must not pass a second factor, and a custom identity is linked to any user its uid names.
+        if mfa.isRequired {
             return [.mfaChallengeIssued(.init(
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
                 expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]

@@ -86,29 +86,24 @@ struct FirebaseHardeningTests {
         return (userId, stale)
     }
 
-    /// A client's password change voids the tokens issued before it for every backend: `validSince` moves, so
-    /// firebase-admin's `check_revoked` (an ID token's `iat` before it) refuses the old ID token and takes the new.
-    /// A custom token signs in a user who has a second factor, as Firebase does: the developer's backend vouched
-    /// for the person, and no SDK can finish a challenge begun by `signInWithCustomToken`. Other ways in still ask.
-    @Test func aCustomTokenSignsInAUserWithASecondFactor() async throws {
+    /// A custom token of a user who has a second factor gets a challenge, as every way in does (Firebase asks
+    /// none there): a leaked service-account key must not pass the factor of a user it can name.
+    @Test func aCustomTokenOfAUserWithASecondFactorGetsAChallenge() async throws {
         try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
             let (_, email, key, keyID) = try await serviceAccount(firebase)
-            let apple = try await firebase.app.apple("apple-mfa-custom", email: "mfa@privaterelay.appleid.com")
-            let v1 = try await firebase.app.signedIn(apple)
+            let v1 = try await firebase.app.signedIn(try await firebase.app.apple("apple-mfa-custom", email: "mfa@privaterelay.appleid.com"))
             try await firebase.app.enrolTOTP(accessToken: v1.session.accessToken)
-            #expect(try await firebase.app.signIn(try await firebase.app.apple("apple-mfa-custom")).status == 401, "Apple still asks")
-
             let custom = try await firebase.call("accounts:signInWithCustomToken", .object([
                 "token": .string(try customToken(uid: v1.user.id, key: key, keyID: keyID, email: email)),
             ]))
             #expect(custom.status == 200, "\(custom.text)")
-            #expect(custom.body["mfaPendingCredential"] == nil)
-            #expect(custom.string("idToken") != nil && custom.string("refreshToken") != nil)
-            #expect(custom.idTokenClaims["user_id"] == .string(v1.user.id))
-            #expect(try await firebase.refresh(try #require(custom.string("refreshToken"))).status == 200)
+            #expect(custom.string("mfaPendingCredential") != nil)
+            #expect(custom.string("idToken") == nil && custom.string("refreshToken") == nil)
         }
     }
 
+    /// A client's password change voids the tokens issued before it for every backend: `validSince` moves, so
+    /// firebase-admin's `check_revoked` (an ID token's `iat` before it) refuses the old ID token and takes the new.
     @Test func aClientsPasswordChangeMovesValidSince() async throws {
         try await FirebaseApp.run { firebase in
             let signedUp = try await firebase.call("accounts:signUp", .object([
@@ -308,9 +303,6 @@ struct FirebaseHardeningTests {
         }
     }
 
-    /// A display name, a photo URL or an imported identity's members longer than Tether keeps were a 500
-    /// (an index refused the row) on `accounts:update` and `accounts:batchCreate`: now each is refused,
-    /// before any write.
     /// A body over the limit is refused by the HTTP layer before any route runs; under the Firebase prefixes the
     /// answer is still an Identity Toolkit error, which firebase-admin and the client SDKs can read.
     @Test func anOversizedBodyGetsAFirebaseShapedError() async throws {
@@ -359,6 +351,9 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// A display name, a photo URL or an imported identity's members longer than Tether keeps were a 500
+    /// (an index refused the row) on `accounts:update` and `accounts:batchCreate`: now each is refused,
+    /// before any write.
     @Test func overlongProfileMembersAreRefusedNotAServerFault() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "long@example.com", "password": "long password 1"]))

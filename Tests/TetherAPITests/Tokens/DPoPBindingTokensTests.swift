@@ -140,12 +140,16 @@ struct DPoPBindingTokensTests {
 
     @Test func externalURLComesFromTheHostHeaderOrTheConfiguredOrigin() async throws {
         let db = try await TokensDatabase.make()
-        #expect(try binding(db).externalURL(of: request(target: "/v1/a%2Fb?q=1", proofs: [])) == "http://127.0.0.1:8080/v1/a%2Fb")
-        #expect(try binding(db).externalURL(of: request(host: "id.tether.example", proofs: [])) == "https://id.tether.example" + Self.path)
-        #expect(try binding(db).externalURL(of: request(host: "localhost:9000", proofs: [])) == "http://localhost:9000" + Self.path)
+        #expect(try binding(db).externalURLs(of: request(target: "/v1/a%2Fb?q=1", proofs: [])) == ["http://127.0.0.1:8080/v1/a%2Fb"])
+        #expect(try binding(db).externalURLs(of: request(host: "id.tether.example", proofs: [])) == ["https://id.tether.example" + Self.path])
+        #expect(try binding(db).externalURLs(of: request(host: "localhost:9000", proofs: [])) == ["http://localhost:9000" + Self.path])
         let configured = binding(db, configuration: .init(publicOrigin: "https://id.tether.example/"))
-        #expect(try configured.externalURL(of: request(host: "127.0.0.1:8080", proofs: [])) == "https://id.tether.example" + Self.path)
-        #expect(throws: TokenError.invalidDPoPProof) { try binding(db).externalURL(of: request(host: "evil.example/x@", proofs: [])) }
+        #expect(try configured.externalURLs(of: request(host: "127.0.0.1:8080", proofs: []))
+                == ["https://id.tether.example" + Self.path, "http://127.0.0.1:8080" + Self.path])
+        #expect(try configured.externalURLs(of: request(host: "evil.example/x@", proofs: [])) == ["https://id.tether.example" + Self.path])
+        #expect(throws: TokenError.invalidDPoPProof) { try binding(db).externalURLs(of: request(host: "evil.example/x@", proofs: [])) }
+        let prefixed = binding(db, configuration: .init(publicOrigin: "https://example.com/auth"))
+        #expect(try prefixed.externalURLs(of: request(host: "127.0.0.1:8080", proofs: [])).first == "https://example.com/auth" + Self.path)
 
         // Behind the configured origin, a proof for the public URL is the one that verifies.
         let jkt = try await configured.verifyProof(in: request(proofs: [proof(url: "https://id.tether.example" + Self.path)]))
