@@ -71,16 +71,13 @@ public struct ActionPages: Sendable {
     ) {
         router.get(path) { request in
             guard let code = Self.code(in: request.query) else { return Self.incompleteLink }
-            return Self.confirmForm(path: path, title: title, code: code, mode: request.query["mode"], lines: lines, button: button)
+            return Self.confirmForm(path: path, title: title, code: code, lines: lines, button: button)
         }
         router.post(path) { request in
-            let fields = Self.form(request)
-            guard let code = Self.code(in: fields) else { return Self.incompleteLink }
+            guard let code = Self.code(in: Self.form(request)) else { return Self.incompleteLink }
             do {
-                // A Firebase app's change link (its `mode`) ends every session, as `accounts:update` with its code does.
                 let account = try await flows.confirm(
-                    code: code, purposes: purposes, endingSessionsOnChange: fields["mode"] == EmailFlows.firebaseMode(.changeEmail),
-                    EmailFlows.Request(context: Self.context(request), host: request.headers["host"]))
+                    code: code, purposes: purposes, EmailFlows.Request(context: Self.context(request), host: request.headers["host"]))
                 return Self.done(doneTitle, done(account))
             } catch {
                 return Self.refused(error)
@@ -109,11 +106,11 @@ public struct ActionPages: Sendable {
             """)
     }
 
-    private static func confirmForm(path: String, title: String, code: String, mode: String?, lines: [String], button: String) -> HTTPResponse {
+    private static func confirmForm(path: String, title: String, code: String, lines: [String], button: String) -> HTTPResponse {
         page(status: 200, title: title, body: """
             \(lines.map { "<p>\(escape($0))</p>" }.joined())
             <form method="post" action="\(path)">
-            <input type="hidden" name="code" value="\(escape(code))">\(mode.map { "\n<input type=\"hidden\" name=\"mode\" value=\"\(escape($0))\">" } ?? "")
+            <input type="hidden" name="code" value="\(escape(code))">
             <button type="submit">\(escape(button))</button>
             </form>
             """)

@@ -250,10 +250,10 @@ public struct EmailFlows: Sendable {
     /// Uses a verification, email-change or undo code (those of `purposes`); a signed-in `caller` may only
     /// use their own. A changed address mails the old one a notice with a code that undoes the change, when
     /// the old address was verified: one nobody proved may be a mistyped one's holder's, who must get no way
-    /// back into the account (nor learn where it went). `endingSessionsOnChange`: see
-    /// ``UserAccount/confirmEmail(with:now:endingSessionsOnChange:)``.
+    /// back into the account (nor learn where it went). A change ends every session
+    /// (``UserAccount/confirmEmail(with:now:)``).
     public func confirm(
-        code: String, purposes: Set<EmailCodePurpose>, caller: UUID? = nil, endingSessionsOnChange: Bool = false, _ request: Request
+        code: String, purposes: Set<EmailCodePurpose>, caller: UUID? = nil, _ request: Request
     ) async throws -> UserAccount {
         let userId = try Self.user(of: code)
         let undo = newCode(.undoEmailChange, for: userId, lifetime: UserAccount.emailChangeUndoLifetime, request)
@@ -264,7 +264,7 @@ public struct EmailFlows: Sendable {
             codeHash: EmailCodeFormat.hash(code), of: userId, for: purposes, presentedFor: presentedFor,
             caller: caller, context: request.context
         ) { account, found in
-            var events = try account.confirmEmail(with: found, now: request.context.now, endingSessionsOnChange: endingSessionsOnChange)
+            var events = try account.confirmEmail(with: found, now: request.context.now)
             if found.purpose == .changeEmail, let old = account.email, account.isEmailVerified {
                 // The old address is told, with a way back: an address changes only when that notice can hold its link.
                 if noticeHasNoLink { throw Self.noPublicURL }

@@ -137,8 +137,7 @@ extension FirebaseRoutes {
         do {
             // A confirmed change voids earlier tokens, as Firebase's does (the client signs in again).
             account = try await flows.confirm(
-                code: code, purposes: [.verifyEmail, .changeEmail, .undoEmailChange], caller: callerId, endingSessionsOnChange: true,
-                emailRequest(request, user: callerId))
+                code: code, purposes: [.verifyEmail, .changeEmail, .undoEmailChange], caller: callerId, emailRequest(request, user: callerId))
         } catch let error as AccountError {
             throw Self.oobError(error)
         }

@@ -205,11 +205,10 @@ extension UserAccount {
         return events + revoking(now: now, reason: "revoked", after: events)
     }
 
-    /// A verification, email-change or undo code does what it was made for.
-    ///
-    /// - Parameter endingSessionsOnChange: a change ends every session (Firebase's `validSince` moves with a
-    ///   confirmed `verifyBeforeUpdateEmail`); `/v1` leaves its sessions be.
-    public func confirmEmail(with code: EmailCode, now: Date, endingSessionsOnChange: Bool = false) throws(AccountError) -> [AccountEvent] {
+    /// A verification, email-change or undo code does what it was made for. A change ends every session, on
+    /// every surface, as Firebase's `validSince` moves with a confirmed `verifyBeforeUpdateEmail`: whoever held
+    /// a session of the account under its old address signs in again under the new one.
+    public func confirmEmail(with code: EmailCode, now: Date) throws(AccountError) -> [AccountEvent] {
         let used = AccountEvent.emailCodeUsed(.init(codeId: code.id, purpose: code.purpose))
         guard let bound = code.email else { throw .invalidCode(AccountError.unknownEmailCodeDetail) }
         switch code.purpose {
@@ -218,7 +217,7 @@ extension UserAccount {
         case .changeEmail:
             // Other pending changes would move the account again: they are withdrawn.
             let changed = [used] + withdrawing([.changeEmail], except: code.id) + (try changeEmail(to: bound, verified: true))
-            return endingSessionsOnChange ? changed + revoking(now: now, reason: "revoked", after: changed) : changed
+            return changed + revoking(now: now, reason: "revoked", after: changed)
         case .undoEmailChange:
             // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
             // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn.
