@@ -43,7 +43,7 @@ public struct LocalPostgresServer: Sendable {
         let owner = Self.unprivilegedUser()
         try fileManager.createDirectory(at: dataDirectory.deletingLastPathComponent(), withIntermediateDirectories: true)
         if !fileManager.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
-            try? fileManager.removeItem(at: dataDirectory)
+            try Self.requireNothingAt(dataDirectory)
             try fileManager.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
             if let owner {
                 try Self.run("/bin/chown", ["-R", owner, dataDirectory.path])
@@ -128,6 +128,21 @@ public struct LocalPostgresServer: Sendable {
         else { return false }
         // EPERM: the process lives but is another user's (a cluster root started runs as `postgres`).
         return kill(pid, 0) == 0 || errno == EPERM
+    }
+
+    /// Refuses to make a cluster where something else already is: a file, or a directory that holds files (a
+    /// mistyped `--data`, or a cluster whose `initdb` was interrupted). Nothing there is removed.
+    static func requireNothingAt(_ directory: URL) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) else { return }
+        guard isDirectory.boolValue else {
+            throw LocalPostgresError("\(directory.path) is a file, not a PostgreSQL data directory: choose another path")
+        }
+        guard try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty else {
+            throw LocalPostgresError(
+                "\(directory.path) holds files but no PostgreSQL cluster (no PG_VERSION): nothing in it was touched; "
+                    + "choose an empty or new directory, or remove it")
+        }
     }
 
     /// Where the cluster can live: the requested directory, or, when PostgreSQL's unprivileged

@@ -152,8 +152,10 @@ enum Help {
                tether postgres stop --data DIR
 
         Manages a private PostgreSQL cluster on 127.0.0.1 (no Unix socket, trust
-        authentication for local connections). `start` creates the cluster on first use,
-        starts it, and prints its superuser URL as the last line of standard output.
+        authentication for local connections). `start` creates the cluster on first use
+        (in a new or empty DIR: a file, or a directory holding other files, is refused and
+        left as it is), starts it, and prints its superuser URL as the last line of
+        standard output.
         --throwaway turns off fsync for test clusters. `stop` shuts it down (fast mode).
         """
 

@@ -18,6 +18,24 @@ struct LocalPostgresServerTests {
         #expect(picked.count > 1, "the ports are drawn at random, so concurrent suites rarely meet")
     }
 
+    /// A mistyped `--data` must not cost anyone their files: a directory that holds files but no cluster, or a
+    /// file, is refused, and what is there stays. (The cluster was made in its place, after removing it.)
+    @Test func aClusterIsNeverMadeWhereSomethingElseIs() throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tether-notes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: base) }
+        let directory = base.appendingPathComponent("notes")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: directory.appendingPathComponent("sub/notes.txt"))
+        let file = base.appendingPathComponent("important.txt")
+        try Data("important data".utf8).write(to: file)
+        for path in [directory, file] {
+            let server = try LocalPostgresServer(dataDirectory: path, port: try LocalPostgresServer.freeLoopbackPort(), isThrowaway: true)
+            #expect(throws: LocalPostgresError.self) { try server.start() }
+        }
+        #expect(try String(contentsOf: directory.appendingPathComponent("sub/notes.txt"), encoding: .utf8) == "keep")
+        #expect(try String(contentsOf: file, encoding: .utf8) == "important data")
+    }
+
     /// When the server cannot start, the error carries the server's own reason, not only pg_ctl's
     /// "examine the log output": here its port is the source port of a live connection.
     @Test func aServerThatCannotStartSaysWhy() throws {
