@@ -142,7 +142,7 @@ extension Commands {
         }
         guard let text = options["inactive-for"] else { throw UsageError("tether sweep anonymous needs --inactive-for, like 30d") }
         guard let span = HistorySince.seconds(inSpan: text), span >= 3600 else {
-            throw UsageError("--inactive-for takes a span of at least an hour (90m, 24h, 30d), not \"\(text)\"")
+            throw UsageError("--inactive-for takes a span of at least an hour and at most 100 years (90m, 24h, 30d), not \"\(text)\"")
         }
         let configuration = try loadConfiguration(options)
         try await withDatabase(options, for: "tether sweep") { database in

@@ -177,7 +177,8 @@ enum Help {
                       "userAgent", "commandId", "summary", "personalDataErased"}],
                       "nextAfter": null}, the same shape as GET /v1/admin/users/{id}/history
         --since WHEN  only events since WHEN: a date (2026-11-29, midnight UTC), a date and
-                      time (2026-11-29T13:00:00Z), or a span back from now (90m, 24h, 7d)
+                      time (2026-11-29T13:00:00Z), or a span back from now (90m, 24h, 7d);
+                      1970-01-01 or later, a span of at most 100 years
         """
 
     static let adminKeys = """

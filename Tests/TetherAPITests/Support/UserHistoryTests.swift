@@ -517,7 +517,11 @@ struct UserHistoryTests {
         #expect(try HistorySince.parse("2026-09-21", now: now) == Date(timeIntervalSince1970: 1_789_948_800))
         #expect(try HistorySince.parse("2026-09-21T14:13:20Z", now: now) == now)
         #expect(try HistorySince.parse("2026-09-21T16:13:20.000+02:00", now: now) == now)
-        for bad in ["yesterday", "24", "-1h", "2026-13-01", "h"] {
+        #expect(try HistorySince.parse("2026-09-22T01:13:20+11:00", now: now) == now, "a day named in its own zone")
+        #expect(try HistorySince.parse("1970-01-01", now: now) == Date(timeIntervalSince1970: 0))
+        #expect(try HistorySince.parse("20000d", now: now) == now.addingTimeInterval(-20_000 * 86_400))
+        for bad in ["yesterday", "24", "-1h", "2026-13-01", "h", "999999999d", "9999999999d", "9999999d", "36526d",
+                    "0001-01-01", "1969-12-31T23:59:59Z", "2026-02-30", "2026-09-21T25:00:00Z"] {
             #expect(throws: AdminError.self, "\(bad)") { try HistorySince.parse(bad, now: now) }
         }
     }
