@@ -510,14 +510,22 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// The URL with any password replaced, for error messages.
+    /// A connection string as it may be shown: every password in it replaced by `***`, whatever its form (the
+    /// URL's `user:password@`, a `password=` query parameter or keyword, quoted or not), parseable or not.
     static func redacted(_ url: String) -> String {
-        if let components = URLComponents(string: url), components.scheme?.hasPrefix("postgres") == true {
-            var copy = components
-            if copy.password != nil { copy.password = "***" }
-            return copy.string ?? url
+        var text = url
+        for (pattern, template) in redactions {
+            text = pattern.stringByReplacingMatches(
+                in: text, range: NSRange(text.startIndex..., in: text), withTemplate: template)
         }
-        return url.replacing(/password\s*=\s*\S+/, with: "password=***")
+        return text
     }
+
+    /// The URL's `user:password@`, then `password=` as a query parameter or keyword (quoted or not).
+    private nonisolated(unsafe) static let redactions: [(NSRegularExpression, String)] = [
+        (try! NSRegularExpression(pattern: #"(://[^/@:\s]*:)[^@\s]*@"#), "$1***@"),
+        (try! NSRegularExpression(pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]+)"#, options: .caseInsensitive), "$1***"),
+    ]
 }
 
 /// Calls `body` with a NULL-terminated array of C strings that live for the call.

@@ -5,6 +5,23 @@ import TetherTesting
 
 @Suite("PostgresClient against a real server")
 struct PostgresClientTests {
+    /// A connection string in an error or a log line never shows a password, in any of the forms libpq takes,
+    /// nor when it does not parse as a URL (a bad port, an unclosed bracket).
+    @Test(arguments: [
+        ("postgresql://tether:TopSecret1@db.example:5432/tether", "postgresql://tether:***@db.example:5432/tether"),
+        ("postgresql://postgres@127.0.0.1:1/tether?password=TopSecret1", "postgresql://postgres@127.0.0.1:1/tether?password=***"),
+        ("postgresql://u@h/db?sslmode=require&PASSWORD=TopSecret1&x=1", "postgresql://u@h/db?sslmode=require&PASSWORD=***&x=1"),
+        ("postgresql://postgres:TopSecret1@127.0.0.1:abc/tether", "postgresql://postgres:***@127.0.0.1:abc/tether"),
+        ("postgresql://postgres:TopSecret1@[::1/tether", "postgresql://postgres:***@[::1/tether"),
+        ("host=db user=tether password='Top Secret1' dbname=tether", "host=db user=tether password=*** dbname=tether"),
+        ("host=db password = TopSecret1 dbname=tether", "host=db password = *** dbname=tether"),
+        ("postgresql://postgres@127.0.0.1:5432/tether", "postgresql://postgres@127.0.0.1:5432/tether"),
+    ])
+    func aShownConnectionStringHoldsNoPassword(_ url: String, _ shown: String) {
+        #expect(PostgresConnection.redacted(url) == shown)
+        #expect(!PostgresConnection.redacted(url).contains("Secret"))
+    }
+
     @Test func everySupportedTypeRoundTrips() async throws {
         let database = try await TestDatabase.make(migrated: false)
         let client = database.client(asServiceRole: false)
