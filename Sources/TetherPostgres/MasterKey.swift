@@ -155,15 +155,32 @@ public enum MasterKeyRotation {
         public var destroyed = 0
     }
 
-    /// Counts the stored personal-data keys (and the day keys of records about no one, and the keys of
-    /// keyed hashes and of the read models' seal) by what wraps them.
+    /// The stored secrets kept as text, each wrapped under a context of its table and row: signing keys' private
+    /// halves, Firebase service accounts' public keys, webhook secrets, and the keys of keyed hashes and of the
+    /// read models' seal.
+    static let wrappedTextColumns: [(table: String, id: String, columns: [String], context: String)] = [
+        ("signing_keys", "kid", ["private_key_pem"], "signing_keys:"),
+        ("firebase_service_accounts", "key_id", ["public_key_pem"], "firebase_service_accounts:"),
+        ("webhook_subscriptions", "id", ["secret", "previous_secret"], "webhook_subscriptions:"),
+        ("hash_keys", "name", ["key"], "hash_keys:"),
+    ]
+
+    /// Counts every stored key and secret the master key wraps (personal-data keys, the day keys of records
+    /// about no one, ``wrappedTextColumns``) by what wraps them.
     public static func check(on client: PostgresClient, ring: MasterKeyRing?) async throws -> Report {
         var report = Report()
         var keys: [[UInt8]?] = try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys")
             .map { try $0.decode("key") }
-        for row in try await client.query("SELECT key FROM hash_keys") {
-            // A key stored before wrapping holds no master key's id: counted as not wrapped.
-            keys.append(Optional<MasterKeyRing>.wrappedBytes(ofText: try row.decode("key")) ?? [])
+        for entry in wrappedTextColumns {
+            for column in entry.columns {
+                let rows = try await client.query("""
+                    SELECT \(unsafeSQL: column) AS value FROM \(unsafeSQL: entry.table) WHERE \(unsafeSQL: column) IS NOT NULL
+                    """)
+                for row in rows {
+                    // A secret stored before wrapping holds no master key's id: counted as not wrapped.
+                    keys.append(Optional<MasterKeyRing>.wrappedBytes(ofText: try row.decode("value")) ?? [])
+                }
+            }
         }
         for key in keys {
             guard let stored = key else {
@@ -200,13 +217,7 @@ public enum MasterKeyRotation {
                 rewrapped.append((userId, try target.wrap(try ring.unwrap(stored, context: context), context: context)))
             }
             // The text secrets: signing keys' private halves, Firebase service accounts' public keys, webhook secrets.
-            let textTables: [(table: String, id: String, columns: [String], context: String)] = [
-                ("signing_keys", "kid", ["private_key_pem"], "signing_keys:"),
-                ("firebase_service_accounts", "key_id", ["public_key_pem"], "firebase_service_accounts:"),
-                ("webhook_subscriptions", "id", ["secret", "previous_secret"], "webhook_subscriptions:"),
-                ("hash_keys", "name", ["key"], "hash_keys:"),
-            ]
-            for entry in textTables {
+            for entry in wrappedTextColumns {
                 for column in entry.columns {
                     let rows = try await connection.query("""
                         SELECT \(unsafeSQL: entry.id)::text AS id, \(unsafeSQL: column) AS value FROM \(unsafeSQL: entry.table)

@@ -169,6 +169,7 @@ extension Commands {
         let database = PostgresClient(configuration: .init(url: url, maxConnections: 2, masterKeys: try masterKeys(configuration)))
         defer { database.shutdown() }
         do {
+            try await requireMasterKeyOpensStoredKeys(database, configuration)
             try await body(database)
         } catch let error as PostgresError where error.sqlState == "42P01" {
             throw CommandFailure("the database lacks a table this command needs (\(error.message)); run tether migrate")

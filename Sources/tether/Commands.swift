@@ -16,6 +16,7 @@ enum Commands {
             throw CommandFailure("TETHER_MASTER_KEY_FILE is not set: tether serve wraps every stored key with it (make one: head -c 32 /dev/urandom | base64 > master.key)")
         }
         let logger = Logger(minimumLevel: configuration.logLevel)
+        try await requireMasterKeyOpensStoredKeys(url: url, configuration, logger: logger)
         let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
         try await run(service, logger: logger)
     }
@@ -71,6 +72,7 @@ enum Commands {
             }
             let values = DevIdentityProvider.configuration(baseURL: base).merging(own) { _, own in own }
             configuration = try TetherConfiguration(values: values)
+            try await requireMasterKeyOpensStoredKeys(url: url, configuration, logger: logger)
             for outcome in try await runPendingRebuilds(url: url, configuration: configuration) {
                 logger.info("read models rebuilt, as a migration asked", [("projection", outcome.projection), ("events", String(outcome.events))])
             }
@@ -204,6 +206,31 @@ enum Commands {
     /// wrap that database's keys with the checkout's development key.
     static func masterKeys(_ configuration: TetherConfiguration) throws -> MasterKeyRing? {
         configuration.masterKeys
+    }
+
+    /// Refuses a configured master key that does not open what the database already holds: a wrong key file
+    /// would otherwise wrap new secrets no other process can open (a webhook's, a service account's), and a
+    /// server would answer ready and fail every sign-in. Without a master key there is nothing to compare.
+    static func requireMasterKeyOpensStoredKeys(_ database: PostgresClient, _ configuration: TetherConfiguration) async throws {
+        guard let ring = configuration.masterKeys else { return }
+        let report = try await MasterKeyRotation.check(on: database, ring: ring)
+        guard report.unknown == 0 else {
+            throw CommandFailure(
+                "TETHER_MASTER_KEY_FILE: \(report.unknown) stored keys are wrapped by a master key this configuration lacks "
+                    + "(a wrong key file?); nothing was changed (tether keys check counts them)")
+        }
+    }
+
+    /// The same check for a server about to start: a database it cannot reach yet, or not migrated yet, is
+    /// left to `/readyz` and the server's own retries.
+    static func requireMasterKeyOpensStoredKeys(url: String, _ configuration: TetherConfiguration, logger: Logger) async throws {
+        let database = PostgresClient(configuration: .init(url: url, maxConnections: 1, applicationName: "tether", masterKeys: configuration.masterKeys))
+        defer { database.shutdown() }
+        do {
+            try await requireMasterKeyOpensStoredKeys(database, configuration)
+        } catch let error as PostgresError {
+            logger.warn("the master key could not be checked against the stored keys yet", [("error", error.description)])
+        }
     }
 
     /// Where `tether dev` keeps its master key.

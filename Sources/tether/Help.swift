@@ -210,8 +210,12 @@ enum Help {
         database without that file cannot open the log. So are the day keys that seal records
         about no one (admin search terms, failed sign-ins of unknown accounts) for 30 days,
         and the keys of keyed hashes and of the read models' seal (hash_keys: the emails,
-        names and uids in users, identities and mfa_factors are sealed under it).
+        names and uids in users, identities and mfa_factors are sealed under it), and the
+        secrets of signing keys, webhooks and Firebase service accounts.
         Keys stored before wrapping are read as they are until a rotation wraps them.
+        tether serve, tether dev and every command that opens the database refuse to go
+        on when a stored key is wrapped by a master key their configuration lacks (a wrong
+        key file would wrap new secrets nothing else can open).
 
         check          counts the stored keys by what wraps them: the current master key, an
                        older one, an unknown one (exit 1: this configuration cannot read them),

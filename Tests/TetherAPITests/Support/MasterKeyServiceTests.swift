@@ -53,17 +53,35 @@ struct MasterKeyServiceTests {
 
             let check = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(check.status == 0, "\(check.stderr)")
-            #expect(check.stdout.hasPrefix("2 wrapped by the current master key"), "her key and the read models' \(check.stdout)")
+            // Her key, the read models' seal, the access-token signing key and the webhook's secret.
+            #expect(check.stdout.hasPrefix("4 wrapped by the current master key"), "\(check.stdout)")
             let other = try keyFile()
             defer { try? FileManager.default.removeItem(atPath: other) }
             let unknown = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(unknown.status != 0)
             #expect(unknown.stderr.contains("master key this configuration does not have"))
+            // With the wrong key file nothing goes on: no command wraps a new secret with it, no server starts.
+            let refused = try await TetherCommandLine.run(
+                ["webhooks", "create", "--url", "https://93.184.215.14/other"], databaseURL: service.database.url,
+                environment: ["TETHER_MASTER_KEY_FILE": other])
+            #expect(refused.status == 1 && refused.stderr.contains("wrapped by a master key this configuration lacks"), "\(refused.stderr)")
+            #expect(try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n", as: Int.self) == 1)
+            let server = try TetherCommandLine.spawn(
+                ["serve"], databaseURL: service.database.url,
+                environment: ["TETHER_MASTER_KEY_FILE": other, "TETHER_LISTEN": "127.0.0.1:\(try LocalPostgresServer.freeLoopbackPort())"])
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(20))
+                server.send(SIGKILL)
+            }
+            let served = try await server.wait()
+            watchdog.cancel()
+            #expect(served.status == 1, "serve started with a key that opens none of the stored keys: \(served.stderr)")
+            #expect(served.stderr.contains("wrapped by a master key this configuration lacks"))
             let rotated = try await TetherCommandLine.run(
                 ["keys", "rotate-master", "--new", other], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(rotated.status == 0, "\(rotated.stderr)")
             let afterRotation = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
-            #expect(afterRotation.stdout.hasPrefix("2 wrapped by the current master key"), "\(afterRotation.stdout)")
+            #expect(afterRotation.stdout.hasPrefix("4 wrapped by the current master key"), "\(afterRotation.stdout)")
             var rotatedConfiguration = ringed
             rotatedConfiguration.masterKeys = MasterKeyRing(current: try MasterKey(file: other))
             let rotatedOwner = PostgresClient(configuration: rotatedConfiguration)
