@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "TetherHTTP", dependencies: ["CMicroHTTPD", "CMalloc", "TetherCore"]),
         .target(name: "TetherProviders", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherAPI", dependencies: ["TetherCore", "TetherCrypto", "TetherJOSE", "TetherPostgres", "TetherHTTP", "TetherProviders"]),
-        .executableTarget(name: "tether", dependencies: ["TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),
+        .executableTarget(name: "tether", dependencies: ["CMalloc", "TetherAPI", "TetherProviders", "TetherHTTP", "TetherPostgres"]),
         .executableTarget(name: "tether-bench", dependencies: ["TetherCrypto", "TetherJOSE"]),
         .target(name: "TetherTesting", dependencies: ["TetherPostgres", "TetherJOSE"]),
 

@@ -1,3 +1,4 @@
+import CMalloc
 import Foundation
 import TetherHTTP
 
@@ -67,4 +68,9 @@ do {
     fail(error.description, status: 1)
 } catch {
     fail(String(describing: error), status: 1)
+}
+// An answer that never reached its reader (a full disk, a closed pipe) is a failure, not a success: a new
+// key or secret shown once, or an export, that went nowhere must not exit 0.
+if tether_standard_output_written() == 0 {
+    fail("could not write to standard output (\(String(cString: strerror(errno))))", status: 1)
 }

@@ -16,12 +16,15 @@ enum TetherCommandLine {
     ///
     /// The wait happens on a dispatch thread: blocked in `waitpid` on one of the few
     /// cooperative threads, it would stall every other test's server meanwhile.
-    static func run(_ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:]) async throws -> Run {
-        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL, extra: extra) }
+    /// - Parameter standardOutput: a path to write standard output to (`/dev/full`, say) instead of a file read back.
+    static func run(
+        _ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:], standardOutput: String? = nil
+    ) async throws -> Run {
+        try await BlockingWork.run { try runAndWait(arguments, databaseURL: databaseURL, extra: extra, standardOutput: standardOutput) }
     }
 
-    private static func runAndWait(_ arguments: [String], databaseURL: String?, extra: [String: String]) throws -> Run {
-        let process = try spawn(arguments, databaseURL: databaseURL, environment: extra)
+    private static func runAndWait(_ arguments: [String], databaseURL: String?, extra: [String: String], standardOutput: String?) throws -> Run {
+        let process = try spawn(arguments, databaseURL: databaseURL, environment: extra, standardOutput: standardOutput)
         return try process.waitBlocking()
     }
 
@@ -79,7 +82,9 @@ enum TetherCommandLine {
     }
 
     /// Starts `.build/debug/tether` with `arguments`, only the given `TETHER_DATABASE_URL` and `environment`, and returns at once.
-    static func spawn(_ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:]) throws -> Process {
+    static func spawn(
+        _ arguments: [String], databaseURL: String?, environment extra: [String: String] = [:], standardOutput: String? = nil
+    ) throws -> Process {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         let executable = root.appendingPathComponent(".build/debug/tether").path
@@ -95,7 +100,7 @@ enum TetherCommandLine {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 1, standardOutput ?? out, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         var environment = ["PATH=/usr/bin:/bin", "USER=support-test"]
         if let databaseURL { environment.append("TETHER_DATABASE_URL=\(databaseURL)") }

@@ -10,8 +10,8 @@ import TetherPostgres
 struct SupportCommandLineTests {
     typealias Run = TetherCommandLine.Run
 
-    static func tether(_ arguments: [String], databaseURL: String?) async throws -> Run {
-        try await TetherCommandLine.run(arguments, databaseURL: databaseURL)
+    static func tether(_ arguments: [String], databaseURL: String?, standardOutput: String? = nil) async throws -> Run {
+        try await TetherCommandLine.run(arguments, databaseURL: databaseURL, standardOutput: standardOutput)
     }
 
     /// A failure is one line on standard error, `tether: …`.
@@ -74,6 +74,20 @@ struct SupportCommandLineTests {
             let longName = String(repeating: "n", count: 101)
             expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: url), status: 1, mentioning: "name")
             #expect(try await keys.list().count == 1, "failed commands made no key")
+        }
+    }
+
+    /// A key shown once that never reached its reader (standard output on a full disk) is a failure: exit 1 and
+    /// one line, so the operator knows to revoke it and make another, not a silent success.
+    @Test func anAnswerThatCannotBeWrittenIsAFailure() async throws {
+        try await SupportHarness.run { harness in
+            let url = harness.database.url
+            let lost = try await Self.tether(
+                ["admin-keys", "create", "--role", "support", "--name", "lost"], databaseURL: url, standardOutput: "/dev/full")
+            #expect(lost.status == 1)
+            #expect(lost.stderr.contains("could not write to standard output"), "\(lost.stderr)")
+            let written = try await Self.tether(["admin-keys", "create", "--role", "support", "--name", "kept"], databaseURL: url)
+            #expect(written.status == 0, "\(written.stderr)")
         }
     }
 
