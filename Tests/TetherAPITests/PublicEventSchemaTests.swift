@@ -53,9 +53,12 @@ struct PublicEventSchemaTests {
             _ = try await service.client.post("/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "ada@example.com").code])
             _ = try await service.client.post("/v1/users/me/email", headers: bearer, json: ["email": "ada@new.example"])
             _ = try await service.client.post("/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "ada@new.example").code])
-            _ = try await service.link(try await service.apple("apple-ada", email: "ada@new.example"), to: ada.session.accessToken)
-            _ = try await service.client.send("DELETE", "/v1/users/me/identities/apple", fields: Array(bearer.map { ($0.key, $0.value) }), body: [])
-            _ = try await service.client.post("/v1/sign-out", headers: bearer, body: [])
+            // The change ended every session: Ada signs in again under her new address.
+            let again = try await service.signedIn(service.password("ada@new.example", "a long password"))
+            let signedIn: KeyValuePairs<String, String> = ["Authorization": "Bearer \(again.session.accessToken)"]
+            _ = try await service.link(try await service.apple("apple-ada", email: "ada@new.example"), to: again.session.accessToken)
+            _ = try await service.client.send("DELETE", "/v1/users/me/identities/apple", fields: Array(signedIn.map { ($0.key, $0.value) }), body: [])
+            _ = try await service.client.post("/v1/sign-out", headers: signedIn, body: [])
             for action in ["disable", "enable", "revoke-sessions"] {
                 _ = try await service.client.send(
                     "POST", "/v1/admin/users/\(ada.user.id)/\(action)", fields: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
