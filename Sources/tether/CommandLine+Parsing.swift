@@ -30,6 +30,8 @@ struct Arguments {
                 switches.insert(name)
             } else if valueFlags.contains(name) {
                 guard let value = inlineValue ?? remaining.popFirst() else { throw UsageError("--\(name) needs a value") }
+                // Given twice, one would silently win (`--role admin --role support` made a support key).
+                guard flags[name] == nil else { throw UsageError("--\(name) is given more than once") }
                 flags[name] = value
             } else {
                 throw UsageError("unknown option \(argument)")

@@ -187,6 +187,9 @@ enum Commands {
             try server.start()
             print(server.url)
         case "stop":
+            guard FileManager.default.fileExists(atPath: server.dataDirectory.appendingPathComponent("PG_VERSION").path) else {
+                throw CommandFailure("no PostgreSQL cluster at \(data) (no PG_VERSION there): nothing was stopped")
+            }
             try server.stop()
         default:
             throw UsageError("unknown action \"\(action)\" (start or stop)")

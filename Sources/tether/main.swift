@@ -13,7 +13,8 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 guard let command = arguments.first else {
-    print(Help.overview)
+    // A call without a command is a usage mistake: the overview goes where mistakes go.
+    FileHandle.standardError.write(Data((Help.overview + "\n").utf8))
     exit(2)
 }
 if ["--help", "-h", "help"].contains(command) {

@@ -91,6 +91,24 @@ struct SupportCommandLineTests {
         }
     }
 
+    /// Small ways a call goes wrong, each a clear refusal: an option given twice (one would silently win), a key
+    /// name with a terminal's escape in it, no command at all, stopping a cluster that is not there.
+    @Test func ambiguousOrEmptyCallsAreRefusedClearly() async throws {
+        try await SupportHarness.run { harness in
+            let url = harness.database.url
+            let twice = try await Self.tether(["admin-keys", "create", "--role", "admin", "--role", "support"], databaseURL: url)
+            expectOneLineFailure(twice, status: 2, mentioning: "--role is given more than once")
+            let escaped = try await Self.tether(["admin-keys", "create", "--role", "support", "--name", "tab\there\u{1B}[31mred"], databaseURL: url)
+            #expect(escaped.status != 0 && escaped.stderr.contains("control characters"), "\(escaped.stderr)")
+            let keys: Int = try await harness.owner.query("SELECT count(*)::int AS n FROM admin_keys")[0].decode("n")
+            #expect(keys == 0, "neither made a key")
+            let bare = try await Self.tether([], databaseURL: nil)
+            #expect(bare.status == 2 && bare.stdout.isEmpty && bare.stderr.contains("Usage"), "\(bare.stdout)")
+            let nothing = try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg"], databaseURL: nil)
+            expectOneLineFailure(nothing, status: 1, mentioning: "no PostgreSQL cluster at /nonexistent/tether-pg")
+        }
+    }
+
     @Test func historyPrintsTheTimelineAsATableOrJSON() async throws {
         try await SupportHarness.run { harness in
             let url = harness.database.url
