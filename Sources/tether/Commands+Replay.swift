@@ -17,6 +17,22 @@ extension Commands {
         } else {
             projections = Projection.all
         }
+        let drifting: Int
+        do {
+            drifting = try await rebuild(projections, options: options)
+        } catch let failure as CommandFailure where failure.status != 1 {
+            throw failure // an interruption's own status
+        } catch where options.has("verify") {
+            // Drift is 1; a verification that could not run is 3, so a scheduled check tells the two apart.
+            throw CommandFailure("the read models could not be verified: \(String(describing: error))", status: 3)
+        }
+        if drifting > 0 {
+            throw CommandFailure("the read models drift from the log: \(drifting) row\(drifting == 1 ? "" : "s") differ (listed above)")
+        }
+    }
+
+    /// Rebuilds or verifies `projections`; answers how many rows drift (always 0 for a rebuild).
+    private static func rebuild(_ projections: [Projection], options: Arguments) async throws -> Int {
         let configuration = try loadConfiguration(options)
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: tether replay needs the database whose read models to rebuild")
@@ -28,7 +44,7 @@ extension Commands {
         defer { database.shutdown() }
         let mode: ProjectionReplay.Mode = options.has("verify") ? .verify : .replace
         let display = ReplayProgressDisplay()
-        let drifting = try await interruptible(display: display) {
+        return try await interruptible(display: display) {
             var drifting = 0
             for projection in projections {
                 let outcome = try await ProjectionReplay(projection: projection, database: database).run(mode, progress: display.show)
@@ -40,9 +56,6 @@ extension Commands {
                 print(summary(outcome))
             }
             return drifting
-        }
-        if drifting > 0 {
-            throw CommandFailure("the read models drift from the log: \(drifting) row\(drifting == 1 ? "" : "s") differ (listed above)")
         }
     }
 

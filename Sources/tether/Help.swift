@@ -136,7 +136,8 @@ enum Help {
                    changed with both values), and each user or session id that
                    sessions or refresh tokens name and the tables lack (no foreign key
                    checks them at each write; up to 100 ids each), on standard output;
-                   exits 1 on drift, 0 when the read models match the log
+                   exits 1 on drift, 0 when the read models match the log, and 3 when
+                   the verification could not run (no database, another replay running)
 
         Runs as the database's login role, which owns the tables (as tether migrate
         does), never as tether_service. One replay runs at a time per database.

@@ -104,6 +104,11 @@ struct SupportCommandLineTests {
             #expect(keys == 0, "neither made a key")
             let bare = try await Self.tether([], databaseURL: nil)
             #expect(bare.status == 2 && bare.stdout.isEmpty && bare.stderr.contains("Usage"), "\(bare.stdout)")
+            // A verification that cannot run is not drift: a scheduled check tells the two apart by the status.
+            let unreachable = "postgresql://postgres@127.0.0.1:1/tether"
+            expectOneLineFailure(
+                try await Self.tether(["replay", "--verify"], databaseURL: unreachable), status: 3, mentioning: "could not be verified")
+            #expect(try await Self.tether(["replay"], databaseURL: unreachable).status == 1)
             let nothing = try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg"], databaseURL: nil)
             expectOneLineFailure(nothing, status: 1, mentioning: "no PostgreSQL cluster at /nonexistent/tether-pg")
         }
