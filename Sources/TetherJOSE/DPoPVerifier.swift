@@ -88,10 +88,9 @@ public struct DPoPVerifier: Sendable {
         let jti = claims.jwtID!
         guard !jti.isEmpty, jti.utf8.count <= 256 else { throw JOSEError.malformed.with(detail: "jti length") }
         guard claims["htm"]?.stringValue == method else { throw JOSEError.method }
+        // A name that is no absolute http(s) URL (a Host with a bad port) cannot be what the proof names; another may.
         let expectedURIs = urls.compactMap(TargetURI.normalized)
-        guard expectedURIs.count == urls.count, !urls.isEmpty else {
-            throw JOSEError.url.with(detail: "request URL is not absolute http(s)")
-        }
+        guard !expectedURIs.isEmpty else { throw JOSEError.url.with(detail: "request URL is not absolute http(s)") }
         guard let claimed = TargetURI.normalized(claims["htu"]!.stringValue!), expectedURIs.contains(claimed) else { throw JOSEError.url }
         let now = clock.now()
         try ClaimRules(leeway: configuration.leeway, maximumAge: configuration.maximumAge, requiredClaims: ["iat"])

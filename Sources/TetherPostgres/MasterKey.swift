@@ -168,30 +168,34 @@ public enum MasterKeyRotation {
     /// Counts every stored key and secret the master key wraps (personal-data keys, the day keys of records
     /// about no one, ``wrappedTextColumns``) by what wraps them.
     public static func check(on client: PostgresClient, ring: MasterKeyRing?) async throws -> Report {
+        // Counted in the database, by the id each stored key names: a check before every command must not read
+        // every user's key into memory. A wrapped key is `TMK1` ‖ id ‖ …; a wrapped text secret `tmk1:` ‖ base64 of it.
+        let texts = wrappedTextColumns.flatMap { entry in
+            entry.columns.map { "SELECT \($0) AS value FROM \(entry.table)" }
+        }.joined(separator: " UNION ALL ")
+        let rows = try await client.query(PostgresQuery(unsafeSQL: """
+            SELECT id, count(*)::int AS n FROM (
+                SELECT CASE WHEN key IS NULL THEN 'destroyed'
+                            WHEN length(key) > 12 AND substring(key FROM 1 FOR 4) = '\\x544d4b31'::bytea
+                                THEN encode(substring(key FROM 5 FOR 8), 'hex')
+                            ELSE 'unwrapped' END AS id
+                FROM (SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys) AS stored
+                UNION ALL
+                SELECT CASE WHEN value LIKE 'tmk1:%' AND substring(value FROM 6 FOR 16) ~ '^[A-Za-z0-9+/]{16}$'
+                                THEN encode(substring(decode(substring(value FROM 6 FOR 16), 'base64') FROM 5 FOR 8), 'hex')
+                            ELSE 'unwrapped' END
+                FROM (\(texts)) AS secrets WHERE value IS NOT NULL
+            ) AS ids GROUP BY id
+            """))
         var report = Report()
-        var keys: [[UInt8]?] = try await client.query("SELECT key FROM personal_data_keys UNION ALL SELECT key FROM expiring_keys")
-            .map { try $0.decode("key") }
-        for entry in wrappedTextColumns {
-            for column in entry.columns {
-                let rows = try await client.query("""
-                    SELECT \(unsafeSQL: column) AS value FROM \(unsafeSQL: entry.table) WHERE \(unsafeSQL: column) IS NOT NULL
-                    """)
-                for row in rows {
-                    // A secret stored before wrapping holds no master key's id: counted as not wrapped.
-                    keys.append(Optional<MasterKeyRing>.wrappedBytes(ofText: try row.decode("value")) ?? [])
-                }
-            }
-        }
-        for key in keys {
-            guard let stored = key else {
-                report.destroyed += 1
-                continue
-            }
-            switch MasterKeyRing.masterKeyID(of: stored) {
-            case nil: report.unwrapped += 1
-            case ring?.current.id: report.current += 1
-            case let id? where ring?.others.contains(where: { $0.id == id }) == true: report.older += 1
-            default: report.unknown += 1
+        for row in rows {
+            let id: String = try row.decode("id"), count: Int = try row.decode("n")
+            switch id {
+            case "destroyed": report.destroyed += count
+            case "unwrapped": report.unwrapped += count
+            case ring?.current.id.hexString: report.current += count
+            case _ where ring?.others.contains(where: { $0.id.hexString == id }) == true: report.older += count
+            default: report.unknown += count
             }
         }
         return report

@@ -514,17 +514,22 @@ public final class PostgresConnection: @unchecked Sendable {
     /// URL's `user:password@`, a `password=` query parameter or keyword, quoted or not), parseable or not.
     static func redacted(_ url: String) -> String {
         var text = url
-        for (pattern, template) in redactions {
-            text = pattern.stringByReplacingMatches(
-                in: text, range: NSRange(text.startIndex..., in: text), withTemplate: template)
+        for (pattern, template) in url.contains("://") ? urlRedactions : keywordRedactions {
+            text = pattern.stringByReplacingMatches(in: text, range: NSRange(text.startIndex..., in: text), withTemplate: template)
         }
         return text
     }
 
-    /// The URL's `user:password@`, then `password=` as a query parameter or keyword (quoted or not).
-    private nonisolated(unsafe) static let redactions: [(NSRegularExpression, String)] = [
-        (try! NSRegularExpression(pattern: #"(://[^/@:\s]*:)[^@\s]*@"#), "$1***@"),
-        (try! NSRegularExpression(pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]+)"#, options: .caseInsensitive), "$1***"),
+    /// A URL's `user:password@` (up to the last `@` of the authority: a raw `@` in a password), then a `password`
+    /// query parameter (up to the next `&`).
+    private nonisolated(unsafe) static let urlRedactions: [(NSRegularExpression, String)] = [
+        (try! NSRegularExpression(pattern: #"(://[^/?#@:\s]*:)[^/?#\s]*@"#), "$1***@"),
+        (try! NSRegularExpression(pattern: #"([?&]password=)[^&#\s]*"#, options: .caseInsensitive), "$1***"),
+    ]
+
+    /// A keyword string's `password=` value, quoted or up to the next space.
+    private nonisolated(unsafe) static let keywordRedactions: [(NSRegularExpression, String)] = [
+        (try! NSRegularExpression(pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)"#, options: .caseInsensitive), "$1***"),
     ]
 }
 

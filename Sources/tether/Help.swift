@@ -195,7 +195,8 @@ enum Help {
 
         create   makes a key (tadm_ and 43 more characters) and prints it alone on the last
                  line of standard output. It is shown this once: only its SHA-256 is stored.
-                 --name labels it (who or what uses it; up to 100 characters).
+                 --name labels it (who or what uses it; up to 100 characters on one
+                 line, without control or formatting characters).
         list     every key, oldest first: id, role, name, created, last used, revoked
                  (--json: an array of {"id","name","role","createdAt","revokedAt","lastUsedAt"})
         revoke   stops the key with this id at once (revoking a revoked key changes nothing)
@@ -214,7 +215,8 @@ enum Help {
         names and uids in users, identities and mfa_factors are sealed under it), and the
         secrets of signing keys, webhooks and Firebase service accounts.
         Keys stored before wrapping are read as they are until a rotation wraps them.
-        tether serve, tether dev and every command that opens the database refuse to go
+        With a key file set, tether serve and tether dev (when the database answers at
+        start) and history, export, admin-keys, sweep, webhooks and firebase refuse to go
         on when a stored key is wrapped by a master key their configuration lacks (a wrong
         key file would wrap new secrets nothing else can open).
 

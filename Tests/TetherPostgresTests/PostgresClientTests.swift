@@ -16,6 +16,9 @@ struct PostgresClientTests {
         ("host=db user=tether password='Top Secret1' dbname=tether", "host=db user=tether password=*** dbname=tether"),
         ("host=db password = TopSecret1 dbname=tether", "host=db password = *** dbname=tether"),
         ("postgresql://postgres@127.0.0.1:5432/tether", "postgresql://postgres@127.0.0.1:5432/tether"),
+        ("postgresql://db.example:5432/tether?user=t&password=p@ss@wordSecret", "postgresql://db.example:5432/tether?user=t&password=***"),
+        ("postgresql://tether:p@ssSecret@db.example/tether", "postgresql://tether:***@db.example/tether"),
+        ("host=db password=Top&Secret1 dbname=x", "host=db password=*** dbname=x"),
     ])
     func aShownConnectionStringHoldsNoPassword(_ url: String, _ shown: String) {
         #expect(PostgresConnection.redacted(url) == shown)

@@ -49,10 +49,11 @@ public struct AdminKeyStore: Sendable {
     public func create(role: AdminRole, name: String?, metadata: EventMetadata) async throws -> (key: AdminKey, secret: String) {
         let name = name?.trimmingCharacters(in: .whitespacesAndNewlines)
         if let name {
-            // Control characters (a newline, a tab, a terminal's escape) would reach every listing as they are.
+            // Control and format characters (a newline, a tab, a terminal's escape, a right-to-left override) would
+            // reach every listing as they are.
             guard !name.isEmpty, name.count <= Self.maxNameLength, !name.contains(where: \.isNewline),
-                  !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw AdminError.invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line, without control characters")
+                  !name.unicodeScalars.contains(where: { [.control, .format].contains($0.properties.generalCategory) }) else {
+                throw AdminError.invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line, without control or formatting characters")
             }
         }
         let id = UUID.random()

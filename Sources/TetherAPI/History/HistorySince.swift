@@ -28,9 +28,10 @@ public enum HistorySince {
     /// Whether `text`'s calendar date is the one `date` has: `2026-02-30` or `T25:00` parse by rolling over.
     private static func isCalendarDate(_ text: String, _ date: Date) -> Bool {
         let day = text.prefix(10)
-        guard day.count == 10, let offset = text.dropFirst(10).range(of: "[+-][0-9]{2}:[0-9]{2}$", options: .regularExpression)
+        // The zone as written: `+05:30`, `+0530`, `+05`, or `Z` (none for a date alone).
+        guard day.count == 10, let offset = text.dropFirst(10).range(of: "[+-][0-9]{2}(:?[0-9]{2})?$", options: .regularExpression)
                 .map({ text.dropFirst(10)[$0] }) ?? (text.count == 10 || text.hasSuffix("Z") ? "+00:00" : nil),
-              let hours = Int(offset.dropFirst().prefix(2)), let minutes = Int(offset.suffix(2))
+              let hours = Int(offset.dropFirst().prefix(2)), let minutes = offset.count > 3 ? Int(offset.suffix(2)) : 0
         else { return false }
         let seconds = (hours * 3600 + minutes * 60) * (offset.hasPrefix("-") ? -1 : 1)
         let local = date.addingTimeInterval(TimeInterval(seconds))

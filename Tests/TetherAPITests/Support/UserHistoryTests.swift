@@ -518,10 +518,12 @@ struct UserHistoryTests {
         #expect(try HistorySince.parse("2026-09-21T14:13:20Z", now: now) == now)
         #expect(try HistorySince.parse("2026-09-21T16:13:20.000+02:00", now: now) == now)
         #expect(try HistorySince.parse("2026-09-22T01:13:20+11:00", now: now) == now, "a day named in its own zone")
+        #expect(try HistorySince.parse("2026-09-21T19:43:20+0530", now: now) == now, "a compact offset")
+        #expect(try HistorySince.parse("2026-09-21T09:13:20-05", now: now) == now, "an offset of hours")
         #expect(try HistorySince.parse("1970-01-01", now: now) == Date(timeIntervalSince1970: 0))
         #expect(try HistorySince.parse("20000d", now: now) == now.addingTimeInterval(-20_000 * 86_400))
         for bad in ["yesterday", "24", "-1h", "2026-13-01", "h", "999999999d", "9999999999d", "9999999d", "36526d",
-                    "0001-01-01", "1969-12-31T23:59:59Z", "2026-02-30", "2026-09-21T25:00:00Z"] {
+                    "0001-01-01", "1969-12-31T23:59:59Z", "2026-02-30", "2026-09-21T25:00:00Z", "2026-02-30T10:00:00Z", "2026-09-21T12:59:60Z"] {
             #expect(throws: AdminError.self, "\(bad)") { try HistorySince.parse(bad, now: now) }
         }
     }
