@@ -87,7 +87,11 @@ struct MigrationRunnerTests {
         let client = database.client(asServiceRole: false, maxConnections: 2)
         defer { client.shutdown() }
         func waiting() async throws -> Int {
-            try await client.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0].decode("n")
+            // This test's database only: the suites beside it wait for advisory locks of their own (a user's, the gate).
+            try await client.query("""
+                SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """)[0].decode("n")
         }
         try await client.withConnection { replay in
             try await replay.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
