@@ -75,12 +75,16 @@ public struct LocalPostgresServer: Sendable {
         if let owner {
             try Self.run("/bin/chown", [owner, config.path, mainConfig.path])
         }
-        try String(port).write(to: Self.portFile(in: dataDirectory), atomically: true, encoding: .utf8)
+        let portFile = Self.portFile(in: dataDirectory)
+        let recorded = try? String(contentsOf: portFile, encoding: .utf8)
+        try String(port).write(to: portFile, atomically: true, encoding: .utf8)
         let log = dataDirectory.appendingPathComponent("server.log")
         do {
             try Self.run(binaries + "/pg_ctl", ["-D", dataDirectory.path, "-l", log.path, "-w", "-t", "60", "start"],
                          as: owner, what: "pg_ctl start (log: \(log.path))")
         } catch let error as LocalPostgresError {
+            // A port it could not start on is not remembered: the next start goes back to the one before, or a free one.
+            if let recorded { try? recorded.write(to: portFile, atomically: true, encoding: .utf8) } else { try? FileManager.default.removeItem(at: portFile) }
             // pg_ctl says only "examine the log output"; the server's own last words say why.
             let lines = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").suffix(5) ?? []
             throw lines.isEmpty ? error : LocalPostgresError("\(error.message); the server's log ends: \(lines.joined(separator: " | "))")

@@ -18,7 +18,7 @@ guard let command = arguments.first else {
     exit(2)
 }
 if ["--help", "-h", "help"].contains(command) {
-    if let topic = arguments.dropFirst().first {
+    if let topic = arguments.dropFirst().first, !["--help", "-h", "help"].contains(topic) {
         guard let text = Help.text(for: topic) else { fail("no such command \"\(topic)\" (see tether --help)", status: 2) }
         print(text)
     } else {

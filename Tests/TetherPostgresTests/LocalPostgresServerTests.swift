@@ -65,5 +65,7 @@ struct LocalPostgresServerTests {
         let error = #expect(throws: LocalPostgresError.self) { try server.start() }
         #expect(error?.message.contains("pg_ctl start") == true)
         #expect(error?.message.contains("Address already in use") == true, "\(error?.message ?? "")")
+        // The port it could not start on is not remembered: the next start without one picks another.
+        #expect(try LocalPostgresServer(dataDirectory: directory.appendingPathComponent("pg"), isThrowaway: true).port != busyPort)
     }
 }

@@ -104,6 +104,8 @@ struct SupportCommandLineTests {
             }
             let keys: Int = try await harness.owner.query("SELECT count(*)::int AS n FROM admin_keys")[0].decode("n")
             #expect(keys == 0, "neither made a key")
+            let helpOfHelp = try await Self.tether(["help", "--help"], databaseURL: nil)
+            #expect(helpOfHelp.status == 0 && helpOfHelp.stdout.contains("Usage"), "\(helpOfHelp.stderr)")
             let bare = try await Self.tether([], databaseURL: nil)
             #expect(bare.status == 2 && bare.stdout.isEmpty && bare.stderr.contains("Usage"), "\(bare.stdout)")
             // A verification that cannot run is not drift: a scheduled check tells the two apart by the status.
