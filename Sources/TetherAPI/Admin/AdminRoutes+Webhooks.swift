@@ -106,9 +106,8 @@ extension AdminRoutes {
         }
         guard !reads.contains(action), request.headers["idempotency-key"] != nil else { return try await run() }
         // A retried change gets its first answer (a new subscription's secret included, to the key that made it)
-        // instead of a second subscription or a second rotation; the key is checked first, as for the user actions.
-        let key = try await authenticate(request)
-        return try await IdempotentRequests(database: accounts.database).respond(to: request, principal: key.id) { try await run() }
+        // instead of a second subscription or a second rotation.
+        return try await once(request) { try await run() }
     }
 
     private static var noSuchWebhook: Problem { .notFound(detail: "No webhook subscription has this id.") }

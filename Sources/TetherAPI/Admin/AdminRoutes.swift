@@ -62,17 +62,11 @@ public struct AdminRoutes: Sendable {
         router.get("/v1/admin/events") { request in try await events(request) }
         router.get("/v1/admin/users/{id}/export") { request in try await export(request) }
         if let webhooks { registerWebhooks(on: &router, webhooks: webhooks) }
-        let idempotency = IdempotentRequests(database: accounts.database)
-        // A retry with the same Idempotency-Key gets the first answer and records nothing new;
-        // the key is checked first, so no answer is kept for a request without a live key.
         let idempotent: @Sendable (Action, HTTPRequest) async throws -> HTTPResponse = { action, request in
-            let key = try await authenticate(request)
             // An action's answer shows the user: it is theirs, and goes when they are erased. The erasure's own
             // answer, which shows nothing of them, is kept after the erasure's delete (named by its answer's id),
             // and stays for its retries.
-            return try await idempotency.respond(to: request, principal: key.id, subject: action == .erase ? nil : Self.namedUser(request)) {
-                try await act(action, request)
-            }
+            try await once(request, subject: action == .erase ? nil : Self.namedUser(request)) { try await act(action, request) }
         }
         for action in Action.posted {
             router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await idempotent(action, request) }
@@ -371,8 +365,15 @@ public struct AdminRoutes: Sendable {
         }
     }
 
+    /// Runs a change once per `Idempotency-Key` of the request's admin key: a retry gets the first answer and
+    /// records nothing new. The key is checked first, so no answer is kept for a request without a live key.
+    func once(_ request: HTTPRequest, subject: UUID? = nil, _ body: () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let key = try await authenticate(request)
+        return try await IdempotentRequests(database: accounts.database).respond(to: request, principal: key.id, subject: subject, body)
+    }
+
     /// The live admin key of `Authorization: Bearer`, or 401.
-    func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
+    private func authenticate(_ request: HTTPRequest, checkedByItsRecord: Bool = false) async throws -> AdminKey {
         guard let (scheme, presented) = request.authorization else { throw AdminError.missingKey }
         guard scheme == "bearer", !presented.isEmpty,
               let key = try await keys.authenticate(presented, checkedByItsRecord: checkedByItsRecord) else {

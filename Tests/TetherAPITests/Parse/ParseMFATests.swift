@@ -13,6 +13,18 @@ struct ParseMFATests {
         return (try #require(answer.string("objectId")), try #require(answer.string("sessionToken")))
     }
 
+    /// Enrols a TOTP factor with the user's own PUT (`authData.mfa` with a secret and its current code); answers
+    /// the factor's code generator.
+    @discardableResult
+    private func enrolTOTP(_ parse: ParseApp, objectId: String, session: String) async throws -> TOTP {
+        let secret = Base32.encode(TOTP.generateSecret())
+        let totp = try TOTP(secret: try Base32.decode(secret))
+        #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+            "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
+        ])).status == 200)
+        return totp
+    }
+
     private func appleLogIn(_ parse: ParseApp, _ sub: String, mfa: [String: String]?) async throws -> ParseAnswer {
         var authData: [String: JSONValue] = ["apple": ParseApp.strings(["id": sub, "token": try await parse.appleToken(sub)])]
         if let mfa { authData["mfa"] = ParseApp.strings(mfa) }
@@ -114,11 +126,7 @@ struct ParseMFATests {
             old.authTime = Date().addingTimeInterval(-600)
             _ = try await parse.app.service.commands.signIn(SignInCommand(
                 credential: .password(email: "stale@example.com", password: "first password 1"), session: old, context: CommandContext()))
-            let secret = Base32.encode(TOTP.generateSecret())
-            let totp = try TOTP(secret: try Base32.decode(secret))
-            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: fresh), json: .object([
-                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
-            ])).status == 200)
+            try await enrolTOTP(parse, objectId: objectId, session: fresh)
             let removeFactors: JSONValue = .object(["authData": .object(["mfa": .null])])
             #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: staleToken), json: removeFactors).code == 119)
             let changed = try await parse.send("PUT", "/users/\(objectId)", .init(session: staleToken), json: .object(["password": "taken over 1"]))
@@ -175,11 +183,7 @@ struct ParseMFATests {
     @Test func mfaNullRemovesTheFactorsAfterARecentLogIn() async throws {
         try await ParseApp.run { parse in
             let (objectId, session) = try await appleUser(parse, "apple-off")
-            let secret = Base32.encode(TOTP.generateSecret())
-            let totp = try TOTP(secret: try Base32.decode(secret))
-            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
-                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
-            ])).status == 200)
+            let totp = try await enrolTOTP(parse, objectId: objectId, session: session)
             let off: JSONValue = .object(["authData": .object(["mfa": .null])])
             _ = try await parse.app.admin.query("UPDATE sessions SET auth_time = auth_time - interval '1 day'")
             let events = try await parse.accountEvents()
