@@ -161,6 +161,7 @@ extension FirebaseRoutes {
         var completed = session
         completed.amr = started.amr
         completed.secondFactorId = started.secondFactorId
+        completed.developerClaims = started.developerClaims
         return .object(try await tokens(account, session: completed, refreshToken: refreshToken, signInProvider: Self.signInProvider(amr: started.amr)))
     }
 }

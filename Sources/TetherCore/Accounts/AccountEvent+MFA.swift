@@ -68,6 +68,9 @@ extension AccountEvent {
         public var expiresAt: Date
         /// The DPoP key the first step was bound to; the second step must be signed by it too.
         public var jkt: String?
+        /// The developer claims of a custom token's sign-in (`personal.customClaims`), sealed like personal data:
+        /// the session the second factor opens carries them.
+        public var personal: PersonalData? = nil
     }
 
     public struct MFACodeSent: Codable, Sendable, Hashable {

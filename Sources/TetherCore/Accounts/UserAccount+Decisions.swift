@@ -89,7 +89,8 @@ extension UserAccount {
         if mfa.isRequired {
             return [.mfaChallengeIssued(.init(
                 challengeId: session.id, firstFactor: identity.provider, amr: session.amr,
-                expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt))]
+                expiresAt: now.addingTimeInterval(Self.challengeLifetime), jkt: session.jkt,
+                personal: session.developerClaims.map { PersonalData(customClaims: $0) }))]
         }
         return starting(session, provider: identity.provider, outcome: "returning", now: now) + grantEvents(of: identity)
     }

@@ -30,6 +30,8 @@ public struct MFAState: Sendable, Hashable, Codable {
         public var expiresAt: Date
         /// The DPoP key of the first step, when it had one.
         public var jkt: String?
+        /// The developer claims of the custom token that began it: the session it opens carries them.
+        public var developerClaims: String?
         public var attempts = 0
         public var isEnded = false
         /// The SMS code last sent for this challenge, its factor and expiry.
@@ -81,7 +83,7 @@ public struct MFAState: Sendable, Hashable, Codable {
             }
             challenges[payload.challengeId] = Challenge(
                 id: payload.challengeId, firstFactor: payload.firstFactor, amr: payload.amr, expiresAt: payload.expiresAt,
-                jkt: payload.jkt)
+                jkt: payload.jkt, developerClaims: payload.personal?.customClaims)
         case .mfaCodeSent(let payload):
             smsSends.append(date)
             smsSends.removeAll { date.timeIntervalSince($0) >= UserAccount.smsWindow }
@@ -368,6 +370,7 @@ extension UserAccount {
         var completed = session
         completed.amr = challenge.amr + [method.amr, "mfa"]
         completed.secondFactorId = factorId
+        completed.developerClaims = challenge.developerClaims
         events += starting(completed, provider: challenge.firstFactor, outcome: "mfa", now: now)
         return MFAOutcome(events: events, failure: nil)
     }

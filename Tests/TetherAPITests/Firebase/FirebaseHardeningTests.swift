@@ -87,18 +87,28 @@ struct FirebaseHardeningTests {
     }
 
     /// A custom token of a user who has a second factor gets a challenge, as every way in does (Firebase asks
-    /// none there): a leaked service-account key must not pass the factor of a user it can name.
+    /// none there): a leaked service-account key must not pass the factor of a user it can name. The session the
+    /// factor then opens carries the token's developer claims, refreshes included.
     @Test func aCustomTokenOfAUserWithASecondFactorGetsAChallenge() async throws {
         try await FirebaseApp.run(settings: ["TETHER_TEST_PRODUCTION": "1"]) { firebase in
             let (_, email, key, keyID) = try await serviceAccount(firebase)
             let v1 = try await firebase.app.signedIn(try await firebase.app.apple("apple-mfa-custom", email: "mfa@privaterelay.appleid.com"))
-            try await firebase.app.enrolTOTP(accessToken: v1.session.accessToken)
+            let (factorId, totp) = try await firebase.app.enrolTOTP(accessToken: v1.session.accessToken)
             let custom = try await firebase.call("accounts:signInWithCustomToken", .object([
-                "token": .string(try customToken(uid: v1.user.id, key: key, keyID: keyID, email: email)),
+                "token": .string(try customToken(uid: v1.user.id, claims: ["tier": "gold"], key: key, keyID: keyID, email: email)),
             ]))
             #expect(custom.status == 200, "\(custom.text)")
-            #expect(custom.string("mfaPendingCredential") != nil)
+            let pending = try #require(custom.string("mfaPendingCredential"))
             #expect(custom.string("idToken") == nil && custom.string("refreshToken") == nil)
+            let done = try await firebase.app.client.post("/identitytoolkit.googleapis.com/v2/accounts/mfaSignIn:finalize?key=k", json: JSONValue.object([
+                "mfaPendingCredential": .string(pending), "mfaEnrollmentId": .string(factorId),
+                "totpVerificationInfo": .object(["verificationCode": .string(totp.code(at: Date().addingTimeInterval(30)))]),
+            ]))
+            let finished = FirebaseAnswer(done)
+            #expect(finished.status == 200, "\(finished.text)")
+            #expect(finished.idTokenClaims["tier"] == "gold", "\(finished.idTokenClaims)")
+            let refreshed = try await firebase.refresh(try #require(finished.string("refreshToken")))
+            #expect(refreshed.idTokenClaims["tier"] == "gold", "a refresh keeps the developer claims")
         }
     }
 
