@@ -324,11 +324,15 @@ struct V1EmailFlowTests {
             }
             #expect(try await service.mails(to: "ada@new.example").count == 1)
             let moved = try await service.lastMail(to: "ada@new.example").code
+            // Confirmed by the signed-in client itself: the change ends every session, the caller's too, and the
+            // retry with that session's token still gets the first answer.
             for _ in 0..<2 {
                 let confirmed = try await service.client.post(
-                    "/v1/email-verification/confirm", headers: ["Idempotency-Key": "moved-1"], json: ["code": moved])
+                    "/v1/email-verification/confirm",
+                    headers: ["Authorization": "Bearer \(signedIn.session.accessToken)", "Idempotency-Key": "moved-1"], json: ["code": moved])
                 #expect(confirmed.status == 200, "\(confirmed.bodyText)")
             }
+            #expect(try await service.me(signedIn.session.accessToken).status == 401, "the change ended the session")
             #expect(try await service.signIn(service.password("ada@new.example", "a new password")).status == 200)
         }
     }

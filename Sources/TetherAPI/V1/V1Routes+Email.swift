@@ -48,16 +48,14 @@ extension V1Routes {
             }
         }
         router.post("/v1/users/me/email-verification") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let body = request.body.isEmpty ? LocaleBody() : try request.decodeJSON(LocaleBody.self)
                 try await email.sendVerification(userId: claims.userId, emailRequest(request, claims.userId, locale: body.locale))
                 return try Self.mailAccepted
             }
         }
         router.post("/v1/email-verification/confirm") { request in
-            let caller = request.headers["authorization"] == nil ? nil : try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: caller?.sessionId) {
+            try await once(request, optional: true) { caller in
                 let body = try request.decodeJSON(CodeBody.self)
                 let account = try await email.confirm(
                     code: body.code, purposes: [.verifyEmail, .changeEmail], caller: caller?.userId,
@@ -66,8 +64,7 @@ extension V1Routes {
             }
         }
         router.post("/v1/users/me/email") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let body = try request.decodeJSON(EmailBody.self)
                 try await email.requestEmailChange(
                     userId: claims.userId, to: body.email, authTime: claims.authTime, emailRequest(request, claims.userId, locale: body.locale))

@@ -6,8 +6,7 @@ import TetherHTTP
 extension V1Routes {
     func registerMFA(on router: inout Router) {
         router.post("/v1/users/me/mfa/totp") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let body = request.body.isEmpty ? EnrolBody() : try request.decodeJSON(EnrolBody.self)
                 let enrolment = try await accounts.enrolTOTP(
                     userId: claims.userId, authTime: claims.authTime, displayName: try UserAccount.factorDisplayName(body.displayName),
@@ -18,8 +17,7 @@ extension V1Routes {
             }
         }
         router.post("/v1/users/me/mfa/phone") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let body = try request.decodeJSON(PhoneEnrolBody.self)
                 let factorId = try await accounts.enrolPhone(
                     userId: claims.userId, authTime: claims.authTime, phoneNumber: body.phoneNumber,
@@ -29,8 +27,7 @@ extension V1Routes {
         }
         for (path, type) in [("/v1/users/me/mfa/totp/verify", MFAFactorType.totp), ("/v1/users/me/mfa/phone/verify", .phone)] {
             router.post(path) { request in
-                let claims = try await authenticate(request)
-                return try await idempotency.respond(to: request, principal: claims.sessionId) {
+                try await once(request) { claims in
                     let body = try request.decodeJSON(ConfirmBody.self)
                     let confirmed = try await accounts.confirmFactor(
                         userId: claims.userId, factorId: try Self.factorId(body.factorId), type: type, code: body.code,
@@ -44,8 +41,7 @@ extension V1Routes {
             }
         }
         router.delete("/v1/users/me/mfa/{factorId}") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let account = try await accounts.removeFactors(
                     userId: claims.userId, factorIds: [try Self.factorId(request.pathParameters["factorId"] ?? "")],
                     authTime: claims.authTime, context: context(request, claims.userId))
@@ -53,8 +49,7 @@ extension V1Routes {
             }
         }
         router.post("/v1/users/me/mfa/recovery-codes") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 let codes = try await accounts.regenerateRecoveryCodes(
                     userId: claims.userId, authTime: claims.authTime, context: context(request, claims.userId))
                 return try HTTPResponse.json(["recoveryCodes": codes], status: 201)

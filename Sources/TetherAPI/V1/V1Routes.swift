@@ -63,12 +63,10 @@ public struct V1Routes: Sendable {
             return HTTPResponse.json(UserAnswer(user: try await user(claims.userId)))
         }
         router.post("/v1/users/me/identities") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) { try await link(request, claims) }
+            try await once(request) { claims in try await link(request, claims) }
         }
         router.delete("/v1/users/me/identities/{provider}") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 // Removing a way in is a change a stolen token must not make.
                 try UserAccount.requireRecentSignIn(authTime: claims.authTime, now: Date())
                 let account = try await accounts.unlink(
@@ -80,15 +78,13 @@ public struct V1Routes: Sendable {
             try await idempotency.respond(to: request, principal: nil) { try await refresh(request) }
         }
         router.post("/v1/sign-out") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
                 return .noContent()
             }
         }
         router.post("/v1/users/me/sessions/revoke") { request in
-            let claims = try await authenticate(request)
-            return try await idempotency.respond(to: request, principal: claims.sessionId) {
+            try await once(request) { claims in
                 try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
                 return .noContent()
             }
@@ -170,6 +166,46 @@ public struct V1Routes: Sendable {
     /// A token bound to a key (`cnf.jkt`) must come with the `DPoP` scheme and a proof by
     /// that key over this request and token (RFC 9449 §7); an unbound one with `Bearer`.
     func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
+        let claims = try await verifiedToken(request)
+        guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
+            throw AccountError.invalidToken
+        }
+        return claims
+    }
+
+    /// Runs a signed-in caller's change once per `Idempotency-Key` (``IdempotentRequests``). A retry of a request
+    /// that ended the very session it came with (a sign-out, revoking every session, a confirmed email change) gets
+    /// that request's answer rather than 401: its token and proof are checked as ever, and only a kept answer of
+    /// that session with that key is given.
+    func once(_ request: HTTPRequest, _ change: (AccessTokenClaims) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        try await once(request, optional: false) { claims in
+            guard let claims else { throw AccountError.invalidToken } // not reached: a caller is required
+            return try await change(claims)
+        }
+    }
+
+    /// ``once(_:_:)``; with `optional`, a request without `Authorization` runs with no caller.
+    func once(
+        _ request: HTTPRequest, optional: Bool, _ change: (AccessTokenClaims?) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        var caller: AccessTokenClaims?
+        if !optional || request.headers["authorization"] != nil {
+            let claims = try await verifiedToken(request)
+            guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
+                if let key = request.headers["idempotency-key"],
+                   let kept = try await idempotency.storedAnswer(to: request, key: key, principal: claims.sessionId) {
+                    return kept
+                }
+                throw AccountError.invalidToken
+            }
+            caller = claims
+        }
+        return try await idempotency.respond(to: request, principal: caller?.sessionId) { try await change(caller) }
+    }
+
+    /// The access token's claims, checked (signature, expiry, audience, and a key-bound token's `DPoP` proof),
+    /// whether or not its session is still live.
+    private func verifiedToken(_ request: HTTPRequest) async throws -> AccessTokenClaims {
         guard let (scheme, token) = request.authorization, scheme == "bearer" || scheme == "dpop", !token.isEmpty else {
             throw AccountError.invalidToken
         }
@@ -183,9 +219,6 @@ public struct V1Routes: Sendable {
             throw TokenError.invalidToken.with(
                 detail: claims.jkt == nil ? "This token is not bound to a key; send it with the Bearer scheme."
                     : "This token is bound to a key; send it with the DPoP scheme and a DPoP proof.")
-        }
-        guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
-            throw AccountError.invalidToken
         }
         return claims
     }
