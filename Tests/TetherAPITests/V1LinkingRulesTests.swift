@@ -150,18 +150,23 @@ struct V1LinkingRulesTests {
             #expect(signUp.status == 201)
             let old = try signUp.decodeJSON(SignedIn.self)
             #expect(old.user.emailVerified == false)
-            // Whoever signed up may have linked an Apple ID of theirs, whose provider proved another address.
+            // Whoever signed up may have linked an Apple ID and a Google account of theirs, whose providers proved
+            // another address: the owner's Google account takes the place of the squatter's.
             let squatter = try await app.apple("apple-squatter", email: "squatter@icloud.com")
             #expect(try await app.link(squatter, to: old.session.accessToken).status == 200)
+            let squattersGoogle = try await app.google("google-squatter", email: "squatter@gmail.com")
+            #expect(try await app.link(squattersGoogle, to: old.session.accessToken).status == 200)
 
             let takeover = try await app.signIn(try await app.google("google-lin", email: "lin@gmail.com", verified: true))
             #expect(takeover.status == 200)
             let now = try takeover.decodeJSON(SignedIn.self)
             #expect(now.user.id == old.user.id)
             #expect(now.user.emailVerified)
-            #expect(now.user.identities.map(\.provider) == ["google"], "the unverified password and the other address's Apple ID are dropped")
-            let squattersAgain = try await app.signIn(try await app.apple("apple-squatter", email: "squatter@icloud.com"))
-            #expect(try squattersAgain.decodeJSON(SignedIn.self).user.id != old.user.id, "the Apple ID no longer signs in to this account")
+            #expect(now.user.identities.map(\.provider) == ["google"], "the unverified password and the other address's identities are dropped")
+            for again in [try await app.apple("apple-squatter", email: "squatter@icloud.com"), try await app.google("google-squatter", email: "squatter@gmail.com")] {
+                let squattersAgain = try await app.signIn(again)
+                #expect(try squattersAgain.decodeJSON(SignedIn.self).user.id != old.user.id, "\(again.provider) no longer signs in to this account")
+            }
 
             #expect(try await app.me(old.session.accessToken).status == 401, "old access tokens stop working")
             let oldRefresh = try await app.refresh(old.session.refreshToken)

@@ -105,6 +105,22 @@ struct UserAccountTests {
         }
         #expect(unlinked == ["google", "password"])
         #expect(account(history + takeover, id: id).signInMethods == ["apple"])
+
+        // The owner's own Google account proves a gmail address the squatter signed up with: the squatter's Google
+        // identity goes and makes room for it, rather than the sign-in being refused as a second Google account.
+        let gmail = ExternalIdentity(provider: "password", uid: "v@gmail.com", email: "v@gmail.com", isEmailVerified: false)
+        var squatted = UserAccount.register(id: id, identity: gmail, passwordHash: "scrypt$…", session: nil, now: now)
+        squatted += try account(squatted, id: id).link(squatters)
+        let owners = ExternalIdentity(provider: "google", uid: "g-owner", email: "v@gmail.com", isEmailVerified: true)
+        let regained = try account(squatted, id: id).takeOver(with: owners, session: session("t1"), now: now)
+        let after = account(squatted + regained, id: id)
+        #expect(after.signInMethods == ["google"])
+        #expect(after.identities["google"]?.uid == "g-owner")
+        // A Google account that proved this very address stays, and a second one is refused.
+        let proving = ExternalIdentity(provider: "google", uid: "g-first", email: "v@gmail.com", isEmailVerified: true)
+        let proved = UserAccount.register(id: id, identity: gmail, passwordHash: "scrypt$…", session: nil, now: now)
+            + (try account(UserAccount.register(id: id, identity: gmail, passwordHash: "scrypt$…", session: nil, now: now), id: id).link(proving))
+        #expect(throws: AccountError.providerAlreadyLinked) { try account(proved, id: id).takeOver(with: owners, session: session("t2"), now: now) }
     }
 
     /// A Firebase user made with a developer's uid keeps it through a takeover and a reset: the uid is how the

@@ -101,7 +101,10 @@ extension UserAccount {
     public func takeOver(with identity: ExternalIdentity, session: NewSession, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
-        guard identities[identity.provider] == nil else { throw .providerAlreadyLinked }
+        // An identity of the same provider that proved another address (a second Google account, say) goes with the
+        // others below, which makes room for this one; one that proved this very address stays, and this one is refused.
+        let address = identity.normalizedEmail ?? ""
+        if let existing = identities[identity.provider], Self.vouches(existing, for: address) { throw .providerAlreadyLinked }
         // A takeover skips the second factor, so an account that has one is never taken over:
         // its owner signs in with a method it has (and the second factor), then links.
         guard !mfa.isRequired else {
@@ -111,7 +114,7 @@ extension UserAccount {
         // An identity whose provider proved another address proves nothing about this one: it goes too.
         // A developer's uid (`custom`) is how their backend names the user, and a Firebase uid never changes: it
         // stays (a developer who made the user with an address nobody proved should prove it first).
-        var events = unlinking(identitiesNotVouchingFor: identity.normalizedEmail ?? "", keeping: [Self.customProvider], reason: "takeover")
+        var events = unlinking(identitiesNotVouchingFor: address, keeping: [Self.customProvider], reason: "takeover")
         events.append(.identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: true, personal: personal)))
         events.append(.emailVerified(.init(provider: identity.provider, personal: PersonalData(email: identity.email))))
         for active in activeSessions {
@@ -127,8 +130,13 @@ extension UserAccount {
     /// not own the address.
     func unlinking(identitiesNotVouchingFor address: String, keeping kept: Set<String>, reason: String) -> [AccountEvent] {
         identities.values.sorted { $0.provider < $1.provider }.filter { existing in
-            !kept.contains(existing.provider) && !(existing.isEmailVerified && existing.email.map(ExternalIdentity.normalize) == address)
+            !kept.contains(existing.provider) && !Self.vouches(existing, for: address)
         }.flatMap { unlinking($0, reason: reason) }
+    }
+
+    /// Whether `identity`'s provider proved `address` (normalized).
+    static func vouches(_ identity: Identity, for address: String) -> Bool {
+        identity.isEmailVerified && identity.email.map(ExternalIdentity.normalize) == address
     }
 
     /// The anonymous identity, unlinked (reason `upgraded`) as a real way to sign in joins the user.
