@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherHTTP
 import TetherPostgres
 
@@ -6,10 +7,17 @@ import TetherPostgres
 public struct OperationsRoutes: Sendable {
     let database: PostgresClient
     let migrations: MigrationRunner
+    /// Whether the stored keys open with the database client's master keys, once known: nil for a problem's
+    /// description. `serve` checks at start, but not when the database did not answer then.
+    private let masterKeyVerdict = MasterKeyVerdict()
 
     public init(database: PostgresClient, migrations: MigrationRunner) {
         self.database = database
         self.migrations = migrations
+    }
+
+    private final class MasterKeyVerdict: Sendable {
+        let state = Mutex<String??>(nil)
     }
 
     /// Adds the routes to `router`.
@@ -22,12 +30,14 @@ public struct OperationsRoutes: Sendable {
         }
     }
 
-    /// 200 when the database answers, every migration is applied unchanged and no read-model rebuild a
-    /// migration asked for is pending; 503 otherwise.
+    /// 200 when the database answers, every migration is applied unchanged, no read-model rebuild a
+    /// migration asked for is pending and the stored keys open with the configured master key; 503 otherwise.
     func readiness() async throws -> HTTPResponse {
         let status: MigrationStatus
+        let masterKeyProblem: String?
         do {
             status = try await migrations.status(database)
+            masterKeyProblem = status.isCurrent ? try await self.masterKeyProblem() : nil
         } catch let error as PostgresError {
             throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: "database unreachable: \(error.message)")
         }
@@ -40,6 +50,21 @@ public struct OperationsRoutes: Sendable {
         if let pending = try RebuildPending(try await database.query(RebuildPending.statement)) {
             throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: pending.description)
         }
+        if let masterKeyProblem { throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: masterKeyProblem) }
         return try HTTPResponse.json(["status": "ready", "database": "ok", "migrations": "current"])
+    }
+
+    /// Why the stored keys do not open with the configured master keys, or nil when they do: counted once (a
+    /// scan of every stored key), then remembered, since neither the key file nor what it wrapped changes under a
+    /// running server. A wrong key file is mended by restarting with the right one.
+    private func masterKeyProblem() async throws -> String? {
+        guard let ring = database.configuration.masterKeys else { return nil }
+        if let verdict = masterKeyVerdict.state.withLock({ $0 }) { return verdict }
+        let report = try await MasterKeyRotation.check(on: database, ring: ring)
+        let problem = report.unknown == 0 ? nil
+            : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
+                + "restart with the right one (tether keys check counts them)"
+        masterKeyVerdict.state.withLock { $0 = .some(problem) }
+        return problem
     }
 }

@@ -77,6 +77,13 @@ struct MasterKeyServiceTests {
             watchdog.cancel()
             #expect(served.status == 1, "serve started with a key that opens none of the stored keys: \(served.stderr)")
             #expect(served.stderr.contains("wrapped by a master key this configuration lacks"))
+            // A server that started while its database did not answer skipped that check: it is never ready with
+            // that key (the server started here in process, without serve's check, stands for it).
+            let unchecked = try await RunningService.start(databaseURL: service.database.url, values: ["TETHER_MASTER_KEY_FILE": other], devIdP: false)
+            let readiness = try await unchecked.client.get("/readyz")
+            await unchecked.stop()
+            #expect(readiness.status == 503 && readiness.bodyText.contains("wrapped by a master key this configuration lacks"), "\(readiness.bodyText)")
+            #expect(try await service.client.get("/readyz").status == 200, "the right key is ready")
             let rotated = try await TetherCommandLine.run(
                 ["keys", "rotate-master", "--new", other], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(rotated.status == 0, "\(rotated.stderr)")
