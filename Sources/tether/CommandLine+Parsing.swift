@@ -6,8 +6,9 @@ struct Arguments {
     private(set) var switches: Set<String> = []
     private(set) var positionals: [String] = []
 
-    /// Parses `arguments`; `valueFlags` name the flags that take a value.
-    init(_ arguments: [String], valueFlags: Set<String>, switchFlags: Set<String>) throws(UsageError) {
+    /// Parses `arguments`; `valueFlags` name the flags that take a value. More than `positionals` arguments
+    /// besides the options is a mistake (a stray word would otherwise be ignored in silence).
+    init(_ arguments: [String], valueFlags: Set<String>, switchFlags: Set<String>, positionals allowed: Int = .max) throws(UsageError) {
         var remaining = arguments[...]
         while let argument = remaining.popFirst() {
             if argument == "--" {
@@ -37,6 +38,7 @@ struct Arguments {
                 throw UsageError("unknown option \(argument)")
             }
         }
+        if positionals.count > allowed { throw UsageError("unexpected argument \(positionals[allowed])") }
     }
 
     func has(_ name: String) -> Bool { switches.contains(name) }

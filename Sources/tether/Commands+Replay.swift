@@ -6,8 +6,7 @@ import TetherPostgres
 extension Commands {
     /// `tether replay [--projection NAME] [--verify]`.
     static func replay(_ arguments: [String]) async throws {
-        let options = try Arguments(arguments, valueFlags: ["config", "projection"], switchFlags: ["verify"])
-        guard options.positionals.isEmpty else { throw UsageError("unexpected argument \(options.positionals[0])") }
+        let options = try Arguments(arguments, valueFlags: ["config", "projection"], switchFlags: ["verify"], positionals: 0)
         let projections: [Projection]
         if let name = options["projection"] {
             guard let projection = Projection.named(name) else {

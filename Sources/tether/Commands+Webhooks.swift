@@ -41,6 +41,7 @@ extension Commands {
                     throw CommandFailure(refusal.description)
                 }
             case "list":
+                guard options.positionals.count == 1 else { throw UsageError("tether webhooks list takes no arguments besides its options") }
                 let subscriptions = try await store.list()
                 if options.has("json") {
                     print(try jsonText(JSONValue.array(subscriptions.map(\.json))))

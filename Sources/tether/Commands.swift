@@ -7,7 +7,7 @@ import TetherProviders
 /// The commands of `tether`; each throws `UsageError` or `CommandFailure` on failure.
 enum Commands {
     static func serve(_ arguments: [String]) async throws {
-        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [])
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: [], positionals: 0)
         let configuration = try loadConfiguration(options)
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: tether serve needs a database (tether dev starts its own)")
@@ -22,7 +22,7 @@ enum Commands {
     }
 
     static func dev(_ arguments: [String]) async throws {
-        let options = try Arguments(arguments, valueFlags: ["config", "data"], switchFlags: ["no-seeds"])
+        let options = try Arguments(arguments, valueFlags: ["config", "data"], switchFlags: ["no-seeds"], positionals: 0)
         var configuration = try loadConfiguration(options)
         let logger = Logger(minimumLevel: configuration.logLevel)
         guard configuration.listen.isLoopback else {
@@ -129,7 +129,7 @@ enum Commands {
     }
 
     static func migrate(_ arguments: [String]) async throws {
-        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: ["status"])
+        let options = try Arguments(arguments, valueFlags: ["config"], switchFlags: ["status"], positionals: 0)
         let configuration = try loadConfiguration(options)
         guard let url = configuration.databaseURL else {
             throw CommandFailure("TETHER_DATABASE_URL is not set: tether migrate needs the database to migrate")

@@ -115,6 +115,12 @@ struct SupportCommandLineTests {
             #expect(try await Self.tether(["replay"], databaseURL: unreachable).status == 1)
             let nothing = try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg"], databaseURL: nil)
             expectOneLineFailure(nothing, status: 1, mentioning: "no PostgreSQL cluster at /nonexistent/tether-pg")
+            // A stray word is a mistake, not something to ignore: `migrate status` is not `migrate --status`. (`serve`
+            // and `dev` refuse theirs the same way; a test of theirs would serve until killed if that broke.)
+            for (call, word) in [(["migrate", "status"], "status"), (["replay", "all"], "all")] {
+                expectOneLineFailure(try await Self.tether(call, databaseURL: url), status: 2, mentioning: "unexpected argument \(word)")
+            }
+            expectOneLineFailure(try await Self.tether(["webhooks", "list", "all"], databaseURL: url), status: 2, mentioning: "takes no arguments")
         }
     }
 
