@@ -329,6 +329,47 @@ struct WebhookTests {
         await receiver.stop()
     }
 
+    /// One receiver that answers slowly, and many subscriptions with nothing to deliver, hold up no other
+    /// subscription: each instance delivers with several loops, one loop's turn on a subscription is short, and
+    /// a subscription that has seen the whole log is not taken until the log grows (at the default one-second poll).
+    @Test func aSlowReceiverAndIdleSubscriptionsHoldNoOtherUp() async throws {
+        let slow = try WebhookReceiver()
+        slow.delay = .seconds(3)
+        let fast = try WebhookReceiver()
+        let database = try await TestDatabase.make()
+        let owner = database.client(asServiceRole: false, maxConnections: 2)
+        var delivery = RunningService.fastWebhooks
+        delivery.pollInterval = WebhookDeliverer.Configuration().pollInterval
+        let running = try await RunningService.start(databaseURL: database.url, values: Self.allowLoopback, devIdP: true, webhookDelivery: delivery)
+        do {
+            let key = try await adminKey(owner)
+            _ = try await subscribe(running.client, key: key, url: slow.url, events: ["user.created"])
+            for index in 0..<24 {
+                _ = try await subscribe(running.client, key: key, url: fast.url.appendingPathComponent("idle\(index)"), events: ["mfa.factor_removed"])
+            }
+            _ = try await subscribe(running.client, key: key, url: fast.url, events: ["user.created"])
+            try await Task.sleep(for: .seconds(1)) // every subscription has looked at the log once
+            let started = ContinuousClock.now
+            for index in 0..<3 {
+                _ = try await signUp(running.client, "busy\(index)@example.com")
+            }
+            try await eventually("three sign-ups at the fast receiver", timeout: .seconds(30)) { fast.received.count >= 3 }
+            let waited = ContinuousClock.now - started
+            #expect(waited < .seconds(2.5), "the fast receiver waited \(waited) behind the slow one or the idle ones")
+            #expect(slow.received.count < 3, "the slow receiver is still answering")
+        } catch {
+            await running.stop()
+            owner.shutdown()
+            await slow.stop()
+            await fast.stop()
+            throw error
+        }
+        await running.stop()
+        owner.shutdown()
+        await slow.stop()
+        await fast.stop()
+    }
+
     @Test func aSlowReceiverDoesNotSlowSignIns() async throws {
         let receiver = try WebhookReceiver()
         receiver.delay = .seconds(3)

@@ -6,9 +6,11 @@ import TetherJOSE
 import TetherPostgres
 import TetherProviders
 
-/// Delivers webhook subscriptions, off the command path: a loop per Tether instance takes a lease on
-/// one due subscription at a time, reads the log after its cursor through the ``EventFeed``, and posts
-/// each matching public event, signed (``WebhookSignature``), in log order.
+/// Delivers webhook subscriptions, off the command path: a few loops per Tether instance (``Configuration/workers``)
+/// each take a lease on one due subscription at a time, read the log after its cursor through the ``EventFeed``,
+/// and post each matching public event, signed (``WebhookSignature``), in log order. A subscription is due when
+/// the log holds events past its cursor; one loop's turn on it ends after ``Configuration/turn``, so a slow
+/// receiver holds up neither the other loops nor, for long, the subscriptions behind it in its own.
 ///
 /// The cursor moves past an event only after a 2xx answer, in the same statement that checks the
 /// lease is still this instance's: a restart repeats at most the event in flight, and two instances
@@ -30,6 +32,10 @@ public final class WebhookDeliverer: Sendable {
         public var failAfter: TimeInterval = 3 * 24 * 60 * 60
         /// Events read per page.
         public var batch = 50
+        /// Loops delivering side by side in each instance: a receiver that answers slowly holds up one.
+        public var workers = 4
+        /// How long one loop keeps delivering to one subscription before it lets the others due go first.
+        public var turn: Duration = .seconds(2)
 
         public init() {}
     }
@@ -42,7 +48,7 @@ public final class WebhookDeliverer: Sendable {
     let deliveries: Counter
     /// This instance's name in leases.
     let instance = UUID.random()
-    private let loop = BackgroundLoop()
+    private let loops: [BackgroundLoop]
 
     public init(
         webhooks: WebhookStore, configuration: Configuration = Configuration(), httpClient: any ProviderHTTPClient = CurlProviderHTTPClient(),
@@ -51,6 +57,7 @@ public final class WebhookDeliverer: Sendable {
         self.webhooks = webhooks
         self.feed = EventFeed(store: webhooks.store, pollInterval: configuration.pollInterval)
         self.configuration = configuration
+        self.loops = (0..<max(1, configuration.workers)).map { _ in BackgroundLoop() }
         self.httpClient = httpClient
         self.logger = logger
         self.deliveries = metrics.counter(
@@ -58,24 +65,29 @@ public final class WebhookDeliverer: Sendable {
             labels: ["result"])
     }
 
-    /// Starts the loop (once).
+    /// Starts the loops (once).
     public func start() {
-        loop.start(idle: configuration.pollInterval, logger: logger, name: "webhook delivery loop") { [self] in try await deliverOnce() }
+        for loop in loops {
+            loop.start(idle: configuration.pollInterval, logger: logger, name: "webhook delivery loop") { [self] in try await deliverOnce() }
+        }
     }
 
-    /// Stops the loop after the attempt in flight, and gives this instance's leases back.
+    /// Stops the loops after the attempts in flight, and gives this instance's leases back.
     public func stop() async {
-        await loop.stop()
+        await withTaskGroup(of: Void.self) { group in
+            for loop in loops { group.addTask { await loop.stop() } }
+        }
         _ = try? await webhooks.database.query("UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = \(instance)")
     }
 
-    /// Takes one due subscription and delivers what it can; answers whether it found one to work on.
+    /// Takes one due subscription and delivers what it can; answers whether it found one to work on (then
+    /// another may be due at once: each moves its own next attempt on, so none is taken twice in a row).
     func deliverOnce() async throws -> Bool {
         guard let subscription = try await claim() else { return false }
         do {
-            let worked = try await deliver(subscription)
+            try await deliver(subscription)
             try await release(subscription.id)
-            return worked
+            return true
         } catch {
             // Something failed before any answer (the log could not be read, an event not decoded): the
             // subscription waits like after a failed attempt, so it does not hold the others up.
@@ -91,8 +103,8 @@ public final class WebhookDeliverer: Sendable {
         }
     }
 
-    /// Delivers the leased `subscription`'s next page of events, in order, until one fails.
-    private func deliver(_ subscription: WebhookSubscription) async throws -> Bool {
+    /// Delivers the leased `subscription`'s next page of events, in order, until one fails or its turn is over.
+    private func deliver(_ subscription: WebhookSubscription) async throws {
         guard let types = EventFeed.internalTypes(for: subscription.eventTypes) else {
             // A stored type this build does not know: delivering nothing would skip its events for good.
             try await webhooks.database.query("""
@@ -100,15 +112,22 @@ public final class WebhookDeliverer: Sendable {
                     updated_at = now()
                 WHERE id = \(subscription.id) AND lease_owner = \(instance)
                 """)
-            return false
+            return
         }
         var attempts = subscription.attempts
+        let turnEnds = ContinuousClock.now.advanced(by: configuration.turn)
         let page = try await feed.page(
             after: subscription.cursor, types: types, userId: nil, limit: configuration.batch, personal: subscription.personal)
         for item in page.items {
             try Task.checkCancellation()
-            guard try await renewLease(subscription.id) else { return true }
-            guard try await deliver(item, of: subscription, attempts: &attempts) else { return true }
+            if ContinuousClock.now >= turnEnds {
+                // Behind the others already due: their next attempts are older than now.
+                try await webhooks.database.query(
+                    "UPDATE webhook_subscriptions SET next_attempt_at = now() WHERE id = \(subscription.id) AND lease_owner = \(instance)")
+                return
+            }
+            guard try await renewLease(subscription.id) else { return }
+            guard try await deliver(item, of: subscription, attempts: &attempts) else { return }
         }
         // Every event of the page went: the cursor moves on past what the page looked at (events no one subscribed to).
         try await webhooks.database.query("""
@@ -117,7 +136,6 @@ public final class WebhookDeliverer: Sendable {
             WHERE id = \(subscription.id) AND lease_owner = \(instance) AND lease_until > now()
               AND (cursor_tx, cursor_position) <= (\(page.next.checkpoint.transactionId)::xid8, \(page.next.checkpoint.position))
             """)
-        return !page.items.isEmpty
     }
 
     /// Posts one event; answers whether the next may follow (a 2xx).
@@ -193,12 +211,14 @@ public final class WebhookDeliverer: Sendable {
         }
     }
 
-    /// Leases one active, due subscription that no live lease holds.
+    /// Leases one active, due subscription that no live lease holds and whose cursor the log has passed: one
+    /// that has looked at every event waits for the next without being read again.
     private func claim() async throws -> WebhookSubscription? {
         try await webhooks.database.query("""
             UPDATE webhook_subscriptions SET lease_owner = \(instance), lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
             WHERE id = (SELECT id FROM webhook_subscriptions
                         WHERE status = 'active' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
+                          AND (cursor_tx, cursor_position) < (SELECT tx, position FROM events ORDER BY tx DESC, position DESC LIMIT 1)
                         ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
             RETURNING \(unsafeSQL: WebhookStore.columns)
             """).first.map(webhooks.decode)
