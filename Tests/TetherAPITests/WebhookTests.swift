@@ -174,10 +174,12 @@ struct WebhookTests {
                          "https://[2002:c0a8:101::1]/hook", "https://[fec0::1]/hook", "https://198.18.0.1/hook", "https://192.0.0.8/hook",
                          "https://[64:ff9b:1::a00:1]/hook", "https://[64:ff9b:1:a00:1::]/hook", "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
                          "https://[2001:db8::1]/hook", "https://[100::1]/hook", "https://[3fff::1]/hook", "https://[2001:2::1]/hook",
-                         "https://192.0.2.1/hook", "https://198.51.100.7/hook", "https://203.0.113.9/hook"] {
+                         "https://192.0.2.1/hook", "https://198.51.100.7/hook", "https://203.0.113.9/hook",
+                         "https://[::ffff:0:10.0.0.1]/hook", "https://[::ffff:0:a9fe:a9fe]/hook"] {
             await #expect(throws: WebhookTargetPolicy.Refusal.self, "\(embedded)") { try await strict.check(embedded) }
         }
         await #expect(throws: WebhookTargetPolicy.Refusal.self) { try await strict.check("https://user:pw@93.184.215.14/hook") }
+        #expect(try await strict.check("https://[::ffff:0:5db8:d70e]/hook").addresses.isEmpty, "a translated public address passes")
         let literal = try await strict.check("https://93.184.215.14/hook")
         #expect(literal.url.host == "93.184.215.14" && literal.addresses.isEmpty, "a public literal passes without DNS, and needs no pin")
         #expect(try await strict.check("https://[3ff0::1]/hook").addresses.isEmpty, "3ff0::/12 beyond the documentation /20 is public")

@@ -74,9 +74,12 @@ public struct WebhookTargetPolicy: Sendable {
         if b.count == 16 {
             if b.allSatisfy({ $0 == 0 }) { return false } // ::
             if b[0..<15].allSatisfy({ $0 == 0 }) && b[15] == 1 { return allowsLoopback } // ::1
-            // Forms that carry an IPv4 address are judged as it: mapped (::ffff:0:0/96), compatible (::/96),
-            // NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+            // Forms that carry an IPv4 address are judged as it: mapped (::ffff:0:0/96), translated
+            // (::ffff:0:0:0/96, RFC 2765), compatible (::/96), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
             if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return isPublic(Address(bytes: Array(b[12...]))) }
+            if b[0..<8].allSatisfy({ $0 == 0 }) && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0 {
+                return isPublic(Address(bytes: Array(b[12...])))
+            }
             if b[0..<12].allSatisfy({ $0 == 0 }) { return isPublic(Address(bytes: Array(b[12...]))) }
             if b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4..<12].allSatisfy({ $0 == 0 }) {
                 return isPublic(Address(bytes: Array(b[12...])))
