@@ -66,12 +66,13 @@ methods=",unsupported_method,allow_header_conformance"
 # positive_data_acceptance is left out (negative_data_rejection kept) for operations that answer 400 to
 # well-formed requests for reasons of state the schema cannot say; they run apart: a `signed_request`
 # that is not canonical base64url; an address that already is the user's, an eleventh second factor
-# (the runs enrol many), recovery codes without a confirmed factor; an `after` that names no user, a
-# webhook URL the server will not deliver to (checked against DNS and private ranges).
+# (the runs enrol many), recovery codes without a confirmed factor; an `after` that names no user or
+# a point past the log's newest event, a webhook URL the server will not deliver to (checked against
+# DNS and private ranges).
 v1_state=(--exclude-name 'POST /v1/providers/facebook/data-deletion')
 session_state=(--exclude-name 'POST /v1/users/me/email' --exclude-name 'POST /v1/users/me/mfa/totp'
   --exclude-name 'POST /v1/users/me/mfa/phone' --exclude-name 'POST /v1/users/me/mfa/recovery-codes')
-admin_state=(--exclude-name 'GET /v1/admin/users' --exclude-name 'POST /v1/admin/webhooks')
+admin_state=(--exclude-name 'GET /v1/admin/users' --exclude-name 'GET /v1/admin/events' --exclude-name 'POST /v1/admin/webhooks')
 run v1 ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/' --exclude-path-regex '^/v1/admin' "${v1_state[@]}"
 run v1-state ",negative_data_rejection$methods" --include-name 'POST /v1/providers/facebook/data-deletion'
 # With a session; the route that ends every session is left out so it lives to the end.
@@ -80,7 +81,7 @@ run v1-session ",positive_data_acceptance,negative_data_rejection$methods" --inc
 run v1-session-state ",negative_data_rejection$methods" --include-path-regex '^/v1/users/me/(email|mfa/(totp|phone|recovery-codes))$' \
   -H "Authorization: Bearer $user_token"
 run admin ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/admin' "${admin_state[@]}" -H "Authorization: Bearer $admin_key"
-run admin-state ",negative_data_rejection$methods" --include-path-regex '^/v1/admin/(users|webhooks)$' -H "Authorization: Bearer $admin_key"
+run admin-state ",negative_data_rejection$methods" --include-path-regex '^/v1/admin/(users|events|webhooks)$' -H "Authorization: Bearer $admin_key"
 # Parse and Firebase answer 400 to well-formed requests that name an unknown session, user, token or
 # code (Parse's 101/206/209/252, Identity Toolkit's INVALID_ID_TOKEN, USER_NOT_FOUND, INVALID_OOB_CODE…),
 # as the services they stand in for do: positive_data_acceptance cannot hold there and is left out.

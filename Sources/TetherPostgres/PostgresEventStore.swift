@@ -344,6 +344,15 @@ public struct PostgresEventStore: Sendable {
         return (events, LogCheckpoint(transactionId: try row.decode("tx"), position: try row.decode("position")))
     }
 
+    /// Whether the log holds an event at or past `checkpoint`. A reader's checkpoint past the newest event (another
+    /// database's, or made up) would wait for events that never come, and show no lag while it did.
+    public func reaches(_ checkpoint: LogCheckpoint) async throws -> Bool {
+        if checkpoint == .start { return true }
+        return try await !client.query("""
+            SELECT 1 AS found FROM events WHERE (tx, position) >= (\(checkpoint.transactionId)::xid8, \(checkpoint.position)::bigint) LIMIT 1
+            """).isEmpty
+    }
+
     /// The checkpoint after every event below ``followingHorizon()``: where a reader that wants only what
     /// happens from now on starts.
     public func followingCheckpoint() async throws -> LogCheckpoint {

@@ -69,7 +69,12 @@ extension Commands {
                     throw UsageError("tether webhooks replay needs --from start or --from CURSOR")
                 }
                 let cursor: EventFeed.Cursor = if case .cursor(let cursor) = start { cursor } else { EventFeed.Cursor(.start) }
-                let changed = try found(try await store.replay(id, from: cursor), id)
+                let changed: WebhookSubscription
+                do {
+                    changed = try found(try await store.replay(id, from: cursor), id)
+                } catch let refusal as WebhookStore.Refusal {
+                    throw CommandFailure(refusal.description)
+                }
                 print("webhook \(id.lowercasedText) delivers again from \(changed.cursor)")
             default:
                 throw UsageError("unknown action \"\(action)\" (create, list, disable, enable, delete, rotate-secret or replay)")

@@ -273,6 +273,13 @@ struct WebhookTests {
                 "DELETE", "/v1/admin/users/\(bob.user.id)", fields: [("Authorization", "Bearer \(key)"), ("Content-Type", "application/json")],
                 body: Array(#"{"reason": "forget me"}"#.utf8))
             #expect(erased.status == 200)
+            let beyond = try await service.client.post(
+                "/v1/admin/webhooks/\(id)/replay", headers: ["Authorization": "Bearer \(key)"], json: ["from": "999999999-1"])
+            #expect(beyond.status == 400 && beyond.bodyText.contains("past the newest event"), "\(beyond.bodyText)")
+            let made = try await service.client.post(
+                "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"],
+                json: ["url": .string(receiver.url.absoluteString), "from": "999999999-1"] as JSONValue)
+            #expect(made.status == 400, "\(made.bodyText)")
             let replayed = try await service.client.post(
                 "/v1/admin/webhooks/\(id)/replay", headers: ["Authorization": "Bearer \(key)"], json: ["from": "start"])
             #expect(replayed.status == 200)

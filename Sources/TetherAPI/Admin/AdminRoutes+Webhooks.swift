@@ -70,7 +70,11 @@ extension AdminRoutes {
                 }), body.from != "now" else {
                     throw AdminError.invalidRequest("from takes start or a cursor (the feed's nextAfter).")
                 }
-                return try HTTPResponse.json(["webhook": try Self.found(try await webhooks.replay(id, from: cursor)).json] as JSONValue)
+                do {
+                    return try HTTPResponse.json(["webhook": try Self.found(try await webhooks.replay(id, from: cursor)).json] as JSONValue)
+                } catch let refusal as WebhookStore.Refusal {
+                    throw AdminError.invalidRequest(refusal.description)
+                }
             }
         }
         router.get("/v1/admin/webhooks/{id}/deliveries") { request in

@@ -224,6 +224,9 @@ public struct AdminRoutes: Sendable {
                 }
                 return cursor
             } ?? EventFeed.Cursor(.start)
+            guard try await feed.store.reaches(after.checkpoint) else {
+                throw AdminError.invalidRequest("after \(EventFeed.Cursor.pastTheLog): take the nextAfter of an earlier page, or 0 for the start.")
+            }
             let limit = try query.limit(standard: 50, maximum: EventFeed.maxPageSize)
             let types = query["type"].map { $0.split(separator: ",").map { String($0.trimmingWhiteSpace()) } }
             guard let internalTypes = EventFeed.internalTypes(for: types) else {

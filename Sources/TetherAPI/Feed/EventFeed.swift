@@ -20,11 +20,16 @@ public struct EventFeed: Sendable {
                 return
             }
             let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-            guard parts.count == 2, let tx = UInt64(parts[0]), let position = Int64(parts[1]), position >= 0 else { return nil }
+            // Digits only: `+5-+3` is no cursor this feed gave (and a `+` in a query is a space).
+            guard parts.count == 2, parts.allSatisfy({ $0.utf8.allSatisfy { (0x30...0x39).contains($0) } }),
+                  let tx = UInt64(parts[0]), let position = Int64(parts[1]) else { return nil }
             checkpoint = LogCheckpoint(transactionId: tx, position: position)
         }
 
         public var description: String { checkpoint == .start ? "0" : "\(checkpoint.transactionId)-\(checkpoint.position)" }
+
+        /// Why a cursor past the log's newest event is refused.
+        public static let pastTheLog = "names a point past the newest event of this log (a cursor of another database?)"
     }
 
     /// A page: the public events and where to read on.

@@ -122,7 +122,7 @@ public struct WebhookStore: Sendable {
         let cursor: LogCheckpoint = switch start {
         case .now: try await store.followingCheckpoint()
         case .start: .start
-        case .cursor(let cursor): cursor.checkpoint
+        case .cursor(let cursor): try await reached(cursor).checkpoint
         }
         let id = UUID.random()
         let secret = WebhookSignature.newSecret()
@@ -181,6 +181,7 @@ public struct WebhookStore: Sendable {
     /// active again, and a delivery in flight loses its lease, so it cannot move the cursor back over the replay.
     @discardableResult
     public func replay(_ id: UUID, from cursor: EventFeed.Cursor) async throws -> WebhookSubscription? {
+        _ = try await reached(cursor)
         let rows = try await database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(cursor.checkpoint.transactionId)::xid8,
                 cursor_position = \(cursor.checkpoint.position), attempts = 0, failing_since = NULL, next_attempt_at = now(),
@@ -188,6 +189,12 @@ public struct WebhookStore: Sendable {
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
         return try rows.first.map(decode)
+    }
+
+    /// `cursor`, once the log is known to reach it; a ``Refusal`` otherwise.
+    private func reached(_ cursor: EventFeed.Cursor) async throws -> EventFeed.Cursor {
+        guard try await store.reaches(cursor.checkpoint) else { throw Refusal(description: "from \(EventFeed.Cursor.pastTheLog)") }
+        return cursor
     }
 
     /// The latest attempts, newest first.
