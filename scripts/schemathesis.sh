@@ -72,7 +72,8 @@ methods=",unsupported_method,allow_header_conformance"
 v1_state=(--exclude-name 'POST /v1/providers/facebook/data-deletion')
 session_state=(--exclude-name 'POST /v1/users/me/email' --exclude-name 'POST /v1/users/me/mfa/totp'
   --exclude-name 'POST /v1/users/me/mfa/phone' --exclude-name 'POST /v1/users/me/mfa/recovery-codes')
-admin_state=(--exclude-name 'GET /v1/admin/users' --exclude-name 'GET /v1/admin/events' --exclude-name 'POST /v1/admin/webhooks')
+admin_state=(--exclude-name 'GET /v1/admin/users' --exclude-name 'GET /v1/admin/events' --exclude-name 'POST /v1/admin/webhooks'
+  --exclude-name 'POST /v1/admin/webhooks/{id}/replay')
 run v1 ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/' --exclude-path-regex '^/v1/admin' "${v1_state[@]}"
 run v1-state ",negative_data_rejection$methods" --include-name 'POST /v1/providers/facebook/data-deletion'
 # With a session; the route that ends every session is left out so it lives to the end.
@@ -81,7 +82,7 @@ run v1-session ",positive_data_acceptance,negative_data_rejection$methods" --inc
 run v1-session-state ",negative_data_rejection$methods" --include-path-regex '^/v1/users/me/(email|mfa/(totp|phone|recovery-codes))$' \
   -H "Authorization: Bearer $user_token"
 run admin ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/admin' "${admin_state[@]}" -H "Authorization: Bearer $admin_key"
-run admin-state ",negative_data_rejection$methods" --include-path-regex '^/v1/admin/(users|events|webhooks)$' -H "Authorization: Bearer $admin_key"
+run admin-state ",negative_data_rejection$methods" --include-path-regex '^/v1/admin/(users|events|webhooks|webhooks/\{id\}/replay)$' -H "Authorization: Bearer $admin_key"
 # Parse and Firebase answer 400 to well-formed requests that name an unknown session, user, token or
 # code (Parse's 101/206/209/252, Identity Toolkit's INVALID_ID_TOKEN, USER_NOT_FOUND, INVALID_OOB_CODE…),
 # as the services they stand in for do: positive_data_acceptance cannot hold there and is left out.

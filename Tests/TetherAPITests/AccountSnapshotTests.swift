@@ -72,7 +72,7 @@ struct AccountSnapshotTests {
         func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
         let user = try richState()
         let mfa = user.mfa
-        #expect(AccountSnapshot.format == 2)
+        #expect(AccountSnapshot.format == 3)
         #expect(labels(user) == [
             "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
             "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",
@@ -92,7 +92,7 @@ struct AccountSnapshotTests {
             "codeExpiresAt", "failedAttempts",
         ])
         #expect(labels(try #require(mfa.challenges.values.first)) == [
-            "id", "firstFactor", "amr", "expiresAt", "jkt", "attempts", "isEnded", "codeHash", "codeFactorId", "codeExpiresAt",
+            "id", "firstFactor", "amr", "expiresAt", "jkt", "developerClaims", "attempts", "isEnded", "codeHash", "codeFactorId", "codeExpiresAt",
         ])
         #expect(labels(try #require(user.emailCodes.values.first)) == [
             "id", "purpose", "email", "codeHash", "issuedAt", "expiresAt", "restoresVerified", "isSpent", "isUsed",

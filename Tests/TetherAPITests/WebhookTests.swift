@@ -148,8 +148,22 @@ struct WebhookTests {
             let noEvents = try await service.client.post(
                 "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"], json: JSONValue.object(["url": .string(receiver.url.absoluteString), "events": []]))
             #expect(noEvents.status == 400 && noEvents.bodyText.contains("names no event type"), "\(noEvents.bodyText)")
+            // A prefix is a whole group or everything, and a target URL has a bound.
+            for (url, events) in [(receiver.url.absoluteString, ["user*"]), (receiver.url.absoluteString + "?" + String(repeating: "q", count: 2100), ["*"])] {
+                let refused = try await service.client.post(
+                    "/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"],
+                    json: JSONValue.object(["url": .string(url), "events": .array(events.map(JSONValue.string))]))
+                #expect(refused.status == 400, "\(events) \(url.count): \(refused.bodyText)")
+            }
+            #expect(try await service.client.get("/v1/admin/events?type=user*", headers: ["Authorization": "Bearer \(key)"]).status == 400)
             let subscriptions: Int = try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n")
             #expect(subscriptions == 1)
+            // A type named twice is kept once.
+            let twice = try await subscribe(service.client, key: key, url: receiver.url, events: ["user.created", "user.*", "user.created"])
+            let kept: String = try await service.admin.query(
+                "SELECT array_to_string(event_types, ',') AS types FROM webhook_subscriptions WHERE id = \(twice.id)::uuid")[0].decode("types")
+            #expect(kept == "user.created,user.*")
+            _ = try await service.client.send("DELETE", "/v1/admin/webhooks/\(twice.id)", fields: [("Authorization", "Bearer \(key)")], body: [])
             let supportKey = try await AdminKeyStore(database: service.admin).create(
                 role: .support, name: "support", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
             #expect(try await service.client.get("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(supportKey)"]).status == 403)

@@ -66,6 +66,8 @@ public struct EventFeed: Sendable {
         guard let types else { return PublicEvent.internalTypes }
         var wanted: [String] = []
         for type in types {
+            // A prefix is a whole group (`user.*`) or everything (`*`): `user*` would also take a `users.` group.
+            guard !type.hasSuffix("*") || type == "*" || type.hasSuffix(".*") else { return nil }
             let prefix = type.hasSuffix("*") ? String(type.dropLast()) : nil
             let matching = PublicEvent.internalTypes.filter { internalType in
                 guard let publicType = PublicEvent.type(of: internalType) else { return false }

@@ -209,7 +209,7 @@ struct IdempotentRequests: Sendable {
         let rows = try await database.query("""
             SELECT request_hash, status, content_type, headers, body,
                    created_at > now() - \(Self.sessionReplayWindow)::interval AS recent
-            FROM idempotent_responses WHERE scope = \(derived.scope)
+            FROM idempotent_responses WHERE scope = \(derived.scope) AND created_at > now() - \(Self.lifetime)::interval
             """)
         guard let row = rows.first else { return nil }
         let requestHash: String = try row.decode("request_hash")
@@ -263,6 +263,16 @@ struct IdempotentRequests: Sendable {
             return kept.response
         }
         return nil
+    }
+
+    /// What a retry gets when the request it repeats ended the session it came with (a sign-out): that request's
+    /// kept answer, 409 while it is still being answered, nil when nothing is kept for it.
+    func answerForEndedSession(to request: HTTPRequest, key: String, session: UUID) async throws -> HTTPResponse? {
+        switch try await stored(Derived(request: request, principal: session, key: key)) {
+        case .success(let kept)?: kept.response
+        case .failure(let problem)? where problem.code == "idempotency_key_in_use": problem.response()
+        default: nil
+        }
     }
 
     /// Keeps the answer of a request that ran for its retries. What the request did has committed, so its answer

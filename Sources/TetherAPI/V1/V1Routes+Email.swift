@@ -55,7 +55,7 @@ extension V1Routes {
             }
         }
         router.post("/v1/email-verification/confirm") { request in
-            try await once(request, optional: true) { caller in
+            try await once(request, optional: true, endsItsSession: true) { caller in
                 let body = try request.decodeJSON(CodeBody.self)
                 let account = try await email.confirm(
                     code: body.code, purposes: [.verifyEmail, .changeEmail], caller: caller?.userId,

@@ -78,13 +78,13 @@ public struct V1Routes: Sendable {
             try await idempotency.respond(to: request, principal: nil) { try await refresh(request) }
         }
         router.post("/v1/sign-out") { request in
-            try await once(request) { claims in
+            try await once(request, endsItsSession: true) { claims in
                 try await accounts.signOut(userId: claims.userId, sessionId: claims.sessionId, context: context(request, claims.userId))
                 return .noContent()
             }
         }
         router.post("/v1/users/me/sessions/revoke") { request in
-            try await once(request) { claims in
+            try await once(request, endsItsSession: true) { claims in
                 try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
                 return .noContent()
             }
@@ -173,27 +173,30 @@ public struct V1Routes: Sendable {
         return claims
     }
 
-    /// Runs a signed-in caller's change once per `Idempotency-Key` (``IdempotentRequests``). A retry of a request
-    /// that ended the very session it came with (a sign-out, revoking every session, a confirmed email change) gets
-    /// that request's answer rather than 401: its token and proof are checked as ever, and only a kept answer of
-    /// that session with that key is given.
-    func once(_ request: HTTPRequest, _ change: (AccessTokenClaims) async throws -> HTTPResponse) async throws -> HTTPResponse {
-        try await once(request, optional: false) { claims in
+    /// Runs a signed-in caller's change once per `Idempotency-Key` (``IdempotentRequests``). With `endsItsSession`
+    /// (a sign-out, revoking every session, confirming an email change), a retry whose session has ended since
+    /// gets the first request's kept answer rather than 401: its token and proof are checked as ever, and only the
+    /// answer that session got on this route with this key and body is given. Every other route refuses an ended
+    /// session, kept answers or not: its answers (a TOTP secret, recovery codes) are no longer that caller's.
+    func once(
+        _ request: HTTPRequest, endsItsSession: Bool = false, _ change: (AccessTokenClaims) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        try await once(request, optional: false, endsItsSession: endsItsSession) { claims in
             guard let claims else { throw AccountError.invalidToken } // not reached: a caller is required
             return try await change(claims)
         }
     }
 
-    /// ``once(_:_:)``; with `optional`, a request without `Authorization` runs with no caller.
+    /// ``once(_:endsItsSession:_:)``; with `optional`, a request without `Authorization` runs with no caller.
     func once(
-        _ request: HTTPRequest, optional: Bool, _ change: (AccessTokenClaims?) async throws -> HTTPResponse
+        _ request: HTTPRequest, optional: Bool, endsItsSession: Bool, _ change: (AccessTokenClaims?) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         var caller: AccessTokenClaims?
         if !optional || request.headers["authorization"] != nil {
             let claims = try await verifiedToken(request)
             guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
-                if let key = request.headers["idempotency-key"],
-                   let kept = try await idempotency.storedAnswer(to: request, key: key, principal: claims.sessionId) {
+                if endsItsSession, let key = request.headers["idempotency-key"],
+                   let kept = try await idempotency.answerForEndedSession(to: request, key: key, session: claims.sessionId) {
                     return kept
                 }
                 throw AccountError.invalidToken

@@ -93,6 +93,9 @@ public struct WebhookStore: Sendable {
         public var description: String
     }
 
+    /// The longest target URL a subscription takes.
+    public static let maxURLLength = 2048
+
     /// How long the old secret still signs after a rotation.
     public static let rotationOverlap: TimeInterval = 24 * 60 * 60
 
@@ -110,6 +113,9 @@ public struct WebhookStore: Sendable {
     public func create(url: String, eventTypes: [String], personal: Bool = true, from start: Start = .now) async throws
         -> (subscription: WebhookSubscription, secret: String)
     {
+        guard url.count <= Self.maxURLLength else {
+            throw Refusal(description: "the url is longer than \(Self.maxURLLength) characters")
+        }
         let checked: URL
         do { checked = try await policy.check(url).url } catch { throw Refusal(description: error.description) }
         // An empty list is no choice (absent, the callers ask for every event): it is refused, not read as all.
@@ -119,6 +125,9 @@ public struct WebhookStore: Sendable {
         guard EventFeed.internalTypes(for: eventTypes) != nil else {
             throw Refusal(description: "events take a comma list of \(PublicEvent.types.joined(separator: ", ")), or prefixes such as user.*")
         }
+        // Each type once, in the order given.
+        var seen = Set<String>()
+        let eventTypes = eventTypes.filter { seen.insert($0).inserted }
         let cursor: LogCheckpoint = switch start {
         case .now: try await store.followingCheckpoint()
         case .start: .start
@@ -181,6 +190,8 @@ public struct WebhookStore: Sendable {
     /// active again, and a delivery in flight loses its lease, so it cannot move the cursor back over the replay.
     @discardableResult
     public func replay(_ id: UUID, from cursor: EventFeed.Cursor) async throws -> WebhookSubscription? {
+        // An unknown subscription is nil (404) whatever the cursor.
+        guard try await subscription(id) != nil else { return nil }
         _ = try await reached(cursor)
         let rows = try await database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(cursor.checkpoint.transactionId)::xid8,
