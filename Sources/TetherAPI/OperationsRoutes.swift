@@ -7,8 +7,9 @@ import TetherPostgres
 public struct OperationsRoutes: Sendable {
     let database: PostgresClient
     let migrations: MigrationRunner
-    /// Whether the stored keys open with the database client's master keys, once known: nil for a problem's
-    /// description. `serve` checks at start, but not when the database did not answer then.
+    /// Whether the stored keys open with the database client's master keys: the one check of them, running or
+    /// done, whose answer is nil or a problem's description. `serve` checks at start, but not when the database
+    /// did not answer then.
     private let masterKeyVerdict = MasterKeyVerdict()
 
     public init(database: PostgresClient, migrations: MigrationRunner) {
@@ -17,7 +18,7 @@ public struct OperationsRoutes: Sendable {
     }
 
     private final class MasterKeyVerdict: Sendable {
-        let state = Mutex<String??>(nil)
+        let check = Mutex<Task<String?, any Error>?>(nil)
     }
 
     /// Adds the routes to `router`.
@@ -56,15 +57,26 @@ public struct OperationsRoutes: Sendable {
 
     /// Why the stored keys do not open with the configured master keys, or nil when they do: counted once (a
     /// scan of every stored key), then remembered, since neither the key file nor what it wrapped changes under a
-    /// running server. A wrong key file is mended by restarting with the right one.
+    /// running server. Probes that come while it runs wait for that one check, which a probe giving up does not
+    /// cancel; one that failed (the database went away) runs again. A wrong key file is mended by a restart.
     private func masterKeyProblem() async throws -> String? {
         guard let ring = database.configuration.masterKeys else { return nil }
-        if let verdict = masterKeyVerdict.state.withLock({ $0 }) { return verdict }
-        let report = try await MasterKeyRotation.check(on: database, ring: ring)
-        let problem = report.unknown == 0 ? nil
-            : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
-                + "restart with the right one (tether keys check counts them)"
-        masterKeyVerdict.state.withLock { $0 = .some(problem) }
-        return problem
+        let check = masterKeyVerdict.check.withLock { check in
+            if let check { return check }
+            let started = Task { [database] () async throws -> String? in
+                let report = try await MasterKeyRotation.check(on: database, ring: ring)
+                return report.unknown == 0 ? nil
+                    : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
+                        + "restart with the right one (tether keys check counts them)"
+            }
+            check = started
+            return started
+        }
+        do {
+            return try await check.value
+        } catch {
+            masterKeyVerdict.check.withLock { if $0 == check { $0 = nil } }
+            throw error
+        }
     }
 }

@@ -10,6 +10,7 @@ extension Commands {
         guard let action = options.positionals.first else {
             throw UsageError("tether webhooks needs an action: create, list, disable, enable, delete, rotate-secret or replay")
         }
+        if action == "list", options.positionals.count > 1 { throw UsageError("tether webhooks list takes no arguments besides its options") }
         let configuration = try loadConfiguration(options)
         let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
         func id() throws -> UUID {
@@ -41,7 +42,6 @@ extension Commands {
                     throw CommandFailure(refusal.description)
                 }
             case "list":
-                guard options.positionals.count == 1 else { throw UsageError("tether webhooks list takes no arguments besides its options") }
                 let subscriptions = try await store.list()
                 if options.has("json") {
                     print(try jsonText(JSONValue.array(subscriptions.map(\.json))))

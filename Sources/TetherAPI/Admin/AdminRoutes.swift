@@ -224,7 +224,8 @@ public struct AdminRoutes: Sendable {
                 }
                 return cursor
             } ?? EventFeed.Cursor(.start)
-            guard try await feed.store.reaches(after.checkpoint) else {
+            // Asked of the primary: a standby behind it has not reached a cursor the primary gave, and waits for it.
+            guard try await accounts.store.reaches(after.checkpoint) else {
                 throw AdminError.invalidRequest("after \(EventFeed.Cursor.pastTheLog): take the nextAfter of an earlier page, or 0 for the start.")
             }
             let limit = try query.limit(standard: 50, maximum: EventFeed.maxPageSize)

@@ -12,9 +12,10 @@ import TetherProviders
 /// the log holds events past its cursor; one loop's turn on it ends after ``Configuration/turn``, so a slow
 /// receiver holds up neither the other loops nor, for long, the subscriptions behind it in its own.
 ///
-/// The cursor moves past an event only after a 2xx answer, in the same statement that checks the
-/// lease is still this instance's: a restart repeats at most the event in flight, and two instances
-/// never deliver one subscription at once. A failure is retried with exponential backoff and jitter;
+/// The cursor moves past an event only after a 2xx answer, and only forward, in the same statement that
+/// checks the lease is still the loop's (each loop leases under a name of its own): a restart repeats at
+/// most the event in flight, and two loops, of one instance or two, never deliver one subscription at once.
+/// A failure is retried with exponential backoff and jitter;
 /// after ``Configuration/failAfter`` of failures the subscription is marked `failing` and waits for an
 /// admin. A 410 answer disables it. Every attempt is recorded in `webhook_deliveries`.
 public final class WebhookDeliverer: Sendable {
@@ -46,8 +47,9 @@ public final class WebhookDeliverer: Sendable {
     let httpClient: any ProviderHTTPClient
     let logger: Logger
     let deliveries: Counter
-    /// This instance's name in leases.
-    let instance = UUID.random()
+    /// Each loop's name in leases: a loop whose lease ran out (a stalled attempt) can no longer move a cursor or
+    /// give back a lease another loop of this instance has taken since.
+    let owners: [UUID]
     private let loops: [BackgroundLoop]
 
     public init(
@@ -58,6 +60,7 @@ public final class WebhookDeliverer: Sendable {
         self.feed = EventFeed(store: webhooks.store, pollInterval: configuration.pollInterval)
         self.configuration = configuration
         self.loops = (0..<max(1, configuration.workers)).map { _ in BackgroundLoop() }
+        self.owners = loops.map { _ in UUID.random() }
         self.httpClient = httpClient
         self.logger = logger
         self.deliveries = metrics.counter(
@@ -67,8 +70,8 @@ public final class WebhookDeliverer: Sendable {
 
     /// Starts the loops (once).
     public func start() {
-        for loop in loops {
-            loop.start(idle: configuration.pollInterval, logger: logger, name: "webhook delivery loop") { [self] in try await deliverOnce() }
+        for (loop, owner) in zip(loops, owners) {
+            loop.start(idle: configuration.pollInterval, logger: logger, name: "webhook delivery loop") { [self] in try await deliverOnce(as: owner) }
         }
     }
 
@@ -77,16 +80,16 @@ public final class WebhookDeliverer: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for loop in loops { group.addTask { await loop.stop() } }
         }
-        _ = try? await webhooks.database.query("UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = \(instance)")
+        _ = try? await webhooks.database.query("UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ANY(\(PostgresArray(owners))::uuid[])")
     }
 
     /// Takes one due subscription and delivers what it can; answers whether it found one to work on (then
     /// another may be due at once: each moves its own next attempt on, so none is taken twice in a row).
-    func deliverOnce() async throws -> Bool {
-        guard let subscription = try await claim() else { return false }
+    func deliverOnce(as owner: UUID) async throws -> Bool {
+        guard let subscription = try await claim(as: owner) else { return false }
         do {
-            try await deliver(subscription)
-            try await release(subscription.id)
+            try await deliver(subscription, as: owner)
+            try await release(subscription.id, owner)
             return true
         } catch {
             // Something failed before any answer (the log could not be read, an event not decoded): the
@@ -95,51 +98,54 @@ public final class WebhookDeliverer: Sendable {
                 _ = try? await webhooks.database.query("""
                     UPDATE webhook_subscriptions SET next_attempt_at = now() + make_interval(secs => \(configuration.initialBackoff * 4)),
                         failing_since = coalesce(failing_since, now()), updated_at = now()
-                    WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                    WHERE id = \(subscription.id) AND lease_owner = \(owner)
                     """)
             }
-            try? await release(subscription.id)
+            try? await release(subscription.id, owner)
             throw error
         }
     }
 
     /// Delivers the leased `subscription`'s next page of events, in order, until one fails or its turn is over.
-    private func deliver(_ subscription: WebhookSubscription) async throws {
+    private func deliver(_ subscription: WebhookSubscription, as owner: UUID) async throws {
         guard let types = EventFeed.internalTypes(for: subscription.eventTypes) else {
             // A stored type this build does not know: delivering nothing would skip its events for good.
             try await webhooks.database.query("""
                 UPDATE webhook_subscriptions SET status = 'failing', status_reason = \("its event types are not all known to this server"),
                     updated_at = now()
-                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                WHERE id = \(subscription.id) AND lease_owner = \(owner)
                 """)
             return
         }
         var attempts = subscription.attempts
-        let turnEnds = ContinuousClock.now.advanced(by: configuration.turn)
         let page = try await feed.page(
             after: subscription.cursor, types: types, userId: nil, limit: configuration.batch, personal: subscription.personal)
-        for item in page.items {
+        // The turn starts once the page is read, and takes at least one event: a slow read must not end it empty.
+        let turnEnds = ContinuousClock.now.advanced(by: configuration.turn)
+        for (index, item) in page.items.enumerated() {
             try Task.checkCancellation()
-            if ContinuousClock.now >= turnEnds {
+            if index > 0, ContinuousClock.now >= turnEnds {
                 // Behind the others already due: their next attempts are older than now.
                 try await webhooks.database.query(
-                    "UPDATE webhook_subscriptions SET next_attempt_at = now() WHERE id = \(subscription.id) AND lease_owner = \(instance)")
+                    "UPDATE webhook_subscriptions SET next_attempt_at = now() WHERE id = \(subscription.id) AND lease_owner = \(owner)")
                 return
             }
-            guard try await renewLease(subscription.id) else { return }
-            guard try await deliver(item, of: subscription, attempts: &attempts) else { return }
+            guard try await renewLease(subscription.id, owner) else { return }
+            guard try await deliver(item, of: subscription, as: owner, attempts: &attempts) else { return }
         }
         // Every event of the page went: the cursor moves on past what the page looked at (events no one subscribed to).
         try await webhooks.database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(page.next.checkpoint.transactionId)::xid8, cursor_position = \(page.next.checkpoint.position),
                 next_attempt_at = now() + make_interval(secs => \(page.items.isEmpty ? Self.seconds(configuration.pollInterval) : 0)), updated_at = now()
-            WHERE id = \(subscription.id) AND lease_owner = \(instance) AND lease_until > now()
+            WHERE id = \(subscription.id) AND lease_owner = \(owner) AND lease_until > now()
               AND (cursor_tx, cursor_position) <= (\(page.next.checkpoint.transactionId)::xid8, \(page.next.checkpoint.position))
             """)
     }
 
     /// Posts one event; answers whether the next may follow (a 2xx).
-    private func deliver(_ item: EventFeed.Page.Item, of subscription: WebhookSubscription, attempts: inout Int) async throws -> Bool {
+    private func deliver(
+        _ item: EventFeed.Page.Item, of subscription: WebhookSubscription, as owner: UUID, attempts: inout Int
+    ) async throws -> Bool {
         guard case .object(let event) = item.json, case .string(let id)? = event["id"], case .string(let type)? = event["type"] else { return true }
         let body = try item.json.jsonBytes()
         let now = Date()
@@ -153,7 +159,7 @@ public final class WebhookDeliverer: Sendable {
             headers["Content-Type"] = "application/json"
             headers["User-Agent"] = "Tether-Webhooks/1"
             // Renewed once the target was checked (resolving its name takes time); the answer's body is not read.
-            guard try await renewLease(subscription.id) else { return false }
+            guard try await renewLease(subscription.id, owner) else { return false }
             // To the addresses checked, not to wherever the name points by the time the transfer starts.
             status = try await httpClient.post(
                 url: target.url, headers: headers, body: body, timeout: configuration.timeout, maxBytes: 1024 * 1024,
@@ -180,7 +186,8 @@ public final class WebhookDeliverer: Sendable {
             try await webhooks.database.query("""
                 UPDATE webhook_subscriptions SET cursor_tx = \(item.checkpoint.transactionId)::xid8, cursor_position = \(item.checkpoint.position),
                     attempts = 0, failing_since = NULL, updated_at = now()
-                WHERE id = \(subscription.id) AND lease_owner = \(instance) AND lease_until > now()
+                WHERE id = \(subscription.id) AND lease_owner = \(owner) AND lease_until > now()
+                  AND (cursor_tx, cursor_position) < (\(item.checkpoint.transactionId)::xid8, \(item.checkpoint.position))
                 """)
             attempts = 0
             return true
@@ -188,7 +195,7 @@ public final class WebhookDeliverer: Sendable {
             deliveries.increment("410")
             try await webhooks.database.query("""
                 UPDATE webhook_subscriptions SET status = 'disabled', status_reason = \("the receiver answered 410 Gone"), updated_at = now()
-                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                WHERE id = \(subscription.id) AND lease_owner = \(owner)
                 """)
             return false
         default:
@@ -202,7 +209,7 @@ public final class WebhookDeliverer: Sendable {
                                   THEN 'failing' ELSE status END,
                     status_reason = CASE WHEN coalesce(failing_since, now()) < now() - make_interval(secs => \(configuration.failAfter))
                                   THEN \("deliveries failed for longer than the retry period; enable it to try again") ELSE status_reason END
-                WHERE id = \(subscription.id) AND lease_owner = \(instance)
+                WHERE id = \(subscription.id) AND lease_owner = \(owner)
                 """)
             attempts = attempt
             logger.info("a webhook delivery failed", [("subscription", subscription.id.lowercasedText), ("event", id),
@@ -213,9 +220,9 @@ public final class WebhookDeliverer: Sendable {
 
     /// Leases one active, due subscription that no live lease holds and whose cursor the log has passed: one
     /// that has looked at every event waits for the next without being read again.
-    private func claim() async throws -> WebhookSubscription? {
+    private func claim(as owner: UUID) async throws -> WebhookSubscription? {
         try await webhooks.database.query("""
-            UPDATE webhook_subscriptions SET lease_owner = \(instance), lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
+            UPDATE webhook_subscriptions SET lease_owner = \(owner), lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
             WHERE id = (SELECT id FROM webhook_subscriptions
                         WHERE status = 'active' AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
                           AND (cursor_tx, cursor_position) < (SELECT tx, position FROM events ORDER BY tx DESC, position DESC LIMIT 1)
@@ -224,17 +231,17 @@ public final class WebhookDeliverer: Sendable {
             """).first.map(webhooks.decode)
     }
 
-    /// Extends this instance's lease; false when it has lost it (it expired and another took it).
-    private func renewLease(_ id: UUID) async throws -> Bool {
+    /// Extends the loop's lease; false when it has lost it (it expired and another loop took it).
+    private func renewLease(_ id: UUID, _ owner: UUID) async throws -> Bool {
         !(try await webhooks.database.query("""
             UPDATE webhook_subscriptions SET lease_until = now() + make_interval(secs => \(configuration.leaseSeconds))
-            WHERE id = \(id) AND lease_owner = \(instance) AND status = 'active' RETURNING id
+            WHERE id = \(id) AND lease_owner = \(owner) AND status = 'active' RETURNING id
             """)).isEmpty
     }
 
-    private func release(_ id: UUID) async throws {
+    private func release(_ id: UUID, _ owner: UUID) async throws {
         try await webhooks.database.query(
-            "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE id = \(id) AND lease_owner = \(instance)")
+            "UPDATE webhook_subscriptions SET lease_owner = NULL, lease_until = NULL WHERE id = \(id) AND lease_owner = \(owner)")
     }
 
     private static func seconds(_ duration: Duration) -> Double {
