@@ -190,7 +190,7 @@ struct UserAccountMFATests {
                 try user.deciding([{ try $0.unlink(provider: "apple", byAdmin: false) }, { try $0.link(self.apple) }], at: self.now)
             }),
             ("apple", "ended by Apple, then linked again", { user in
-                try user.deciding([{ $0.endedByProvider("apple", reason: "apple_consent_revoked") }, { try $0.link(self.apple) }], at: self.now)
+                try user.deciding([{ $0.endedByProvider("apple", uid: self.apple.uid, reason: "apple_consent_revoked") }, { try $0.link(self.apple) }], at: self.now)
             }),
             ("password", "moved to a new address", { try $0.changeEmail(to: "b@example.com", verified: false) }),
         ]

@@ -38,6 +38,19 @@ struct UserAccountTests {
         #expect(try user.link(facebook).map(\.type) == ["IdentityLinked"])
     }
 
+    /// A provider's notice about one of its ids (Apple's consent revoked, Facebook's data deletion) acts on that id
+    /// only: a user who replaced it with another id of the provider since the notice was looked up keeps the new one.
+    @Test func aProvidersNoticeActsOnTheIdItNames() throws {
+        let id = UUID()
+        let user = account(UserAccount.register(id: id, identity: apple, session: session(), now: now), id: id)
+        #expect(user.endedByProvider("apple", uid: "001.other", reason: "apple_consent_revoked").isEmpty)
+        #expect(!user.signsInOnly(with: "apple", uid: "001.other"))
+        #expect(user.providerEmailStatus("apple", uid: "001.other", forwarding: false).isEmpty)
+        #expect(user.endedByProvider("apple", uid: apple.uid, reason: "apple_consent_revoked").map(\.type) == ["SessionEnded", "IdentityUnlinked"])
+        #expect(user.signsInOnly(with: "apple", uid: apple.uid))
+        #expect(user.providerEmailStatus("apple", uid: apple.uid, forwarding: false).map(\.type) == ["ProviderEmailStatusChanged"])
+    }
+
     @Test func theLastSignInMethodCannotBeRemovedExceptByAnAdmin() throws {
         let id = UUID()
         let user = account(UserAccount.register(id: id, identity: apple, session: nil, now: now), id: id)

@@ -36,17 +36,18 @@ extension AccountService {
         guard let userId = try await user(provider: provider, uid: uid) else { return .noUser }
         if erasingIfOnly {
             do {
-                _ = try await erase(userId: userId, reason: reason, recording: recording, context: context) { $0.signsInOnly(with: provider) }
+                _ = try await erase(userId: userId, reason: reason, recording: recording, context: context) { $0.signsInOnly(with: provider, uid: uid) }
                 return .erased
             } catch is ConditionNoLongerHolds {
                 // Another way in exists: only the provider's identity goes.
             }
         }
         do {
-            let account = try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: recording, context) { account, _ in
-                (account.endedByProvider(provider, reason: reason), ())
-            }.account
-            return account.identities[provider] == nil ? .unlinked : .unchanged
+            let unlinked = try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: recording, context) { account, _ in
+                let events = account.endedByProvider(provider, uid: uid, reason: reason)
+                return (events, !events.isEmpty)
+            }.result
+            return unlinked ? .unlinked : .unchanged
         } catch let error as AccountError where error == .notFound {
             return .noUser // erased since it was looked up
         }
@@ -56,7 +57,7 @@ extension AccountService {
     public func providerEmailStatus(_ provider: String, uid: String, forwarding: Bool, context: CommandContext) async throws -> ProviderOutcome {
         guard let userId = try await user(provider: provider, uid: uid) else { return .noUser }
         let events = try await execute(userId, context) { account in
-            let events = account.providerEmailStatus(provider, forwarding: forwarding)
+            let events = account.providerEmailStatus(provider, uid: uid, forwarding: forwarding)
             return (events, events.count)
         }.result
         return events == 0 ? .unchanged : .recorded

@@ -16,25 +16,27 @@ extension AccountEvent {
 /// Decisions on what a provider tells Tether about a person outside a sign-in: Apple's server-to-server
 /// notifications, Facebook's data deletion requests.
 extension UserAccount {
-    /// The provider's grant ended (`reason`: `apple_consent_revoked`, `apple_account_deleted`,
-    /// `facebook_data_deletion`): its identity goes and the sessions it started end. Nothing when the
-    /// identity is not linked any more. Whether to erase a user left with no way in is the caller's call.
-    public func endedByProvider(_ provider: String, reason: String) -> [AccountEvent] {
-        guard exists, let identity = identities[provider] else { return [] }
+    /// The provider's grant of `uid` ended (`reason`: `apple_consent_revoked`, `apple_account_deleted`,
+    /// `facebook_data_deletion`): its identity goes and the sessions it started end. Nothing when that
+    /// identity is not linked any more, another of the provider included (the user replaced it since the
+    /// notice was looked up). Whether to erase a user left with no way in is the caller's call.
+    public func endedByProvider(_ provider: String, uid: String, reason: String) -> [AccountEvent] {
+        guard exists, let identity = identities[provider], identity.uid == uid else { return [] }
         let sessionsEnded: [AccountEvent] = activeSessions.filter { $0.amr.contains(provider) }.map {
             .sessionEnded(.init(sessionId: $0.id, reason: "provider_revoked"))
         }
         return sessionsEnded + unlinking(identity, reason: reason)
     }
 
-    /// Whether `provider` is the user's only way to sign in.
-    public func signsInOnly(with provider: String) -> Bool {
-        identities.count == 1 && identities[provider] != nil
+    /// Whether `provider`'s identity `uid` is the user's only way to sign in.
+    public func signsInOnly(with provider: String, uid: String) -> Bool {
+        identities.count == 1 && identities[provider]?.uid == uid
     }
 
-    /// The provider says whether it forwards mail to its address; nothing when that is already known.
-    public func providerEmailStatus(_ provider: String, forwarding: Bool) -> [AccountEvent] {
-        guard exists, let identity = identities[provider], identity.emailForwarding != forwarding else { return [] }
+    /// The provider says whether it forwards mail to the address of `uid`; nothing when that is already known,
+    /// or when that identity is not the user's any more.
+    public func providerEmailStatus(_ provider: String, uid: String, forwarding: Bool) -> [AccountEvent] {
+        guard exists, let identity = identities[provider], identity.uid == uid, identity.emailForwarding != forwarding else { return [] }
         return [.providerEmailStatusChanged(.init(provider: provider, forwarding: forwarding))]
     }
 }
