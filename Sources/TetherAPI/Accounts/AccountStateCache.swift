@@ -9,11 +9,11 @@ import TetherPostgres
 /// Only ever a starting point: a command still reads, under the user's lock, every event after
 /// the cached version and the stream's current version, and a cached state that does not lead
 /// exactly to that version is dropped and the stream read whole. So states written by another
-/// instance, and a database put back to an earlier point, are not hidden by the cache. One case is
-/// not seen: a log put back and then written again, by another instance, up to or past a kept state's
-/// version. Where no hint led the command (its stream's last events are read, or all of them), the
-/// state's last event must be the log's, by the same transaction; a command led by a hint reads only
-/// past the kept version and does not check it.
+/// instance, and a database put back to an earlier point, are not hidden by the cache. A log put back
+/// and then written again, by another instance, up to or past a kept state's version is seen by the
+/// transaction id of the event at the kept version: whether or not a hint led the command, the state's
+/// last event must be the log's, by the same transaction (a transaction id the server hands out again
+/// after a restore or a failover that lost transactions is the one case this cannot tell).
 /// Bounded in number and in size (a user may hold up to a hundred live sessions): the least recently
 /// used states go first.
 public final class AccountStateCache: Sendable {
