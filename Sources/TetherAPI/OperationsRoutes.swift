@@ -18,8 +18,12 @@ public struct OperationsRoutes: Sendable {
     }
 
     private final class MasterKeyVerdict: Sendable {
-        let check = Mutex<Task<String?, any Error>?>(nil)
+        let check = Mutex<(task: Task<String?, any Error>, started: ContinuousClock.Instant)?>(nil)
     }
+
+    /// How long a count of the stored keys stands: `tether keys rotate-master` re-wraps them under a running
+    /// server, and one left without the new key must stop being ready.
+    static let masterKeyCheckInterval: Duration = .seconds(60)
 
     /// Adds the routes to `router`.
     public func register(on router: inout Router) {
@@ -55,27 +59,27 @@ public struct OperationsRoutes: Sendable {
         return try HTTPResponse.json(["status": "ready", "database": "ok", "migrations": "current"])
     }
 
-    /// Why the stored keys do not open with the configured master keys, or nil when they do: counted once (a
-    /// scan of every stored key), then remembered, since neither the key file nor what it wrapped changes under a
-    /// running server. Probes that come while it runs wait for that one check, which a probe giving up does not
-    /// cancel; one that failed (the database went away) runs again. A wrong key file is mended by a restart.
+    /// Why the stored keys do not open with the configured master keys, or nil when they do: counted (a scan of
+    /// every stored key) at most once a ``masterKeyCheckInterval``, since a master-key rotation re-wraps them under
+    /// a running server. Probes that come while a count runs wait for it, and a probe giving up does not cancel it;
+    /// one that failed (the database went away) runs again.
     private func masterKeyProblem() async throws -> String? {
         guard let ring = database.configuration.masterKeys else { return nil }
         let check = masterKeyVerdict.check.withLock { check in
-            if let check { return check }
+            if let check, ContinuousClock.now < check.started + Self.masterKeyCheckInterval { return check.task }
             let started = Task { [database] () async throws -> String? in
                 let report = try await MasterKeyRotation.check(on: database, ring: ring)
                 return report.unknown == 0 ? nil
                     : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
                         + "restart with the right one (tether keys check counts them)"
             }
-            check = started
+            check = (started, ContinuousClock.now)
             return started
         }
         do {
             return try await check.value
         } catch {
-            masterKeyVerdict.check.withLock { if $0 == check { $0 = nil } }
+            masterKeyVerdict.check.withLock { if $0?.task == check { $0 = nil } }
             throw error
         }
     }
