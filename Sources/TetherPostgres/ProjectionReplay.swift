@@ -126,6 +126,17 @@ public struct ProjectionReplay: Sendable {
     public func run(
         _ mode: Mode, progress: @escaping @Sendable (ReplayProgress) -> Void = { _ in }
     ) async throws -> ReplayOutcome {
+        var outcome: ReplayOutcome?
+        try await Self.run([projection], mode, on: database, configuration: configuration, progress: progress) { outcome = $0 }
+        return outcome!
+    }
+
+    /// Rebuilds or compares `projections` one after the other under one hold of the run lock, so that no
+    /// migration (nor another replay) starts between two of them; `finished` is told of each as it ends.
+    public static func run(
+        _ projections: [Projection], _ mode: Mode, on database: PostgresClient, configuration: Configuration = Configuration(),
+        progress: @escaping @Sendable (ReplayProgress) -> Void = { _ in }, finished: (ReplayOutcome) async throws -> Void
+    ) async throws {
         try await database.withConnection { main in
             let locked: Bool = try await main.query("SELECT pg_try_advisory_lock(\(Self.runLockKey)) AS locked")[0].decode("locked")
             guard locked else {
@@ -133,9 +144,11 @@ public struct ProjectionReplay: Sendable {
                     "another tether replay, or tether migrate applying migrations, is running on this database; try again when it has finished")
             }
             do {
-                let outcome = try await runHoldingLock(mode, on: main, progress: progress)
+                for projection in projections {
+                    let replay = ProjectionReplay(projection: projection, database: database, configuration: configuration)
+                    try await finished(try await replay.runHoldingLock(mode, on: main, progress: progress))
+                }
                 try await main.query("SELECT pg_advisory_unlock(\(Self.runLockKey))")
-                return outcome
             } catch {
                 if !main.isBroken {
                     // The swap transaction drops the schema itself; anything else leaves copies to remove.

@@ -43,16 +43,19 @@ extension Commands {
         defer { database.shutdown() }
         let mode: ProjectionReplay.Mode = options.has("verify") ? .verify : .replace
         let display = ReplayProgressDisplay()
-        return try await interruptible(display: display) {
+        // The projections already swapped in, for the words of an interruption.
+        let swapped = SwappedProjections()
+        return try await interruptible(display: display, swapped: swapped) {
             var drifting = 0
-            for projection in projections {
-                let outcome = try await ProjectionReplay(projection: projection, database: database).run(mode, progress: display.show)
+            // One hold of the run lock for them all: no migration starts between two of them.
+            try await ProjectionReplay.run(projections, mode, on: database, progress: display.show) { outcome in
                 display.finish()
                 for drift in outcome.drift {
                     print("drift: \(drift)")
                 }
                 drifting += outcome.drift.count
                 print(summary(outcome))
+                if mode == .replace { swapped.names.withLock { $0.append(outcome.projection) } }
             }
             return drifting
         }
@@ -73,7 +76,7 @@ extension Commands {
 
     /// Runs `work`, cancelling it on SIGINT or SIGTERM; a replay then drops its copies.
     private static func interruptible<T: Sendable>(
-        display: ReplayProgressDisplay, _ work: @escaping @Sendable () async throws -> T
+        display: ReplayProgressDisplay, swapped: SwappedProjections, _ work: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let signals = ShutdownSignal.listen()
         let received = Mutex<Int32?>(nil)
@@ -90,7 +93,14 @@ extension Commands {
             guard let signal = received.withLock({ $0 }) else { throw error }
             display.finish()
             let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
-            throw CommandFailure("interrupted by \(name): the live tables are untouched, the shadow tables dropped", status: 128 + signal)
+            let done = swapped.names.withLock { $0 }
+            let untouched = done.isEmpty ? "the live tables are untouched" : "\(done.joined(separator: ", ")) swapped in already, the other live tables untouched"
+            throw CommandFailure("interrupted by \(name): \(untouched), the shadow tables dropped", status: 128 + signal)
         }
     }
+}
+
+/// The projections a replay has swapped in so far.
+private final class SwappedProjections: Sendable {
+    let names = Mutex<[String]>([])
 }

@@ -143,6 +143,21 @@ struct ProjectionReplayTests {
         try await Notebooks.write("NotebookCreated", .init(title: "after the swap"), notebook: UUID(), client: service)
     }
 
+    /// Several projections rebuilt by one run hold the run lock from the first to the last: a migration (or
+    /// another replay) cannot start between two of them.
+    @Test func aRunOfSeveralProjectionsHoldsItsLockBetweenThem() async throws {
+        let (owner, service, _) = try await notebooks(3)
+        defer { owner.shutdown(); service.shutdown() }
+        var between: [Bool] = []
+        try await ProjectionReplay.run([Notebooks.projection, Notebooks.projection], .replace, on: owner) { outcome in
+            #expect(outcome.events == 12)
+            between.append(try await service.query("SELECT pg_try_advisory_lock(\(ProjectionReplay.runLockKey)) AS locked")[0].decode("locked"))
+        }
+        #expect(between == [false, false], "another session could take the run lock while the run went on")
+        #expect(try await service.query("SELECT pg_try_advisory_lock(\(ProjectionReplay.runLockKey)) AS locked")[0].decode("locked", as: Bool.self),
+                "the run lets it go at the end")
+    }
+
     @Test func verifyReportsChangedMissingAndExtraRowsAndChangesNothing() async throws {
         let (owner, service, ids) = try await notebooks(3)
         defer { owner.shutdown(); service.shutdown() }
