@@ -98,9 +98,10 @@ public struct AdminUserDirectory: Sendable {
             query.append(" AND EXISTS (SELECT 1 FROM identities i WHERE i.user_id = u.id")
             if let provider = search.provider { query.append(" AND i.provider = \(provider)") }
             if let uid = search.uid {
-                // As typed, or in lower case as a password identity's uid (its email) is kept.
-                let spellings = try Array(Set([uid, ExternalIdentity.normalize(uid)])).sorted().map(seal.seal)
-                query.append(" AND i.provider_uid = ANY(\(PostgresArray(spellings))::text[])")
+                // As typed; for a password identity also in lower case, as its uid (its email) is kept. Other
+                // providers' ids are exact: Apple's `a123` and `A123` are two people.
+                let exact = try seal.seal(uid), lowered = try seal.seal(ExternalIdentity.normalize(uid))
+                query.append(" AND (i.provider_uid = \(exact) OR (i.provider = 'password' AND i.provider_uid = \(lowered)))")
             }
             query.append(")")
         }

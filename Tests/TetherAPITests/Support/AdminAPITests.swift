@@ -335,6 +335,12 @@ struct AdminAPITests {
             #expect(try await ids("provider=facebook&uid=10043") == [])
             #expect(try await ids("provider=password") == [ada, grace, alan].map { lower($0.id) })
             #expect(try await ids("uid=grace%40example.org") == [lower(grace.id)], "a password identity's uid is its email")
+            #expect(try await ids("uid=GRACE%40example.org") == [lower(grace.id)], "in any case")
+            // Other providers' ids are exact: two Apple ids that differ in case are two people.
+            let upper = try await harness.signedIn(try await harness.apple("001.CaseID"))
+            let lowerCase = try await harness.signedIn(try await harness.apple("001.caseid"))
+            #expect(try await ids("provider=apple&uid=001.CaseID") == [upper.user.id.lowercased()])
+            #expect(try await ids("uid=001.caseid") == [lowerCase.user.id.lowercased()])
             #expect(try await ids("q=\(ada.id.uuidString)") == [lower(ada.id)])
             // Free text finds whole words (the read models keep values sealed, and sealed text keeps equality only).
             #expect(try await ids("q=hopper") == [lower(grace.id)], "a word of the name, without case")
@@ -382,7 +388,7 @@ struct AdminAPITests {
             #expect(recorded.resultCount == 1)
             #expect(recorded.status == 200)
             #expect(!String(decoding: firstSearch.data, as: UTF8.self).contains(lower(ada.id)), "the people found are not recorded")
-            #expect(searches.count == 36, "every search above is recorded, refused ones too")
+            #expect(searches.count == 39, "every search above is recorded, refused ones too")
         }
     }
 
