@@ -1,3 +1,4 @@
+import CMalloc
 import Foundation
 
 /// The arguments of one command: flags (`--name value`, `--name=value`, `--switch`) and positionals.
@@ -62,5 +63,25 @@ struct CommandFailure: Error, CustomStringConvertible {
     init(_ description: String, status: Int32 = 1) {
         self.description = description
         self.status = status
+    }
+}
+
+extension Commands {
+    /// Why standard output did not get everything written to it, or nil when it did.
+    static func standardOutputFailure() -> String? {
+        let code = tether_standard_output_error()
+        return code == 0 ? nil : "could not write to standard output (\(String(cString: strerror(code))))"
+    }
+
+    /// Checks that a secret shown once reached standard output. When it did not (a full disk, a closed pipe),
+    /// nobody holds it: `undo` takes back what was made with it, and the command fails saying so.
+    static func requireShown(_ what: String, undoneBy verb: String, undo: () async throws -> Void) async throws {
+        guard let failure = standardOutputFailure() else { return }
+        do {
+            try await undo()
+        } catch {
+            throw CommandFailure("\(failure); \(what) was made and could not be \(verb): \(error)")
+        }
+        throw CommandFailure("\(failure); \(what) was \(verb), since nobody saw its secret")
     }
 }

@@ -58,10 +58,14 @@ extension Commands {
             guard let roleName = options["role"] else { throw UsageError("tether admin-keys create needs --role support or --role admin") }
             guard let role = AdminRole(rawValue: roleName) else { throw UsageError("--role is support or admin, not \"\(roleName)\"") }
             try await withDatabase(options, for: "tether admin-keys") { database in
-                let (key, secret) = try await AdminKeyStore(database: database).create(role: role, name: options["name"], metadata: operatorMetadata())
+                let store = AdminKeyStore(database: database)
+                let (key, secret) = try await store.create(role: role, name: options["name"], metadata: operatorMetadata())
                 print("created admin key \(key.id.lowercasedText) (role \(key.role.rawValue)\(key.name.map { ", name \"\($0)\"" } ?? ""))")
                 print("store it now: it is shown this once, and Tether keeps only its SHA-256")
                 print(secret)
+                try await requireShown("admin key \(key.id.lowercasedText)", undoneBy: "revoked") {
+                    _ = try await store.revoke(key.id, metadata: operatorMetadata())
+                }
             }
         case "list":
             guard options.positionals.count == 1 else { throw UsageError("tether admin-keys list takes no arguments besides its options") }
@@ -103,12 +107,14 @@ extension Commands {
                 throw CommandFailure("TETHER_FIREBASE_PROJECT_ID is not set: a service account belongs to the Firebase project Tether serves")
             }
             try await withDatabase(options, for: "tether firebase") { database in
-                let (email, json) = try await FirebaseServiceAccounts(database: database).create(projectID: projectID)
+                let accounts = FirebaseServiceAccounts(database: database)
+                let (email, keyID, json) = try await accounts.create(projectID: projectID)
                 FileHandle.standardError.write(Data("""
                     created service account \(email); its private key is in the JSON below, shown this once (only the public key is kept)
 
                     """.utf8))
                 print(json)
+                try await requireShown("service account \(email)", undoneBy: "revoked") { _ = try await accounts.revoke(keyId: keyID) }
             }
         case ("list", 2):
             try await withDatabase(options, for: "tether firebase") { database in

@@ -38,6 +38,7 @@ extension Commands {
                     print("created webhook \(made.id.lowercasedText) to \(made.url) for \(made.eventTypes.joined(separator: ",")) from \(made.cursor)")
                     print("store its signing secret now: it is shown this once")
                     print(secret)
+                    try await requireShown("webhook \(made.id.lowercasedText)", undoneBy: "deleted") { _ = try await store.delete(made.id) }
                 } catch let refusal as WebhookStore.Refusal {
                     throw CommandFailure(refusal.description)
                 }

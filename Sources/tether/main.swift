@@ -72,6 +72,6 @@ do {
 }
 // An answer that never reached its reader (a full disk, a closed pipe) is a failure, not a success: a new
 // key or secret shown once, or an export, that went nowhere must not exit 0.
-if tether_standard_output_written() == 0 {
-    fail("could not write to standard output (\(String(cString: strerror(errno))))", status: 1)
+if let failure = Commands.standardOutputFailure() {
+    fail(failure, status: 1)
 }

@@ -18,7 +18,7 @@ public struct FirebaseServiceAccounts: Sendable {
 
     /// Makes a service account for `projectID` and answers the JSON firebase-admin loads, private key
     /// included: it is shown this once, and only the public key is stored.
-    public func create(projectID: String) async throws -> (clientEmail: String, json: String) {
+    public func create(projectID: String) async throws -> (clientEmail: String, keyID: String, json: String) {
         let key = try PrivateKey.generate(.rsa, rsaBitCount: 2048)
         let keyID = SecureRandom.bytes(count: 20).hexString
         let clientEmail = "tether-\(SecureRandom.bytes(count: 4).hexString)@\(projectID).iam.gserviceaccount.com"
@@ -34,7 +34,7 @@ public struct FirebaseServiceAccounts: Sendable {
         ])
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        return (clientEmail, String(decoding: try encoder.encode(document), as: UTF8.self))
+        return (clientEmail, keyID, String(decoding: try encoder.encode(document), as: UTF8.self))
     }
 
     /// Every service account: key id, email, when it was made and revoked.

@@ -24,7 +24,7 @@ struct FirebaseHardeningTests {
     /// A new service account of the project: the store, its email, and the private key and key id it signs with.
     private func serviceAccount(_ firebase: FirebaseApp) async throws -> (FirebaseServiceAccounts, String, PrivateKey, String) {
         let accounts = FirebaseServiceAccounts(database: firebase.app.admin)
-        let (email, json) = try await accounts.create(projectID: FirebaseApp.projectID)
+        let (email, _, json) = try await accounts.create(projectID: FirebaseApp.projectID)
         let document = try JSONDecoder().decode([String: String].self, from: Data(json.utf8))
         return (accounts, email, try PrivateKey(pem: try #require(document["private_key"])), try #require(document["private_key_id"]))
     }
