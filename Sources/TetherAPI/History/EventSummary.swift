@@ -108,7 +108,8 @@ public struct EventSummary: Sendable, Hashable {
             text = "sign-ins from this \(payload["scope"]) refused for \(payload["retryAfterSeconds"]) s after repeated failures"
         case "MFAFactorEnrolled":
             let name = payload.personal("displayName").map { " \"\($0)\"" } ?? ""
-            let phone = payload.personal("phoneNumber").map { " for \(PhoneNumber.hint($0))" } ?? ""
+            // An erased number has no hint to give: its placeholder is shown as it is.
+            let phone = payload.personal("phoneNumber").map { " for \($0 == EventSummary.erased ? $0 : PhoneNumber.hint($0))" } ?? ""
             text = "\(payload["type"]) factor \(payload.shortID("factorId"))\(name)\(phone) enrolment started"
         case "MFAFactorConfirmed":
             text = "factor \(payload.shortID("factorId")) confirmed"

@@ -482,6 +482,9 @@ struct UserHistoryTests {
             "asked for the user's detail (answered 404)",
         ])
         #expect(page.entries.map(\.summary.isPersonalDataErased) == [true, true, true, false, false, false])
+        // An erased phone number has no hint: no stray `+` is made of the placeholder.
+        let phone = HistoryEntry(recorded(7, "MFAFactorEnrolled", #"{"factorId":"8A1C2D3E-0000-4000-8000-000000000000","type":"phone"}"#))
+        #expect(phone.summary.text == "phone factor 8a1c2d3e \"(erased)\" for (erased) enrolment started")
 
         let table = HistoryTable.render(page)
         #expect(table.hasSuffix("6 events of user \(user.uuidString.lowercased()); personal data has been erased where it shows (erased)\n"))
