@@ -221,6 +221,7 @@ public enum MasterKeyRotation {
                 rewrapped.append((userId, try target.wrap(try ring.unwrap(stored, context: context), context: context)))
             }
             // The text secrets: signing keys' private halves, Firebase service accounts' public keys, webhook secrets.
+            var texts = 0
             for entry in wrappedTextColumns {
                 for column in entry.columns {
                     let rows = try await connection.query("""
@@ -235,6 +236,7 @@ public enum MasterKeyRotation {
                         try await connection.query("""
                             UPDATE \(unsafeSQL: entry.table) SET \(unsafeSQL: column) = \(rewrappedText) WHERE \(unsafeSQL: entry.id)::text = \(id)
                             """)
+                        texts += 1
                     }
                 }
             }
@@ -259,7 +261,7 @@ public enum MasterKeyRotation {
                 try afterBatch()
                 start += 1000
             }
-            return rewrapped.count + expiring
+            return rewrapped.count + expiring + texts
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import TetherAPI
 import TetherCore
+import TetherCrypto
 import TetherPostgres
 
 /// `tether keys`: the master key that wraps every user's personal-data key.
@@ -20,12 +21,15 @@ extension Commands {
                 \(report.unknown) by an unknown master key, \(report.unwrapped) not wrapped, \(report.destroyed) destroyed (by erasures, or day keys past their 30 days)
                 """)
             if report.unknown > 0 {
-                throw CommandFailure("\(report.unknown) stored keys are wrapped by a master key this configuration does not have")
+                // Without a key file every wrapped key is one "this configuration does not have": say which it is.
+                throw CommandFailure(ring == nil
+                    ? "TETHER_MASTER_KEY_FILE is not set, and \(report.unknown) stored keys are wrapped by a master key: name its file"
+                    : "\(report.unknown) stored keys are wrapped by a master key this configuration does not have")
             }
         case ["rotate-master"]:
             guard let path = options["new"] else { throw UsageError("tether keys rotate-master needs --new FILE (make one: head -c 32 /dev/urandom | base64 > FILE)") }
             let new: MasterKey
-            do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \(error)") }
+            do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \((error as? CryptoError)?.detail ?? String(describing: error))") }
             let count = try await MasterKeyRotation.rotate(on: database, from: ring, to: new)
             print("re-wrapped \(count) keys with the master key of \(path); TETHER_MASTER_KEY_FILE may now name it alone")
         default:

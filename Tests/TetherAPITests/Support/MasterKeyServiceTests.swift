@@ -60,6 +60,8 @@ struct MasterKeyServiceTests {
             let unknown = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(unknown.status != 0)
             #expect(unknown.stderr.contains("master key this configuration does not have"))
+            let noFile = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url)
+            #expect(noFile.status != 0 && noFile.stderr.contains("TETHER_MASTER_KEY_FILE is not set"), "\(noFile.stderr)")
             // With the wrong key file nothing goes on: no command wraps a new secret with it, no server starts.
             let refused = try await TetherCommandLine.run(
                 ["webhooks", "create", "--url", "https://93.184.215.14/other"], databaseURL: service.database.url,
@@ -87,6 +89,7 @@ struct MasterKeyServiceTests {
             let rotated = try await TetherCommandLine.run(
                 ["keys", "rotate-master", "--new", other], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": path])
             #expect(rotated.status == 0, "\(rotated.stderr)")
+            #expect(rotated.stdout.hasPrefix("re-wrapped 4 keys"), "as many as keys check counts: \(rotated.stdout)")
             let afterRotation = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(afterRotation.stdout.hasPrefix("4 wrapped by the current master key"), "\(afterRotation.stdout)")
             var rotatedConfiguration = ringed
