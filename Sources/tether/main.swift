@@ -1,5 +1,6 @@
 import CMalloc
 import Foundation
+import TetherCrypto
 import TetherHTTP
 
 // `tether COMMAND [OPTIONS]`: every failure is one line on standard error and a
@@ -65,6 +66,9 @@ do {
     fail("\(error.description) (see tether \(command) --help)", status: 2)
 } catch let error as CommandFailure {
     fail(error.description, status: error.status)
+} catch let error as CryptoError where !error.detail.isEmpty {
+    // Its words, without the machine code (`invalid_input: …`) meant for logs and API errors.
+    fail(error.detail, status: 1)
 } catch let error as CustomStringConvertible {
     fail(error.description, status: 1)
 } catch {
