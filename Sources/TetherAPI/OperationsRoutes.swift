@@ -18,7 +18,13 @@ public struct OperationsRoutes: Sendable {
     }
 
     private final class MasterKeyVerdict: Sendable {
-        let check = Mutex<(task: Task<String?, any Error>, started: ContinuousClock.Instant)?>(nil)
+        struct State {
+            /// The last count's answer (nil, or a problem's description) and when it ended, once one has.
+            var verdict: (problem: String?, ended: ContinuousClock.Instant)?
+            /// The count running, if one is.
+            var running: Task<String?, any Error>?
+        }
+        let state = Mutex(State())
     }
 
     /// How long a count of the stored keys stands: `tether keys rotate-master` re-wraps them under a running
@@ -59,28 +65,35 @@ public struct OperationsRoutes: Sendable {
         return try HTTPResponse.json(["status": "ready", "database": "ok", "migrations": "current"])
     }
 
-    /// Why the stored keys do not open with the configured master keys, or nil when they do: counted (a scan of
-    /// every stored key) at most once a ``masterKeyCheckInterval``, since a master-key rotation re-wraps them under
-    /// a running server. Probes that come while a count runs wait for it, and a probe giving up does not cancel it;
-    /// one that failed (the database went away) runs again.
+    /// Why the stored keys do not open with the configured master keys, or nil when they do. They are counted (a
+    /// scan of every stored key) once, then again in the background a ``masterKeyCheckInterval`` after each count
+    /// ended, since a master-key rotation re-wraps them under a running server: a probe waits only for the first
+    /// count, and answers from the last one after. One count runs at a time; a probe giving up does not cancel it,
+    /// and one that failed (the database went away) runs again at the next probe.
     private func masterKeyProblem() async throws -> String? {
         guard let ring = database.configuration.masterKeys else { return nil }
-        let check = masterKeyVerdict.check.withLock { check in
-            if let check, ContinuousClock.now < check.started + Self.masterKeyCheckInterval { return check.task }
-            let started = Task { [database] () async throws -> String? in
-                let report = try await MasterKeyRotation.check(on: database, ring: ring)
-                return report.unknown == 0 ? nil
-                    : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
-                        + "restart with the right one (tether keys check counts them)"
+        let verdict = masterKeyVerdict
+        let (known, running) = verdict.state.withLock { state -> (String??, Task<String?, any Error>?) in
+            let isDue = state.verdict.map { ContinuousClock.now >= $0.ended + Self.masterKeyCheckInterval } ?? true
+            if isDue, state.running == nil {
+                state.running = Task { [database] () async throws -> String? in
+                    do {
+                        let report = try await MasterKeyRotation.check(on: database, ring: ring)
+                        let problem = report.unknown == 0 ? nil
+                            : "\(report.unknown) stored keys are wrapped by a master key this configuration lacks (a wrong TETHER_MASTER_KEY_FILE?); "
+                                + "restart with the right one (tether keys check counts them)"
+                        verdict.state.withLock { $0 = MasterKeyVerdict.State(verdict: (problem, ContinuousClock.now), running: nil) }
+                        return problem
+                    } catch {
+                        verdict.state.withLock { $0.running = nil }
+                        throw error
+                    }
+                }
             }
-            check = (started, ContinuousClock.now)
-            return started
+            let known: String?? = if let verdict = state.verdict { .some(verdict.problem) } else { .none }
+            return (known, state.running)
         }
-        do {
-            return try await check.value
-        } catch {
-            masterKeyVerdict.check.withLock { if $0?.task == check { $0 = nil } }
-            throw error
-        }
+        if let known { return known }
+        return try await running!.value
     }
 }

@@ -110,13 +110,15 @@ public struct ProjectionReplay: Sendable {
         on database: PostgresClient, progress: @escaping @Sendable (ReplayProgress) -> Void = { _ in }
     ) async throws -> [ReplayOutcome] {
         guard let pending = try RebuildPending(try await database.query(RebuildPending.statement)) else { return [] }
-        var outcomes: [ReplayOutcome] = []
-        for name in pending.projections {
+        let projections = try pending.projections.map { name in
             guard let projection = Projection.named(name) else {
                 throw ReplayError("a migration asked to rebuild the read models \(name), which this build does not know")
             }
-            outcomes.append(try await ProjectionReplay(projection: projection, database: database).run(.replace, progress: progress))
+            return projection
         }
+        // Under one hold of the run lock, as a tether replay of them all.
+        var outcomes: [ReplayOutcome] = []
+        try await run(projections, .replace, on: database, progress: progress) { outcomes.append($0) }
         return outcomes
     }
 

@@ -90,11 +90,15 @@ extension Commands {
         do {
             return try await task.value
         } catch {
-            guard let signal = received.withLock({ $0 }) else { throw error }
             display.finish()
-            let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
             let done = swapped.names.withLock { $0 }
             let untouched = done.isEmpty ? "the live tables are untouched" : "\(done.joined(separator: ", ")) swapped in already, the other live tables untouched"
+            guard let signal = received.withLock({ $0 }) else {
+                // A failure after a projection was swapped in says so: the run is not all or nothing across projections.
+                if done.isEmpty { throw error }
+                throw CommandFailure("\(String(describing: error)) (\(untouched))")
+            }
+            let name = signal == SIGINT ? "SIGINT" : "SIGTERM"
             throw CommandFailure("interrupted by \(name): \(untouched), the shadow tables dropped", status: 128 + signal)
         }
     }

@@ -64,6 +64,10 @@ extension Commands {
                 }
                 print("the old secret of webhook \(id.lowercasedText) signs too for 24 h; store the new one now:")
                 print(secret)
+                // The rotation stands (the old secret keeps signing for its 24 h): the operator rotates again.
+                if let failure = standardOutputFailure() {
+                    throw CommandFailure("\(failure); webhook \(id.lowercasedText)'s secret was rotated but nobody saw the new one: rotate it again")
+                }
             case "replay":
                 let id = try id()
                 guard let text = options["from"], text != "now", let start = WebhookStore.Start(parsing: text) else {

@@ -7,6 +7,9 @@ import TetherHTTP
 // non-zero exit status (2 for a usage mistake).
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+// A reader that went away (a closed pipe) fails a write instead of ending the process, so a secret shown once
+// that nobody got can still be taken back (`Commands.requireShown`) and the failure reported.
+signal(SIGPIPE, SIG_IGN)
 
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("tether: \(message)\n".utf8))

@@ -338,9 +338,8 @@ struct AdminAPITests {
             #expect(try await ids("uid=GRACE%40example.org") == [lower(grace.id)], "in any case")
             // Other providers' ids are exact: two Apple ids that differ in case are two people.
             let upper = try await harness.signedIn(try await harness.apple("001.CaseID"))
-            let lowerCase = try await harness.signedIn(try await harness.apple("001.caseid"))
+            _ = try await harness.signedIn(try await harness.apple("001.caseid"))
             #expect(try await ids("provider=apple&uid=001.CaseID") == [upper.user.id.lowercased()])
-            #expect(try await ids("uid=001.caseid") == [lowerCase.user.id.lowercased()])
             #expect(try await ids("q=\(ada.id.uuidString)") == [lower(ada.id)])
             // Free text finds whole words (the read models keep values sealed, and sealed text keeps equality only).
             #expect(try await ids("q=hopper") == [lower(grace.id)], "a word of the name, without case")
@@ -388,7 +387,7 @@ struct AdminAPITests {
             #expect(recorded.resultCount == 1)
             #expect(recorded.status == 200)
             #expect(!String(decoding: firstSearch.data, as: UTF8.self).contains(lower(ada.id)), "the people found are not recorded")
-            #expect(searches.count == 39, "every search above is recorded, refused ones too")
+            #expect(searches.count == 38, "every search above is recorded, refused ones too")
         }
     }
 
