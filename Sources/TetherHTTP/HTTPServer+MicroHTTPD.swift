@@ -184,6 +184,21 @@ extension HTTPServer.Core {
         case .awaitingHead:
             readHead(of: state, on: connection, method: method)
             connectionClocks.headReceived(on: state.clock)
+            // libmicrohttpd keeps a request's head and the answer's head in one 32 KiB pool per connection: a head that
+            // leaves no room for the answer's would run its handler (a sign-in made) and lose the answer. Refused first.
+            let headBytes = state.target.utf8.count + state.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+            if headBytes > Self.maxHeadBytes {
+                // The target alone too long is 414, as libmicrohttpd answers a longer one; else the headers are, 431.
+                let problem: Problem = state.target.utf8.count > Self.maxHeadBytes
+                    ? .uriTooLong(limit: Self.maxHeadBytes) : .headerFieldsTooLarge(limit: Self.maxHeadBytes)
+                return queue(configuration.response(for: problem, target: state.target), for: state, on: connection, closing: true)
+            }
+            if let problem = Self.framingProblem(state.headers) {
+                // A body this server would frame otherwise than a proxy in front may (request smuggling): refused
+                // unread, and the connection closed, as RFC 9112 §6.1 and §6.3 ask.
+                return queue(configuration.response(for: .badRequest(detail: problem), target: state.target), for: state,
+                             on: connection, closing: true)
+            }
             if let declared = state.headers["Content-Length"].flatMap(Int.init), declared > configuration.maxBodyBytes {
                 // Answering before the body is the one early answer allowed: the body will not be read,
                 // so the connection cannot be reused and says so.
@@ -215,6 +230,29 @@ extension HTTPServer.Core {
             uploadSize.pointee = 0
             return .YES
         }
+    }
+
+    /// The largest request line and headers answered (431 above): well inside libmicrohttpd's 32 KiB connection pool,
+    /// which must still hold the answer's head.
+    static let maxHeadBytes = 24 * 1024
+
+    /// Why a request head's body framing is refused, or nil: one `Content-Length` of digits, or `Transfer-Encoding:
+    /// chunked` alone, or neither. Anything else (both, two lengths, another coding, a header name with white space
+    /// in it, such as `Content-Length :`) is framed differently by different servers, and is refused whole.
+    static func framingProblem(_ headers: HTTPHeaders) -> String? {
+        let lengths = headers.values(for: "Content-Length"), codings = headers.values(for: "Transfer-Encoding")
+        if headers.contains(where: { field in field.name.isEmpty || field.name.utf8.contains { $0 <= 0x20 || $0 == 0x7F } }) {
+            return "A header name is empty or holds white space or a control character."
+        }
+        if !lengths.isEmpty, !codings.isEmpty { return "Send Content-Length or Transfer-Encoding, not both." }
+        if lengths.count > 1 { return "Send Content-Length once." }
+        if let length = lengths.first, !(1...18).contains(length.utf8.count) || !length.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            return "Content-Length is a decimal number of bytes."
+        }
+        if codings.count > 1 || codings.first.map({ $0.lowercased() != "chunked" }) == true {
+            return "The only Transfer-Encoding taken is chunked, alone."
+        }
+        return nil
     }
 
     private func readHead(of state: RequestState, on connection: OpaquePointer, method: UnsafePointer<CChar>?) {

@@ -113,6 +113,20 @@ extension Problem {
             detail: "The request body exceeds the limit of \(limit) bytes.", extensions: ["limit": .int(limit)])
     }
 
+    /// 414 `uri_too_long`: a request target longer than the server answers.
+    public static func uriTooLong(limit: Int) -> Problem {
+        Problem(
+            status: 414, code: "uri_too_long", title: "URI too long",
+            detail: "The request target exceeds the limit of \(limit) bytes.", extensions: ["limit": .int(limit)])
+    }
+
+    /// 431 `header_fields_too_large`: a request line and head larger than the server answers.
+    public static func headerFieldsTooLarge(limit: Int) -> Problem {
+        Problem(
+            status: 431, code: "header_fields_too_large", title: "Request header fields too large",
+            detail: "The request line and headers exceed the limit of \(limit) bytes.", extensions: ["limit": .int(limit)])
+    }
+
     /// 503 `service_unavailable`, with `Retry-After` in seconds.
     public static func serviceUnavailable(retryAfterSeconds: Int = 1, detail: String? = nil) -> Problem {
         Problem(

@@ -108,6 +108,40 @@ struct HTTPServerTests {
         }
     }
 
+    /// A body framed one way here and another by a proxy in front (request smuggling) is refused unread, 400, and the
+    /// connection closed, so what follows it on the connection is never read as a request (RFC 9112 §6.1, §6.3).
+    @Test func aBodyAProxyCouldFrameOtherwiseIsRefusedAndTheConnectionClosed() async throws {
+        let smuggled = "GET /echo HTTP/1.1\r\nHost: test\r\n\r\n"
+        let heads = [
+            "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            "Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}",
+            "Content-Length : 2\r\n\r\n{}",
+            "Transfer-Encoding: gzip\r\n\r\n{}",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            "Content-Length: 18446744073709551615\r\n\r\n{}",
+        ]
+        for head in heads {
+            try await withServer(echoRouter()) { _, client, _ in
+                try await client.sendRaw(Array(("POST /echo HTTP/1.1\r\nHost: test\r\n" + head + smuggled).utf8))
+                let response = try await client.readResponse(method: "POST")
+                #expect(response.status == 400, "\(head.debugDescription)")
+                #expect(response.isConnectionClosed, "\(head.debugDescription): the connection must not go on to what follows")
+            }
+        }
+        // A head too large to leave room for the answer's head is refused before any handler runs, with its answer.
+        try await withServer(echoRouter()) { _, client, _ in
+            let pad = String(repeating: "p", count: 25_000)
+            try await client.sendRaw(Array("POST /echo HTTP/1.1\r\nHost: test\r\nX-Pad: \(pad)\r\nContent-Length: 2\r\n\r\n{}".utf8))
+            let response = try await client.readResponse(method: "POST")
+            #expect(response.status == 431 && response.problemCode == "header_fields_too_large")
+        }
+        // An HTTP/1.1 request names its host.
+        try await withServer(echoRouter()) { _, client, _ in
+            try await client.sendRaw(Array("GET /ping HTTP/1.1\r\n\r\n".utf8))
+            #expect(try await client.readResponse(method: "GET").status == 400)
+        }
+    }
+
     @Test func chunkedBodyOverTheLimitIsAnswered413AndTheConnectionStaysUsable() async throws {
         try await withServer(echoRouter(), configure: { $0.maxBodyBytes = 1024 }) { _, client, _ in
             let chunk = [UInt8](repeating: 0x61, count: 600)
