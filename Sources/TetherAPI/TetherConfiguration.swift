@@ -190,7 +190,8 @@ public struct TetherConfiguration: Sendable {
         if let configFile {
             values = try fileValues(configFile)
         }
-        for (key, value) in environment where key.hasPrefix("TETHER_") {
+        // An empty variable is one not given: it does not blank out the file's value.
+        for (key, value) in environment where key.hasPrefix("TETHER_") && !value.trimmingCharacters(in: .whitespaces).isEmpty {
             values[key] = value
         }
         return try TetherConfiguration(values: values)
@@ -355,20 +356,36 @@ public struct TetherConfiguration: Sendable {
         return WebhookMailSender(configuration: .init(url: mailWebhookURL, secret: mailWebhookSecret), httpClient: httpClient)
     }
 
+    /// The settings of a `--config` file: one strict JSON object (no member twice, no trailing comma) of `TETHER_*`
+    /// names, each a string, a number, or a list of strings (joined with commas). Anything else is refused rather
+    /// than read some way: a second member that silently wins, a misspelt name, `true` taken for 1.
     private static func fileValues(_ path: String) throws(Invalid) -> [String: String] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Invalid("--config", "cannot read \(path)")
         }
-        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
-            throw Invalid("--config", "\(path) is not a JSON object of TETHER_* keys")
+        let object: [String: JSONValue]
+        do {
+            guard case .object(let members) = try CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: Array(data)) else {
+                throw Invalid("--config", "\(path) is not a JSON object of TETHER_* keys")
+            }
+            object = members
+        } catch let invalid as Invalid {
+            throw invalid
+        } catch {
+            throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: \(error)")
         }
         var values: [String: String] = [:]
-        for (key, value) in object {
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            guard key.hasPrefix("TETHER_") else { throw Invalid(key, "in \(path): not a setting (they are named TETHER_…)") }
             switch value {
-            case let text as String: values[key] = text
-            case let list as [String]: values[key] = list.joined(separator: ",")
-            case let number as NSNumber: values[key] = number.stringValue
-            default: throw Invalid(key, "in \(path): expected a string, number or list of strings")
+            case .string(let text): values[key] = text
+            case .int(let number): values[key] = String(number)
+            case .double(let number): values[key] = String(number)
+            case .array(let items):
+                let texts = items.compactMap { if case .string(let text) = $0 { text } else { nil } }
+                guard texts.count == items.count else { throw Invalid(key, "in \(path): a list holds strings only") }
+                values[key] = texts.joined(separator: ",")
+            default: throw Invalid(key, "in \(path): expected a string, a number or a list of strings")
             }
         }
         return values

@@ -28,8 +28,9 @@ enum Help {
           firebase   service-account create, list or revoke: keys firebase-admin signs custom tokens with
           help       show this text, or `tether help COMMAND`
 
-        Every command takes --config FILE: a JSON object with the same keys as the
-        variables below; variables set in the environment override the file.
+        Every command but postgres takes --config FILE: a JSON object with the same
+        keys as the variables below, each once (strings, numbers or lists of strings);
+        variables set in the environment override the file, an empty one counts as unset.
         Run `tether COMMAND --help` for a command's options.
 
         Configuration:

@@ -111,5 +111,23 @@ struct TetherConfigurationTests {
         #expect(throws: TetherConfiguration.Invalid.self) {
             try TetherConfiguration.load(environment: [:], configFile: "/nonexistent/tether.json")
         }
+        // An empty variable does not blank out the file's value.
+        #expect(try TetherConfiguration.load(environment: ["TETHER_LISTEN": ""], configFile: file.path).listen.port == 9001)
+    }
+
+    /// A config file is read one way or refused: a member twice (one would silently win), a name that is no setting,
+    /// `true` for a number, a trailing comma.
+    @Test func aConfigFileThatCouldBeReadTwoWaysIsRefused() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tether-config-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        for text in [
+            #"{"TETHER_LISTEN": "127.0.0.1:9001", "TETHER_LISTEN": "127.0.0.1:9002"}"#, #"{"tether_log_level": "bogus"}"#,
+            #"{"TETHER_SIGN_IN_FAILURE_LIMIT": true}"#, #"{"TETHER_LISTEN": "127.0.0.1:9001",}"#, #"{"TETHER_APPLE_CLIENT_IDS": ["a", 1]}"#,
+        ] {
+            try Data(text.utf8).write(to: file)
+            #expect(throws: TetherConfiguration.Invalid.self, "\(text)") { try TetherConfiguration.load(environment: [:], configFile: file.path) }
+        }
+        try Data(#"{"TETHER_SIGN_IN_FAILURE_LIMIT": 12}"#.utf8).write(to: file)
+        #expect(try TetherConfiguration.load(environment: [:], configFile: file.path).signInFailureLimit == 12)
     }
 }
