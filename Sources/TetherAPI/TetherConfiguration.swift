@@ -146,14 +146,14 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id; turns on the Parse surface at /parse"),
         ("TETHER_PARSE_CLIENT_KEY", "none (not checked)", "when set, X-Parse-Client-Key / X-Parse-REST-API-Key must match"),
         ("TETHER_PUBLIC_URL", "none (tether dev: the request's Host)",
-         "base URL of links Tether hands out: mails' links, Parse Location headers; a URL DPoP proofs may name; required with TETHER_MAIL_WEBHOOK_URL"),
+         "base URL of links Tether hands out (no credentials, query or dot segments): mails' links, Parse Location headers; a URL DPoP proofs may name; required with TETHER_MAIL_WEBHOOK_URL"),
         ("TETHER_ANONYMOUS_USERS", "on", "off refuses the anonymous provider on every surface"),
-        ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud"),
-        ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production"),
+        ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud: lower-case letters, digits, hyphens"),
+        ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production: https (http only to loopback)"),
         ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
          "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
         ("TETHER_MAIL_WEBHOOK_URL", "none (email flows off; tether dev: the outbox at /dev-idp/mail)",
-         "where mails with codes and links (password reset, verification, email change) are POSTed"),
+         "where mails with codes and links (password reset, verification, email change) are POSTed: https (http only to loopback)"),
         ("TETHER_MAIL_WEBHOOK_SECRET", "none (required with TETHER_MAIL_WEBHOOK_URL)",
          "HMAC-SHA256 key of the mail webhook's X-Tether-Signature header, at least 16 characters"),
         ("TETHER_PASSWORD_RESET_CODE_TTL", "1h", "how long a password reset code lasts (a span: 30m, 1h)"),
@@ -256,15 +256,22 @@ public struct TetherConfiguration: Sendable {
         parseAppID = value("TETHER_PARSE_APP_ID")
         parseClientKey = value("TETHER_PARSE_CLIENT_KEY")
         if let text = value("TETHER_PUBLIC_URL") {
+            // Links start from it: no credentials, a real port, no `..` to be resolved differently by each reader.
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil,
-                  url.query == nil, url.fragment == nil else {
-                throw Invalid("TETHER_PUBLIC_URL", "expected an http(s) URL without query or fragment, got \"\(text)\"")
+                  url.query == nil, url.fragment == nil, url.user == nil, url.password == nil,
+                  url.port.map({ (1...65535).contains($0) }) ?? true, !url.path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
+            else {
+                throw Invalid("TETHER_PUBLIC_URL", "expected an http(s) URL without credentials, query, fragment or dot segments, got \"\(text)\"")
             }
             publicURL = url
         } else {
             publicURL = nil
         }
         firebaseProjectID = value("TETHER_FIREBASE_PROJECT_ID")
+        // A project id is a path segment and a token's audience: Google's form (lower-case letters, digits, hyphens).
+        if let id = firebaseProjectID, !(1...63).contains(id.count) || !id.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }) {
+            throw Invalid("TETHER_FIREBASE_PROJECT_ID", "expected 1 to 63 lower-case letters, digits and hyphens, got \"\(id)\"")
+        }
         (smsWebhookURL, smsWebhookSecret) = try Self.webhook(url: "TETHER_SMS_WEBHOOK_URL", secret: "TETHER_SMS_WEBHOOK_SECRET", what: "SMS messages", value)
         (mailWebhookURL, mailWebhookSecret) = try Self.webhook(
             url: "TETHER_MAIL_WEBHOOK_URL", secret: "TETHER_MAIL_WEBHOOK_SECRET", what: "mails", value)
@@ -320,8 +327,12 @@ public struct TetherConfiguration: Sendable {
     ) throws(Invalid) -> (URL?, String?) {
         var url: URL?
         if let text = value(urlName) {
-            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), let host = parsed.host else {
                 throw Invalid(urlName, "not an http(s) URL: \"\(text)\"")
+            }
+            // The messages carry codes that sign people in: never in clear text beyond this machine.
+            guard parsed.scheme?.lowercased() == "https" || PublicBase.isLoopback(host) else {
+                throw Invalid(urlName, "must be https (plain http only to a loopback address): \"\(text)\"")
             }
             url = parsed
         }

@@ -20,6 +20,12 @@ struct WebhookConfigurationTests {
         (["TETHER_MAIL_WEBHOOK_SECRET": secret], "TETHER_MAIL_WEBHOOK_URL"),
         (["TETHER_MAIL_WEBHOOK_URL": "mailto:x@example.com", "TETHER_MAIL_WEBHOOK_SECRET": secret, "TETHER_PUBLIC_URL": "https://a.example"],
          "TETHER_MAIL_WEBHOOK_URL"),
+        // Codes in clear text beyond this machine; links that carry credentials or lead elsewhere; a project id no path can hold.
+        (["TETHER_SMS_WEBHOOK_URL": "http://sms.example.com/hook", "TETHER_SMS_WEBHOOK_SECRET": secret], "TETHER_SMS_WEBHOOK_URL"),
+        (["TETHER_PUBLIC_URL": "https://user:pw@auth.example.com"], "TETHER_PUBLIC_URL"),
+        (["TETHER_PUBLIC_URL": "https://auth.example.com:99999"], "TETHER_PUBLIC_URL"),
+        (["TETHER_PUBLIC_URL": "https://auth.example.com/base/../x"], "TETHER_PUBLIC_URL"),
+        (["TETHER_FIREBASE_PROJECT_ID": "a/b c"], "TETHER_FIREBASE_PROJECT_ID"),
         (["TETHER_PASSWORD_RESET_CODE_TTL": "forever"], "TETHER_PASSWORD_RESET_CODE_TTL"),
         (["TETHER_EMAIL_VERIFICATION_CODE_TTL": "90d"], "TETHER_EMAIL_VERIFICATION_CODE_TTL"),
     ])
