@@ -209,6 +209,7 @@ public struct TetherConfiguration: Sendable {
             guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") || url.contains("=") else {
                 throw Invalid(name, "expected a postgresql:// URL or a key=value connection string")
             }
+            if let problem = PostgresConnection.connectionStringProblem(url) { throw Invalid(name, problem) }
             return url
         }
         databaseURL = try connectionString("TETHER_DATABASE_URL")

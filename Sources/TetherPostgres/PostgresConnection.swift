@@ -509,7 +509,19 @@ public final class PostgresConnection: @unchecked Sendable {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    /// The URL with any password replaced, for error messages.
+    /// Why libpq cannot read `url` as a connection string (an unknown option, a bad URI), with any password in it
+    /// masked; nil when it can. Such a string could never connect: a server given one would retry it forever.
+    public static func connectionStringProblem(_ url: String) -> String? {
+        var message: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(url, &message) else {
+            defer { if let message { PQfreemem(message) } }
+            let text = message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "cannot be read"
+            return redacted(text)
+        }
+        PQconninfoFree(options)
+        return nil
+    }
+
     /// A connection string as it may be shown: every password in it replaced by `***`, whatever its form (the
     /// URL's `user:password@`, a `password=` query parameter or keyword, quoted or not), parseable or not.
     static func redacted(_ url: String) -> String {

@@ -26,6 +26,9 @@ struct WebhookConfigurationTests {
         (["TETHER_PUBLIC_URL": "https://auth.example.com:99999"], "TETHER_PUBLIC_URL"),
         (["TETHER_PUBLIC_URL": "https://auth.example.com/base/../x"], "TETHER_PUBLIC_URL"),
         (["TETHER_FIREBASE_PROJECT_ID": "a/b c"], "TETHER_FIREBASE_PROJECT_ID"),
+        // A connection string libpq cannot read would be retried forever by a server: refused at start.
+        (["TETHER_DATABASE_URL": "foo=bar"], "TETHER_DATABASE_URL"),
+        (["TETHER_DATABASE_READ_URL": "postgresql://u:secret@127.0.0.1/db?bogus=1"], "TETHER_DATABASE_READ_URL"),
         (["TETHER_PASSWORD_RESET_CODE_TTL": "forever"], "TETHER_PASSWORD_RESET_CODE_TTL"),
         (["TETHER_EMAIL_VERIFICATION_CODE_TTL": "90d"], "TETHER_EMAIL_VERIFICATION_CODE_TTL"),
     ])
@@ -35,6 +38,15 @@ struct WebhookConfigurationTests {
         } throws: { error in
             guard let error = error as? ConfigurationError else { return false }
             return error.variable == variable && error.description.hasPrefix(variable + ": ") && !error.description.contains("\n")
+        }
+    }
+
+    @Test func anUnreadableConnectionStringIsNamedWithoutItsPassword() {
+        #expect {
+            try TetherConfiguration(values: ["TETHER_DATABASE_URL": "postgresql://u:secret@127.0.0.1/db?password=hush&bogus=1"])
+        } throws: { error in
+            let text = String(describing: error)
+            return text.contains("bogus") && !text.contains("secret") && !text.contains("hush")
         }
     }
 
