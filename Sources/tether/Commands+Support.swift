@@ -80,7 +80,7 @@ extension Commands {
         case "revoke":
             guard options.positionals.count == 2 else { throw UsageError("tether admin-keys revoke needs one key id") }
             guard let id = UUID(text: options.positionals[1]) else {
-                throw UsageError("\"\(options.positionals[1])\" is not an admin key id (see tether admin-keys list)")
+                throw UsageError("\"\(options.positionals[1])\" is not an admin key id: tether admin-keys list shows them")
             }
             try await withDatabase(options, for: "tether admin-keys") { database in
                 let (key, wasRevoked) = try await AdminKeyStore(database: database).revoke(id, metadata: operatorMetadata())

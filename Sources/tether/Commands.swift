@@ -29,6 +29,12 @@ enum Commands {
             throw CommandFailure(
                 "TETHER_LISTEN: tether dev binds only to loopback (it serves a development identity provider), got \(configuration.listen)")
         }
+        // Its identity provider's key sets and Graph API are named by this address: a port the kernel picks is not known.
+        guard configuration.listen.port != 0 else {
+            throw CommandFailure("TETHER_LISTEN: tether dev needs a fixed port (its identity provider's URLs name it), got \(configuration.listen)")
+        }
+        // The Apple key its dev identity provider signs client secrets with is a temporary file: gone with the process.
+        defer { try? FileManager.default.removeItem(atPath: DevIdentityProvider.appleTeam.file) }
         var localServer: LocalPostgresServer?
         let url: String
         if let configured = configuration.databaseURL {

@@ -125,6 +125,16 @@ struct SupportCommandLineTests {
                 expectOneLineFailure(try await Self.tether(call, databaseURL: url), status: 2, mentioning: "unexpected argument \(word)")
             }
             expectOneLineFailure(try await Self.tether(["webhooks", "list", "all"], databaseURL: url), status: 2, mentioning: "takes no arguments")
+            // tether dev's identity provider names its own address: a port the kernel would pick is refused before anything starts.
+            // (Spawned with a watchdog: a dev that started instead would serve until killed.)
+            let dev = try TetherCommandLine.spawn(["dev", "--no-seeds"], databaseURL: url, environment: ["TETHER_LISTEN": "127.0.0.1:0"])
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(20))
+                dev.send(SIGKILL)
+            }
+            let anyPort = try await dev.wait()
+            watchdog.cancel()
+            expectOneLineFailure(anyPort, status: 1, mentioning: "tether dev needs a fixed port")
         }
     }
 
