@@ -76,9 +76,10 @@ enum Help {
         private PostgreSQL cluster in DIR (default .tether/pg; created with initdb on the
         first run, listening only on 127.0.0.1; run as the postgres user when started by
         root), creates the database "tether", applies migrations and serves on
-        TETHER_LISTEN, which must be a loopback address with a fixed port. Ctrl-C stops the server, then
-        PostgreSQL, unless another client (a second tether dev on the same DIR) still uses
-        it: then it is left running for that one, and `tether postgres stop --data DIR` stops it.
+        TETHER_LISTEN, which must be a loopback address with a fixed port. Ctrl-C stops
+        the server, then PostgreSQL, unless another client (a second tether dev on the
+        same DIR) still uses it: then it is left running for that one, and
+        `tether postgres stop --data DIR` stops it.
 
         It also mounts the development identity provider at /dev-idp: it mints Apple,
         Facebook and Google tokens with its own keys (kept in .tether/dev-idp), serves
