@@ -54,17 +54,23 @@ extension DevIdentityProvider {
         router.get("/facebook/graph/debug_token") { request in try await self.debugToken(Self.graphRequest(request)).response }
         router.get("/facebook/graph/me") { request in try await self.me(Self.graphRequest(request)).response }
         router.get("/facebook/graph/oauth/access_token") { request in try self.exchangeToken(Self.graphRequest(request)).response }
+        // The outboxes hold codes that sign people in: only the developer's own tools read them, as owner calls
+        // (not a page whose name was re-pointed at this machine, nor a client a trusted proxy passes on).
         router.get("/sms") { request in
-            try .json(["messages": self.smsOutbox.messages(to: request.query["phoneNumber"])])
+            try Self.requireThisMachine(request)
+            return try .json(["messages": self.smsOutbox.messages(to: request.query["phoneNumber"])])
         }
         router.get("/mail") { request in
-            try .json(["mails": self.mailOutbox.mails(to: request.query["to"])])
+            try Self.requireThisMachine(request)
+            return try .json(["mails": self.mailOutbox.mails(to: request.query["to"])])
         }
-        router.delete("/mail") { _ in
+        router.delete("/mail") { request in
+            try Self.requireThisMachine(request)
             self.mailOutbox.removeAll()
             return .noContent()
         }
-        router.delete("/sms") { _ in
+        router.delete("/sms") { request in
+            try Self.requireThisMachine(request)
             self.smsOutbox.removeAll()
             return .noContent()
         }
@@ -104,5 +110,12 @@ extension DevGraphAnswer {
     /// The answer as the fake Graph API's HTTP response.
     var response: HTTPResponse {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body)
+    }
+}
+
+extension DevIdentityProvider {
+    /// 404 unless `request` comes from this machine's own tools (``FirebaseRoutes/isFromThisMachine(_:)``).
+    static func requireThisMachine(_ request: HTTPRequest) throws {
+        guard FirebaseRoutes.isFromThisMachine(request) else { throw Problem.notFound() }
     }
 }

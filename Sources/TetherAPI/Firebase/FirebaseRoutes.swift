@@ -165,11 +165,13 @@ public struct FirebaseRoutes: Sendable {
         for record in records { try await adminKeys.record(record, keyId: key.id, metadata: metadata) }
     }
 
-    /// Whether `request` comes from the developer's own tools or pages: its `Host` names this machine (a page of
-    /// a name re-pointed at 127.0.0.1, DNS rebinding, sends its own name), and its `Origin`, if any, is a loopback
-    /// page (a page of another site calling across origins sends its own).
+    /// Whether `request` comes from the developer's own tools or pages: its client is this machine (a proxy in
+    /// `TETHER_TRUSTED_PROXIES` passing on someone else's request is not), its `Host` names this machine (a page
+    /// of a name re-pointed at 127.0.0.1, DNS rebinding, sends its own name), and its `Origin`, if any, is a
+    /// loopback page (a page of another site calling across origins sends its own).
     static func isFromThisMachine(_ request: HTTPRequest) -> Bool {
-        (request.headers["Host"].map(PublicBase.isLoopback) ?? false) && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
+        (request.remoteAddress.map(PublicBase.isLoopback) ?? true)
+            && (request.headers["Host"].map(PublicBase.isLoopback) ?? false) && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
     }
 
     /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,

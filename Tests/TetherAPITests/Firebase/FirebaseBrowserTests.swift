@@ -96,6 +96,26 @@ struct FirebaseBrowserTests {
                 ], body: body))
                 #expect(answer.status == 401, "Host \(host): \(answer.status) \(answer.text)")
             }
+            // The dev identity provider's outboxes (mailed and texted codes) answer this machine's tools alone too.
+            #expect(try await firebase.app.idp.get("/dev-idp/mail").status == 200)
+            for route in ["/dev-idp/mail", "/dev-idp/sms"] {
+                let rebound = try await firebase.app.idp.send("GET", route, fields: [("Host", "rebound.example:8080")])
+                #expect(rebound.status == 404, "\(route): \(rebound.bodyText)")
+            }
+        }
+    }
+
+    /// `Bearer owner` is the developer's own tools on this machine: a client that a trusted proxy passes on is not.
+    @Test func aClientATrustedProxyPassesOnIsNoOwner() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.1"]) { firebase in
+            let body = Array(try JSONEncoder().encode(JSONValue.object(["email": .array(["nobody@example.com"])])))
+            let path = "\(FirebaseApp.v1)/projects/\(FirebaseApp.projectID)/accounts:lookup"
+            for (forwarded, allowed) in [("127.0.0.1", true), ("203.0.113.7", false)] {
+                let answer = FirebaseAnswer(try await firebase.app.client.send("POST", path, fields: [
+                    ("Content-Type", "application/json"), ("Authorization", "Bearer owner"), ("X-Forwarded-For", forwarded),
+                ], body: body))
+                #expect((answer.status == 200) == allowed, "\(forwarded): \(answer.status) \(answer.text)")
+            }
         }
     }
 }
