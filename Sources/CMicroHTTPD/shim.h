@@ -39,8 +39,9 @@ CMicroHTTPD_start_daemon(unsigned int flags,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_URI_LOG_CALLBACK, uri_log, uri_log_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
-                            /* Strict: an HTTP/1.1 request without Host, and white space in the target or in a header
-                               name, are refused (400) rather than read one way here and another by a proxy in front. */
+                            /* Strict (1): an HTTP/1.1 request without Host is refused (400), and white space in the
+                               target closes the connection. (In 0.9.75 white space in a header name is refused only at
+                               -1: Tether's own framing check in HTTPServer+MicroHTTPD.swift refuses it.) */
                             MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
                             MHD_OPTION_END);
 }

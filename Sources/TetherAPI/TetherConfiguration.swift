@@ -146,19 +146,19 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_PARSE_APP_ID", "none (Parse surface off)", "value of X-Parse-Application-Id; turns on the Parse surface at /parse"),
         ("TETHER_PARSE_CLIENT_KEY", "none (not checked)", "when set, X-Parse-Client-Key / X-Parse-REST-API-Key must match"),
         ("TETHER_PUBLIC_URL", "none (tether dev: the request's Host)",
-         "base URL of links Tether hands out (no credentials, query or dot segments): mails' links, Parse Location headers; a URL DPoP proofs may name; required with TETHER_MAIL_WEBHOOK_URL"),
+         "base URL of links Tether hands out (no credentials, query, fragment or dot segments): mails' links, Parse Location headers; a URL DPoP proofs may name; required with TETHER_MAIL_WEBHOOK_URL"),
         ("TETHER_ANONYMOUS_USERS", "on", "off refuses the anonymous provider on every surface"),
         ("TETHER_FIREBASE_PROJECT_ID", "none (Firebase surface off)", "project id in paths and token aud: lower-case letters, digits, hyphens"),
-        ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production: https (http only to loopback)"),
+        ("TETHER_SMS_WEBHOOK_URL", "none", "where SMS codes are POSTed in production: https (http only to loopback, or with TETHER_WEBHOOK_ALLOW_HTTP=1)"),
         ("TETHER_SMS_WEBHOOK_SECRET", "none (required with TETHER_SMS_WEBHOOK_URL)",
          "HMAC-SHA256 key of the X-Tether-Signature header, at least 16 characters"),
         ("TETHER_MAIL_WEBHOOK_URL", "none (email flows off; tether dev: the outbox at /dev-idp/mail)",
-         "where mails with codes and links (password reset, verification, email change) are POSTed: https (http only to loopback)"),
+         "where mails with codes and links (password reset, verification, email change) are POSTed: https (http only to loopback, or with TETHER_WEBHOOK_ALLOW_HTTP=1)"),
         ("TETHER_MAIL_WEBHOOK_SECRET", "none (required with TETHER_MAIL_WEBHOOK_URL)",
          "HMAC-SHA256 key of the mail webhook's X-Tether-Signature header, at least 16 characters"),
         ("TETHER_PASSWORD_RESET_CODE_TTL", "1h", "how long a password reset code lasts (a span: 30m, 1h)"),
         ("TETHER_EMAIL_VERIFICATION_CODE_TTL", "3d", "how long an email verification or email change code lasts"),
-        ("TETHER_WEBHOOK_ALLOW_HTTP", "0", "1 lets webhook targets be plain http (https only otherwise; tether dev allows http)"),
+        ("TETHER_WEBHOOK_ALLOW_HTTP", "0", "1 lets webhook targets, and the SMS and mail webhooks, be plain http (https only otherwise; tether dev allows http to event webhooks)"),
         ("TETHER_WEBHOOK_ALLOWED_HOSTS", "none", "comma list of hosts webhooks may reach although they resolve to private or local addresses"),
         ("TETHER_MASTER_KEY_FILE", "none (tether dev makes and uses .tether/master.key)",
          "file of the key (32 bytes, base64) that wraps every user's personal-data key; tether serve needs it. A comma list during a rotation: the first wraps, all unwrap"),
@@ -190,8 +190,9 @@ public struct TetherConfiguration: Sendable {
         if let configFile {
             values = try fileValues(configFile)
         }
-        // An empty variable is one not given: it does not blank out the file's value.
-        for (key, value) in environment where key.hasPrefix("TETHER_") && !value.trimmingCharacters(in: .whitespaces).isEmpty {
+        // An empty variable overrides the file too, and counts as not set: a secret injected empty must not fall
+        // back to a file's, nor be read as no secret at all (the checks that refuse an empty one see it).
+        for (key, value) in environment where key.hasPrefix("TETHER_") {
             values[key] = value
         }
         return try TetherConfiguration(values: values)
@@ -273,9 +274,16 @@ public struct TetherConfiguration: Sendable {
         if let id = firebaseProjectID, !(1...63).contains(id.count) || !id.utf8.allSatisfy({ (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }) {
             throw Invalid("TETHER_FIREBASE_PROJECT_ID", "expected 1 to 63 lower-case letters, digits and hyphens, got \"\(id)\"")
         }
-        (smsWebhookURL, smsWebhookSecret) = try Self.webhook(url: "TETHER_SMS_WEBHOOK_URL", secret: "TETHER_SMS_WEBHOOK_SECRET", what: "SMS messages", value)
+        let allowsHTTP: Bool
+        switch value("TETHER_WEBHOOK_ALLOW_HTTP") ?? "0" {
+        case "1", "true", "on": allowsHTTP = true
+        case "0", "false", "off": allowsHTTP = false
+        case let other: throw Invalid("TETHER_WEBHOOK_ALLOW_HTTP", "expected 1 or 0, got \"\(other)\"")
+        }
+        (smsWebhookURL, smsWebhookSecret) = try Self.webhook(
+            url: "TETHER_SMS_WEBHOOK_URL", secret: "TETHER_SMS_WEBHOOK_SECRET", what: "SMS messages", allowsHTTP: allowsHTTP, value)
         (mailWebhookURL, mailWebhookSecret) = try Self.webhook(
-            url: "TETHER_MAIL_WEBHOOK_URL", secret: "TETHER_MAIL_WEBHOOK_SECRET", what: "mails", value)
+            url: "TETHER_MAIL_WEBHOOK_URL", secret: "TETHER_MAIL_WEBHOOK_SECRET", what: "mails", allowsHTTP: allowsHTTP, value)
         if mailWebhookURL != nil, publicURL == nil {
             throw Invalid("TETHER_PUBLIC_URL", "required when TETHER_MAIL_WEBHOOK_URL is set: the links in mails start from it")
         }
@@ -286,11 +294,7 @@ public struct TetherConfiguration: Sendable {
             }
             return span
         }
-        switch value("TETHER_WEBHOOK_ALLOW_HTTP") ?? "0" {
-        case "1", "true", "on": webhookAllowsHTTP = true
-        case "0", "false", "off": webhookAllowsHTTP = false
-        case let other: throw Invalid("TETHER_WEBHOOK_ALLOW_HTTP", "expected 1 or 0, got \"\(other)\"")
-        }
+        webhookAllowsHTTP = allowsHTTP
         webhookAllowedHosts = Set((value("TETHER_WEBHOOK_ALLOWED_HOSTS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
         // A comma list: the first wraps, every one unwraps (during a rotation: the new file, then the old).
@@ -324,16 +328,17 @@ public struct TetherConfiguration: Sendable {
 
     /// A webhook's URL and secret: both or neither, an http(s) URL, a long enough secret.
     private static func webhook(
-        url urlName: String, secret secretName: String, what: String, _ value: (String) -> String?
+        url urlName: String, secret secretName: String, what: String, allowsHTTP: Bool, _ value: (String) -> String?
     ) throws(Invalid) -> (URL?, String?) {
         var url: URL?
         if let text = value(urlName) {
             guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), let host = parsed.host else {
                 throw Invalid(urlName, "not an http(s) URL: \"\(text)\"")
             }
-            // The messages carry codes that sign people in: never in clear text beyond this machine.
-            guard parsed.scheme?.lowercased() == "https" || PublicBase.isLoopback(host) else {
-                throw Invalid(urlName, "must be https (plain http only to a loopback address): \"\(text)\"")
+            // The messages carry codes that sign people in: not in clear text beyond this machine, unless the operator
+            // says plain http is meant (TETHER_WEBHOOK_ALLOW_HTTP, as for event webhooks: a relay inside one network).
+            guard parsed.scheme?.lowercased() == "https" || PublicBase.isLoopback(host) || allowsHTTP else {
+                throw Invalid(urlName, "must be https (plain http only to a loopback address, or with TETHER_WEBHOOK_ALLOW_HTTP=1): \"\(text)\"")
             }
             url = parsed
         }

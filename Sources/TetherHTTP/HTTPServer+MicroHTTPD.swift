@@ -56,6 +56,9 @@ final class RequestState {
     var phase = Phase.awaitingHead
     var method: String?
     var headers = HTTPHeaders()
+    /// A `Content-Length` or `Transfer-Encoding` value with white space after it, which libmicrohttpd reads as it
+    /// is (`chunked ` is no chunked coding to it) and a proxy may trim: refused as a framing it could read otherwise.
+    var hasPaddedFraming = false
     var body: [UInt8] = []
     var isBodyTooLarge = false
     var requestID: String?
@@ -141,7 +144,12 @@ private let completeRequest: MHD_RequestCompletedCallback = { closure, connectio
 
 private let collectHeader: MHD_KeyValueIteratorN = { closure, _, key, keySize, value, valueSize in
     let state = Unmanaged<RequestState>.fromOpaque(closure!).takeUnretainedValue()
-    state.headers.add(name: string(key, count: keySize), value: fieldValue(value, count: valueSize))
+    let name = string(key, count: keySize)
+    if let value, valueSize > 0, [0x20, 0x09].contains(UInt8(bitPattern: value[valueSize - 1])),
+       ["content-length", "transfer-encoding"].contains(name.lowercased()) {
+        state.hasPaddedFraming = true
+    }
+    state.headers.add(name: name, value: fieldValue(value, count: valueSize))
     return .YES
 }
 
@@ -186,14 +194,17 @@ extension HTTPServer.Core {
             connectionClocks.headReceived(on: state.clock)
             // libmicrohttpd keeps a request's head and the answer's head in one 32 KiB pool per connection: a head that
             // leaves no room for the answer's would run its handler (a sign-in made) and lose the answer. Refused first.
-            let headBytes = state.target.utf8.count + state.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
+            // libmicrohttpd keeps a record of about 64 bytes a header beside its text, and copies a Cookie's value again.
+            let headBytes = state.target.utf8.count + state.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 68 }
+                + state.headers.values(for: "Cookie").reduce(0) { $0 + $1.utf8.count + 64 * ($1.split(separator: ";").count) }
             if headBytes > Self.maxHeadBytes {
                 // The target alone too long is 414, as libmicrohttpd answers a longer one; else the headers are, 431.
                 let problem: Problem = state.target.utf8.count > Self.maxHeadBytes
                     ? .uriTooLong(limit: Self.maxHeadBytes) : .headerFieldsTooLarge(limit: Self.maxHeadBytes)
                 return queue(configuration.response(for: problem, target: state.target), for: state, on: connection, closing: true)
             }
-            if let problem = Self.framingProblem(state.headers) {
+            if let problem = state.hasPaddedFraming ? "Content-Length and Transfer-Encoding carry no white space after their value."
+                : Self.framingProblem(state.headers) {
                 // A body this server would frame otherwise than a proxy in front may (request smuggling): refused
                 // unread, and the connection closed, as RFC 9112 §6.1 and §6.3 ask.
                 return queue(configuration.response(for: .badRequest(detail: problem), target: state.target), for: state,

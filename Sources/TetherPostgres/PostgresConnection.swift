@@ -509,14 +509,15 @@ public final class PostgresConnection: @unchecked Sendable {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    /// Why libpq cannot read `url` as a connection string (an unknown option, a bad URI), with any password in it
-    /// masked; nil when it can. Such a string could never connect: a server given one would retry it forever.
+    /// Why libpq cannot read `url` as a connection string (an unknown option, a bad URI); nil when it can. Such a
+    /// string could never connect: a server given one would retry it forever. libpq quotes the part it could not
+    /// read, which may be the password (`invalid percent-encoded token: "Pa%ss"`): every quoted part is masked.
     public static func connectionStringProblem(_ url: String) -> String? {
         var message: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(url, &message) else {
             defer { if let message { PQfreemem(message) } }
             let text = message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "cannot be read"
-            return redacted(text)
+            return text.replacingOccurrences(of: #""[^"]*""#, with: "\"…\"", options: .regularExpression)
         }
         PQconninfoFree(options)
         return nil

@@ -111,8 +111,8 @@ struct TetherConfigurationTests {
         #expect(throws: TetherConfiguration.Invalid.self) {
             try TetherConfiguration.load(environment: [:], configFile: "/nonexistent/tether.json")
         }
-        // An empty variable does not blank out the file's value.
-        #expect(try TetherConfiguration.load(environment: ["TETHER_LISTEN": ""], configFile: file.path).listen.port == 9001)
+        // An empty variable overrides the file too, and counts as not set (a secret injected empty must not fall back).
+        #expect(try TetherConfiguration.load(environment: ["TETHER_LISTEN": ""], configFile: file.path).listen.port == 8080)
     }
 
     /// A config file is read one way or refused: a member twice (one would silently win), a name that is no setting,
