@@ -374,7 +374,7 @@ public struct TetherConfiguration: Sendable {
     }
 
     /// The settings of a `--config` file: one strict JSON object (no member twice, no trailing comma) of `TETHER_*`
-    /// names, each a string, a number, or a list of strings (joined with commas). Anything else is refused rather
+    /// names, each a string, a number, a boolean, or a list of strings (joined with commas). Anything else is refused rather
     /// than read some way: a second member that silently wins, a misspelt name, `true` taken for 1.
     private static func fileValues(_ path: String) throws(Invalid) -> [String: String] {
         guard let data = FileManager.default.contents(atPath: path) else {
@@ -398,11 +398,13 @@ public struct TetherConfiguration: Sendable {
             case .string(let text): values[key] = text
             case .int(let number): values[key] = String(number)
             case .double(let number): values[key] = String(number)
+            // As its words: an on/off setting reads them, a number refuses them (never 1 for true).
+            case .bool(let flag): values[key] = flag ? "true" : "false"
             case .array(let items):
                 let texts = items.compactMap { if case .string(let text) = $0 { text } else { nil } }
                 guard texts.count == items.count else { throw Invalid(key, "in \(path): a list holds strings only") }
                 values[key] = texts.joined(separator: ",")
-            default: throw Invalid(key, "in \(path): expected a string, a number or a list of strings")
+            default: throw Invalid(key, "in \(path): expected a string, a number, a boolean or a list of strings")
             }
         }
         return values

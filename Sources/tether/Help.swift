@@ -29,7 +29,7 @@ enum Help {
           help       show this text, or `tether help COMMAND`
 
         Every command but postgres takes --config FILE: a JSON object with the same
-        keys as the variables below, each once (strings, numbers or lists of strings);
+        keys as the variables below, each once (strings, numbers, booleans or lists);
         variables set in the environment override the file, an empty one counts as unset.
         Run `tether COMMAND --help` for a command's options.
 

@@ -127,7 +127,8 @@ struct TetherConfigurationTests {
             try Data(text.utf8).write(to: file)
             #expect(throws: TetherConfiguration.Invalid.self, "\(text)") { try TetherConfiguration.load(environment: [:], configFile: file.path) }
         }
-        try Data(#"{"TETHER_SIGN_IN_FAILURE_LIMIT": 12}"#.utf8).write(to: file)
-        #expect(try TetherConfiguration.load(environment: [:], configFile: file.path).signInFailureLimit == 12)
+        try Data(#"{"TETHER_SIGN_IN_FAILURE_LIMIT": 12, "TETHER_WEBHOOK_ALLOW_HTTP": true}"#.utf8).write(to: file)
+        let loaded = try TetherConfiguration.load(environment: [:], configFile: file.path)
+        #expect(loaded.signInFailureLimit == 12 && loaded.webhookAllowsHTTP, "a number and an on/off switch as JSON has them")
     }
 }
