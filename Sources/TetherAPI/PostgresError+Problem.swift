@@ -8,6 +8,10 @@ extension PostgresError: ProblemConvertible {
         if isUnavailable || isTransient {
             return .serviceUnavailable(retryAfterSeconds: 2, detail: "the database is unavailable; retry shortly")
         }
+        if sqlState == "42P01" {
+            // A table the build expects is not there: the database's migrations are pending, not the request wrong.
+            return .serviceUnavailable(retryAfterSeconds: 5, detail: "the database's schema is not current (run tether migrate); retry later")
+        }
         if isTimeout {
             // Rolled back: nothing of the request was written, and it can be sent again.
             return .serviceUnavailable(retryAfterSeconds: 2, detail: "the database did not answer in time; nothing was changed; retry shortly")

@@ -33,6 +33,9 @@ struct OperationsRoutesTests {
             #expect(ready.headers["retry-after"] != nil)
             #expect(ready.bodyText.contains("pending migrations: 001_event_log.sql"))
             #expect(try await client.get("/healthz").status == 200)
+            // A command meanwhile is a 503 the client may retry, not a server failure.
+            let signUp = try await client.post("/v1/sign-up", json: ["email": "early@example.com", "password": "a long password"])
+            #expect(signUp.status == 503 && signUp.headers["retry-after"] != nil, "\(signUp.status) \(signUp.bodyText)")
         }
     }
 
