@@ -242,6 +242,10 @@ public struct TetherConfiguration: Sendable {
             guard let range = IPAddressRange(address) else {
                 throw Invalid("TETHER_TRUSTED_PROXIES", "expected a comma list of IP addresses or CIDR ranges (10.0.0.0/8), got \"\(address)\"")
             }
+            // Trusting a whole range by a slip is trusting every address in it to name its clients: said explicitly.
+            guard !range.hasHostBits else {
+                throw Invalid("TETHER_TRUSTED_PROXIES", "\"\(address)\" names an address inside its range: write the range's first address, or the address alone")
+            }
             proxies.append(range)
         }
         trustedProxies = proxies

@@ -450,7 +450,10 @@ extension HTTPServer.Core {
             throw HTTPServerError.cannotListen(
                 host: host, port: port,
                 reason: inUse ? "another server already listens there (address in use)"
-                    : messages.isEmpty ? "libmicrohttpd could not start" : messages.joined(separator: "; "))
+                    : messages.isEmpty ? "libmicrohttpd could not start"
+                    // Its "Failed to bind to port 0: " names the port argument, not this address's: the system's reason alone.
+                    : messages.map { $0.replacingOccurrences(of: #"^Failed to bind to port \d+: "#, with: "", options: .regularExpression) }
+                        .joined(separator: "; "))
         }
         let boundPort = CMicroHTTPD_get_daemon_info(daemon, .DAEMON_INFO_BIND_PORT).map { Int($0.pointee.port) } ?? port
         return DaemonHandle(pointer: daemon, port: boundPort)

@@ -9,6 +9,9 @@ public struct IPAddressRange: Sendable, Hashable, CustomStringConvertible {
     /// How many leading bits an address must share with `network`.
     let prefixLength: Int
     public let description: String
+    /// Whether the text names an address inside its range rather than the range's first (`10.0.0.1/8`): most
+    /// likely a slip for the one address, though it stands for the whole range.
+    public let hasHostBits: Bool
 
     /// Parses `text`; nil when it is neither an address nor `address/length` with a length that fits.
     public init?(_ text: String) {
@@ -23,6 +26,7 @@ public struct IPAddressRange: Sendable, Hashable, CustomStringConvertible {
         network = Self.masked(parsed, to: length)
         prefixLength = length
         description = text
+        hasHostBits = network != parsed
     }
 
     /// Whether `address` (IPv4 or IPv6 text) lies in the range.

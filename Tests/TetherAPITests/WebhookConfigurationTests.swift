@@ -26,6 +26,7 @@ struct WebhookConfigurationTests {
         (["TETHER_PUBLIC_URL": "https://auth.example.com:99999"], "TETHER_PUBLIC_URL"),
         (["TETHER_PUBLIC_URL": "https://auth.example.com/base/../x"], "TETHER_PUBLIC_URL"),
         (["TETHER_FIREBASE_PROJECT_ID": "a/b c"], "TETHER_FIREBASE_PROJECT_ID"),
+        (["TETHER_TRUSTED_PROXIES": "10.0.0.0/8, 10.0.0.1/8"], "TETHER_TRUSTED_PROXIES"),
         // A connection string libpq cannot read would be retried forever by a server: refused at start.
         (["TETHER_DATABASE_URL": "foo=bar"], "TETHER_DATABASE_URL"),
         (["TETHER_DATABASE_READ_URL": "postgresql://u:secret@127.0.0.1/db?bogus=1"], "TETHER_DATABASE_READ_URL"),

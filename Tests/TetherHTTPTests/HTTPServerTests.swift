@@ -532,6 +532,11 @@ struct HTTPServerTests {
         #expect(!error.description.contains("port 0") && !error.description.contains("MHD_OPTION"), "\(error.description)")
         await first.shutdown()
         await second.shutdown()
+        // An address this machine does not have (TEST-NET-1): the system's reason, without libmicrohttpd's "port 0".
+        let elsewhere = HTTPServer(configuration: .init(host: "192.0.2.99", port: port, log: .discarding), router: Router())
+        let refused = try #require(throws: HTTPServerError.self) { try elsewhere.start() }
+        #expect(refused.description.contains("192.0.2.99:\(port)") && !refused.description.contains("port 0"), "\(refused.description)")
+        await elsewhere.shutdown()
     }
 
     @Test func startRejectsAHostThatIsNotAnAddress() {
