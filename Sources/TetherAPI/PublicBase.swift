@@ -1,4 +1,5 @@
 import Foundation
+import TetherHTTP
 
 /// The base of links Tether hands out: `TETHER_PUBLIC_URL`, or, where a surface allows it, the
 /// request's own `Host`; without a trailing slash.
@@ -34,5 +35,21 @@ enum PublicBase {
         if name == "::1" || name == "localhost" { return true }
         let octets = name.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { !$0.isEmpty && $0.count <= 3 && UInt8($0) != nil }
+    }
+
+    /// Whether `request` comes from the developer's own tools or pages: its client is this machine (a proxy in
+    /// `TETHER_TRUSTED_PROXIES` passing on someone else's request is not), its `Host` names this machine (a page
+    /// of a name re-pointed at 127.0.0.1, DNS rebinding, sends its own name), and its `Origin`, if any, is a
+    /// loopback page (a page of another site calling across origins sends its own).
+    static func isFromThisMachine(_ request: HTTPRequest) -> Bool {
+        (request.remoteAddress.map(PublicBase.isLoopback) ?? true)
+            && (request.headers["Host"].map(PublicBase.isLoopback) ?? false) && (request.headers["Origin"].map(isLoopbackOrigin) ?? true)
+    }
+
+    /// Whether `origin` (an `Origin` header) is a page served from this machine: `http(s)://localhost`,
+    /// `127.x.x.x` or `[::1]`, any port.
+    static func isLoopbackOrigin(_ origin: String) -> Bool {
+        guard let url = URL(string: origin), url.scheme == "http" || url.scheme == "https", let host = url.host else { return false }
+        return PublicBase.isLoopback(host)
     }
 }

@@ -164,7 +164,7 @@ public struct TetherConfiguration: Sendable {
          "file of the key (32 bytes, base64) that wraps every user's personal-data key; tether serve needs it. A comma list during a rotation: the first wraps, all unwrap"),
         ("TETHER_LOG_LEVEL", "info", "debug, info, warn, error"),
         ("TETHER_SIGN_IN_FAILURE_LIMIT", "10", "failed sign-ins a minute per client address and per password account (and sign-ups a minute per address) before 429"),
-        ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses or CIDR ranges whose X-Forwarded-For names the client"),
+        ("TETHER_TRUSTED_PROXIES", "none", "comma list of reverse-proxy addresses or CIDR ranges (a range by its first address) whose X-Forwarded-For names the client"),
         ("TETHER_MAX_CONNECTIONS", "1000", "connections open at once; past it, new ones wait in the listen queue until there is room"),
         ("TETHER_MAX_CONNECTIONS_PER_ADDRESS", "64 (0, no limit, when TETHER_TRUSTED_PROXIES is set)",
          "connections open at once from one peer address, so idle or slow clients cannot take every place"),

@@ -114,8 +114,8 @@ extension DevGraphAnswer {
 }
 
 extension DevIdentityProvider {
-    /// 404 unless `request` comes from this machine's own tools (``FirebaseRoutes/isFromThisMachine(_:)``).
+    /// 404 unless `request` comes from this machine's own tools (``PublicBase/isFromThisMachine(_:)``).
     static func requireThisMachine(_ request: HTTPRequest) throws {
-        guard FirebaseRoutes.isFromThisMachine(request) else { throw Problem.notFound() }
+        guard PublicBase.isFromThisMachine(request) else { throw Problem.notFound() }
     }
 }

@@ -22,7 +22,7 @@ extension FirebaseRoutes {
     func registerEmulatorRoutes(on router: inout Router) {
         router.get("/emulator/v1/projects/{projectId}/oobCodes") { request in
             try await answer(request, admin: false) { _ in
-                guard Self.isFromThisMachine(request) else { throw FirebaseError("NOT_FOUND", "Not Found", status: 404) }
+                guard PublicBase.isFromThisMachine(request) else { throw FirebaseError("NOT_FOUND", "Not Found", status: 404) }
                 return try await oobCodes()
             }
         }

@@ -167,10 +167,13 @@ public struct V1Routes: Sendable {
     /// that key over this request and token (RFC 9449 §7); an unbound one with `Bearer`.
     func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
         let claims = try await verifiedToken(request)
-        guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
-            throw AccountError.invalidToken
-        }
+        guard try await isLive(claims) else { throw AccountError.invalidToken }
         return claims
+    }
+
+    /// Whether the session the token names is live and has not been revoked since the token was issued.
+    private func isLive(_ claims: AccessTokenClaims) async throws -> Bool {
+        try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt)
     }
 
     /// Runs a signed-in caller's change once per `Idempotency-Key` (``IdempotentRequests``). With `endsItsSession`
@@ -194,7 +197,7 @@ public struct V1Routes: Sendable {
         var caller: AccessTokenClaims?
         if !optional || request.headers["authorization"] != nil {
             let claims = try await verifiedToken(request)
-            guard try await accounts.isSessionActive(userId: claims.userId, sessionId: claims.sessionId, issuedAt: claims.issuedAt) else {
+            guard try await isLive(claims) else {
                 if endsItsSession, let key = request.headers["idempotency-key"],
                    let kept = try await idempotency.answerForEndedSession(to: request, key: key, session: claims.sessionId) {
                     return kept
