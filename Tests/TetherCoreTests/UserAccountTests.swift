@@ -153,6 +153,10 @@ struct UserAccountTests {
         let code = try #require(account(asked, id: id).checkEmailCode("h", for: [.passwordReset], presentedFor: .passwordReset, now: now).code)
         let reset = try account(asked, id: id).resetPassword(with: code, passwordHash: "scrypt$new", now: now)
         #expect(account(asked + reset, id: id).signInMethods == ["custom", "password"])
+        // Nor can anyone remove it, a user or an admin: the backend would lose the user's name.
+        #expect(throws: AccountError.customIdentityKept) { try user.unlink(provider: "custom", byAdmin: false) }
+        #expect(throws: AccountError.customIdentityKept) { try user.unlink(provider: "custom", byAdmin: true) }
+        #expect(try user.unlink(provider: "password", byAdmin: false).map(\.type) == ["IdentityUnlinked"])
     }
 
     /// A user made with identities (an import) holds one of each provider, as linking keeps it: a second of a

@@ -75,6 +75,8 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public static let lastSignInMethod = AccountError(
         .lastSignInMethod, "This is the account's last way to sign in; link another before removing it.")
+    public static let customIdentityKept = AccountError(
+        .invalidRequest, "The custom identity is the uid the developer gave this user (its Firebase localId); it cannot be removed.")
     public static let invalidToken = AccountError(.invalidToken, "The token is invalid, expired or revoked.")
     public static let refreshTokenReused = AccountError(
         .refreshTokenReused, "This refresh token was already used; the session has been ended.")

@@ -267,10 +267,13 @@ extension UserAccount {
         return starting(session, provider: provider, outcome: "reissued", now: now)
     }
 
-    /// Removes a provider; the last way to sign in may only be removed by an admin.
+    /// Removes a provider; the last way to sign in may only be removed by an admin. A developer's uid (the
+    /// `custom` identity, Firebase's `localId`) is never removed, by an admin neither: the developer's backend
+    /// names the user by it, and Firebase's own routes have no way to remove or set it again.
     public func unlink(provider: String, byAdmin: Bool) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard let identity = identities[provider] else { throw .noSuchProvider(provider) }
+        guard provider != Self.customProvider else { throw .customIdentityKept }
         guard byAdmin || identities.count > 1 else { throw .lastSignInMethod }
         return unlinking(identity, reason: byAdmin ? "admin" : "user")
     }

@@ -3,6 +3,7 @@ import Testing
 import TetherAPI
 import TetherCore
 import TetherJOSE
+import TetherPostgres
 import TetherTesting
 
 /// One directory across the surfaces, and ID tokens that are not this project's, this server's or still valid.
@@ -28,6 +29,39 @@ struct FirebaseCrossSurfaceTests {
             let surfaces = try await firebase.app.admin.query("SELECT DISTINCT metadata->>'surface' AS s FROM events WHERE stream LIKE 'user-%' ORDER BY 1")
                 .map { try $0.decode("s", as: String.self) }
             #expect(surfaces == ["firebase", "parse"])
+        }
+    }
+
+    /// A developer's uid (the `custom` identity) is how the backend names the user: no surface removes it, for
+    /// the user or an admin, so the user's `localId` never changes and a custom token never makes a second user.
+    @Test func noSurfaceRemovesADevelopersUid() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_PARSE_APP_ID": ParseApp.appID]) { firebase in
+            let created = try await firebase.admin("accounts", .object([
+                "localId": "dev-uid-7", "email": "dev7@example.com", "password": "a long password",
+            ]))
+            #expect(created.string("localId") == "dev-uid-7", "\(created.text)")
+            let before = try await firebase.app.totalEvents()
+            let parse = ParseApp(app: firebase.app)
+            let login = try await parse.send("POST", "/login", json: .object(["username": "dev7@example.com", "password": "a long password"]))
+            let objectId = try #require(login.string("objectId"), "\(login.text)")
+            let unlinked = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: login.string("sessionToken")), json: .object(["authData": .object(["custom": .null])]))
+            #expect(unlinked.status == 400, "\(unlinked.text)")
+            #expect(unlinked.body["code"] == 142)
+            let master = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(master: try await AdminKeyStore(database: firebase.app.admin).create(
+                    role: .admin, name: "parse master", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret), json: .object(["authData": .object(["custom": .null])]))
+            #expect(master.status == 400, "\(master.text)")
+            let signedIn = try await firebase.app.signedIn(firebase.app.password("dev7@example.com", "a long password"))
+            let removed = try await firebase.app.client.send(
+                "DELETE", "/v1/users/me/identities/custom", fields: [("Authorization", "Bearer \(signedIn.session.accessToken)")], body: [])
+            #expect(removed.status == 400, "\(removed.bodyText)")
+            #expect(removed.bodyText.contains("invalid_request"))
+            // Written: the two sign-ins' events alone; the uid still names the user.
+            #expect(try await firebase.app.eventCount("IdentityUnlinked") == 0)
+            #expect(try await firebase.app.totalEvents() > before)
+            let lookup = try await firebase.admin("accounts:lookup", .object(["localId": .array(["dev-uid-7"])]))
+            #expect(lookup.users.count == 1, "\(lookup.text)")
         }
     }
 
