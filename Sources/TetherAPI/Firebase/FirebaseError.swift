@@ -22,7 +22,10 @@ struct FirebaseError: Error, Sendable, Hashable {
     var message: String { detail.map { "\(code) : \($0)" } ?? code }
 
     var response: HTTPResponse {
-        let entry: JSONValue = .object(["message": .string(message), "reason": "invalid", "domain": "global"])
+        // A refused `Authorization` header names itself as Google's APIs and the emulator do (WIRE-FACTS §0).
+        let entry: JSONValue = status == 401
+            ? .object(["message": "Invalid Credentials", "reason": "authError", "location": "Authorization", "locationType": "header"])
+            : .object(["message": .string(message), "reason": "invalid", "domain": "global"])
         return SurfaceJSON.response(
             .object(["error": .object(["code": .int(status), "message": .string(message), "errors": .array([entry])])]), status: status)
     }

@@ -57,7 +57,14 @@ struct FirebaseSessionCookieTests {
             let forged = idToken.dropLast(4) + "AAAA"
             #expect(try await createCookie(firebase, .object(["idToken": .string(String(forged))])).errorMessage == "INVALID_ID_TOKEN")
             #expect(try await createCookie(firebase, .object(["idToken": .string(idToken)]), admin: nil).status == 401)
-            #expect(try await createCookie(firebase, .object(["idToken": .string(idToken)]), admin: "someone").status == 401)
+            let someone = try await createCookie(firebase, .object(["idToken": .string(idToken)]), admin: "someone")
+            #expect(someone.status == 401)
+            // The emulator's form of a refused header (WIRE-FACTS §0).
+            guard case .object(let error)? = someone.body["error"], case .array(let errors)? = error["errors"] else {
+                Issue.record("\(someone.text)"); return
+            }
+            #expect(errors == [.object([
+                "message": "Invalid Credentials", "reason": "authError", "location": "Authorization", "locationType": "header"])])
             #expect(try await createCookie(firebase, .object(["idToken": .string(idToken)]), project: "other").status == 404)
             // A client's call with its API key alone is not enough, as in Firebase.
             let client = try await firebase.call("projects/\(FirebaseApp.projectID):createSessionCookie", .object(["idToken": .string(idToken)]))
