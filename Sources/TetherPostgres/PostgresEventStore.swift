@@ -709,8 +709,10 @@ public struct PostgresEventStore: Sendable {
         _ stored: inout [RecordedEvent], leavingSealed: Set<String> = [], query: (PostgresQuery) async throws -> PostgresRows
     ) async throws {
         let masterKeys = client.configuration.masterKeys
-        let users = try await PersonalDataVault.keys(for: Set(stored.compactMap(\.userId)), masterKeys: masterKeys, query: query)
-        let names = Set(stored.lazy.filter { $0.userId == nil && !leavingSealed.contains($0.type) }.compactMap(PersonalDataVault.expiringKeyName))
+        // Only the keys of users with an event to open: a page of the bulk phase's sign-ins, all left sealed, asks for none.
+        let opening = stored.lazy.filter { !leavingSealed.contains($0.type) }
+        let users = try await PersonalDataVault.keys(for: Set(opening.compactMap(\.userId)), masterKeys: masterKeys, query: query)
+        let names = Set(opening.filter { $0.userId == nil }.compactMap(PersonalDataVault.expiringKeyName))
         let expiring = names.isEmpty
             ? [:] : try ExpiringKeys.keys(from: try await query(ExpiringKeys.keysStatement(named: names)), masterKeys: masterKeys)
         let keys = PersonalDataVault.OpeningKeys(users, expiring: expiring)

@@ -575,12 +575,12 @@ private final class BulkReader: Sendable {
     func load(_ users: (from: UUID?, to: UUID?), on connection: PostgresConnection) async throws {
         var rows = CopyRows(binary: true)
         var user: (id: UUID, fold: any BulkFold)? // the last user's rows so far: more events may follow
-        var cursor: (userId: UUID, position: Int64)?
+        var page = try await read(after: nil, users: users, on: connection)
         while true {
             try Task.checkCancellation()
-            let page = try await store.readByUser(
-                after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
-                leavingSealed: bulk.leavingSealed, leavingData: bulk.leavingData, withMetadata: readsMetadata, on: connection)
+            // The next page is asked for before this one is folded: PostgreSQL reads it meanwhile.
+            let cursor = page.isFull ? page.last.flatMap { last in last.userId.map { ($0, last.checkpoint.position) } } : nil
+            async let ahead = cursor == nil ? nil : read(after: cursor, users: users, on: connection)
             // Each event read where the page keeps it: not copied out, retained and released.
             for index in page.recorded.indices {
                 guard let userId = page.recorded[index].userId else { continue }
@@ -598,15 +598,25 @@ private final class BulkReader: Sendable {
                 report.applied += applied
                 report.report(nil)
             }
-            guard page.isFull, let last = page.last, let userId = last.userId else { break }
-            cursor = (userId, last.checkpoint.position)
             if rows.count >= 8 * batchSize {
+                // Queued on the connection behind the page read ahead.
                 try await write(rows, on: connection)
                 rows.removeAll()
             }
+            guard let next = try await ahead else { break }
+            page = next
         }
         try user?.fold.write(to: &rows)
         try await write(rows, on: connection)
+    }
+
+    /// The page of `users` after `cursor` (from the first when nil).
+    private func read(
+        after cursor: (userId: UUID, position: Int64)?, users: (from: UUID?, to: UUID?), on connection: PostgresConnection
+    ) async throws -> PostgresEventStore.LogPage {
+        try await store.readByUser(
+            after: cursor, users: users, below: horizon, limit: batchSize, categories: categories,
+            leavingSealed: bulk.leavingSealed, leavingData: bulk.leavingData, withMetadata: readsMetadata, on: connection)
     }
 
     private func write(_ rows: CopyRows, on connection: PostgresConnection) async throws {
