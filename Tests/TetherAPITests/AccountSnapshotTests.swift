@@ -72,7 +72,7 @@ struct AccountSnapshotTests {
         func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
         let user = try richState()
         let mfa = user.mfa
-        #expect(AccountSnapshot.format == 3)
+        #expect(AccountSnapshot.format == 4)
         #expect(labels(user) == [
             "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
             "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",

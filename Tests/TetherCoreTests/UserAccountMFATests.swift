@@ -265,6 +265,32 @@ struct UserAccountMFATests {
         #expect(throws: AccountError.self) {
             try user.confirmFactor(second, type: .phone, check: .sms(codeHash: "h-\(second)"), recoveryCodeHashes: [], now: now)
         }
+        // A secret enrolled (pending) on one surface, then enrolled and confirmed again on another: the first
+        // cannot be confirmed after, or one code would pass on both.
+        let (pending, again) = (UUID(), UUID())
+        user = applying(try user.enrolTOTP(factorId: pending, secret: "MFRGGZDFMZTWQ2LK", displayName: nil, authTime: now, now: now), to: user)
+        user = applying(try user.enrolTOTP(factorId: again, secret: "mfrggzdfmztwq2lk", displayName: nil, authTime: now, now: now), to: user)
+        user = applying(try user.confirmFactor(again, type: .totp, check: .totp(matchingStep: 200), recoveryCodeHashes: [], now: now).events, to: user)
+        #expect(throws: AccountError.totpSecretInUse) {
+            try user.confirmFactor(pending, type: .totp, check: .totp(matchingStep: 201), recoveryCodeHashes: [], now: now)
+        }
+    }
+
+    /// Wrong codes confirming an enrolment end that enrolment after five; they never lock the user's sign-ins.
+    @Test func anEnrolmentsWrongCodesDoNotLockSignIn() throws {
+        var user = try userWithTOTP()
+        for _ in 0..<(UserAccount.maxDailyCodeFailures / UserAccount.maxCodeAttempts + 1) {
+            let enrolment = UUID()
+            user = applying(try user.enrolTOTP(factorId: enrolment, secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now), to: user)
+            for _ in 0..<UserAccount.maxCodeAttempts {
+                let outcome = try user.confirmFactor(enrolment, type: .totp, check: .totp(matchingStep: nil), recoveryCodeHashes: [], now: now)
+                #expect(outcome.failure != nil)
+                user = applying(outcome.events, to: user)
+            }
+        }
+        let session = newSession()
+        user = applying(try user.signIn(with: apple, session: session, now: now), to: user)
+        #expect(try user.verifyChallenge(session.id, factor: factorId, check: .totp(matchingStep: 500), session: newSession(), now: now).failure == nil)
     }
 
     @Test func smsCodesPerUserAreLimited() throws {

@@ -75,6 +75,7 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public static let lastSignInMethod = AccountError(
         .lastSignInMethod, "This is the account's last way to sign in; link another before removing it.")
+    public static let totpSecretInUse = AccountError(.invalidRequest, "This TOTP secret is already a second factor of the user.")
     public static let customIdentityKept = AccountError(
         .invalidRequest, "The custom identity is the uid the developer gave this user (its Firebase localId); it cannot be removed.")
     public static let invalidToken = AccountError(.invalidToken, "The token is invalid, expired or revoked.")

@@ -101,9 +101,10 @@ public struct MFAState: Sendable, Hashable, Codable {
             if let step = payload.totpStep, let factorId = payload.factorId { factors[factorId]?.lastUsedStep = step }
             challenges[payload.challengeId]?.codeHash = nil
         case .mfaCodeRejected(let payload):
-            failures.append(date)
-            failures.removeAll { date.timeIntervalSince($0) >= UserAccount.codeFailureMemory }
             if let challengeId = payload.challengeId {
+                // Only a sign-in's wrong codes make the user wait: an enrolment's (its own 5 attempts) lock nothing.
+                failures.append(date)
+                failures.removeAll { date.timeIntervalSince($0) >= UserAccount.codeFailureMemory }
                 challenges[challengeId]?.attempts = payload.attempt
             } else if let factorId = payload.factorId {
                 factors[factorId]?.failedAttempts = payload.attempt
@@ -189,11 +190,15 @@ extension UserAccount {
         try checkFactorChange(authTime: authTime, now: now)
         // A client may choose the secret (Parse's adapter): the same one twice would be two factors each taking
         // the same code once, so one code would pass several times.
-        guard !mfa.confirmedFactors.contains(where: { $0.totpSecret.map(Self.secretKey) == Self.secretKey(secret) }) else {
-            throw .invalidRequest("This TOTP secret is already a second factor of the user.")
-        }
+        guard !hasConfirmedFactor(secret: secret) else { throw .totpSecretInUse }
         return try makingRoomForAFactor() + [.mfaFactorEnrolled(.init(
             factorId: factorId, type: .totp, personal: PersonalData(displayName: displayName, totpSecret: secret)))]
+    }
+
+    /// Whether a confirmed factor holds `secret` (however its case, padding or spaces are written).
+    private func hasConfirmedFactor(secret: String) -> Bool {
+        let key = Self.secretKey(secret)
+        return mfa.confirmedFactors.contains { $0.totpSecret.map(Self.secretKey) == key }
     }
 
     /// A base32 secret as its bytes are meant, whatever its case, padding or spaces.
@@ -228,10 +233,13 @@ extension UserAccount {
     ) throws(AccountError) -> MFAOutcome {
         guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
         guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
-        // Two enrolments of one number begun side by side: the second to be confirmed would be the same factor twice.
+        // Two enrolments of one number or one secret begun side by side (a secret the client chose on one surface,
+        // the server's on another): the second to be confirmed would be the same factor twice, and one code
+        // would pass twice.
         if let number = factor.phoneNumber, mfa.confirmedFactors.contains(where: { $0.phoneNumber == number }) {
             throw .invalidRequest("This phone number is already a second factor of the user.")
         }
+        if let secret = factor.totpSecret, hasConfirmedFactor(secret: secret) { throw .totpSecretInUse }
         var step: Int64?
         var rejection: String?
         switch check {
