@@ -329,7 +329,9 @@ extension ParseRoutes {
                 userId: userId, authTime: session.authTime, secret: secret, code: code, context: context(request, caller)).recoveryCodes
         case .confirmPhone(let mobile, let code):
             let account = try await accounts.read(userId)
-            guard let factor = account.mfa.factors.values.first(where: { $0.type == .phone && !$0.isConfirmed && $0.phoneNumber == mobile })
+            // After a resend (a second PUT of the number), the enrolment whose code went last: the newest SMS.
+            guard let factor = account.mfa.factors.values.filter({ $0.type == .phone && !$0.isConfirmed && $0.phoneNumber == mobile })
+                .max(by: { ($0.codeExpiresAt ?? .distantPast, $0.enrolledAt) < ($1.codeExpiresAt ?? .distantPast, $1.enrolledAt) })
             else { throw ParseError.invalidMFAToken }
             codes = try await accounts.confirmFactor(
                 userId: userId, factorId: factor.id, type: .phone, code: code, context: context(request, caller)).recoveryCodes
