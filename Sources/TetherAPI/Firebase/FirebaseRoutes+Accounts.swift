@@ -84,9 +84,18 @@ extension FirebaseRoutes {
         if try body.string("phoneNumber") != nil {
             throw FirebaseError("INVALID_ARGUMENT", "Tether keeps phone numbers as second factors only, not on the user.")
         }
+        try refuseGivenFactors(body)
         if let unsupported = ["linkProviderUserInfo", "upgradeToFederatedLogin"].first(where: { body.members[$0] != nil }) {
             throw FirebaseError(
                 "OPERATION_NOT_ALLOWED", "\(unsupported) is not offered by this server: a provider is linked by signing in with it (signInWithIdp with the user's idToken).")
+        }
+    }
+
+    /// Second factors are enrolled by their user, who holds the secret or the phone: none is given at a create or
+    /// an import (`mfaInfo`), where they would be dropped.
+    static func refuseGivenFactors(_ body: FirebaseBody) throws(FirebaseError) {
+        if let factors = body.members["mfaInfo"], factors != .null, factors != .array([]) {
+            throw FirebaseError("OPERATION_NOT_ALLOWED", "Second factors are enrolled by their user (mfaEnrollment:start and finalize), not given with mfaInfo.")
         }
     }
 
@@ -123,13 +132,23 @@ extension FirebaseRoutes {
             guard AccountCommands.isEmail(email) else { throw FirebaseError("INVALID_EMAIL") }
             newEmail = email
         }
-        let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince"].filter { body.members[$0] != nil }
+        let adminOnly = ["disableUser", "emailVerified", "customAttributes", "validSince", "mfa"].filter { body.members[$0] != nil }
         if !isAdmin, !adminOnly.isEmpty { throw FirebaseError.insufficientPermission }
         try Self.refuseWhatIsNotKept(body)
         let disable = try body.bool("disableUser")
         let emailVerified = try body.bool("emailVerified")
         let customClaims = try body.string("customAttributes").map { text throws(FirebaseError) in try Self.checkedClaims(text) }
         let validSince = try body.integer("validSince")
+        // firebase-admin's `multiFactor: {enrolledFactors: null}` (or an empty list): every factor goes. Factors
+        // are enrolled by their user, so a list of them is refused rather than answered 200 with nothing done.
+        var removesFactors = false
+        if let mfa = body.members["mfa"], mfa != .null {
+            guard case .object(let members) = mfa, members.keys.allSatisfy({ $0 == "enrollments" }),
+                  [nil, .null, .array([])].contains(members["enrollments"]) else {
+                throw FirebaseError("OPERATION_NOT_ALLOWED", "An admin removes a user's second factors (mfa: {}); their user enrols them.")
+            }
+            removesFactors = true
+        }
         // No later than now (a minute of clock difference allowed): a revocation never moves forward, so a time
         // ahead would refuse every new token, a reset's included, until it came.
         if let validSince, !(0...Int(Date().timeIntervalSince1970) + 60).contains(validSince) {
@@ -163,6 +182,9 @@ extension FirebaseRoutes {
             steps.append { $0.identities[provider] == nil ? [] : try $0.unlink(provider: provider, byAdmin: isAdmin) }
         }
         if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
+        if removesFactors {
+            steps.append { $0.mfa.factors.isEmpty ? [] : try $0.removeFactors(Array($0.mfa.factors.keys), authTime: nil, byAdmin: true, now: now) }
+        }
         if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
         // A changed address voids every earlier token, as Firebase's `validSince` moves with it; so does an admin's
         // `validSince`. One revocation, at the later of the two (it never moves back).

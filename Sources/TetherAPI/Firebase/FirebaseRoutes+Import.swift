@@ -46,6 +46,7 @@ extension FirebaseRoutes {
         }
         let email = try user.string("email")
         if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
+        try Self.refuseGivenFactors(user)
         var passwordHash: String?
         if let hash = try user.string("passwordHash") {
             guard email != nil else { throw FirebaseError("MISSING_EMAIL", "A password needs an email to sign in with.") }

@@ -137,6 +137,30 @@ struct FirebaseMFATests {
             guard case .object(let refreshedClaims)? = refreshed.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(refreshedClaims["sign_in_second_factor"] == "totp")
             #expect(refreshedClaims["second_factor_identifier"] == .string(enrollmentId), "a refresh keeps the session's second factor")
+
+            // An admin removes the factors (firebase-admin's `multiFactor: {enrolledFactors: null}`); a list of them,
+            // or factors given at a create or an import, are refused, never answered 200 with nothing done.
+            let localId = try #require(signUp.string("localId"))
+            let listed = try await firebase.admin("accounts:update", .object([
+                "localId": .string(localId), "mfa": .object(["enrollments": .array([.object(["phoneInfo": "+15555550100"])])]),
+            ]))
+            #expect(listed.errorMessage?.hasPrefix("OPERATION_NOT_ALLOWED") == true, "\(listed.text)")
+            #expect(try await firebase.call("accounts:update", .object(["idToken": .string(idToken), "mfa": .object([:])])).status == 403)
+            #expect(try await firebase.app.eventCount("MFAFactorRemoved") == 0)
+            let cleared = try await firebase.admin("accounts:update", .object(["localId": .string(localId), "mfa": .object([:])]))
+            #expect(cleared.status == 200, "\(cleared.text)")
+            let after = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            #expect(after.users.first?["mfaInfo"] == nil, "\(after.text)")
+            let plain = try await firebase.call("accounts:signInWithPassword", .object(["email": "tia@example.com", "password": "tia's password"]))
+            #expect(plain.string("idToken") != nil, "no second factor left: \(plain.text)")
+            let given: JSONValue = .array([.object(["phoneInfo": "+15555550101"])])
+            let created = try await firebase.admin("accounts", .object(["email": "mfa-given@example.com", "mfaInfo": given]))
+            #expect(created.errorMessage?.hasPrefix("OPERATION_NOT_ALLOWED") == true, "\(created.text)")
+            let imported = try await firebase.admin("accounts:batchCreate", .object(["users": .array([
+                .object(["localId": "imported-mfa", "email": "mfa-import@example.com", "mfaInfo": given]),
+            ])]))
+            #expect(imported.text.contains("OPERATION_NOT_ALLOWED"), "\(imported.text)")
+            #expect(try await firebase.admin("accounts:lookup", .object(["email": .array(["mfa-given@example.com", "mfa-import@example.com"])])).users.isEmpty)
         }
     }
 
