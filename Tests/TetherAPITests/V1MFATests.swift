@@ -482,7 +482,7 @@ struct V1MFATests {
     }
 
     @Test func aBoundChallengesCodeCannotBeResentWithoutTheKeyNorBlockedByStrangers() async throws {
-        try await DevService.run { app in
+        try await DevService.run(settings: ["TETHER_PARSE_APP_ID": ParseApp.appID]) { app in
             let victim = try await app.signedIn(try await app.apple("apple-victim-phone"))
             let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(victim.session.accessToken)"]
             let enrol = try await app.client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550155"])
@@ -505,6 +505,14 @@ struct V1MFATests {
             let sent = try await app.client.post(
                 "/v1/mfa/challenge", headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/challenge"))], json: body)
             #expect(sent.status == 200, "the victim's sign-in codes are not the strangers' to spend: \(sent.bodyText)")
+            // Nor a Parse log-in's, which has no device key: the code is no MFA token there (141), and says nothing
+            // of a session (209 would make a Parse SDK drop its user).
+            let parse = ParseApp(app: app)
+            let onParse = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-victim-phone", "token": try await parse.appleToken("apple-victim-phone")]),
+                "mfa": ParseApp.strings(["token": try await app.smsCode(to: "+15555550155")]),
+            ])]))
+            #expect(onParse.body["code"] == 141, "\(onParse.text)")
             let done = try await verify(app, ["mfaPendingCredential": challenge.mfaPendingCredential, "factorId": factorId,
                                              "code": try await app.smsCode(to: "+15555550155")],
                                         headers: ["DPoP": try device.proof("POST", app.url("/v1/mfa/verify"))])

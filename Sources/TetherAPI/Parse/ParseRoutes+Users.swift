@@ -264,9 +264,10 @@ extension ParseRoutes {
                 context: context(request, caller))
             throw ParseError.enterMFAToken
         }
-        // A code texted by an earlier "request" completes that earlier log-in's challenge, still open.
+        // A code texted by an earlier "request" completes that earlier log-in's challenge, still open. Not one bound
+        // to a device key (a /v1 sign-in's with DPoP): only that key finishes it, and a Parse log-in has none.
         let texted = account.mfa.challenges.values
-            .filter { !$0.isEnded && $0.codeHash != nil && ($0.codeExpiresAt ?? .distantPast) > now && $0.expiresAt > now }
+            .filter { !$0.isEnded && $0.jkt == nil && $0.codeHash != nil && ($0.codeExpiresAt ?? .distantPast) > now && $0.expiresAt > now }
             .max { $0.expiresAt < $1.expiresAt }
         let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
         // A code a TOTP factor accepts goes to that factor (a user may hold several, from /v1 or from new
