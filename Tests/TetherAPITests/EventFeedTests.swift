@@ -121,6 +121,30 @@ struct EventFeedTests {
         }
     }
 
+    /// Backends hear of a second factor when it is confirmed and when it goes; an enrolment never confirmed (ended by
+    /// wrong codes, withdrawn by its user) was never announced, so its end is not either.
+    @Test func onlyConfirmedFactorsAreAnnouncedGone() async throws {
+        try await DevService.run { service in
+            let admin = try await key(service, .admin)
+            let ada = try await signUp(service, "ada-mfa@example.com")
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(ada.session.accessToken)"]
+            struct Enrolment: Decodable { var factorId: String }
+            let failed = try await service.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+            for _ in 0..<UserAccount.maxCodeAttempts {
+                _ = try await service.client.post("/v1/users/me/mfa/totp/verify", headers: auth, json: ["factorId": failed.factorId, "code": "000000"])
+            }
+            let withdrawn = try await service.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)
+            #expect(try await service.client.delete("/v1/users/me/mfa/\(withdrawn.factorId)", headers: auth).status == 200)
+            let (kept, _) = try await service.enrolTOTP(accessToken: ada.session.accessToken)
+            #expect(try await service.client.delete("/v1/users/me/mfa/\(kept)", headers: auth).status == 200)
+            #expect(try await service.eventCount("MFAFactorRemoved") == 3)
+            let (events, _) = try await read(service, admin, after: "0", count: 2, limit: 50, filter: "&type=mfa.*")
+            #expect(events.map(\.type) == ["mfa.factor_enrolled", "mfa.factor_removed"])
+            #expect(events.allSatisfy { $0.data["factorId"] == .string(kept) })
+            #expect(try await page(service, admin, "after=0&limit=50&type=mfa.*").events.count == 2)
+        }
+    }
+
     @Test func supportKeysReadNoPersonalDataAndFiltersNarrowThePage() async throws {
         try await DevService.run { service in
             let admin = try await key(service, .admin)

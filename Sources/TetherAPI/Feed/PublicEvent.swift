@@ -60,6 +60,12 @@ public enum PublicEvent {
     public static func json(_ event: RecordedEvent, personal: Bool) -> JSONValue? {
         guard let type = type(of: event.type), let userId = event.userId,
               case .object(let payload)? = try? JSONValue(parsing: Array(event.data)) else { return nil }
+        // An enrolment never confirmed was never announced (`mfa.factor_enrolled`): its end is not one either. Events
+        // written before `pending` say it by their reason, which only such an enrolment's end has.
+        if event.type == "MFAFactorRemoved",
+           payload["pending"] == .bool(true) || [.string("superseded"), .string("too_many_attempts")].contains(payload["reason"]) {
+            return nil
+        }
         let sealed: [String: JSONValue] = if case .object(let members)? = payload["personal"] { members } else { [:] }
         var data: [String: JSONValue] = [:]
         /// A member that is not personal, copied under its public name.

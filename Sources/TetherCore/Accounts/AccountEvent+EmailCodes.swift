@@ -192,7 +192,7 @@ extension UserAccount {
                 keeping: ["password", ExternalIdentity.anonymousProvider, UserAccount.customProvider],
                 reason: "password_reset")
             for factor in mfa.factors.values.sorted(by: { $0.id.sortsBefore($1.id) }) {
-                events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset")))
+                events.append(.mfaFactorRemoved(.init(factorId: factor.id, reason: "password_reset", pending: Self.pending(factor))))
             }
             events.append(.emailVerified(.init(provider: "email", personal: PersonalData(email: email))))
         }

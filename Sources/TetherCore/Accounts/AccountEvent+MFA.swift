@@ -52,6 +52,9 @@ extension AccountEvent {
         /// `user`, `admin`, `password_reset`, or for an enrolment that was never confirmed `too_many_attempts` or
         /// `superseded` (it gave way to a newer enrolment when the user held the most factors).
         public var reason: String
+        /// True for an enrolment that was never confirmed (no `MFAFactorConfirmed` came before): no factor the user
+        /// could sign in with went, so backends are not told of one. Absent otherwise, and in events written before it.
+        public var pending: Bool? = nil
     }
 
     public struct MFARecoveryCodesIssued: Codable, Sendable, Hashable {

@@ -171,7 +171,7 @@ extension UserAccount {
         let pending = mfa.factors.values.filter { !$0.isConfirmed }
             .sorted { $0.enrolledAt != $1.enrolledAt ? $0.enrolledAt < $1.enrolledAt : $0.id.sortsBefore($1.id) }
         return pending.prefix(max(0, mfa.factors.count - Self.maxFactors + 1))
-            .map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "superseded")) }
+            .map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "superseded", pending: true)) }
     }
 
     /// A factor's display name as a client sent it: trimmed, nil when empty, refused when longer than a
@@ -261,7 +261,7 @@ extension UserAccount {
             var events: [AccountEvent] = [.mfaCodeRejected(.init(
                 challengeId: nil, factorId: factorId, method: type == .totp ? .totp : .sms, attempt: attempt, reason: rejection))]
             if attempt >= Self.maxCodeAttempts {
-                events.append(.mfaFactorRemoved(.init(factorId: factorId, reason: "too_many_attempts")))
+                events.append(.mfaFactorRemoved(.init(factorId: factorId, reason: "too_many_attempts", pending: true)))
                 return MFAOutcome(events: events, failure: .invalidCode("Too many wrong codes: enrol the factor again."))
             }
             return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
@@ -285,11 +285,18 @@ extension UserAccount {
             try checkFactorChange(authTime: authTime ?? .distantPast, now: now)
         }
         guard factorIds.allSatisfy({ mfa.factors[$0] != nil }) else { throw .mfaFactorNotFound }
-        let removed: [AccountEvent] = factorIds.map { .mfaFactorRemoved(.init(factorId: $0, reason: byAdmin ? "admin" : "user")) }
+        let removed: [AccountEvent] = factorIds.map {
+            .mfaFactorRemoved(.init(factorId: $0, reason: byAdmin ? "admin" : "user", pending: Self.pending(mfa.factors[$0])))
+        }
         // Without a confirmed factor left, a sign-in still waiting at a challenge has nothing to answer it with
         // but a recovery code of factors that are gone: it ends, and the person signs in again without one.
         let remaining = mfa.confirmedFactors.contains { !factorIds.contains($0.id) }
         return removed + (remaining ? [] : endingOpenChallenges(reason: "factors_removed"))
+    }
+
+    /// `pending` of a factor's `MFAFactorRemoved`: true for one never confirmed, nil (left out) otherwise.
+    static func pending(_ factor: MFAState.Factor?) -> Bool? {
+        factor?.isConfirmed == false ? true : nil
     }
 
     /// A new set of recovery codes, replacing the old one (recent sign-in required).
