@@ -255,6 +255,15 @@ extension HTTPServer.Core {
         if headers.contains(where: { field in field.name.isEmpty || field.name.utf8.contains { $0 <= 0x20 || $0 == 0x7F } }) {
             return "A header name is empty or holds white space or a control character."
         }
+        // An empty `Content-Length:` or `Transfer-Encoding:` folded onto the next line (obs-fold, RFC 9112 §5.2) comes
+        // out of libmicrohttpd as a longer name with no value (`Content-Length2`): no framing here, one to a proxy that
+        // unfolds it.
+        if headers.contains(where: { field in
+            let name = field.name.lowercased()
+            return name != "content-length" && name != "transfer-encoding" && (name.hasPrefix("content-length") || name.hasPrefix("transfer-encoding"))
+        }) {
+            return "Content-Length and Transfer-Encoding are sent on one line, unfolded."
+        }
         if !lengths.isEmpty, !codings.isEmpty { return "Send Content-Length or Transfer-Encoding, not both." }
         if lengths.count > 1 { return "Send Content-Length once." }
         if let length = lengths.first, !(1...18).contains(length.utf8.count) || !length.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {

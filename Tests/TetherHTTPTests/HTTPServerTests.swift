@@ -120,6 +120,9 @@ struct HTTPServerTests {
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
             "Content-Length: 18446744073709551615\r\n\r\n{}",
             "Transfer-Encoding: chunked \r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            // Folded (obs-fold): libmicrohttpd read no length, and the body as the next request.
+            "Content-Length:\r\n 2\r\n\r\n{}",
+            "Transfer-Encoding:\r\n\tchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
         ]
         for head in heads {
             try await withServer(echoRouter()) { _, client, _ in
