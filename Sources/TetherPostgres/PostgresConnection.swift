@@ -8,7 +8,10 @@ import Foundation
 /// libpq call runs there, off Swift's cooperative threads.
 ///
 /// `@unchecked Sendable`: the `PGconn` pointer is only touched on `queue`, and a
-/// connection is leased to one task at a time by ``PostgresClient``.
+/// connection is leased to one task at a time by ``PostgresClient``. That task may share it
+/// with its own child tasks (replay's bulk readers read the next page in one while the parent
+/// writes rows): their calls queue on `queue` one after the other, never inside each other, so
+/// only work that keeps nothing open between its calls (no transaction, no cursor) may share one.
 public final class PostgresConnection: @unchecked Sendable {
     private let connection: OpaquePointer
     private let queue: DispatchQueue

@@ -599,7 +599,7 @@ private final class BulkReader: Sendable {
                 report.report(nil)
             }
             if rows.count >= 8 * batchSize {
-                // Queued on the connection behind the page read ahead.
+                // Queued on the connection beside the page read ahead (between its rows and its keys, at worst).
                 try await write(rows, on: connection)
                 rows.removeAll()
             }

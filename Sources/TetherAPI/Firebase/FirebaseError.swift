@@ -4,7 +4,8 @@ import TetherHTTP
 import TetherProviders
 
 /// An error in the Identity Toolkit's wire form:
-/// `{"error":{"code":400,"message":"CODE[ : detail]","errors":[{"message":…,"reason":"invalid","domain":"global"}]}}`.
+/// `{"error":{"code":400,"message":"CODE[ : detail]","errors":[{"message":…,"reason":"invalid","domain":"global"}]}}`
+/// (`UNAUTHENTICATED`'s entry is the emulator's `authError` one).
 ///
 /// firebase-admin reads only `error.message`, split at the first `:`, and maps the code to its exception
 /// types; the client SDKs do the same. firebase-admin retries 500 and 503, so a client's mistake is a 400.
@@ -23,7 +24,7 @@ struct FirebaseError: Error, Sendable, Hashable {
 
     var response: HTTPResponse {
         // A refused `Authorization` header names itself as Google's APIs and the emulator do (WIRE-FACTS §0).
-        let entry: JSONValue = status == 401
+        let entry: JSONValue = code == Self.unauthenticated.code
             ? .object(["message": "Invalid Credentials", "reason": "authError", "location": "Authorization", "locationType": "header"])
             : .object(["message": .string(message), "reason": "invalid", "domain": "global"])
         return SurfaceJSON.response(
