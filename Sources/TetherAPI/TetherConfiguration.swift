@@ -177,7 +177,7 @@ public struct TetherConfiguration: Sendable {
          "how long a request's line and headers may take to arrive, however slowly they trickle in: from the connection's opening, or for a later request from the previous answer plus TETHER_IDLE_TIMEOUT; the connection is closed then"),
         ("TETHER_BODY_TIMEOUT", "30s", "how long a request's body may take to arrive once its headers have; the connection is closed then"),
         ("TETHER_STATE_CACHE_MB", "256",
-         "about the most memory users' states kept between commands take; past it, the least recently used go (a command on such a user reads their whole event stream again)"),
+         "about the most memory users' states kept between commands take; past it, the least recently used go (a command on such a user reads their snapshot, when they have one, and the events after it)"),
         ("TETHER_SCHEMA_DIR", "the schema/ directory of the checkout", "where the numbered SQL migrations are"),
     ]
 
@@ -392,6 +392,9 @@ public struct TetherConfiguration: Sendable {
             object = members
         } catch let invalid as Invalid {
             throw invalid
+        } catch DecodingError.dataCorrupted(let context) {
+            // The parser's own words (a member named twice, at which byte), not the error's type around them.
+            throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: \(context.debugDescription)")
         } catch {
             throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: \(error)")
         }

@@ -130,6 +130,16 @@ struct TetherConfigurationTests {
             try Data(text.utf8).write(to: file)
             #expect(throws: TetherConfiguration.Invalid.self, "\(text)") { try TetherConfiguration.load(environment: [:], configFile: file.path) }
         }
+        // The refusal says what is wrong in the parser's words, not in the words of Swift's error types.
+        try Data(#"{"TETHER_LISTEN": "127.0.0.1:1", "TETHER_LISTEN": "127.0.0.1:2"}"#.utf8).write(to: file)
+        do {
+            _ = try TetherConfiguration.load(environment: [:], configFile: file.path)
+            Issue.record("a member named twice was taken")
+        } catch let invalid as TetherConfiguration.Invalid {
+            let text = String(describing: invalid)
+            let named = text.contains(#""TETHER_LISTEN" given twice"#)
+            #expect(named && !text.contains("DecodingError"), "\(text)")
+        }
         try Data(#"{"TETHER_SIGN_IN_FAILURE_LIMIT": 12, "TETHER_WEBHOOK_ALLOW_HTTP": true}"#.utf8).write(to: file)
         let loaded = try TetherConfiguration.load(environment: [:], configFile: file.path)
         #expect(loaded.signInFailureLimit == 12 && loaded.webhookAllowsHTTP, "a number and an on/off switch as JSON has them")
