@@ -14,8 +14,11 @@ extension Commands {
         let configuration = try loadConfiguration(options)
         let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
         func id() throws -> UUID {
-            guard options.positionals.count == 2, let id = UUID(text: options.positionals[1]) else {
+            guard options.positionals.count == 2 else {
                 throw UsageError("tether webhooks \(action) needs one subscription id (see tether webhooks list)")
+            }
+            guard let id = UUID(text: options.positionals[1]) else {
+                throw UsageError("\"\(options.positionals[1])\" is not a subscription id: tether webhooks list shows them")
             }
             return id
         }

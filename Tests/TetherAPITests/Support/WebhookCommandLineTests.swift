@@ -45,6 +45,9 @@ struct WebhookCommandLineTests {
             #expect(refused.stderr.contains("private or local address"))
             let plain = try await tether(["webhooks", "create", "--url", "http://93.184.215.14/hook"], url)
             #expect(plain.stderr.contains("https"))
+            // An argument that is no id is named as such (not "needs one subscription id"), and changes nothing.
+            let notAnId = try await tether(["webhooks", "rotate-secret", "nope"], url)
+            #expect(notAnId.status == 2 && notAnId.stderr.contains(#""nope" is not a subscription id"#), "\(notAnId.stderr)")
             #expect(try await tether(["webhooks", "delete", id], url).status == 0)
             #expect(try await tether(["webhooks", "delete", id], url).status != 0)
             #expect(try await tether(["webhooks", "list"], url).stdout == "no webhook subscriptions\n")
