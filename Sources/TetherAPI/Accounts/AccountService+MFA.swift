@@ -69,9 +69,10 @@ extension AccountService {
     public func enrolConfirmedTOTP(
         userId: UUID, authTime: Date, secret: String, code: String, context: CommandContext
     ) async throws -> ConfirmedFactor {
-        guard let bytes = try? Base32.decode(secret), bytes.count >= 20 else {
-            throw AccountError.invalidRequest("A TOTP secret is base32 of at least 20 bytes (32 characters).")
+        guard let bytes = try? Base32.decode(secret) else {
+            throw AccountError.invalidRequest("A TOTP secret is base32 (RFC 4648: upper-case A-Z and 2-7, padding optional).")
         }
+        guard bytes.count >= 20 else { throw AccountError.invalidRequest("A TOTP secret is at least 20 bytes (32 base32 characters).") }
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
         let recoveryHashes = try await hashes(of: recoveryCodes)

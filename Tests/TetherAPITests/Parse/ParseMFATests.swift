@@ -40,6 +40,13 @@ struct ParseMFATests {
                 "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": "000000" == totp.code(at: Date()) ? "111111" : "000000"])]),
             ]))
             #expect(wrong.text == #"{"code":141,"error":"Invalid MFA token"}"#)
+            // A secret that is no base32 (lower case) and one too short are each told apart.
+            for (given, told) in [(secret.lowercased(), "is base32"), (String(secret.prefix(16)), "at least 20 bytes")] {
+                let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                    "authData": .object(["mfa": ParseApp.strings(["secret": given, "token": totp.code(at: Date())])]),
+                ]))
+                #expect(refused.status == 400 && refused.text.contains(told), "\(refused.text)")
+            }
             let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
                 "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
             ]))
