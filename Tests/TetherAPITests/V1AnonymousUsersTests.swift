@@ -92,6 +92,9 @@ struct V1AnonymousUsersTests {
             let unlink = try await app.client.delete("/v1/users/me/identities/anonymous", headers: ["Authorization": "Bearer \(token)"])
             #expect(unlink.status == 409)
             #expect(try unlink.decodeJSON(ProblemBody.self).code == "last_sign_in_method")
+            // Nor does a second factor guard an anonymous sign-in (Firebase's UNSUPPORTED_FIRST_FACTOR).
+            let enrol = try await app.client.post("/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(token)"], body: [])
+            #expect(enrol.status == 400 && enrol.bodyText.contains("anonymous"), "\(enrol.bodyText)")
             let apple = try await app.signedIn(try await app.apple("apple-plain"))
             let linkAnonymous = try await app.client.post(
                 "/v1/users/me/identities", headers: ["Authorization": "Bearer \(apple.session.accessToken)"],

@@ -276,6 +276,20 @@ struct UserAccountMFATests {
         }
     }
 
+    /// An anonymous user has no first factor for a second to guard: neither kind is enrolled (every surface).
+    @Test func anAnonymousUserEnrolsNoFactor() throws {
+        let anonymous = ExternalIdentity(provider: ExternalIdentity.anonymousProvider, uid: "anon-1", email: nil, isEmailVerified: false)
+        let events = UserAccount.register(id: id, identity: anonymous, session: nil, now: now)
+        let user = UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+        #expect(user.isAnonymous)
+        #expect(throws: AccountError.anonymousSecondFactor) {
+            try user.enrolTOTP(factorId: UUID(), secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now)
+        }
+        #expect(throws: AccountError.anonymousSecondFactor) {
+            try user.enrolPhone(factorId: UUID(), phoneNumber: "+15555550150", displayName: nil, codeHash: "h", authTime: now, now: now)
+        }
+    }
+
     /// Wrong codes confirming an enrolment end that enrolment after five; they never lock the user's sign-ins.
     @Test func anEnrolmentsWrongCodesDoNotLockSignIn() throws {
         var user = try userWithTOTP()

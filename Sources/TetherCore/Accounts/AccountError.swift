@@ -75,6 +75,8 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public static let lastSignInMethod = AccountError(
         .lastSignInMethod, "This is the account's last way to sign in; link another before removing it.")
+    public static let anonymousSecondFactor = AccountError(
+        .invalidRequest, "An anonymous user has no sign-in for a second factor to guard: link a provider or set a password first.")
     public static let totpSecretInUse = AccountError(.invalidRequest, "This TOTP secret is already a second factor of the user.")
     public static let customIdentityKept = AccountError(
         .invalidRequest, "The custom identity is the uid the developer gave this user (its Firebase localId); it cannot be removed.")

@@ -187,7 +187,7 @@ extension UserAccount {
     public func enrolTOTP(
         factorId: UUID, secret: String, displayName: String?, authTime: Date, now: Date
     ) throws(AccountError) -> [AccountEvent] {
-        try checkFactorChange(authTime: authTime, now: now)
+        try checkNewFactor(authTime: authTime, now: now)
         // A client may choose the secret (Parse's adapter): the same one twice would be two factors each taking
         // the same code once, so one code would pass several times.
         guard !hasConfirmedFactor(secret: secret) else { throw .totpSecretInUse }
@@ -210,7 +210,7 @@ extension UserAccount {
     public func enrolPhone(
         factorId: UUID, phoneNumber: String, displayName: String?, codeHash: String, authTime: Date, now: Date
     ) throws(AccountError) -> [AccountEvent] {
-        try checkFactorChange(authTime: authTime, now: now)
+        try checkNewFactor(authTime: authTime, now: now)
         let room = try makingRoomForAFactor()
         guard !mfa.confirmedFactors.contains(where: { $0.phoneNumber == phoneNumber }) else {
             throw .invalidRequest("This phone number is already a second factor of the user.")
@@ -264,7 +264,7 @@ extension UserAccount {
                 events.append(.mfaFactorRemoved(.init(factorId: factorId, reason: "too_many_attempts", pending: true)))
                 return MFAOutcome(events: events, failure: .invalidCode("Too many wrong codes: enrol the factor again."))
             }
-            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
+            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt, ending: "enrolment")))
         }
         var events: [AccountEvent] = [.mfaFactorConfirmed(.init(factorId: factorId, totpStep: step, displayName: displayName))]
         let isFirstFactor = !mfa.isRequired
@@ -374,7 +374,7 @@ extension UserAccount {
                 events.append(.mfaChallengeEnded(.init(challengeId: challengeId, reason: "too_many_attempts")))
                 return MFAOutcome(events: events, failure: .invalidCode("Too many wrong codes: sign in again."))
             }
-            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt)))
+            return MFAOutcome(events: events, failure: .invalidCode(Self.describe(rejection, remaining: Self.maxCodeAttempts - attempt, ending: "challenge")))
         }
         var events: [AccountEvent] = [.mfaCodeAccepted(.init(
             challengeId: challengeId, factorId: factorId, method: method, totpStep: step, sessionId: session.id))]
@@ -454,14 +454,22 @@ extension UserAccount {
         try Self.requireRecentSignIn(authTime: authTime, now: now)
     }
 
-    private static func describe(_ rejection: String, remaining: Int) -> String {
+    /// ``checkFactorChange(authTime:now:)`` for a new factor, which an anonymous user cannot add: a second factor
+    /// guards a first one they do not have (Firebase's `UNSUPPORTED_FIRST_FACTOR`).
+    private func checkNewFactor(authTime: Date, now: Date) throws(AccountError) {
+        try checkFactorChange(authTime: authTime, now: now)
+        guard !isAnonymous else { throw .anonymousSecondFactor }
+    }
+
+    /// A refused code's words; `ending` is what the last try ends (the `challenge` of a sign-in, or the `enrolment`).
+    private static func describe(_ rejection: String, remaining: Int, ending: String) -> String {
         let reason = switch rejection {
         case "expired_code": "The code expired"
         case "reused_code": "The code was already used"
         case "no_code_sent": "No code was sent for this factor"
         default: "The code is wrong"
         }
-        return "\(reason); \(remaining) more \(remaining == 1 ? "try" : "tries") before the challenge ends."
+        return "\(reason); \(remaining) more \(remaining == 1 ? "try" : "tries") before the \(ending) ends."
     }
 }
 
