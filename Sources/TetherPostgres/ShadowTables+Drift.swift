@@ -38,23 +38,6 @@ public struct RowDrift: Sendable, Hashable, CustomStringConvertible {
         case .dangling: "\(row) refers to \(detail), which is not in the live table"
         }
     }
-
-    /// The drift with each value sealed under `seal` (`rm1:…`, personal data in the read models) shown opened, as
-    /// `sealed(text)`, for the operator who runs `tether replay --verify`; a value it cannot open stays as stored.
-    public func opened(with seal: ReadModelSeal) -> RowDrift {
-        var shown = ""
-        var rest = detail[...]
-        while let start = rest.range(of: ReadModelSeal.prefix) {
-            shown += rest[..<start.lowerBound]
-            let end = rest[start.upperBound...].firstIndex { !($0.isASCII && ($0.isLetter || $0.isNumber || "+/=".contains($0))) } ?? rest.endIndex
-            let stored = rest[start.lowerBound..<end]
-            shown += (try? seal.open(String(stored))).flatMap { $0 }.map { "sealed(\($0))" } ?? String(stored)
-            rest = rest[end...]
-        }
-        var drift = self
-        drift.detail = shown + rest
-        return drift
-    }
 }
 
 extension ShadowTables {

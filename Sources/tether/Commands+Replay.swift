@@ -50,10 +50,8 @@ extension Commands {
             // One hold of the run lock for them all: no migration starts between two of them.
             try await ProjectionReplay.run(projections, mode, on: database, progress: display.show) { outcome in
                 display.finish()
-                // Personal data in the read models is sealed: shown opened, or the operator cannot tell what differs.
-                let seal = outcome.drift.isEmpty ? nil : try? await ReadModelSeal.load(on: database, whileRebuildPending: true)
                 for drift in outcome.drift {
-                    print("drift: \(seal.map(drift.opened) ?? drift)")
+                    print("drift: \(drift)")
                 }
                 drifting += outcome.drift.count
                 print(summary(outcome))

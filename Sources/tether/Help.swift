@@ -135,8 +135,7 @@ enum Help {
         --verify   rebuild aside and compare with the live tables instead of swapping
                    (each table by a digest of its rows first, row by row only where
                    the digests differ): prints every drifting row (missing, extra, or
-                   changed with both values; sealed personal data shown opened, as
-                   sealed(…)), and each user or session id that
+                   changed with both values), and each user or session id that
                    sessions or refresh tokens name and the tables lack (no foreign key
                    checks them at each write; up to 100 ids each), on standard output;
                    exits 1 on drift, 0 when the read models match the log, and 3 when
