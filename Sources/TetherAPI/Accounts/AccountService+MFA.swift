@@ -64,15 +64,21 @@ extension AccountService {
         return factorId
     }
 
+    /// A TOTP secret a client chose (Parse's `authData.mfa.secret`): base32 of at least 20 bytes, each refusal told apart.
+    public static func checkClientSecret(_ secret: String) throws(AccountError) {
+        guard let bytes = try? Base32.decode(secret) else {
+            throw AccountError.invalidRequest(
+                "A TOTP secret is base32 (RFC 4648: upper-case A-Z and 2-7, a length base32 can have, padding optional).")
+        }
+        guard bytes.count >= 20 else { throw AccountError.invalidRequest("A TOTP secret is at least 20 bytes (32 base32 characters).") }
+    }
+
     /// Enrols and confirms a TOTP factor whose secret the client chose, with its first code, in one
     /// command (Parse's `{"mfa": {"secret", "token"}}`): a wrong code writes nothing.
     public func enrolConfirmedTOTP(
         userId: UUID, authTime: Date, secret: String, code: String, context: CommandContext
     ) async throws -> ConfirmedFactor {
-        guard let bytes = try? Base32.decode(secret) else {
-            throw AccountError.invalidRequest("A TOTP secret is base32 (RFC 4648: upper-case A-Z and 2-7, padding optional).")
-        }
-        guard bytes.count >= 20 else { throw AccountError.invalidRequest("A TOTP secret is at least 20 bytes (32 base32 characters).") }
+        try Self.checkClientSecret(secret)
         let factorId = AccountEventCodec.eventID(command: context.commandId, index: 30_000)
         let recoveryCodes = (0..<10).map { _ in Self.newRecoveryCode() }
         let recoveryHashes = try await hashes(of: recoveryCodes)

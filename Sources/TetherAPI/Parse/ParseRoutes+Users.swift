@@ -304,9 +304,7 @@ extension ParseRoutes {
         init(_ mfa: [String: String]) throws(ParseError) {
             if let secret = mfa["secret"] {
                 guard let code = mfa["token"], !code.isEmpty else { throw ParseError.enterMFAToken }
-                guard let bytes = try? Base32.decode(secret), bytes.count >= 20 else {
-                    throw ParseError(ParseError.validationError, "authData.mfa.secret is base32 of at least 20 bytes (32 characters).")
-                }
+                do { try AccountService.checkClientSecret(secret) } catch { throw ParseError(converting: error) }
                 self = .totp(secret: secret, code: code)
             } else if let mobile = mfa["mobile"] {
                 guard PhoneNumber.isE164(mobile) else {

@@ -41,11 +41,13 @@ struct ParseMFATests {
             ]))
             #expect(wrong.text == #"{"code":141,"error":"Invalid MFA token"}"#)
             // A secret that is no base32 (lower case) and one too short are each told apart.
-            for (given, told) in [(secret.lowercased(), "is base32"), (String(secret.prefix(16)), "at least 20 bytes")] {
+            for (given, told, notTold) in [
+                (secret.lowercased(), "is base32", "at least 20"), (String(secret.prefix(16)), "at least 20 bytes", "upper-case"),
+            ] {
                 let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
                     "authData": .object(["mfa": ParseApp.strings(["secret": given, "token": totp.code(at: Date())])]),
                 ]))
-                #expect(refused.status == 400 && refused.text.contains(told), "\(refused.text)")
+                #expect(refused.body["code"] == 142 && refused.text.contains(told) && !refused.text.contains(notTold), "\(refused.text)")
             }
             let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
                 "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])]),
