@@ -252,8 +252,10 @@ extension HTTPServer.Core {
     /// in it, such as `Content-Length :`) is framed differently by different servers, and is refused whole.
     static func framingProblem(_ headers: HTTPHeaders) -> String? {
         let lengths = headers.values(for: "Content-Length"), codings = headers.values(for: "Transfer-Encoding")
-        if headers.contains(where: { field in field.name.isEmpty || field.name.utf8.contains { $0 <= 0x20 || $0 == 0x7F } }) {
-            return "A header name is empty or holds white space or a control character."
+        // A name is a token (RFC 9110 §5.6.2). libmicrohttpd glues a folded line onto the name before it, so one such
+        // as `X-A` then ` Content-Length:5` arrives as `X-AContent-Length:5`, which a lenient proxy reads as a length.
+        if headers.contains(where: { field in field.name.isEmpty || !field.name.utf8.allSatisfy(Self.isTokenCharacter) }) {
+            return "A header name is empty or holds a character other than a token's (white space, a colon, a control character)."
         }
         // An empty `Content-Length:` or `Transfer-Encoding:` folded onto the next line (obs-fold, RFC 9112 §5.2) comes
         // out of libmicrohttpd as a longer name with no value (`Content-Length2`): no framing here, one to a proxy that
@@ -273,6 +275,14 @@ extension HTTPServer.Core {
             return "The only Transfer-Encoding taken is chunked, alone."
         }
         return nil
+    }
+
+    /// A `tchar` of RFC 9110 §5.6.2: a letter, a digit or one of ``!#$%&'*+-.^_`|~``.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 
     private func readHead(of state: RequestState, on connection: OpaquePointer, method: UnsafePointer<CChar>?) {
