@@ -393,8 +393,10 @@ public struct TetherConfiguration: Sendable {
         } catch let invalid as Invalid {
             throw invalid
         } catch DecodingError.dataCorrupted(let context) {
-            // The parser's own words (a member named twice, at which byte), not the error's type around them.
-            throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: \(context.debugDescription)")
+            // The parser's own words (a member named twice, at which byte), and the member they are about, if any.
+            let member = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: "
+                + (member.isEmpty ? "" : "\(member): ") + context.debugDescription)
         } catch {
             throw Invalid("--config", "\(path) is not one JSON object of TETHER_* keys, each named once: \(error)")
         }

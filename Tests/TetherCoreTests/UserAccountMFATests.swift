@@ -296,9 +296,12 @@ struct UserAccountMFATests {
         for _ in 0..<(UserAccount.maxDailyCodeFailures / UserAccount.maxCodeAttempts + 1) {
             let enrolment = UUID()
             user = applying(try user.enrolTOTP(factorId: enrolment, secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now), to: user)
-            for _ in 0..<UserAccount.maxCodeAttempts {
+            for attempt in 1...UserAccount.maxCodeAttempts {
                 let outcome = try user.confirmFactor(enrolment, type: .totp, check: .totp(matchingStep: nil), recoveryCodeHashes: [], now: now)
                 #expect(outcome.failure != nil)
+                if attempt < UserAccount.maxCodeAttempts {
+                    #expect(outcome.failure?.detail.hasSuffix("before the enrolment ends.") == true, "\(String(describing: outcome.failure))")
+                }
                 user = applying(outcome.events, to: user)
             }
         }

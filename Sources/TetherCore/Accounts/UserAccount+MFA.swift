@@ -233,6 +233,8 @@ extension UserAccount {
     ) throws(AccountError) -> MFAOutcome {
         guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
         guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
+        // One enrolled before anonymous users were refused a factor is not confirmed either.
+        guard !isAnonymous else { throw .anonymousSecondFactor }
         // Two enrolments of one number or one secret begun side by side (a secret the client chose on one surface,
         // the server's on another): the second to be confirmed would be the same factor twice, and one code
         // would pass twice.
