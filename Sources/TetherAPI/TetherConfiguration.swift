@@ -136,7 +136,7 @@ public struct TetherConfiguration: Sendable {
         ("TETHER_PROVIDER_REVALIDATE_INTERVAL", "24h",
          "how often a refresh checks that the Apple or Facebook grant behind its session still stands (a span: 12h, 1d)"),
         ("TETHER_FACEBOOK_APP_IDS", "none (Facebook disabled)", "comma list"),
-        ("TETHER_FACEBOOK_APP_SECRET", "none", "for appsecret_proof and debug_token"),
+        ("TETHER_FACEBOOK_APP_SECRET", "none", "for appsecret_proof and debug_token (without it, Limited Login tokens only)"),
         ("TETHER_FACEBOOK_GRAPH_URL", "https://graph.facebook.com/v21.0", ""),
         ("TETHER_FACEBOOK_LIMITED_JWKS_URL", "https://limited.facebook.com/.well-known/oauth/openid/jwks/", ""),
         ("TETHER_FACEBOOK_LIMITED_ISSUER", "https://www.facebook.com", ""),

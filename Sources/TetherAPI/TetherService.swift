@@ -62,6 +62,9 @@ public final class TetherService: Sendable {
         let providers = try ProvidersConfiguration.fromEnvironment(configuration.values)
         self.configuration = configuration
         self.logger = logger
+        if !providers.facebook.appIDs.isEmpty, providers.facebook.appSecret == nil {
+            logger.warn("Facebook: Limited Login tokens only; access tokens (classic and session-info) need TETHER_FACEBOOK_APP_SECRET")
+        }
         let migrations = try MigrationRunner(directory: try MigrationRunner.locateSchemaDirectory(explicit: configuration.schemaDirectory))
         func pool(_ url: String, maxConnections: Int) -> PostgresClient {
             PostgresClient(configuration: .init(

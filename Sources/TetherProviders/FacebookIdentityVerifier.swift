@@ -102,7 +102,7 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
 
     private func requireGraph() throws(ProviderError) -> FacebookGraph {
         guard let graph else {
-            throw limitedLogin.fail(.unsupportedProvider, "classic and session-info tokens need TETHER_FACEBOOK_APP_SECRET")
+            throw limitedLogin.fail(.unsupportedProvider, ProviderError.facebookAccessTokensOff)
         }
         return graph
     }

@@ -20,8 +20,15 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     private let kind: Kind
-    /// Human-readable context for logs; may name internal URLs, so it never reaches clients.
+    /// Human-readable context for logs; may name internal URLs, so it never reaches clients (but for
+    /// ``facebookAccessTokensOff``, a fixed sentence for clients).
     public let detail: String
+
+    /// The detail of an `unsupported_provider` for a Facebook access token (classic or session-info) on a server with
+    /// app ids but no app secret: Limited Login tokens are verified there, access tokens cannot be. Told to the client,
+    /// since "Facebook is not enabled" would be wrong.
+    public static let facebookAccessTokensOff =
+        "Facebook access tokens (classic and session-info) are not accepted on this server; Limited Login tokens are."
     /// The provider concerned (`apple`, `facebook`, `google`, `password`), when known.
     public let provider: String?
     /// For `invalid_request`: an RFC 6901 pointer to the offending member of the request body.

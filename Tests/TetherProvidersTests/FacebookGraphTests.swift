@@ -189,6 +189,12 @@ struct FacebookGraphTests {
         await #expect(throws: ProviderError.unsupportedProvider) {
             try await providers.verify(.facebookAccessToken(token))
         }
+        // The client is told which Facebook tokens are taken, not that Facebook is off.
+        do {
+            _ = try await providers.verify(.facebookAccessToken(token))
+        } catch let error as ProviderError {
+            #expect(error.problem.detail == "Facebook access tokens (classic and session-info) are not accepted on this server; Limited Login tokens are.")
+        }
         // Limited Login needs no secret.
         let limited = try await fixture.idToken(.facebook)
         _ = try await providers.verify(.facebookLimitedLogin(authenticationToken: limited, rawNonce: nil))
