@@ -214,7 +214,16 @@ public final class HTTPTestClient: Sendable {
     private func exchange(_ message: [UInt8], method: String) async throws -> Response {
         try await onQueue { client, connection in
             try client.ensureConnected(connection)
-            try client.write(message, to: connection)
+            do {
+                try client.write(message, to: connection)
+            } catch HTTPTestClientError.sendFailed(let code) where code == EPIPE || code == ECONNRESET {
+                // The answer the server sent before it stopped reading, if it is still there; else the send's failure.
+                guard let early = try? client.readResponse(from: connection, method: method) else {
+                    connection.close()
+                    throw HTTPTestClientError.sendFailed(errno: code)
+                }
+                return early
+            }
             return try client.readResponse(from: connection, method: method)
         }
     }
@@ -303,7 +312,9 @@ public final class HTTPTestClient: Sendable {
                 continue
             } else {
                 let code = errno
-                connection.close()
+                // A server that answered early and stopped reading (a 413 before the body) may have its answer waiting:
+                // the caller reads it before closing (RFC 9112 §9.5).
+                if code != EPIPE && code != ECONNRESET { connection.close() }
                 throw code == EAGAIN || code == EWOULDBLOCK ? HTTPTestClientError.timedOut : HTTPTestClientError.sendFailed(errno: code)
             }
         }
