@@ -30,6 +30,9 @@ public struct AppleGrantsConfiguration: Sendable {
 
     /// The variables, all three of the key's or none (Apple's authorization codes are then not redeemed).
     static func fromEnvironment(_ reader: EnvironmentReader) throws(ProvidersConfiguration.Invalid) -> AppleGrantsConfiguration? {
+        // Checked whether or not the key is set: a bad URL stops the start, as every other URL setting does.
+        let tokenURL = try reader.url("TETHER_APPLE_TOKEN_URL") ?? productionTokenURL
+        let revokeURL = try reader.url("TETHER_APPLE_REVOKE_URL") ?? productionRevokeURL
         let names = ["TETHER_APPLE_TEAM_ID", "TETHER_APPLE_KEY_ID", "TETHER_APPLE_PRIVATE_KEY_FILE"]
         let values = names.map(reader.value)
         guard values.contains(where: { $0 != nil }) else { return nil }
@@ -47,9 +50,7 @@ public struct AppleGrantsConfiguration: Sendable {
             throw ProvidersConfiguration.Invalid("TETHER_APPLE_PRIVATE_KEY_FILE", "\(path) is not a P-256 key: Apple's client secret is ES256")
         }
         return AppleGrantsConfiguration(
-            teamID: values[0]!, keyID: values[1]!, privateKey: key,
-            tokenURL: try reader.url("TETHER_APPLE_TOKEN_URL") ?? productionTokenURL,
-            revokeURL: try reader.url("TETHER_APPLE_REVOKE_URL") ?? productionRevokeURL)
+            teamID: values[0]!, keyID: values[1]!, privateKey: key, tokenURL: tokenURL, revokeURL: revokeURL)
     }
 }
 

@@ -64,6 +64,9 @@ struct ProvidersConfigurationTests {
         ("TETHER_APPLE_CLIENT_IDS", " , ", "TETHER_APPLE_CLIENT_IDS: empty list; give comma-separated ids, or unset it to disable the provider"),
         ("TETHER_FACEBOOK_APP_SECRET", "  ", "TETHER_FACEBOOK_APP_SECRET: empty; unset it or give the secret"),
         ("TETHER_GOOGLE_ISSUER", "https://accounts google.com", "TETHER_GOOGLE_ISSUER: must not contain spaces"),
+        // Refused without the Apple key's variables too (they were read only with them).
+        ("TETHER_APPLE_TOKEN_URL", "notaurl", "TETHER_APPLE_TOKEN_URL: not an http(s) URL"),
+        ("TETHER_APPLE_REVOKE_URL", "notaurl", "TETHER_APPLE_REVOKE_URL: not an http(s) URL"),
     ])
     func unusableValueFailsWithOneLineNamingTheVariable(variable: String, value: String, message: String) {
         let error = #expect(throws: ProvidersConfiguration.Invalid.self) {
