@@ -20,8 +20,8 @@ extension ProviderError: ProblemConvertible {
         case .unsupportedProvider:
             return Problem(
                 status: 400, code: code, title: "Unsupported provider",
-                detail: detail == Self.facebookAccessTokensOff
-                    ? detail : provider.map { "Sign-in with \($0) is not enabled on this server." } ?? "This provider is not enabled on this server.",
+                detail: clientDetail
+                    ?? provider.map { "Sign-in with \($0) is not enabled on this server." } ?? "This provider is not enabled on this server.",
                 extensions: extensions)
         case .providerUnavailable:
             extensions["retryable"] = .bool(true)

@@ -145,7 +145,7 @@ private let completeRequest: MHD_RequestCompletedCallback = { closure, connectio
 private let collectHeader: MHD_KeyValueIteratorN = { closure, _, key, keySize, value, valueSize in
     let state = Unmanaged<RequestState>.fromOpaque(closure!).takeUnretainedValue()
     let name = string(key, count: keySize)
-    if let value, valueSize > 0, [0x20, 0x09].contains(UInt8(bitPattern: value[valueSize - 1])),
+    if let value, valueSize > 0, value[valueSize - 1] == 0x20 || value[valueSize - 1] == 0x09,
        ["content-length", "transfer-encoding"].contains(name.lowercased()) {
         state.hasPaddedFraming = true
     }
@@ -277,12 +277,16 @@ extension HTTPServer.Core {
         return nil
     }
 
-    /// A `tchar` of RFC 9110 §5.6.2: a letter, a digit or one of ``!#$%&'*+-.^_`|~``.
+    /// A `tchar` of RFC 9110 §5.6.2: a letter, a digit or one of ``!#$%&'*+-.^_`|~`` (every byte of every header
+    /// name of every request is looked up here: a table made once).
     static func isTokenCharacter(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
+        byte < 128 && tokenCharacters[Int(byte)]
+    }
+
+    private static let tokenCharacters: [Bool] = (0..<128).map { byte in
+        let character = UInt8(byte)
+        return (0x61...0x7A).contains(character) || (0x41...0x5A).contains(character) || (0x30...0x39).contains(character)
+            || "!#$%&'*+-.^_`|~".utf8.contains(character)
     }
 
     private func readHead(of state: RequestState, on connection: OpaquePointer, method: UnsafePointer<CChar>?) {

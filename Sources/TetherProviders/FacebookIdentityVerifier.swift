@@ -102,7 +102,9 @@ public struct FacebookIdentityVerifier: IdentityVerifier {
 
     private func requireGraph() throws(ProviderError) -> FacebookGraph {
         guard let graph else {
-            throw limitedLogin.fail(.unsupportedProvider, ProviderError.facebookAccessTokensOff)
+            // "Facebook is not enabled" would be wrong: Limited Login tokens are verified without the secret.
+            throw limitedLogin.fail(.unsupportedProvider, "classic and session-info tokens need TETHER_FACEBOOK_APP_SECRET")
+                .telling(client: "Facebook access tokens (classic and session-info) are not accepted on this server; Limited Login tokens are.")
         }
         return graph
     }

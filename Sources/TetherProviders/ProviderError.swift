@@ -20,23 +20,19 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     private let kind: Kind
-    /// Human-readable context for logs; may name internal URLs, so it never reaches clients (but for
-    /// ``facebookAccessTokensOff``, a fixed sentence for clients).
+    /// Human-readable context for logs; may name internal URLs, so it never reaches clients.
     public let detail: String
-
-    /// The detail of an `unsupported_provider` for a Facebook access token (classic or session-info) on a server with
-    /// app ids but no app secret: Limited Login tokens are verified there, access tokens cannot be. Told to the client,
-    /// since "Facebook is not enabled" would be wrong.
-    public static let facebookAccessTokensOff =
-        "Facebook access tokens (classic and session-info) are not accepted on this server; Limited Login tokens are."
+    /// A sentence for the client in place of the surface's usual words, where those would mislead (``telling(client:)``).
+    public let clientDetail: String?
     /// The provider concerned (`apple`, `facebook`, `google`, `password`), when known.
     public let provider: String?
     /// For `invalid_request`: an RFC 6901 pointer to the offending member of the request body.
     public let pointer: String?
 
-    private init(_ kind: Kind, detail: String = "", provider: String? = nil, pointer: String? = nil) {
+    private init(_ kind: Kind, detail: String = "", clientDetail: String? = nil, provider: String? = nil, pointer: String? = nil) {
         self.kind = kind
         self.detail = detail
+        self.clientDetail = clientDetail
         self.provider = provider
         self.pointer = pointer
     }
@@ -59,12 +55,17 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// The same error with `detail` attached.
     public func with(detail: String) -> ProviderError {
-        ProviderError(kind, detail: detail, provider: provider, pointer: pointer)
+        ProviderError(kind, detail: detail, clientDetail: clientDetail, provider: provider, pointer: pointer)
     }
 
     /// The same error naming `provider`.
     public func with(provider: String) -> ProviderError {
-        ProviderError(kind, detail: detail, provider: provider, pointer: pointer)
+        ProviderError(kind, detail: detail, clientDetail: clientDetail, provider: provider, pointer: pointer)
+    }
+
+    /// The same error telling the client `sentence` (a fixed one, never a detail for logs).
+    public func telling(client sentence: String) -> ProviderError {
+        ProviderError(kind, detail: detail, clientDetail: sentence, provider: provider, pointer: pointer)
     }
 
     /// The stable machine code: `invalid_credential`, `unsupported_provider`, `provider_unavailable` or `invalid_request`.

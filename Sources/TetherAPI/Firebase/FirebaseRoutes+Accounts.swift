@@ -183,10 +183,7 @@ extension FirebaseRoutes {
         }
         if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
         if removesFactors {
-            steps.append { account in
-                let factors = account.mfa.factors.keys.sorted { $0.sortsBefore($1) } // the same events in every run
-                return factors.isEmpty ? [] : try account.removeFactors(factors, authTime: nil, byAdmin: true, now: now)
-            }
+            steps.append { $0.mfa.factors.isEmpty ? [] : try $0.removeFactors($0.mfa.factorIds, authTime: nil, byAdmin: true, now: now) }
         }
         if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
         // A changed address voids every earlier token, as Firebase's `validSince` moves with it; so does an admin's

@@ -391,7 +391,7 @@ extension ParseRoutes {
         let enrolment = try authData?.mfa.map { fields throws(ParseError) in try Enrolment(fields) }
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
         // `"mfa": null` removes every factor: the user's own, with a recent log-in (the domain's rule); the master key's, as an admin.
-        let factorsToRemove = authData?.removesMFA == true ? account.mfa.factors.keys.sorted { $0.sortsBefore($1) } : []
+        let factorsToRemove = authData?.removesMFA == true ? account.mfa.factorIds : []
         if !factorsToRemove.isEmpty {
             do { _ = try account.removeFactors(factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, now: context(request, caller).now) }
             catch { throw ParseError(converting: error) }

@@ -49,6 +49,11 @@ public struct MFAState: Sendable, Hashable, Codable {
     /// When SMS codes were sent (for the per-user send limit), over the last ``UserAccount/smsWindow``.
     public internal(set) var smsSends: [Date] = []
 
+    /// Every factor's id, confirmed or not, in one order every run (removing them all writes the same events).
+    public var factorIds: [UUID] {
+        factors.keys.sorted { $0.sortsBefore($1) }
+    }
+
     /// Confirmed factors, oldest first.
     public var confirmedFactors: [Factor] {
         factors.values.filter(\.isConfirmed).sorted { $0.enrolledAt != $1.enrolledAt ? $0.enrolledAt < $1.enrolledAt : $0.id.sortsBefore($1.id) }
