@@ -127,13 +127,15 @@ def slope(xs, ys):
 
 def sample(pid, database_url, base):
     with open(f"/proc/{pid}/status") as status:
-        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1000
+        fields = {line.split(":")[0]: line.split()[1] for line in status if line.startswith(("VmRSS:", "RssAnon:"))}
+    # The resident set, and of it what is not a mapped file (the code and libraries, whose pages come and go with use).
+    rss, anon = int(fields["VmRSS"]) / 1000, int(fields["RssAnon"]) / 1000
     descriptors = len(os.listdir(f"/proc/{pid}/fd"))
     connections = int(subprocess.run(
         ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c",
          "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"],
         check=True, capture_output=True, text=True).stdout.strip())
-    return {"rss_mb": round(rss, 1), "fds": descriptors, "db_connections": connections, **gauges(base),
+    return {"rss_mb": round(rss, 1), "anon_mb": round(anon, 1), "fds": descriptors, "db_connections": connections, **gauges(base),
             "minute": round(time.monotonic() / 60, 3)}
 
 
@@ -268,7 +270,7 @@ def main(argv):
     print(f"soak: start {shown(first)}")
     print(f"soak: end   {shown(last)}")
     print("soak: resident MB every %d s: %s" % (SAMPLE, " ".join(str(entry["rss_mb"]) for entry in samples)))
-    for key, what in (("heap_mb", "malloc in use, MB"), ("held_mb", "malloc held, MB"), ("states_mb", "kept states, estimated MB")):
+    for key, what in (("anon_mb", "resident less mapped files, MB"), ("heap_mb", "malloc in use, MB"), ("held_mb", "malloc held, MB"), ("states_mb", "kept states, estimated MB")):
         print("soak: %s every %d s: %s" % (what, SAMPLE, " ".join(str(entry.get(key)) for entry in samples)))
     # Where the second half's growth went: the kept states are bounded (TETHER_STATE_CACHE_MB); the rest should not grow.
     middle = samples[len(samples) // 2]
