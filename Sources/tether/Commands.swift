@@ -17,6 +17,7 @@ enum Commands {
         }
         let logger = Logger(minimumLevel: configuration.logLevel)
         try await requireMasterKeyOpensStoredKeys(url: url, configuration, logger: logger)
+        try await requireReadURLCopiesThePrimary(url: url, configuration, logger: logger)
         let service = try TetherService(configuration: configuration, databaseURL: url, logger: logger)
         try await run(service, logger: logger)
     }
@@ -79,6 +80,7 @@ enum Commands {
             let values = DevIdentityProvider.configuration(baseURL: base).merging(own) { _, own in own }
             configuration = try TetherConfiguration(values: values)
             try await requireMasterKeyOpensStoredKeys(url: url, configuration, logger: logger)
+            try await requireReadURLCopiesThePrimary(url: url, configuration, logger: logger)
             for outcome in try await runPendingRebuilds(url: url, configuration: configuration) {
                 logger.info("read models rebuilt, as a migration asked", [("projection", outcome.projection), ("events", String(outcome.events))])
             }
@@ -239,6 +241,34 @@ enum Commands {
             try await requireMasterKeyOpensStoredKeys(database, configuration)
         } catch let error as PostgresError {
             logger.warn("the master key could not be checked against the stored keys yet", [("error", error.description)])
+        }
+    }
+
+    /// Refuses a `TETHER_DATABASE_READ_URL` that reaches no copy of the primary's database: another cluster, or
+    /// another database of it, would answer support reads, history and the feed with another database's rows.
+    /// A standby has its primary's system identifier and database names; the primary itself passes too. A
+    /// database that does not answer yet is left to the server's own retries.
+    static func requireReadURLCopiesThePrimary(url: String, _ configuration: TetherConfiguration, logger: Logger) async throws {
+        guard let readURL = configuration.databaseReadURL else { return }
+        func identity(_ url: String) async throws -> (system: String, database: String) {
+            let client = PostgresClient(configuration: .init(url: url, maxConnections: 1))
+            defer { client.shutdown() }
+            let rows = try await client.query("SELECT system_identifier::text AS system, current_database() AS database FROM pg_control_system()")
+            return (try rows[0].decode("system"), try rows[0].decode("database"))
+        }
+        let primary: (system: String, database: String), standby: (system: String, database: String)
+        do {
+            primary = try await identity(url)
+            standby = try await identity(readURL)
+        } catch let error as PostgresError {
+            logger.warn("TETHER_DATABASE_READ_URL could not be checked against the primary yet", [("error", error.description)])
+            return
+        }
+        guard primary == standby else {
+            throw CommandFailure(
+                "TETHER_DATABASE_READ_URL reaches database \"\(standby.database)\" of PostgreSQL cluster \(standby.system), not a copy of "
+                    + "TETHER_DATABASE_URL's database \"\(primary.database)\" of cluster \(primary.system) (a standby has its primary's "
+                    + "system identifier and database names); nothing was started")
         }
     }
 

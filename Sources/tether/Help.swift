@@ -66,7 +66,8 @@ enum Help {
 
         With TETHER_DATABASE_READ_URL (a streaming standby), admin search, user detail,
         history and the event feed are read there; commands and users' own reads stay
-        on TETHER_DATABASE_URL.
+        on TETHER_DATABASE_URL. A read URL that reaches another cluster, or another
+        database than the primary's, stops the start.
         """
 
     static let dev = """

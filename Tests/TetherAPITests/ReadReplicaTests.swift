@@ -59,6 +59,54 @@ struct ReadReplicaTests {
         #expect(after.events.map(\.type) == ["Held", "Later"])
     }
 
+    /// `tether serve` starts with its primary's standby as `TETHER_DATABASE_READ_URL`, and refuses at start one that
+    /// reaches another database of the cluster, or a database of the same name in another cluster: either would
+    /// answer support reads with another database's rows.
+    @Test func serveRefusesAReadURLThatIsNoCopyOfThePrimary() async throws {
+        let replicated = try await ReplicatedPostgres.start("replica-check", synchronous: false)
+        defer { replicated.stop() }
+        let idp = try DevIdPServer.start()
+        let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("tether-replica-\(UUID().uuidString).key").path
+        _ = try MasterKey.create(at: keyFile)
+        defer { try? FileManager.default.removeItem(atPath: keyFile) }
+        var environment = idp.configuration
+        environment["TETHER_MASTER_KEY_FILE"] = keyFile
+        func serve(primary: String, reading: String) async throws -> TetherCommandLine.Run {
+            var settings = environment
+            settings["TETHER_DATABASE_READ_URL"] = reading
+            settings["TETHER_LISTEN"] = "127.0.0.1:\(try LocalPostgresServer.freeLoopbackPort())"
+            let server = try TetherCommandLine.spawn(["serve"], databaseURL: primary, environment: settings)
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(20))
+                server.send(SIGKILL)
+            }
+            defer { watchdog.cancel() }
+            return try await server.wait()
+        }
+        // Another cluster's database of the same name (the test cluster's): only the system identifiers differ.
+        let elsewhere = try await TestDatabase.make(migrated: false)
+        let owner = PostgresClient(url: replicated.primary.url, maxConnections: 1)
+        try await owner.withConnection { try await $0.execute(simple: "CREATE DATABASE \"\(elsewhere.name)\"") }
+        owner.shutdown()
+        let primaryNamedAlike = "postgresql://postgres@127.0.0.1:\(replicated.primary.port)/\(elsewhere.name)"
+        let otherCluster = try await serve(primary: primaryNamedAlike, reading: elsewhere.url)
+        #expect(otherCluster.status == 1, "\(otherCluster.stderr)")
+        #expect(otherCluster.stderr.contains("TETHER_DATABASE_READ_URL reaches database \"\(elsewhere.name)\" of PostgreSQL cluster"), "\(otherCluster.stderr)")
+        // The standby's other database.
+        let otherDatabase = try await serve(primary: replicated.url(of: replicated.primary), reading: replicated.standby.url)
+        #expect(otherDatabase.status == 1, "\(otherDatabase.stderr)")
+        #expect(otherDatabase.stderr.contains(#"reaches database "postgres""#), "\(otherDatabase.stderr)")
+        // The standby's copy of the primary's database: the server gets ready.
+        let port = try LocalPostgresServer.freeLoopbackPort()
+        var settings = environment
+        settings["TETHER_DATABASE_READ_URL"] = replicated.url(of: replicated.standby)
+        let server = try await TetherCommandLine.serve(databaseURL: replicated.url(of: replicated.primary), port: port, environment: settings)
+        server.send(SIGTERM)
+        #expect(try await server.wait().status == 0)
+        try await elsewhere.drop()
+        await idp.server.shutdown()
+    }
+
     @Test func supportReadsComeFromTheStandbyAndSayHowStaleTheyMayBe() async throws {
         let replicated = try await ReplicatedPostgres.start("replica", synchronous: false)
         defer { replicated.stop() }
