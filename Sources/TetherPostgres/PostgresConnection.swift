@@ -1,6 +1,7 @@
 import CLibPQ
 import Dispatch
 import Foundation
+import Synchronization
 
 /// One PostgreSQL connection on libpq.
 ///
@@ -22,6 +23,8 @@ public final class PostgresConnection: @unchecked Sendable {
     private var meter: PostgresMeter?
     /// The statements prepared on this connection (only touched on `queue`).
     private var preparedStatements = PreparedStatements()
+    /// What asks the server to stop the statement running now (``onQueue(_:)``, when its task is cancelled).
+    private let cancelHandle: OpaquePointer?
 
     /// Prepared statements: their names by statement text and parameter kinds (the key), the keys by
     /// name, and how often texts not prepared yet were seen.
@@ -64,9 +67,11 @@ public final class PostgresConnection: @unchecked Sendable {
         self.connection = connection
         self.queue = queue
         self.settings = settings
+        self.cancelHandle = PQgetCancel(connection)
     }
 
     deinit {
+        if let cancelHandle { PQfreeCancel(cancelHandle) }
         PQfinish(connection)
     }
 
@@ -204,15 +209,60 @@ public final class PostgresConnection: @unchecked Sendable {
         return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
     }
 
+    /// Runs `work` on the connection's queue with the caller's ``PostgresMeter``.
+    ///
+    /// A task cancelled while its work runs asks the server to stop the statement running (PostgreSQL answers
+    /// 57014 and the transaction is rolled back): a request answered 503 at its deadline or at the shutdown's
+    /// must not commit after that answer. Work started after the cancellation runs (a rollback, a cleanup, an
+    /// unlock). The queue starts nothing else until the cancel request has reached the server, so that it
+    /// cannot stop a later statement: a backend that gets one between statements ignores it.
     private func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         let meter = PostgresMeter.current
-        return try await withCheckedThrowingContinuation { continuation in
-            queue.async {
-                self.meter = meter
-                defer { self.meter = nil }
-                continuation.resume(with: Result { try work() })
+        let progress = Mutex(WorkProgress.waiting)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                queue.async {
+                    progress.withLock { $0 = .running }
+                    self.meter = meter
+                    let result = Result { try work() }
+                    self.meter = nil
+                    let cancelling = progress.withLock { progress -> DispatchSemaphore? in
+                        defer { progress = .finished }
+                        if case .cancelling(let sent) = progress { return sent } else { return nil }
+                    }
+                    cancelling?.wait()
+                    continuation.resume(with: result)
+                }
+            }
+        } onCancel: {
+            let sent = progress.withLock { progress -> DispatchSemaphore? in
+                guard case .running = progress else { return nil }
+                let sent = DispatchSemaphore(value: 0)
+                progress = .cancelling(sent)
+                return sent
+            }
+            // PQcancel opens a connection of its own to the server: not on the thread that cancels. The closure keeps
+            // this connection, and so its cancel handle, alive until it returns.
+            if let sent {
+                DispatchQueue.global().async {
+                    self.sendCancel()
+                    sent.signal()
+                }
             }
         }
+    }
+
+    /// Where the work of one ``onQueue(_:)`` call is, for its task's cancellation: `cancelling` is signalled once
+    /// the cancel request has reached the server.
+    private enum WorkProgress {
+        case waiting, running, cancelling(DispatchSemaphore), finished
+    }
+
+    /// Asks the server to stop the statement this connection runs now, if any.
+    private func sendCancel() {
+        guard let cancelHandle else { return }
+        var message = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(cancelHandle, &message, Int32(message.count))
     }
 
     /// Runs `job` on the connection's queue as one piece of work: every statement it sends, and

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import TetherPostgres
 import TetherTesting
@@ -256,6 +257,60 @@ struct PostgresClientTests {
         }
         let rows = try await client.query("SELECT body FROM notes")
         #expect(try rows.map { try $0.decode("body", as: String.self) } == ["kept"])
+    }
+
+    /// A transaction job whose task is cancelled while its commit waits behind a lock is stopped then: it throws at
+    /// once, and nothing it wrote commits when the lock goes. The HTTP server cancels a handler it answers 503 at its
+    /// deadline or at the shutdown's, so that answer is not followed by a commit. The connection is fine afterwards,
+    /// and work the cancelled task starts later (a cleanup) runs.
+    @Test func aJobCancelledWhileItsCommitWaitsCommitsNothing() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        let holder = database.client(asServiceRole: false, maxConnections: 1)
+        defer {
+            client.shutdown()
+            holder.shutdown()
+        }
+        try await client.query("CREATE TABLE notes (body text)")
+        try await client.query("CREATE TABLE gate (id int)")
+        let (locked, lockedNow) = AsyncStream<Void>.makeStream()
+        let holding = Task {
+            try await holder.withTransaction { connection in
+                try await connection.query("LOCK TABLE gate IN ACCESS EXCLUSIVE MODE")
+                lockedNow.yield()
+                try await Task.sleep(for: .seconds(3))  // without the cancel, the writer waits this long, then commits
+            }
+        }
+        for await _ in locked { break }
+        let backend = Mutex<Int32?>(nil)
+        let writer = Task {
+            try await client.withTransactionJob { job in
+                let rows = try job.begin(["INSERT INTO notes VALUES ('lost')", "SELECT pg_backend_pid() AS pid"])
+                backend.withLock { $0 = try? rows[1][0].decode("pid", as: Int32.self) }
+                try job.commit(["SELECT count(*) AS n FROM gate"])
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
+        writer.cancel()
+        let outcome = await writer.result
+        let stopped = ContinuousClock.now - cancelled
+        try await holding.value
+        #expect((try? outcome.get()) == nil, "the cancelled job finished")
+        #expect(stopped < .seconds(2), "stopped \(stopped) after its cancellation")
+        #expect(try await client.query("SELECT count(*)::int AS n FROM notes")[0].decode("n", as: Int.self) == 0)
+        #expect(backend.withLock { $0 } != nil)
+        // A cancelled task's later work runs whole, on the same connection, with nothing cancelled in it.
+        let cleanup = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await client.withTransaction { connection in
+                try await connection.query("INSERT INTO notes VALUES ('cleanup')")
+                try await connection.query("SELECT pg_sleep(0.2)")
+                return try await connection.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
+            }
+        }
+        #expect(try await cleanup.value == backend.withLock { $0 }, "the pool kept the connection")
+        #expect(try await client.query("SELECT body FROM notes").map { try $0.decode("body", as: String.self) } == ["cleanup"])
     }
 
     @Test func serverErrorsCarrySQLStateAndConstraint() async throws {
