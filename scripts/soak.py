@@ -129,13 +129,13 @@ def sample(pid, database_url, base):
     with open(f"/proc/{pid}/status") as status:
         fields = {line.split(":")[0]: line.split()[1] for line in status if line.startswith(("VmRSS:", "RssAnon:"))}
     # The resident set, and of it what is not a mapped file (the code and libraries, whose pages come and go with use).
-    rss, anon = int(fields["VmRSS"]) / 1000, int(fields["RssAnon"]) / 1000
+    rss, anon = int(fields["VmRSS"]) / 1000, int(fields["RssAnon"]) / 1000 if "RssAnon" in fields else None
     descriptors = len(os.listdir(f"/proc/{pid}/fd"))
     connections = int(subprocess.run(
         ["/usr/lib/postgresql/15/bin/psql", database_url, "-qAt", "-c",
          "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"],
         check=True, capture_output=True, text=True).stdout.strip())
-    return {"rss_mb": round(rss, 1), "anon_mb": round(anon, 1), "fds": descriptors, "db_connections": connections, **gauges(base),
+    return {"rss_mb": round(rss, 1), "anon_mb": None if anon is None else round(anon, 1), "fds": descriptors, "db_connections": connections, **gauges(base),
             "minute": round(time.monotonic() / 60, 3)}
 
 
@@ -275,8 +275,9 @@ def main(argv):
     # Where the second half's growth went: the kept states are bounded (TETHER_STATE_CACHE_MB); the rest should not grow.
     middle = samples[len(samples) // 2]
     minutes = max((len(samples) - 1 - len(samples) // 2) * SAMPLE / 60, 1 / 60)
-    print("soak: second half, MB a minute: resident %+.2f, malloc in use %+.2f, malloc held %+.2f, kept states %+.2f" % tuple(
-        (last.get(key, 0) - middle.get(key, 0)) / minutes for key in ("rss_mb", "heap_mb", "held_mb", "states_mb")))
+    print("soak: second half, MB a minute: resident %+.2f, of it not mapped files %+.2f, malloc in use %+.2f, malloc held %+.2f, "
+          "kept states %+.2f" % tuple(((last.get(key) or 0) - (middle.get(key) or 0)) / minutes
+                                      for key in ("rss_mb", "anon_mb", "heap_mb", "held_mb", "states_mb")))
     problems = list(errors[:5])
     # The live heap, the kept states (bounded by TETHER_STATE_CACHE_MB) aside, must not grow: its least-squares slope
     # over the second half, in runs long enough for one (measured: -0.05 MB a minute with libcurl for outbound HTTP;

@@ -256,14 +256,16 @@ enum Commands {
             let rows = try await client.query("SELECT system_identifier::text AS system, current_database() AS database FROM pg_control_system()")
             return (try rows[0].decode("system"), try rows[0].decode("database"))
         }
-        let primary: (system: String, database: String), standby: (system: String, database: String)
-        do {
-            primary = try await identity(url)
-            standby = try await identity(readURL)
-        } catch let error as PostgresError {
-            logger.warn("TETHER_DATABASE_READ_URL could not be checked against the primary yet", [("error", error.description)])
-            return
+        var found: [(system: String, database: String)] = []
+        for (name, url) in [("TETHER_DATABASE_URL", url), ("TETHER_DATABASE_READ_URL", readURL)] {
+            do {
+                found.append(try await identity(url))
+            } catch let error as PostgresError {
+                logger.warn("TETHER_DATABASE_READ_URL could not be checked against the primary", [("url", name), ("error", error.description)])
+                return
+            }
         }
+        let (primary, standby) = (found[0], found[1])
         guard primary == standby else {
             throw CommandFailure(
                 "TETHER_DATABASE_READ_URL reaches database \"\(standby.database)\" of PostgreSQL cluster \(standby.system), not a copy of "

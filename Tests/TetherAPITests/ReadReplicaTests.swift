@@ -66,6 +66,7 @@ struct ReadReplicaTests {
         let replicated = try await ReplicatedPostgres.start("replica-check", synchronous: false)
         defer { replicated.stop() }
         let idp = try DevIdPServer.start()
+        defer { Task { await idp.server.shutdown() } }
         let keyFile = FileManager.default.temporaryDirectory.appendingPathComponent("tether-replica-\(UUID().uuidString).key").path
         _ = try MasterKey.create(at: keyFile)
         defer { try? FileManager.default.removeItem(atPath: keyFile) }
@@ -85,9 +86,10 @@ struct ReadReplicaTests {
         }
         // Another cluster's database of the same name (the test cluster's): only the system identifiers differ.
         let elsewhere = try await TestDatabase.make(migrated: false)
+        defer { Task { try await elsewhere.drop() } }
         let owner = PostgresClient(url: replicated.primary.url, maxConnections: 1)
+        defer { owner.shutdown() }
         try await owner.withConnection { try await $0.execute(simple: "CREATE DATABASE \"\(elsewhere.name)\"") }
-        owner.shutdown()
         let primaryNamedAlike = "postgresql://postgres@127.0.0.1:\(replicated.primary.port)/\(elsewhere.name)"
         let otherCluster = try await serve(primary: primaryNamedAlike, reading: elsewhere.url)
         #expect(otherCluster.status == 1, "\(otherCluster.stderr)")
@@ -103,8 +105,6 @@ struct ReadReplicaTests {
         let server = try await TetherCommandLine.serve(databaseURL: replicated.url(of: replicated.primary), port: port, environment: settings)
         server.send(SIGTERM)
         #expect(try await server.wait().status == 0)
-        try await elsewhere.drop()
-        await idp.server.shutdown()
     }
 
     @Test func supportReadsComeFromTheStandbyAndSayHowStaleTheyMayBe() async throws {
