@@ -266,13 +266,10 @@ extension ParseRoutes {
         }
         // A code texted by an earlier "request" completes that earlier log-in's challenge, still open. Not one bound
         // to a device key (a /v1 sign-in's with DPoP): only that key finishes it, and a Parse log-in has none.
-        // Two devices may each have asked: the code goes to the challenge it was texted for, and a code none
-        // was texted for counts against the one that expires last.
-        let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
-        let open = account.mfa.challenges.values
+        let texted = account.mfa.challenges.values
             .filter { !$0.isEnded && $0.jkt == nil && $0.codeHash != nil && ($0.codeExpiresAt ?? .distantPast) > now && $0.expiresAt > now }
-        let texted = (isCode ? open.first { ConstantTimeText.isEqual($0.codeHash ?? "", AccountService.codeHash(token, for: $0.id)) } : nil)
-            ?? open.max { $0.expiresAt < $1.expiresAt }
+            .max { $0.expiresAt < $1.expiresAt }
+        let isCode = token.count == 6 && token.allSatisfy(\.isASCII) && token.allSatisfy(\.isNumber)
         // A code a TOTP factor accepts goes to that factor (a user may hold several, from /v1 or from new
         // secrets), even while a texted code is outstanding; a code none accepts counts against the first.
         let totps = account.mfa.confirmedFactors.filter { $0.type == .totp }

@@ -215,31 +215,6 @@ struct ParseMFATests {
         }
     }
 
-    /// Two devices ask for a texted token one after the other: each one's code finishes its own log-in. The lookup
-    /// took the challenge that expires last, so the first device's code was checked against the second's (141).
-    @Test func twoDevicesTextedAtOnceEachLogInWithTheirOwnCode() async throws {
-        try await ParseApp.run { parse in
-            let (objectId, session) = try await appleUser(parse, "apple-sms-two")
-            let phone = "+15555550143"
-            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
-                "authData": .object(["mfa": ParseApp.strings(["mobile": phone])]),
-            ])).status == 200)
-            #expect(try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
-                "authData": .object(["mfa": ParseApp.strings(["mobile": phone, "token": try await parse.app.smsCode(to: phone)])]),
-            ])).status == 200)
-            var codes: [String] = []
-            for _ in 0..<2 {
-                #expect(try await appleLogIn(parse, "apple-sms-two", mfa: ["token": "request"]).code == 141)
-                codes.append(try await parse.app.smsCode(to: phone))
-            }
-            for code in codes {
-                let loggedIn = try await appleLogIn(parse, "apple-sms-two", mfa: ["token": code])
-                #expect(loggedIn.status == 200, "\(loggedIn.text)")
-                #expect(loggedIn.string("objectId") == objectId)
-            }
-        }
-    }
-
     /// `{"authData": {"mfa": null}}` answered 200 and left MFA on. It removes the factors, with the recent
     /// log-in the domain asks of any factor removal: an old session is refused (119) and changes nothing.
     @Test func mfaNullRemovesTheFactorsAfterARecentLogIn() async throws {
