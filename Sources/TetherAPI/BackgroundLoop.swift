@@ -9,11 +9,16 @@ final class BackgroundLoop: Sendable {
     /// The running loop, with the logger and name it was started with.
     private let running = Mutex<(task: Task<Void, Never>, logger: Logger, name: String)?>(nil)
 
-    /// Starts the loop (once); `name` says what failed in the log.
-    func start(idle: Duration, logger: Logger, name: String, _ work: @escaping @Sendable () async throws -> Bool) {
+    /// Starts the loop (once); `name` says what failed in the log. Its first round runs after `firstAfter`.
+    func start(
+        idle: Duration, firstAfter: Duration = .zero, logger: Logger, name: String, _ work: @escaping @Sendable () async throws -> Bool
+    ) {
         running.withLock { running in
             guard running == nil else { return }
             let task = Task {
+                if firstAfter > .zero {
+                    do { try await Task.sleep(for: firstAfter) } catch { return }
+                }
                 while !Task.isCancelled {
                     let worked: Bool
                     do {

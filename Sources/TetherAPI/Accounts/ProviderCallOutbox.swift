@@ -58,6 +58,8 @@ public final class ProviderCallWorker: Sendable {
     public struct Configuration: Sendable {
         /// How often an idle instance looks for due rows.
         public var pollInterval: Duration = .seconds(1)
+        /// How long after ``ProviderCallWorker/start()`` the first look is.
+        public var firstLookAfter: Duration = .zero
         /// How long a lease lasts: a call still unsettled then is taken up by another instance.
         public var leaseSeconds = 60
         public var initialBackoff: TimeInterval = 5
@@ -94,7 +96,9 @@ public final class ProviderCallWorker: Sendable {
 
     /// Starts the loop (once).
     public func start() {
-        loop.start(idle: configuration.pollInterval, logger: logger, name: "provider call loop") { [self] in try await workOnce() > 0 }
+        loop.start(idle: configuration.pollInterval, firstAfter: configuration.firstLookAfter, logger: logger, name: "provider call loop") {
+            [self] in try await workOnce() > 0
+        }
     }
 
     /// Stops the loop after the calls in flight, and gives this instance's leases back.
