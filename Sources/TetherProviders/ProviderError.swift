@@ -23,6 +23,7 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Human-readable context for logs; may name internal URLs, so it never reaches clients.
     public let detail: String
     /// A sentence for the client in place of the surface's usual words, where those would mislead (``telling(client:)``).
+    /// Only `/v1`'s problem detail says it: Parse answers its fixed 252 text, Firebase `INVALID_PROVIDER_ID` with ``detail``.
     public let clientDetail: String?
     /// The provider concerned (`apple`, `facebook`, `google`, `password`), when known.
     public let provider: String?

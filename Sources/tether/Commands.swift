@@ -247,7 +247,7 @@ enum Commands {
     /// Refuses a `TETHER_DATABASE_READ_URL` that reaches no copy of the primary's database: another cluster, or
     /// another database of it, would answer support reads, history and the feed with another database's rows.
     /// A standby has its primary's system identifier and database names; the primary itself passes too. A
-    /// database that does not answer yet is left to the server's own retries.
+    /// database that cannot be reached or queried is a warning, naming which, and left to the server's own retries.
     static func requireReadURLCopiesThePrimary(url: String, _ configuration: TetherConfiguration, logger: Logger) async throws {
         guard let readURL = configuration.databaseReadURL else { return }
         func identity(_ url: String) async throws -> (system: String, database: String) {
