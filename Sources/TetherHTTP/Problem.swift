@@ -150,13 +150,17 @@ extension Problem {
 
 extension Problem {
     /// The problem a handler's thrown `error` is answered with: problems as they are,
-    /// ``ProblemConvertible`` errors by their mapping, decoding errors as 400;
+    /// ``ProblemConvertible`` errors by their mapping, decoding errors as 400, a cancelled handler as 503;
     /// nil for any other error (the server logs it and answers 500).
     public init?(converting error: any Error) {
         switch error {
         case let problem as Problem: self = problem
         case let convertible as any ProblemConvertible: self = convertible.problem
         case let decodingError as DecodingError: self = Problem(decodingError: decodingError)
+        case is CancellationError:
+            // Only the server cancels a handler, once it answered the request (its deadline, a shutdown): this is
+            // what the handler's end is logged and counted as, not a failure of its own.
+            self = .serviceUnavailable(detail: "The request was given up on (its deadline passed, or the server is shutting down).")
         default: return nil
         }
     }

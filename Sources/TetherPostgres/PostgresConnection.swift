@@ -128,15 +128,16 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs a statement with bound parameters and returns its rows.
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        try await onQueue { try self.executeBlocking(query) }
+        try await onQueue { _ in try self.executeBlocking(query) }
     }
 
     /// Runs one or more statements without parameters (simple query protocol), as migrations need.
     public func execute(simple sql: String) async throws {
-        try await onQueue { try self.executeBlocking(simple: sql) }
+        try await onQueue { _ in try self.executeBlocking(simple: sql) }
     }
 
-    /// Runs `body` inside `BEGIN`/`COMMIT`, rolling back when it throws.
+    /// Runs `body` inside `BEGIN`/`COMMIT`, rolling back when it throws. Once the task is cancelled, the
+    /// transaction neither begins nor commits: it throws `CancellationError` and leaves nothing written.
     @discardableResult
     public func withTransaction<T>(
         isolationLevel: String = "READ COMMITTED", isolation: isolated (any Actor)? = #isolation,
@@ -152,19 +153,20 @@ public final class PostgresConnection: @unchecked Sendable {
         isolationLevel: String, prologue: String?, isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let begin = "BEGIN ISOLATION LEVEL \(isolationLevel)"
-        let value: T
+        let begin = prologue.map { "BEGIN ISOLATION LEVEL \(isolationLevel); \($0)" } ?? "BEGIN ISOLATION LEVEL \(isolationLevel)"
         do {
-            try await execute(simple: prologue.map { "\(begin); \($0)" } ?? begin)
-            value = try await body(self)
+            // Neither begun nor committed for a task already cancelled: its answer was given up on.
+            try await onQueue(refusedOnceCancelled: true) { _ in try self.executeBlocking(simple: begin) }
+            let value = try await body(self)
+            try await onQueue(refusedOnceCancelled: true) { _ in try self.executeBlocking(simple: "COMMIT") }
+            return value
         } catch {
-            if !isBroken {
+            // Nothing to roll back after a refused BEGIN, or a COMMIT that failed (it ended the transaction).
+            if !isBroken, isInTransaction {
                 try? await execute(simple: "ROLLBACK")
             }
             throw error
         }
-        try await execute(simple: "COMMIT")
-        return value
     }
 
     /// Whether the connection is still usable; a server restart or idle kill is noticed here.
@@ -214,31 +216,40 @@ public final class PostgresConnection: @unchecked Sendable {
     /// A task cancelled while its work runs asks the server to stop the statement running (PostgreSQL answers
     /// 57014 and the transaction is rolled back): a request answered 503 at its deadline or at the shutdown's
     /// must not commit after that answer. Work started after the cancellation runs (a rollback, a cleanup, an
-    /// unlock). The queue starts nothing else until the cancel request has reached the server, so that it
-    /// cannot stop a later statement: a backend that gets one between statements ignores it.
-    private func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// unlock), unless it is `refusedOnceCancelled` (a transaction's `BEGIN` and `COMMIT`): then it throws
+    /// `CancellationError` without running. The queue starts nothing else until the cancel request has reached
+    /// the server, so that it cannot stop a later statement: a backend that gets one between statements ignores it.
+    private func onQueue<T: Sendable>(
+        refusedOnceCancelled: Bool = false, _ work: @escaping @Sendable (WorkControl) throws -> T
+    ) async throws -> T {
         let meter = PostgresMeter.current
-        let progress = Mutex(WorkProgress.waiting)
+        let control = WorkControl()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 queue.async {
-                    progress.withLock { $0 = .running }
+                    let refused = control.state.withLock { state -> Bool in
+                        if refusedOnceCancelled, state.isCancelled { return true }
+                        state.progress = .running
+                        return false
+                    }
+                    if refused { return continuation.resume(throwing: CancellationError()) }
                     self.meter = meter
-                    let result = Result { try work() }
+                    let result = Result { try work(control) }
                     self.meter = nil
-                    let cancelling = progress.withLock { progress -> DispatchSemaphore? in
-                        defer { progress = .finished }
-                        if case .cancelling(let sent) = progress { return sent } else { return nil }
+                    let cancelling = control.state.withLock { state -> DispatchSemaphore? in
+                        defer { state.progress = .finished }
+                        if case .cancelling(let sent) = state.progress { return sent } else { return nil }
                     }
                     cancelling?.wait()
                     continuation.resume(with: result)
                 }
             }
         } onCancel: {
-            let sent = progress.withLock { progress -> DispatchSemaphore? in
-                guard case .running = progress else { return nil }
+            let sent = control.state.withLock { state -> DispatchSemaphore? in
+                state.isCancelled = true
+                guard case .running = state.progress else { return nil }
                 let sent = DispatchSemaphore(value: 0)
-                progress = .cancelling(sent)
+                state.progress = .cancelling(sent)
                 return sent
             }
             // PQcancel opens a connection of its own to the server: not on the thread that cancels. The closure keeps
@@ -252,10 +263,20 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Where the work of one ``onQueue(_:)`` call is, for its task's cancellation: `cancelling` is signalled once
-    /// the cancel request has reached the server.
-    private enum WorkProgress {
-        case waiting, running, cancelling(DispatchSemaphore), finished
+    /// Where the work of one ``onQueue(refusedOnceCancelled:_:)`` call is, and whether its task was cancelled
+    /// (before or while it ran): `cancelling` is signalled once the cancel request has reached the server.
+    final class WorkControl: Sendable {
+        struct State {
+            var progress = Progress.waiting
+            var isCancelled = false
+        }
+        enum Progress {
+            case waiting, running, cancelling(DispatchSemaphore), finished
+        }
+        let state = Mutex(State())
+
+        /// Whether the task the work runs for has been cancelled.
+        var isCancelled: Bool { state.withLock { $0.isCancelled } }
     }
 
     /// Asks the server to stop the statement this connection runs now, if any.
@@ -270,7 +291,7 @@ public final class PostgresConnection: @unchecked Sendable {
     ///
     /// The job must not block on anything but this connection. It sees the caller's ``PostgresMeter``.
     public func run<T: Sendable>(_ job: @escaping @Sendable (Job) throws -> T) async throws -> T {
-        try await onQueue { try job(Job(connection: self)) }
+        try await onQueue { try job(Job(connection: self, control: $0)) }
     }
 
     /// The blocking face of a connection, given to a job running on its queue.
@@ -278,6 +299,11 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `@unchecked Sendable`: it is only used on the connection's queue, inside ``run(_:)``.
     public struct Job: @unchecked Sendable {
         fileprivate let connection: PostgresConnection
+        fileprivate let control: WorkControl
+
+        /// Whether the task the job runs for has been cancelled: its answer was given up on (a deadline, a
+        /// shutdown), so a transaction must not begin or commit any more.
+        public var isCancelled: Bool { control.isCancelled }
 
         /// Runs one statement with bound parameters (one round trip).
         @discardableResult

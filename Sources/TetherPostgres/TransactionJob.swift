@@ -22,6 +22,7 @@ public final class TransactionJob: @unchecked Sendable {
     @discardableResult
     public func begin(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
         precondition(state == .idle, "a transaction job begins once")
+        try refuseOnceCancelled()
         state = .open
         return Array(try job.pipeline(Self.prologue + statements).dropFirst(Self.prologue.count))
     }
@@ -30,6 +31,7 @@ public final class TransactionJob: @unchecked Sendable {
     @discardableResult
     public func runAlone(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
         precondition(state == .idle, "a transaction job begins once")
+        try refuseOnceCancelled()
         state = .open
         let rows = try job.pipeline(Self.prologue + statements + ["COMMIT"])
         state = .committed
@@ -40,6 +42,7 @@ public final class TransactionJob: @unchecked Sendable {
     @discardableResult
     public func run(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
         precondition(state == .open, "statements run between begin and commit")
+        try refuseOnceCancelled()
         return try job.pipeline(statements)
     }
 
@@ -53,8 +56,16 @@ public final class TransactionJob: @unchecked Sendable {
     @discardableResult
     public func commit(_ statements: [PostgresQuery]) throws -> [PostgresRows] {
         precondition(state == .open, "a transaction job commits once, after it began")
+        try refuseOnceCancelled()
         let rows = try job.pipeline(statements + ["COMMIT"])
         state = .committed
         return Array(rows.dropLast())
+    }
+
+    /// Throws `CancellationError` once the job's task is cancelled (a request answered at its deadline or at the
+    /// shutdown's): the transaction then neither begins nor goes on, and ``PostgresClient/withTransactionJob(_:)``
+    /// rolls back what it began. A cancel that arrives while a statement runs stops it on the server instead.
+    private func refuseOnceCancelled() throws {
+        if job.isCancelled { throw CancellationError() }
     }
 }

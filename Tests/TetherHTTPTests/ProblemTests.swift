@@ -30,6 +30,13 @@ struct ProblemTests {
         #expect(document["type"] == .string(problem.type))
     }
 
+    /// A handler the server cancelled (after answering it at its deadline or at a shutdown) ends as a 503 in the
+    /// log and the request metrics, not as a failure answered 500.
+    @Test func aCancelledHandlerIsA503() {
+        #expect(Problem(converting: CancellationError())?.status == 503)
+        #expect(Problem(converting: CancellationError())?.code == "service_unavailable")
+    }
+
     @Test func extensionsAreWrittenButCannotOverrideStandardMembers() throws {
         let problem = Problem(
             status: 409, code: "credential_already_linked", title: "Credential already linked",

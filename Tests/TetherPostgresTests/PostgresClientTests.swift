@@ -300,17 +300,76 @@ struct PostgresClientTests {
         #expect(stopped < .seconds(2), "stopped \(stopped) after its cancellation")
         #expect(try await client.query("SELECT count(*)::int AS n FROM notes")[0].decode("n", as: Int.self) == 0)
         #expect(backend.withLock { $0 } != nil)
-        // A cancelled task's later work runs whole, on the same connection, with nothing cancelled in it.
+        // A cancelled task's later statements run whole (a cleanup), on the same connection, with nothing cancelled in them.
         let cleanup = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await client.withTransaction { connection in
-                try await connection.query("INSERT INTO notes VALUES ('cleanup')")
-                try await connection.query("SELECT pg_sleep(0.2)")
-                return try await connection.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
-            }
+            try await client.query("INSERT INTO notes VALUES ('cleanup')")
+            try await client.query("SELECT pg_sleep(0.2)")
+            return try await client.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self)
         }
         #expect(try await cleanup.value == backend.withLock { $0 }, "the pool kept the connection")
         #expect(try await client.query("SELECT body FROM notes").map { try $0.decode("body", as: String.self) } == ["cleanup"])
+    }
+
+    /// A task cancelled before its transaction (a request answered 503 while it still verified a token or hashed a
+    /// password) begins none, in either form; its plain statements, such as giving a nonce back, still run.
+    @Test func aTransactionOfACancelledTaskNeverBegins() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        try await client.query("CREATE TABLE notes (body text)")
+        let outcomes = await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            let job = await Result { try await client.withTransactionJob { try $0.runAlone(["INSERT INTO notes VALUES ('job')"]) } }
+            let begun = await Result { try await client.withTransactionJob { try $0.begin(["INSERT INTO notes VALUES ('begun')"]) } }
+            let body = await Result { try await client.withTransaction { try await $0.query("INSERT INTO notes VALUES ('body')") } }
+            let plain = await Result { try await client.query("INSERT INTO notes VALUES ('plain')") }
+            return [job.isCancellation, begun.isCancellation, body.isCancellation, (try? plain.get()) != nil]
+        }.value
+        #expect(outcomes == [true, true, true, true])
+        #expect(try await client.query("SELECT body FROM notes").map { try $0.decode("body", as: String.self) } == ["plain"])
+        #expect(try await client.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")[0]
+            .decode("n", as: Int.self) == 0)
+    }
+
+    /// A task cancelled between its transaction's statements (no statement running for the server to stop) does
+    /// not commit: the job's next step and the transaction's `COMMIT` are refused, and what it wrote is rolled back.
+    @Test func aTransactionCancelledBetweenItsStatementsCommitsNothing() async throws {
+        let database = try await TestDatabase.make()
+        let client = database.client(asServiceRole: false, maxConnections: 1)
+        defer { client.shutdown() }
+        try await client.query("CREATE TABLE notes (body text)")
+        // A job: begun with its first write, then held on its queue until the task is cancelled.
+        let (begun, begunNow) = AsyncStream<Void>.makeStream()
+        let resume = DispatchSemaphore(value: 0)
+        let job = Task {
+            try await client.withTransactionJob { transaction in
+                try transaction.begin(["INSERT INTO notes VALUES ('job')"])
+                begunNow.yield()
+                resume.wait()
+                try transaction.commit(["INSERT INTO notes VALUES ('job, later')"])
+            }
+        }
+        for await _ in begun { break }
+        job.cancel()
+        resume.signal()
+        #expect(await job.result.isCancellation)
+        // The same with the transaction's statements sent one by one from the task.
+        let (written, writtenNow) = AsyncStream<Void>.makeStream()
+        let (cancelled, cancelledNow) = AsyncStream<Void>.makeStream()
+        let statements = Task {
+            try await client.withTransaction { connection in
+                try await connection.query("INSERT INTO notes VALUES ('statements')")
+                writtenNow.yield()
+                for await _ in cancelled { break }
+            }
+        }
+        for await _ in written { break }
+        statements.cancel()
+        cancelledNow.yield()
+        #expect(await statements.result.isCancellation)
+        #expect(try await client.query("SELECT count(*)::int AS n FROM notes")[0].decode("n", as: Int.self) == 0)
+        #expect(try await client.withTransaction { try await $0.query("SELECT 1 AS one")[0].decode("one", as: Int.self) } == 1)
     }
 
     @Test func serverErrorsCarrySQLStateAndConstraint() async throws {
@@ -371,5 +430,19 @@ struct PostgresClientTests {
         #expect(message.contains("127.0.0.1:\(port)"))
         #expect(!message.contains("secret"))
         #expect(error?.isUnavailable == true)
+    }
+}
+
+extension Result {
+    /// Whether it failed with `CancellationError`.
+    fileprivate var isCancellation: Bool {
+        if case .failure(let error) = self { error is CancellationError } else { false }
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of `body`, thrown errors included.
+    fileprivate init(_ body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
