@@ -35,6 +35,12 @@ extension ProviderError: ProblemConvertible {
         }
     }
 
+    /// What a surface that words its own errors (Parse, Firebase) tells the client beside its code: the sentence
+    /// the error was given for clients, or else /v1's problem detail; never ``detail``, which is for logs.
+    var clientSentence: String {
+        clientDetail ?? problem.detail ?? problem.title
+    }
+
     private static func displayName(_ provider: String) -> String {
         switch provider {
         case "apple": "Apple"

@@ -76,7 +76,7 @@ struct IDTokenVerifier: Sendable {
     func consumeNonce(of token: CheckedToken) async throws -> UsedNonce? {
         guard let nonce = token.nonce else { return nil }
         if try await nonceStore.consume(nonce, now: clock.now()) == .alreadyUsed {
-            throw fail(.invalidCredential(.nonceReused), "the nonce was used already: sign in again with a new one")
+            throw fail(.invalidCredential(.nonceReused), telling: "the nonce was used already: sign in again with a new one")
         }
         return nonce
     }
@@ -85,6 +85,12 @@ struct IDTokenVerifier: Sendable {
     func fail(_ error: ProviderError, _ detail: String? = nil) -> ProviderError {
         let named = error.with(provider: provider.rawValue)
         return detail.map(named.with(detail:)) ?? named
+    }
+
+    /// The error with the provider attached, and `sentence` both as its detail and as what clients are told
+    /// (``ProviderError/telling(client:)``): it names nothing but what the client sent.
+    func fail(_ error: ProviderError, telling sentence: String) -> ProviderError {
+        fail(error, sentence).telling(client: sentence)
     }
 
     /// A Boolean claim that some providers send as the string "true" or "false" (Apple).
@@ -134,13 +140,13 @@ struct IDTokenVerifier: Sendable {
         case (nil, nil):
             return nil
         case (nil, _?):
-            throw fail(.invalidCredential(.nonceMissing), "rawNonce was sent but the token has no nonce")
+            throw fail(.invalidCredential(.nonceMissing), telling: "rawNonce was sent but the token has no nonce")
         case (_?, nil):
-            throw fail(.invalidCredential(.nonceMissing), "the token has a nonce but no rawNonce was sent")
+            throw fail(.invalidCredential(.nonceMissing), telling: "the token has a nonce but no rawNonce was sent")
         case (let claimed?, let rawNonce?):
             let expected = Self.hexDigest(rawNonce)
             guard ConstantTime.isEqual(Array(expected.utf8), Array(claimed.utf8)) else {
-                throw fail(.invalidCredential(.nonceMismatch), "the token's nonce is not the SHA-256 of rawNonce")
+                throw fail(.invalidCredential(.nonceMismatch), telling: "the token's nonce is not the SHA-256 of rawNonce")
             }
             let expiresAt = (claims.expiresAt ?? clock.now()).addingTimeInterval(leeway)
             return UsedNonce(scope: provider.rawValue, hash: expected, expiresAt: expiresAt)

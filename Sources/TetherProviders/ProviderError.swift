@@ -23,7 +23,8 @@ public struct ProviderError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Human-readable context for logs; may name internal URLs, so it never reaches clients.
     public let detail: String
     /// A sentence for the client in place of the surface's usual words, where those would mislead (``telling(client:)``).
-    /// Only `/v1`'s problem detail says it: Parse answers its fixed 252 text, Firebase `INVALID_PROVIDER_ID` with ``detail``.
+    /// `/v1`'s problem detail says it for an unsupported provider; Parse's and Firebase's messages say it wherever they
+    /// word one (Parse answers a refused credential with its fixed 252 text), and /v1's problem detail otherwise.
     public let clientDetail: String?
     /// The provider concerned (`apple`, `facebook`, `google`, `password`), when known.
     public let provider: String?

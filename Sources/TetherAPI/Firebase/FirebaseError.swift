@@ -58,7 +58,7 @@ struct FirebaseError: Error, Sendable, Hashable {
         case let error as ProviderError:
             self = Self.from(error, password: password)
         case let error as WebhookDeliveryError:
-            self = FirebaseError("QUOTA_EXCEEDED", error.detail, status: 503)
+            self = FirebaseError("QUOTA_EXCEEDED", error.problem.detail, status: 503)
         default:
             self = Self.from(Problem(converting: error) ?? .internal)
         }
@@ -90,18 +90,21 @@ struct FirebaseError: Error, Sendable, Hashable {
         }
     }
 
+    /// The message says the error's ``ProviderError/clientSentence``, never its ``ProviderError/detail``: that one is
+    /// for logs, and can name a provider's internal answer or a setting of this server.
     private static func from(_ error: ProviderError, password: Bool) -> FirebaseError {
+        let sentence = error.clientSentence
         if let rejection = error.rejection {
             switch rejection {
-            case .nonceMissing, .nonceMismatch, .nonceReused: return FirebaseError("MISSING_OR_INVALID_NONCE", error.detail)
+            case .nonceMissing, .nonceMismatch, .nonceReused: return FirebaseError("MISSING_OR_INVALID_NONCE", sentence)
             case .password: return invalidLoginCredentials
-            default: return password ? invalidLoginCredentials : FirebaseError("INVALID_IDP_RESPONSE", error.detail)
+            default: return password ? invalidLoginCredentials : FirebaseError("INVALID_IDP_RESPONSE", sentence)
             }
         }
         switch error.code {
-        case "unsupported_provider": return FirebaseError("INVALID_PROVIDER_ID", error.detail)
+        case "unsupported_provider": return FirebaseError("INVALID_PROVIDER_ID", sentence)
         case "provider_unavailable": return FirebaseError("UNAVAILABLE", "The identity provider could not be reached; retry shortly.", status: 503)
-        default: return password && error.detail.contains("password") ? FirebaseError("WEAK_PASSWORD", error.detail) : FirebaseError("INVALID_ARGUMENT", error.detail)
+        default: return password && error.detail.contains("password") ? FirebaseError("WEAK_PASSWORD", sentence) : FirebaseError("INVALID_ARGUMENT", sentence)
         }
     }
 

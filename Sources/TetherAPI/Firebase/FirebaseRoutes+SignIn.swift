@@ -73,7 +73,7 @@ extension FirebaseRoutes {
     /// `WEAK_PASSWORD : <the policy's reason>` for a password the policy refuses (at least 8 characters, where
     /// Firebase asks 6).
     static func weakPassword(_ error: any Error) -> FirebaseError {
-        FirebaseError("WEAK_PASSWORD", (error as? ProviderError)?.detail ?? "The password does not meet the policy.")
+        FirebaseError("WEAK_PASSWORD", (error as? ProviderError)?.clientSentence ?? "The password does not meet the policy.")
     }
 
     /// `accounts:signInWithPassword`.

@@ -81,7 +81,8 @@ struct ParseError: Error, Sendable, Hashable {
         case let error as ProviderError:
             self = Self.from(error, provider: provider ?? error.provider)
         case let error as WebhookDeliveryError:
-            self = ParseError(Self.internalServer, "The SMS could not be sent: \(error.detail)", status: 503, headers: ["Retry-After": "1"])
+            // The problem's sentence, not the error's detail: that one can name the webhook's host.
+            self = ParseError(Self.internalServer, error.problem.detail ?? "The message could not be sent.", status: 503, headers: ["Retry-After": "1"])
         default:
             self = Self.from(Problem(converting: error) ?? .internal)
         }
@@ -113,7 +114,7 @@ struct ParseError: Error, Sendable, Hashable {
         case "unsupported_provider": return unsupported
         case "provider_unavailable":
             return ParseError(internalServer, "The identity provider could not be reached; retry shortly.", status: 503, headers: ["Retry-After": "1"])
-        default: return ParseError(validationError, error.detail)
+        default: return ParseError(validationError, error.clientSentence)
         }
     }
 

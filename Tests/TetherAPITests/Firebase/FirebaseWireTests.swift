@@ -151,6 +151,14 @@ struct FirebaseWireTests {
 
             let unknown = try await firebase.signInWithIdp("providerId=github.com&access_token=x")
             #expect(unknown.errorMessage?.hasPrefix("INVALID_PROVIDER_ID") == true)
+            // The messages say what /v1's problems say, never the logs' detail (a provider's answer, a setting).
+            #expect(unknown.errorMessage == "INVALID_PROVIDER_ID : Tether verifies apple.com, facebook.com and google.com.")
+            for (claims, reason) in [(["aud": "com.someone.else"], "audience"), (["forge": "bad-signature"], "signature")] as [([String: JSONValue], String)] {
+                let token = try firebase.app.token("identityToken", of: try await firebase.app.apple("apple-refused", extra: claims))
+                let refused = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(token)")
+                #expect(refused.status == 400)
+                #expect(refused.errorMessage == "INVALID_IDP_RESPONSE : The Apple credential was rejected (\(reason)).", "\(refused.text)")
+            }
             let malformed = try await firebase.call("accounts:signInWithIdp", .object(["postBody": .int(5), "requestUri": "http://localhost"]))
             #expect(malformed.status == 400)
             #expect(malformed.errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)

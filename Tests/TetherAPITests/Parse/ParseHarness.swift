@@ -10,10 +10,10 @@ struct ParseApp: Sendable {
     static let appID = "tether-parse-test"
 
     /// Runs `body` against a fresh service with the Parse surface on; `settings` adds `TETHER_*` values.
-    static func run(settings: [String: String] = [:], _ body: (ParseApp) async throws -> Void) async throws {
+    static func run(settings: [String: String] = [:], sms: (any SMSSender)? = nil, _ body: (ParseApp) async throws -> Void) async throws {
         var values = ["TETHER_PARSE_APP_ID": appID, "TETHER_SIGN_IN_FAILURE_LIMIT": "1000"]
         values.merge(settings) { _, given in given }
-        try await DevService.run(settings: values) { app in try await body(ParseApp(app: app)) }
+        try await DevService.run(settings: values, sms: sms) { app in try await body(ParseApp(app: app)) }
     }
 
     /// Events in users' streams: what a refused request must not add to (refused credentials are recorded

@@ -3,6 +3,7 @@ import Testing
 @testable import TetherAPI
 import TetherCore
 import TetherCrypto
+import TetherProviders
 import TetherTesting
 
 /// Parse's `mfa` adapter on the wire: enrolment through `PUT` with `authData.mfa`, log-in with `authData.mfa.token`.
@@ -187,6 +188,22 @@ struct ParseMFATests {
                 #expect(confirmed.status == 200, "user \(index): \(confirmed.text)")
             }
         }
+    }
+
+    /// A text that cannot be sent is a retryable 503 whose message names neither the webhook nor how it failed.
+    @Test func anSMSThatCannotBeSentIsA503ThatNamesNoWebhook() async throws {
+        let receiver = try WebhookReceiver()
+        receiver.isUp = false
+        let sender = WebhookSMSSender(configuration: .init(url: receiver.url, secret: "a webhook secret of some length"))
+        try await ParseApp.run(sms: sender) { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-sms-down")
+            let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["mobile": "+15555550143"])]),
+            ]))
+            #expect(refused.status == 503, "\(refused.text)")
+            #expect(refused.text == #"{"code":1,"error":"The text message could not be sent; try again shortly."}"#)
+        }
+        await receiver.stop()
     }
 
     @Test func smsEnrolmentAndTheRequestedTokenOfALogIn() async throws {
