@@ -56,8 +56,10 @@ else
     echo "The API suites through PgBouncer (session mode): $pooler"
     # What these prove does not depend on the pooler: the 20,000 forged sign-ins of the first pass are
     # 5,000 here, and the million-row `--verify` (about a fifth of this pass's time; the other replay tests
-    # run here) runs in the first pass only.
-    TETHER_FORGED_SIGN_INS=5000 TETHER_TEST_POOLER_URL="$pooler" swift test --skip-build --filter TetherAPITests --skip BrowserTests \
+    # run here) runs in the first pass only. The client's suite runs here too: a cancelled statement's
+    # cancel request goes through the pooler.
+    TETHER_FORGED_SIGN_INS=5000 TETHER_TEST_POOLER_URL="$pooler" swift test --skip-build --filter TetherAPITests \
+      --filter PostgresClientTests --skip BrowserTests \
       --skip StateSizeCalibrationTests --skip verifyFindsTheOneChangedRowAmongAMillion
   else
     echo "pgbouncer is not installed (make test installs it): the pooled run of the API suites is skipped" >&2
