@@ -356,7 +356,7 @@ extension ParseRoutes {
     /// it, upgrades rather than failing on the last method.
     func update(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let objectId = request.pathParameters["id"] ?? ""
-        let isMaster = caller.session == nil
+        let isMaster = caller.master != nil
         let userId: UUID
         if let session = caller.session {
             guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError.objectMissing }
@@ -408,7 +408,9 @@ extension ParseRoutes {
             guard entry.provider != ExternalIdentity.anonymousProvider else { throw forbidden("An anonymous identity cannot be linked to a user.") }
             claims.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try ParseAuthData.credential(entry.provider, fields)))
         }
-        let unlinks = (authData?.entries ?? []).filter { $0.fields == nil }.map(\.provider)
+        // A password is no entry of Parse's authData (reads never show one): `"password": null` names nothing to
+        // remove, as a null for any provider the user does not hold, and changes nothing.
+        let unlinks = (authData?.entries ?? []).filter { $0.fields == nil && $0.provider != ProviderName.password.rawValue }.map(\.provider)
         // An enrolment is a command of its own (a wrong code records its attempt and nothing else), so it is
         // sent alone: beside a link, an unlink, a password or a factor's removal, one would be written and the
         // other refused.
@@ -503,7 +505,7 @@ extension ParseRoutes {
 
     /// `GET /parse/users/me`: the caller with their `sessionToken`.
     func me(_ caller: Caller) async throws -> HTTPResponse {
-        guard let session = caller.session else { throw ParseError.invalidSession }
+        guard let session = caller.tokenSession else { throw ParseError.invalidSession }
         let account = try await accounts.read(session.userId)
         guard account.exists else { throw ParseError.invalidSession }
         return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: session.token)))
@@ -527,7 +529,7 @@ extension ParseRoutes {
 
     /// `GET /parse/sessions/me`: the caller's `_Session`.
     func sessionMe(_ caller: Caller) async throws -> HTTPResponse {
-        guard let session = caller.session else { throw ParseError(ParseError.invalidSessionToken, "Session token required.") }
+        guard let session = caller.tokenSession else { throw ParseError(ParseError.invalidSessionToken, "Session token required.") }
         let account = try await accounts.read(session.userId)
         let provider = session.amr.first.map { $0 == "pwd" ? ProviderName.password.rawValue : $0 } ?? ProviderName.password.rawValue
         // A password sign-up's session starts in the transaction that made the user, at the same instant.
@@ -585,7 +587,7 @@ extension ParseRoutes {
 
     /// `POST /parse/logout`: ends the session of the token, and answers `{}` whatever the token.
     func logOut(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
-        if let session = caller.session {
+        if let session = caller.tokenSession {
             do {
                 try await accounts.signOut(userId: session.userId, sessionId: session.id, context: context(request, caller))
             } catch let error as AccountError where error.reason == .invalidToken {

@@ -89,11 +89,19 @@ public struct ParseRoutes: Sendable {
     // MARK: The request around every route
 
     /// Who a request comes from: the user of its session token, or an admin key as the master key.
+    ///
+    /// The master key outranks a session token sent beside it, as in Parse Server (whose SDKs send the current
+    /// user's token on every request, the master key's too): the request is the master's, and ``session`` is nil.
+    /// Only the routes about the token itself (`users/me`, `sessions/me`, log-out) read it then, as ``tokenSession``.
     struct Caller: Sendable {
-        var session: ParseSession?
+        /// The live session the token names, whoever else the request comes from.
+        var tokenSession: ParseSession?
         var master: AdminKey?
         /// A session token that names no live session.
         var unknownToken: String?
+
+        /// The session the request acts as: none under the master key.
+        var session: ParseSession? { master == nil ? tokenSession : nil }
     }
 
     /// Checks the application id and keys, finds the caller, runs `body` once per `X-Parse-Request-Id`
@@ -108,7 +116,7 @@ public struct ParseRoutes: Sendable {
         do {
             let caller = try await authorize(request)
             let key = writes ? request.headers["x-parse-request-id"] : nil
-            if caller.session == nil, let token = caller.unknownToken {
+            if caller.master == nil, let token = caller.unknownToken {
                 // A retry of the request that ended this session (a password change) gets that request's answer.
                 if let key, let ended = try await sessions.anySessionId(token),
                    let stored = try await idempotency.storedAnswer(to: request, key: key, principal: ended) {
@@ -159,8 +167,8 @@ public struct ParseRoutes: Sendable {
             guard Self.matches(presented, clientKey) else { throw Unauthorized() }
         }
         if let token = request.headers["x-parse-session-token"], !token.isEmpty {
-            caller.session = try await sessions.session(token)
-            if caller.session == nil { caller.unknownToken = token }
+            caller.tokenSession = try await sessions.session(token)
+            if caller.tokenSession == nil { caller.unknownToken = token }
         }
         return caller
     }

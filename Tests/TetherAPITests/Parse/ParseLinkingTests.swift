@@ -124,6 +124,29 @@ struct ParseLinkingTests {
         }
     }
 
+    /// A password is no authData entry: `"password": null` in a `PUT` removed it (the user could no longer log
+    /// in with it, and their username became a random one). It names nothing to remove, and changes nothing.
+    @Test func aNullPasswordEntryInAuthDataRemovesNothing() async throws {
+        try await ParseApp.run { parse in
+            let apple = try await parse.logIn("apple", ["id": "apple-kept", "token": try await parse.appleToken("apple-kept")])
+            let objectId = try #require(apple.string("objectId"))
+            var session = try #require(apple.string("sessionToken"))
+            let password = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: session), json: .object(["username": "kept@example.com", "password": "a kept password"]))
+            #expect(password.status == 200, "\(password.text)")
+            session = try #require(password.string("sessionToken"))
+            let events = try await parse.accountEvents()
+            for body: JSONValue in [.object(["password": .null]), .object(["password": .null, "facebook": .null])] {
+                let put = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object(["authData": body]))
+                #expect(put.status == 200, "\(put.text)")
+            }
+            #expect(try await parse.accountEvents() == events)
+            #expect(try await parse.send("GET", "/users/me", .init(session: session)).string("username") == "kept@example.com")
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "kept@example.com", "password": "a kept password"]))
+            #expect(logIn.status == 200, "\(logIn.text)")
+        }
+    }
+
     /// A password on the email of an Apple user (whose username is random) was 202 "username": the email is
     /// taken, 203 (SEMANTICS §3), on a sign-up and on a PUT that adds a password, before anything is written.
     /// The email of another password user is their username: 202.

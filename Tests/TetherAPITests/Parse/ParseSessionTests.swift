@@ -181,6 +181,34 @@ struct ParseSessionTests {
         }
     }
 
+    /// Parse-Swift sends the current user's session token on every request, the master key's too; Parse Server then
+    /// acts as the master and reads the token only where it is the subject (`users/me`, `sessions/me`, log-out).
+    /// Beside another user's token the master key was refused 101, beside a stale one 209.
+    @Test func theMasterKeyOutranksASessionTokenSentBesideIt() async throws {
+        try await ParseApp.run { parse in
+            let (_, adminKey) = try await AdminKeyStore(database: parse.app.admin).create(
+                role: .admin, name: "parse master", metadata: EventMetadata(surface: "cli"))
+            let alice = try await parse.logIn("apple", ["id": "apple-alice", "token": try await parse.appleToken("apple-alice", email: "alice@icloud.com")])
+            let aliceId = try #require(alice.string("objectId"))
+            let bob = try await parse.anonymousLogIn()
+            let bobToken = try #require(bob.string("sessionToken"))
+            let stale = "r:" + String(repeating: "0", count: 32)
+            for (index, token) in [bobToken, stale, try #require(alice.string("sessionToken"))].enumerated() {
+                let verified = try await parse.send(
+                    "PUT", "/users/\(aliceId)", .init(session: token, master: adminKey), json: .object(["emailVerified": .bool(index != 1)]))
+                #expect(verified.status == 200, "token \(index): \(verified.text)")
+                let fetched = try await parse.send("GET", "/users/\(aliceId)", .init(session: token, master: adminKey))
+                #expect(fetched.body["emailVerified"] == .bool(index != 1), "token \(index): \(fetched.text)")
+            }
+            // The token's own routes still read it.
+            let me = try await parse.send("GET", "/users/me", .init(session: bobToken, master: adminKey))
+            #expect(me.string("objectId") == bob.string("objectId"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: stale, master: adminKey)).code == 209)
+            #expect(try await parse.send("POST", "/logout", .init(session: bobToken, master: adminKey)).status == 200)
+            #expect(try await parse.send("GET", "/users/me", .init(session: bobToken)).code == 209, "the log-out ended Bob's session")
+        }
+    }
+
     @Test func revokingOnV1OrByAnAdminEndsParseSessionsAndTheSamePersonIsOneUser() async throws {
         try await ParseApp.run { parse in
             let parseLogIn = try await parse.logIn("apple", ["id": "apple-both", "token": try await parse.appleToken("apple-both")])
