@@ -97,8 +97,16 @@ public final class TetherService: Sendable {
             accounts: accounts, identities: identityVerification, limits: limits, pendingCredentials: pendingCredentials,
             passwords: passwordVerifier, revalidation: revalidation)
         let smsSender = sms ?? configuration.smsSender()
+        let mailSender = mail ?? configuration.mailSender()
+        // What clients are told is only that no text or mail can be sent: the settings are named here, for the operator.
+        if smsSender == nil {
+            logger.info("SMS: no TETHER_SMS_WEBHOOK_URL; texted second factors answer 503 sms_unavailable")
+        }
+        if mailSender == nil {
+            logger.info("mail: no TETHER_MAIL_WEBHOOK_URL; the email flows answer 503 mail_unavailable")
+        }
         emailFlows = EmailFlows(
-            commands: commands, mail: mail ?? configuration.mailSender(), publicURL: configuration.publicURL, development: development,
+            commands: commands, mail: mailSender, publicURL: configuration.publicURL, development: development,
             passwordResetLifetime: configuration.passwordResetCodeLifetime,
             verificationLifetime: configuration.emailVerificationCodeLifetime, logger: logger)
         V1Routes(

@@ -264,6 +264,11 @@ class EmailActions(unittest.TestCase):
         with self.assertRaises(auth.EmailNotFoundError):
             auth.generate_password_reset_link("nobody@example.com")
 
+    def test_a_verification_link_for_an_unknown_address_is_user_not_found(self):
+        # WIRE-FACTS §3a: VERIFY_EMAIL's admin form answers USER_NOT_FOUND, PASSWORD_RESET's EMAIL_NOT_FOUND.
+        with self.assertRaises(auth.UserNotFoundError):
+            auth.generate_email_verification_link("nobody@example.com")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -248,7 +248,7 @@ extension AccountService {
 
     /// 503 `sms_unavailable` of a server with no SMS sender configured.
     static var noSMSSender: Problem {
-        WebhookDeliveryError.Channel.sms.unavailable("This server has no SMS sender configured (TETHER_SMS_WEBHOOK_URL).")
+        WebhookDeliveryError.Channel.sms.unavailable("This server has no SMS sender.")
     }
 
     /// 503 `sms_unavailable`: the code could not be sent; nothing about the factor or challenge changed.

@@ -465,11 +465,11 @@ public struct EmailFlows: Sendable {
     /// 503 `mail_unavailable` of a server with no mail sender configured.
     static var noMailSender: Problem {
         WebhookDeliveryError.Channel.mail.unavailable(
-            "This server sends no mail (TETHER_MAIL_WEBHOOK_URL is not set), so it has no email flows.")
+            "This server sends no mail, so it has no email flows.")
     }
 
     /// 503 `mail_unavailable` of a server that cannot make links.
     static var noPublicURL: Problem {
-        WebhookDeliveryError.Channel.mail.unavailable("This server has no TETHER_PUBLIC_URL, which the links in mails start from.")
+        WebhookDeliveryError.Channel.mail.unavailable("This server has no public address to start the links in mails from.")
     }
 }

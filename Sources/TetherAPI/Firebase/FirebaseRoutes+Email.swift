@@ -93,6 +93,9 @@ extension FirebaseRoutes {
                 answer["newEmail"] = .string(newEmail ?? "")
             }
         } catch let error as AccountError {
+            // An admin's VERIFY_EMAIL of an unknown address is USER_NOT_FOUND (firebase-admin's UserNotFoundError);
+            // only PASSWORD_RESET's is EMAIL_NOT_FOUND (WIRE-FACTS §3a).
+            if error.reason == .notFound, purpose == .verifyEmail { throw FirebaseError.userNotFound }
             throw Self.oobError(error)
         }
         return .object(answer)
@@ -191,7 +194,7 @@ extension FirebaseRoutes {
     /// codes that are used) none needed.
     private func flows(generatingLinks: Bool) throws(FirebaseError) -> EmailFlows {
         guard generatingLinks || emailFlows.sendsMail else {
-            throw FirebaseError("OPERATION_NOT_ALLOWED", "This server sends no mail (TETHER_MAIL_WEBHOOK_URL is not set).")
+            throw FirebaseError("OPERATION_NOT_ALLOWED", "This server sends no mail.")
         }
         return emailFlows
     }

@@ -44,7 +44,8 @@ extension FirebaseRoutes {
         if try await self.user(localId: localId) != nil {
             throw FirebaseError("DUPLICATE_LOCAL_ID", "localId belongs to an existing account - can not overwrite.")
         }
-        let email = try user.string("email")
+        // Lowercased and trimmed as every other path stores an address (``FirebaseBody/email(_:)``).
+        let email = try user.email()
         if let email, !AccountCommands.isEmail(email) { throw FirebaseError("INVALID_EMAIL") }
         try Self.refuseGivenFactors(user)
         var passwordHash: String?

@@ -116,6 +116,8 @@ extension FirebaseRoutes {
             throw invalid("Invalid aud (audience): Firebase ID tokens and third-party tokens cannot be used with signInWithCustomToken.")
         }
         guard let uid = payload["uid"]?.stringValue, (1...128).contains(uid.utf8.count) else { throw FirebaseError("MISSING_IDENTIFIER") }
+        // As every localId a request names (``FirebaseBody/string(_:)``): a user made with one could never be named again.
+        guard !uid.unicodeScalars.contains("\u{0}") else { throw invalid("uid holds a NUL.") }
         var claims: String?
         if let value = payload["claims"] {
             guard let object = value.objectValue else { throw FirebaseError("INVALID_CLAIMS") }

@@ -9,6 +9,26 @@ import TetherTesting
 /// The Identity Toolkit's email actions (WIRE-FACTS §3a–c) end to end through the dev outbox.
 @Suite("Firebase surface: sendOobCode, resetPassword and accounts:update with a code")
 struct FirebaseEmailTests {
+    /// A server with no mail or SMS sender says so, on every surface, without naming its settings (those are for
+    /// the operator, in the log at start): a Firebase client was told `TETHER_MAIL_WEBHOOK_URL is not set`.
+    @Test func aServerWithoutSendersDoesNotNameItsSettings() async throws {
+        let database = try await TestDatabase.make()
+        try await withService(databaseURL: database.url, values: ["TETHER_FIREBASE_PROJECT_ID": FirebaseApp.projectID]) { _, client in
+            let reset = try await client.post(
+                "\(FirebaseApp.v1)/accounts:sendOobCode?key=k", json: ["requestType": "PASSWORD_RESET", "email": "a@example.com"])
+            #expect(FirebaseAnswer(reset).errorMessage == "OPERATION_NOT_ALLOWED : This server sends no mail.", "\(reset.bodyText)")
+            let signUp = try await client.post("/v1/sign-up", json: ["email": "b@example.com", "password": "a long password"])
+            let token = try #require(try signUp.decodeJSON([String: JSONValue].self)["session"]?["accessToken"]?.string, "\(signUp.bodyText)")
+            let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(token)"]
+            let mail = try await client.post("/v1/users/me/email-verification", headers: auth, body: [])
+            let sms = try await client.post("/v1/users/me/mfa/phone", headers: auth, json: ["phoneNumber": "+15555550100"])
+            for (answer, code) in [(mail, "mail_unavailable"), (sms, "sms_unavailable")] {
+                #expect(answer.status == 503 && answer.bodyText.contains(code), "\(answer.bodyText)")
+                #expect(!answer.bodyText.contains("TETHER_"), "\(answer.bodyText)")
+            }
+        }
+    }
+
     private func signUp(_ firebase: FirebaseApp, _ email: String) async throws -> FirebaseAnswer {
         let answer = try await firebase.call("accounts:signUp", .object(["email": .string(email), "password": "first password", "returnSecureToken": true]))
         guard answer.status == 200 else { throw HarnessError("signUp answered \(answer.status): \(answer.text)") }
@@ -157,6 +177,10 @@ struct FirebaseEmailTests {
                 "requestType": "PASSWORD_RESET", "email": "nobody@example.com", "returnOobLink": true,
             ]))
             #expect(unknown.errorMessage == "EMAIL_NOT_FOUND")
+            let unknownToVerify = try await firebase.admin("accounts:sendOobCode", .object([
+                "requestType": "VERIFY_EMAIL", "email": "nobody@example.com", "returnOobLink": true,
+            ]))
+            #expect(unknownToVerify.errorMessage == "USER_NOT_FOUND", "WIRE-FACTS §3a")
             let clientLink = try await firebase.call("accounts:sendOobCode", .object([
                 "requestType": "PASSWORD_RESET", "email": "cat@example.com", "returnOobLink": true,
             ]))

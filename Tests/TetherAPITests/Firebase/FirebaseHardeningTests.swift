@@ -62,6 +62,13 @@ struct FirebaseHardeningTests {
             ]))
             #expect(upper.body["isNewUser"] == .bool(true))
             #expect(upper.string("localId") != v1.user.id)
+            // A uid with a NUL made a user that accounts:update and accounts:delete could never name (they refuse a NUL).
+            let events = try await firebase.app.totalEvents()
+            let nul = try await firebase.call("accounts:signInWithCustomToken", .object([
+                "token": .string(try customToken(uid: "a\u{0}b", key: key, keyID: keyID, email: email)),
+            ]))
+            #expect(nul.errorMessage == "INVALID_CUSTOM_TOKEN : uid holds a NUL.", "\(nul.text)")
+            #expect(try await firebase.app.totalEvents() == events)
 
             #expect(try await accounts.revoke(keyId: keyID))
             let revoked = try await firebase.call("accounts:signInWithCustomToken", .object([
@@ -358,6 +365,14 @@ struct FirebaseHardeningTests {
                 return
             }
             #expect(Set(accounts.compactMap { $0["localId"]?.string }) == ["impA", "impC"])
+            // An address is stored as every other path stores it, lowercased and trimmed: firebase-admin's get_users
+            // matches it exactly.
+            let mixed = try await firebase.admin("accounts:batchCreate", .object(["users": .array([
+                .object(["localId": "impD", "email": " Mixed@Example.COM"]),
+            ])]))
+            #expect(mixed.status == 200 && mixed.body["error"] == nil, "\(mixed.text)")
+            let byEmail = try await firebase.admin("accounts:lookup", .object(["email": ["mixed@example.com"]]))
+            #expect(byEmail.users.first?["email"] == "mixed@example.com", "\(byEmail.text)")
         }
     }
 
