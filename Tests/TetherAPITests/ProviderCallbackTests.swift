@@ -133,14 +133,8 @@ struct ProviderCallbackTests {
     @Test func facebookDataDeletionErasesAndAnswersAStatusURL() async throws {
         try await DevService.run { service in
             let fb = try await service.signedIn(try await service.facebook("10001", email: "fb@example.com"))
-            func signed(_ fields: [String: JSONValue]) async throws -> String {
-                try await service.idp.post("/dev-idp/facebook/data-deletion", json: JSONValue.object(fields)).decodeJSON([String: String].self)["signed_request"]!
-            }
-            func post(_ signedRequest: String) async throws -> HTTPTestClient.Response {
-                try await service.client.post(
-                    "/v1/providers/facebook/data-deletion", headers: ["Content-Type": "application/x-www-form-urlencoded"],
-                    body: Array("signed_request=\(signedRequest)".utf8))
-            }
+            func signed(_ fields: [String: JSONValue]) async throws -> String { try await signedRequest(fields, by: service) }
+            func post(_ signedRequest: String) async throws -> HTTPTestClient.Response { try await postDeletion(signedRequest, to: service) }
             #expect(try await post(try await signed(["userId": "10001", "forge": true])).status == 401)
             #expect(try await post(try await signed(["userId": "10001", "algorithm": "HMAC-SHA1"])).status == 401)
             #expect(try await post("not-a-signed-request").status == 400)
@@ -175,6 +169,47 @@ struct ProviderCallbackTests {
                 "SELECT count(*)::int AS n FROM provider_deletion_requests WHERE uid_hash LIKE '%10001%'")[0].decode("n")
             #expect(uidInClear == 0)
         }
+    }
+
+    /// A `signed_request` sent again (by anyone who kept it) erased the account the same person had made since: it is
+    /// acted on once, and answered its first code; one issued over a day ago is refused.
+    @Test func aFacebookDeletionRequestIsActedOnOnceAndOnlyWhileFresh() async throws {
+        try await DevService.run { service in
+            func signed(_ fields: [String: JSONValue]) async throws -> String { try await signedRequest(fields, by: service) }
+            func post(_ signedRequest: String) async throws -> HTTPTestClient.Response { try await postDeletion(signedRequest, to: service) }
+            _ = try await service.signedIn(try await service.facebook("10077"))
+            let request = try await signed(["userId": "10077"])
+            let first = try await post(request)
+            #expect(first.status == 200)
+            #expect(try await service.eventCount("UserErased") == 1)
+            // The person comes back; the old request, sent again, changes nothing and is answered its code.
+            let again = try await service.signedIn(try await service.facebook("10077"))
+            let repeated = try await post(request)
+            #expect(repeated.status == 200)
+            #expect(try repeated.decodeJSON([String: String].self)["confirmation_code"] == first.decodeJSON([String: String].self)["confirmation_code"])
+            #expect(try await service.eventCount("UserErased") == 1)
+            #expect(try await service.eventCount("UserErased", userId: again.user.id) == 0)
+            // One issued two days ago (a request kept somewhere) is refused; one from the last hour is acted on.
+            let twoDaysAgo = Int(Date().timeIntervalSince1970) - 2 * 86_400
+            let stale = try await post(try await signed(["userId": "10077", "issuedAt": .int(twoDaysAgo)]))
+            #expect(stale.status == 401, "\(stale.bodyText)")
+            #expect(try await service.eventCount("UserErased") == 1)
+            let recent = try await post(try await signed(["userId": "10077", "issuedAt": .int(Int(Date().timeIntervalSince1970) - 3600)]))
+            #expect(recent.status == 200)
+            #expect(try await service.eventCount("UserErased", userId: again.user.id) == 1)
+        }
+    }
+
+    /// A Facebook data deletion request made by the dev identity provider with `fields`.
+    private func signedRequest(_ fields: [String: JSONValue], by service: DevService) async throws -> String {
+        try await service.idp.post("/dev-idp/facebook/data-deletion", json: JSONValue.object(fields)).decodeJSON([String: String].self)["signed_request"]!
+    }
+
+    /// `signedRequest` POSTed to the server's data deletion callback, as Facebook posts it.
+    private func postDeletion(_ signedRequest: String, to service: DevService) async throws -> HTTPTestClient.Response {
+        try await service.client.post(
+            "/v1/providers/facebook/data-deletion", headers: ["Content-Type": "application/x-www-form-urlencoded"],
+            body: Array("signed_request=\(signedRequest)".utf8))
     }
 
     /// Whether the deletion request `code` was written by the transaction that appended an event of `type`.

@@ -43,23 +43,46 @@ struct ProviderCallbacks: Sendable {
     /// Ends Facebook's hold on the account of `facebookUser` (erasing a user it was the only way in for)
     /// and records the request under a new confirmation code, which it answers. The record commits with
     /// the erasure or the unlinking, so a code is never given for a deletion that did not happen.
-    func facebookDeletion(of facebookUser: String, context: CommandContext) async throws -> String {
+    ///
+    /// Acted on once per `request` (``requestKey(_:)``), as Apple's notifications are: the same `signed_request`
+    /// again is answered its first code and changes nothing. Sent again after the person signed in anew, it
+    /// would otherwise erase the account they made since.
+    func facebookDeletion(of facebookUser: String, request: String, context: CommandContext) async throws -> String {
+        if let seen = try await accounts.database.query("""
+            SELECT outcome FROM provider_notifications WHERE provider = 'facebook' AND dedup_key = \(request)
+            """).first {
+            return try seen.decode("outcome")
+        }
         let code = Base64URL.encode(SecureRandom.bytes(count: 12))
-        let record = { (status: String) -> PostgresQuery in
-            """
-            INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
-            VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(status))
-            """
+        let record = { (status: String) -> [PostgresQuery] in
+            [
+                """
+                INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
+                VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(status))
+                """,
+                // The request's key, with the code it was answered (a repeat sent at once may have recorded it first).
+                """
+                INSERT INTO provider_notifications (provider, dedup_key, kind, outcome) VALUES ('facebook', \(request), 'data-deletion', \(code))
+                ON CONFLICT DO NOTHING
+                """,
+            ]
         }
         let outcome = try await accounts.endedByProvider(
-            "facebook", uid: facebookUser, reason: "facebook_data_deletion", erasingIfOnly: true, recording: [record("completed")],
+            "facebook", uid: facebookUser, reason: "facebook_data_deletion", erasingIfOnly: true, recording: record("completed"),
             context: context)
         switch outcome {
-        case .noUser: try await accounts.database.query(record("no_user"))
-        case .unchanged: try await accounts.database.query(record("completed")) // the identity went meanwhile: nothing was written
+        case .noUser, .unchanged:
+            // With no user, or the identity gone meanwhile: nothing was written, so the record commits on its own.
+            let statements = record(outcome == .noUser ? "no_user" : "completed")
+            try await accounts.database.withTransactionJob { try $0.runAlone(statements) }
         case .erased, .unlinked, .recorded: break
         }
         return code
+    }
+
+    /// The key a `signed_request` is known by (a digest: the request itself names the person).
+    static func requestKey(_ signedRequest: String) -> String {
+        DigestAlgorithm.sha256.hash(Array("tether facebook signed_request:\(signedRequest)".utf8)).hexString
     }
 
     /// The status of the Facebook deletion request `code` names, or nil for an unknown code.

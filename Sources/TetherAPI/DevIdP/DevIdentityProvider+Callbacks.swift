@@ -32,6 +32,8 @@ extension DevIdentityProvider {
         var algorithm: String?
         /// Signs with another secret, to be refused.
         var forge: Bool?
+        /// Its `issued_at` (Unix seconds) in place of now's, to be refused when old.
+        var issuedAt: Int?
         /// Where to POST it (a loopback URL, such as the server's `/v1/providers/facebook/data-deletion`).
         var sendTo: String?
     }
@@ -70,7 +72,7 @@ extension DevIdentityProvider {
         router.post("/facebook/data-deletion") { request in
             let body = try request.decodeJSON(FacebookDeletionRequest.self)
             let payload: JSONValue = [
-                "algorithm": .string(body.algorithm ?? "HMAC-SHA256"), "issued_at": .int(Int(Date().timeIntervalSince1970)),
+                "algorithm": .string(body.algorithm ?? "HMAC-SHA256"), "issued_at": .int(body.issuedAt ?? Int(Date().timeIntervalSince1970)),
                 "user_id": .string(body.userId),
             ]
             let encoded = Base64URL.encode(try payload.jsonBytes())

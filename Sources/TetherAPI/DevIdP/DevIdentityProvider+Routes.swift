@@ -18,7 +18,7 @@ extension DevIdentityProvider {
     /// | `POST /{apple,facebook,google}/rotate-key` | a new signing key (`{"kid"}`); the old one stays published |
     /// | `GET /sms` (`?phoneNumber=`), `DELETE /sms` | the SMS outbox |
     /// | `POST /apple/notification` | `{type, sub, email?, jti?, sendTo?, …}` → `{"payload"}`: an Apple server-to-server notification (POSTed to a loopback `sendTo`) |
-    /// | `POST /facebook/data-deletion` | `{userId, sendTo?}` → `{"signed_request"}`: a Facebook data deletion request (POSTed to a loopback `sendTo`) |
+    /// | `POST /facebook/data-deletion` | `{userId, issuedAt?, sendTo?}` → `{"signed_request"}`: a Facebook data deletion request (POSTed to a loopback `sendTo`) |
     /// | `GET /mail` (`?to=`), `DELETE /mail` | the mail outbox (and links generated for admins, `mailed: false`) |
     /// | `POST /apple/authorization-code`, `/apple/auth/token`, `/apple/auth/revoke`, … | provider grants (``registerGrants(on:)``) |
     ///

@@ -49,7 +49,8 @@ public struct ProviderCallbackRoutes: Sendable {
                 throw AccountError.invalidRequest("The form must carry signed_request.")
             }
             let userId = try Self.facebookUser(signedRequest: signed, appSecret: secret)
-            let code = try await callbacks.facebookDeletion(of: userId, context: Self.context(request, "facebook"))
+            let code = try await callbacks.facebookDeletion(
+                of: userId, request: ProviderCallbacks.requestKey(signed), context: Self.context(request, "facebook"))
             return try HTTPResponse.json(["url": statusURL(code, request), "confirmation_code": code])
         }
         router.get("/v1/providers/facebook/data-deletion/{code}") { request in
@@ -67,10 +68,16 @@ public struct ProviderCallbackRoutes: Sendable {
         }
     }
 
+    /// How old a `signed_request` may be (its `issued_at`): Facebook sends one as the person asks. An older one
+    /// is refused, so that one kept somewhere cannot erase the account the same person made later; a repeat of
+    /// one within this time is answered its first confirmation code (``ProviderCallbacks/facebookDeletion``).
+    static let signedRequestLifetime: TimeInterval = 24 * 3600
+
     /// The Facebook user id of a `signed_request`: `<base64url signature>.<base64url payload>`, the
-    /// signature HMAC-SHA256 of the payload's text with the app secret, compared in constant time, and
-    /// the payload's `algorithm` `HMAC-SHA256`.
-    static func facebookUser(signedRequest: String, appSecret: String) throws -> String {
+    /// signature HMAC-SHA256 of the payload's text with the app secret, compared in constant time, the
+    /// payload's `algorithm` `HMAC-SHA256`, and its `issued_at`, when it has one, within
+    /// ``signedRequestLifetime`` before `now` (and not over five minutes after it).
+    static func facebookUser(signedRequest: String, appSecret: String, now: Date = Date()) throws -> String {
         let parts = signedRequest.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let signature = try? Base64URL.decode(parts[0]), let payload = try? Base64URL.decode(parts[1]) else {
             throw AccountError.invalidRequest("signed_request is not <signature>.<payload> in base64url.")
@@ -91,6 +98,21 @@ public struct ProviderCallbackRoutes: Sendable {
         default: nil
         }
         guard let userId, !userId.isEmpty else { throw AccountError.invalidRequest("signed_request names no user_id.") }
+        let issuedAt: Double? = switch claims["issued_at"] {
+        case .int(let seconds)?: Double(seconds)
+        case .double(let seconds)?: seconds
+        case nil, .null?: nil
+        default: throw AccountError.invalidRequest("signed_request's issued_at is not a number.")
+        }
+        if let issuedAt {
+            let age = now.timeIntervalSince1970 - issuedAt
+            guard age <= signedRequestLifetime else {
+                throw ProviderError.invalidCredential(.expired).with(provider: "facebook").with(detail: "signed_request was issued \(Int(age)) s ago")
+            }
+            guard age >= -300 else {
+                throw ProviderError.invalidCredential(.issuedInFuture).with(provider: "facebook").with(detail: "signed_request's issued_at is ahead")
+            }
+        }
         return userId
     }
 
