@@ -102,7 +102,15 @@ struct FirebaseError: Error, Sendable, Hashable {
             }
         }
         switch error.code {
-        case "unsupported_provider": return FirebaseError("INVALID_PROVIDER_ID", sentence)
+        case "unsupported_provider":
+            // A provider Identity Toolkit knows, switched off on this server (an unknown providerId is the route's
+            // INVALID_PROVIDER_ID): anonymous sign-up a project does not allow is ADMIN_ONLY_OPERATION (WIRE-FACTS §1c),
+            // passwords PASSWORD_LOGIN_DISABLED, any other provider OPERATION_NOT_ALLOWED (the SDKs' operationNotAllowed).
+            return switch error.provider {
+            case ExternalIdentity.anonymousProvider?: FirebaseError("ADMIN_ONLY_OPERATION", sentence)
+            case ProviderName.password.rawValue?: FirebaseError("PASSWORD_LOGIN_DISABLED", sentence)
+            default: FirebaseError("OPERATION_NOT_ALLOWED", sentence)
+            }
         case "provider_unavailable": return FirebaseError("UNAVAILABLE", "The identity provider could not be reached; retry shortly.", status: 503)
         default: return password && error.detail.contains("password") ? FirebaseError("WEAK_PASSWORD", sentence) : FirebaseError("INVALID_ARGUMENT", sentence)
         }

@@ -8,6 +8,19 @@ import TetherTesting
 /// The Identity Toolkit and Secure Token routes on the wire, with dev identity provider tokens.
 @Suite("Firebase surface on the wire")
 struct FirebaseWireTests {
+    /// A sign-in method switched off answers what Identity Toolkit answers a project that does not allow it: anonymous
+    /// sign-up ADMIN_ONLY_OPERATION (WIRE-FACTS §1c), which the SDKs report as a restricted operation; it was
+    /// INVALID_PROVIDER_ID, which they report as a malformed provider id.
+    @Test func aSignInMethodSwitchedOffIsNotAnInvalidProvider() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_ANONYMOUS_USERS": "off"]) { firebase in
+            let events = try await firebase.app.totalEvents()
+            let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
+            #expect(anonymous.status == 400)
+            #expect(anonymous.errorMessage?.hasPrefix("ADMIN_ONLY_OPERATION : ") == true, "\(anonymous.text)")
+            #expect(try await firebase.app.totalEvents() == events)
+        }
+    }
+
     @Test func anAnonymousSignUpThenAppleLinkKeepsTheLocalIdAndTokensSayWhatFirebaseSays() async throws {
         try await FirebaseApp.run { firebase in
             let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
