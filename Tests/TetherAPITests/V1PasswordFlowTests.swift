@@ -47,6 +47,9 @@ struct V1PasswordFlowTests {
             #expect(created.isNewUser == true)
             #expect(created.user.email == "Ada@Example.com")
             #expect(created.user.emailVerified == false)
+            // White space around an address is no part of it: it was stored, shown and mailed to with it.
+            let padded = try await client.post("/v1/sign-up", json: ["email": "  Spacey@Example.COM ", "password": "correct horse"])
+            #expect(try padded.decodeJSON(SignedIn.self).user.email == "Spacey@Example.COM", "\(padded.bodyText)")
             #expect(created.session.tokenType == "Bearer")
             #expect(created.session.expiresIn == 900)
 

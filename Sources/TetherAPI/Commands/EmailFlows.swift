@@ -190,7 +190,7 @@ public struct EmailFlows: Sendable {
     /// Mails the signed-in user's new address a code that moves the account to it (a recent sign-in is
     /// required). Nothing changes until it is used; the new address must be free then as now.
     public func requestEmailChange(userId: UUID, to newEmail: String, authTime: Date, _ request: Request) async throws {
-        try AccountCommands.validate(email: newEmail)
+        let newEmail = try AccountCommands.validate(email: newEmail)
         try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
         try await reserveUserSend(userId, request, address: ExternalIdentity.normalize(newEmail))

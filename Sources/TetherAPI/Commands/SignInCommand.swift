@@ -115,12 +115,12 @@ public struct AccountCommands: Sendable {
     /// Sign-ups are limited per client address before the password is hashed: each hash costs
     /// real work (scrypt), which must not be free to ask for in bulk.
     public func signUp(_ command: SignUpCommand) async throws -> UserAccount {
-        try Self.validate(email: command.email)
+        let email = try Self.validate(email: command.email)
         try UserAccount.checkProfile(displayName: command.displayName, photoURL: nil)
         try await limits.reserveSignUp(from: command.context.metadata.clientIP)
         let hash = try await hashPassword(command.password)
         return try await accounts.signUp(
-            email: command.email, passwordHash: hash, displayName: command.displayName, session: command.session,
+            email: email, passwordHash: hash, displayName: command.displayName, session: command.session,
             context: command.context)
     }
 
@@ -170,8 +170,9 @@ public struct AccountCommands: Sendable {
     }
 
     /// The password's rules live in ``PasswordVerifier``'s policy; this checks the address, found at
-    /// `pointer` in the request.
-    static func validate(email: String, pointer: String = "/email") throws(AccountError) {
+    /// `pointer` in the request, and answers it without the white space around it: what is stored and mailed to.
+    @discardableResult
+    static func validate(email: String, pointer: String = "/email") throws(AccountError) -> String {
         let trimmed = email.trimmingCharacters(in: .whitespaces)
         // One `@`, a local part, and a domain of two or more labels none of which is empty (`x@a@b.com`,
         // `y@.example.com` and `z@example..com` are no addresses: no mail reaches them, and firebase-admin
@@ -183,6 +184,7 @@ public struct AccountCommands: Sendable {
         guard labels.count >= 2, labels.allSatisfy({ !$0.isEmpty && !$0.contains("@") }) else {
             throw .invalidRequest("email is not an email address", pointer: pointer)
         }
+        return trimmed
     }
 
     /// Signs in (or up) with a provider credential.
@@ -225,7 +227,7 @@ public struct AccountCommands: Sendable {
     /// points at `email` and `password` under `pointer`), the password hashed. With the caller's `authTime`,
     /// the command holds a user who has another way in to a recent sign-in (``UserAccount/checkPasswordAddition(authTime:now:)``).
     public func passwordLink(email: String, password: String, pointer: String = "", authTime: Date? = nil) async throws -> AccountService.Link {
-        try Self.validate(email: email, pointer: pointer + "/email")
+        let email = try Self.validate(email: email, pointer: pointer + "/email")
         try checkPassword(password, pointer: pointer + "/password")
         let identity = ExternalIdentity(
             provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
