@@ -133,7 +133,8 @@ public final class TetherService: Sendable {
             firebaseIDTokens = idTokens
             FirebaseRoutes(
                 projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
-                emailFlows: emailFlows, acceptsOwner: development
+                emailFlows: emailFlows, acceptsOwner: development,
+                appleCodes: providers.apple.isEnabled ? providerSet.map { AppleCodeRevocation(grants: $0.grants, clientIDs: providers.apple.clientIDs) } : nil
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil

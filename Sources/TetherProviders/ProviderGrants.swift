@@ -215,6 +215,30 @@ public struct ProviderGrantCalls: Sendable {
         }
     }
 
+    /// Whether Apple's tokens can be redeemed and revoked (Apple's client secret is configured).
+    public var revokesAppleCodes: Bool { apple != nil }
+
+    /// Redeems Apple's authorization `code` for the first of `clientIDs` it was issued to, and revokes the refresh token
+    /// it gives at once: what an app asks when its user deletes their account (Sign in with Apple's token revocation;
+    /// Identity Toolkit's `accounts:revokeToken`). Throws `invalid_credential` when no client redeems it (used,
+    /// expired, or another app's), `provider_unavailable` when Apple did not answer or is not configured.
+    public func revokeAppleCode(_ code: String, clientIDs: [String]) async throws(ProviderError) {
+        guard let apple else { throw ProviderError.providerUnavailable.with(provider: "apple").with(detail: "Apple's client secret is not configured") }
+        for clientID in clientIDs {
+            switch await apple.redeem(code: code, clientID: clientID) {
+            case .redeemed(let refreshToken, _):
+                try await apple.revoke(token: refreshToken, clientID: clientID)
+                return
+            case .invalidGrant:
+                continue
+            case .refused(let reason), .unreachable(let reason):
+                throw ProviderError.providerUnavailable.with(provider: "apple").with(detail: "Apple's token endpoint: \(reason)")
+            }
+        }
+        throw ProviderError.invalidCredential(.tokenInvalid).with(provider: "apple")
+            .with(detail: "no client of this server redeems the authorization code (used, expired, or another app's)")
+    }
+
     /// Revokes `grant` of the person `uid` at the provider; throws `provider_unavailable` with the reason
     /// when the provider did not confirm it (the outbox retries).
     public func revoke(_ provider: String, grant: ProviderGrant, uid: String) async throws(ProviderError) {

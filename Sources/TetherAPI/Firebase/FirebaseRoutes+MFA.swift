@@ -15,6 +15,7 @@ extension FirebaseRoutes {
             ("accounts/mfaEnrollment:withdraw", withdrawEnrollment),
             ("accounts/mfaSignIn:start", startSignIn),
             ("accounts/mfaSignIn:finalize", finalizeSignIn),
+            ("accounts:revokeToken", revokeToken),
         ]
         for (path, handler) in routes {
             router.post("\(Self.identityPlatform)/\(path)") { request in try await answer(request, admin: false, handler) }

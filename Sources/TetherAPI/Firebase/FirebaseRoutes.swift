@@ -28,14 +28,17 @@ public struct FirebaseRoutes: Sendable {
     /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
     /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
+    /// What `accounts:revokeToken` revokes Apple's authorization codes with; nil without Sign in with Apple.
+    let appleCodes: AppleCodeRevocation?
     static let surface = "firebase"
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
 
     public init(
         projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, sms: (any SMSSender)?,
-        emailFlows: EmailFlows, acceptsOwner: Bool
+        emailFlows: EmailFlows, acceptsOwner: Bool, appleCodes: AppleCodeRevocation? = nil
     ) {
+        self.appleCodes = appleCodes
         self.emailFlows = emailFlows
         self.sms = sms
         self.projectID = projectID

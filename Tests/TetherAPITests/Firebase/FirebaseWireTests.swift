@@ -8,6 +8,38 @@ import TetherTesting
 /// The Identity Toolkit and Secure Token routes on the wire, with dev identity provider tokens.
 @Suite("Firebase surface on the wire")
 struct FirebaseWireTests {
+    /// `accounts:revokeToken` (v2), which the iOS SDK calls with an Apple authorization code before an app deletes a
+    /// Sign in with Apple user, was a 404 (error 17999 in the app). It redeems the code and revokes its token at Apple.
+    @Test func revokeTokenRevokesAnAppleAuthorizationCode() async throws {
+        try await FirebaseApp.run { firebase in
+            let signIn = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-revoke"))")
+            let idToken = try #require(signIn.string("idToken"), "\(signIn.text)")
+            func code(_ sub: String) async throws -> String {
+                try #require(try await firebase.app.idp.post("/dev-idp/apple/authorization-code", json: ["sub": sub])
+                    .decodeJSON([String: String].self)["authorizationCode"])
+            }
+            func revoke(_ body: [String: JSONValue]) async throws -> FirebaseAnswer {
+                FirebaseAnswer(try await firebase.app.client.post("/identitytoolkit.googleapis.com/v2/accounts:revokeToken?key=k", json: JSONValue.object(body)))
+            }
+            func revokedSubjects() async throws -> [String] {
+                let answer = try await firebase.app.idp.get("/dev-idp/apple/revocations").decodeJSON([String: [[String: String]]].self)
+                return (answer["revocations"] ?? []).compactMap { $0["subject"] }
+            }
+            let appleCode = try await code("apple-revoke")
+            let revoked = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(appleCode), "idToken": .string(idToken)])
+            #expect(revoked.status == 200 && revoked.text == "{}", "\(revoked.text)")
+            #expect(try await revokedSubjects() == ["apple-revoke"])
+            // A code that was used already, another provider, no idToken: refused, nothing revoked.
+            let used = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(appleCode), "idToken": .string(idToken)])
+            #expect(used.errorMessage?.hasPrefix("INVALID_IDP_RESPONSE") == true, "\(used.text)")
+            let google = try await revoke(["providerId": "google.com", "tokenType": "3", "token": .string(try await code("apple-revoke")), "idToken": .string(idToken)])
+            #expect(google.errorMessage?.hasPrefix("INVALID_PROVIDER_ID") == true, "\(google.text)")
+            let anonymous = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(try await code("apple-revoke"))])
+            #expect(anonymous.errorMessage == "MISSING_ID_TOKEN", "\(anonymous.text)")
+            #expect(try await revokedSubjects() == ["apple-revoke"])
+        }
+    }
+
     /// A sign-in method switched off answers what Identity Toolkit answers a project that does not allow it: anonymous
     /// sign-up ADMIN_ONLY_OPERATION (WIRE-FACTS §1c), which the SDKs report as a restricted operation; it was
     /// INVALID_PROVIDER_ID, which they report as a malformed provider id.
