@@ -212,9 +212,12 @@ public struct ParseRoutes: Sendable {
         }
     }
 
-    /// `Location` of a user: `TETHER_PUBLIC_URL` (or the request's own host) and `/parse/users/<objectId>`.
+    /// `Location` of a user: `TETHER_PUBLIC_URL` and `/parse/users/<objectId>`. Without it, the request's `Host`
+    /// only when it names this machine (`tether dev`); any other `Host` is the client's to send, so the path stands
+    /// alone (a relative reference, as RFC 9110 allows), never a link to wherever a client said.
     func location(of userId: UUID, for request: HTTPRequest) -> String {
-        let base = PublicBase.root(publicURL, host: request.headers["host"], allowingHost: true) ?? ""
+        let host = request.headers["host"]
+        let base = PublicBase.root(publicURL, host: host, allowingHost: host.map(PublicBase.isLoopback) ?? false) ?? ""
         return "\(base)/parse/users/\(ParseUser.objectId(of: userId))"
     }
 

@@ -22,7 +22,13 @@ struct ParseSDKFlowTests {
             #expect(ParseWire.isAlphanumeric(signUp.string("username"), count: 25))
             let anonymousToken = try #require(signUp.string("sessionToken"))
             #expect(ParseWire.isSessionToken(anonymousToken))
-            #expect(signUp.header("Location")?.hasSuffix("/parse/users/\(objectId)") == true)
+            #expect(signUp.header("Location") == "http://127.0.0.1:\(parse.app.port)/parse/users/\(objectId)")
+            // Another Host is the client's to send: the Location is then the path alone, never a link to wherever it said.
+            let elsewhere = ParseAnswer(try await parse.app.client.send(
+                "POST", "/parse/users", fields: ParseApp.Headers().fields + [("Host", "evil.example"), ("Content-Type", "application/json")],
+                body: Array(#"{"authData":{"anonymous":{"id":"\#(UUID().uuidString.lowercased())"}}}"#.utf8)))
+            #expect(elsewhere.status == 201)
+            #expect(elsewhere.header("Location") == "/parse/users/\(try #require(elsewhere.string("objectId")))")
 
             // 2. Apple log-in while anonymous: Parse-Swift links, with PUT and "anonymous": null.
             let apple = try await parse.appleToken("apple-flow", email: "flow@privaterelay.appleid.com")
