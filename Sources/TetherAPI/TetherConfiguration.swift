@@ -23,7 +23,8 @@ public struct TetherConfiguration: Sendable {
             self.port = port
         }
 
-        /// Parses `host:port`, `[v6]:port` or `:port` (all addresses).
+        /// Parses `host:port`, `[v6]:port` or `:port` (all addresses); the host is `localhost` or an IPv4 or IPv6
+        /// address, as the server listens on (a name it would have to resolve, or `127.0.0.1@evil.example`, is none).
         public init?(parsing text: String) {
             let host: Substring
             let portText: Substring
@@ -37,9 +38,16 @@ public struct TetherConfiguration: Sendable {
                 host = text[..<colon]
                 portText = text[text.index(after: colon)...]
             }
-            guard let port = Int(portText), (0...65535).contains(port), !host.contains(" ") else { return nil }
+            guard let port = Int(portText), (0...65535).contains(port) else { return nil }
             self.host = host.isEmpty ? "0.0.0.0" : String(host)
             self.port = port
+            guard self.host == "localhost" || Self.isAddress(self.host) else { return nil }
+        }
+
+        /// Whether `text` is an IPv4 address in dotted decimal or an IPv6 address (`inet_pton`'s forms).
+        static func isAddress(_ text: String) -> Bool {
+            var bytes = [UInt8](repeating: 0, count: 16)
+            return inet_pton(AF_INET, text, &bytes) == 1 || inet_pton(AF_INET6, text, &bytes) == 1
         }
 
         /// True for 127.0.0.0/8, ::1 and localhost.
@@ -122,7 +130,7 @@ public struct TetherConfiguration: Sendable {
     /// The variables this build understands, with their meaning, for `--help` and validation.
     public static let variables: [(name: String, defaultValue: String, meaning: String)] = [
         ("TETHER_DATABASE_URL", "none: tether dev starts its own PostgreSQL", "libpq connection string"),
-        ("TETHER_LISTEN", "127.0.0.1:8080", "address:port of the HTTP server"),
+        ("TETHER_LISTEN", "127.0.0.1:8080", "address:port of the HTTP server: localhost or an IPv4 or IPv6 address ([::1]:8080), or :port for all"),
         ("TETHER_EMAIL_POLICY", "one-account-per-email", "or allow-duplicate-emails"),
         ("TETHER_APPLE_CLIENT_IDS", "none (Apple disabled)", "comma list of bundle ids / Services ids accepted as aud"),
         ("TETHER_APPLE_JWKS_URL", "https://appleid.apple.com/auth/keys", ""),
@@ -217,7 +225,7 @@ public struct TetherConfiguration: Sendable {
         databaseReadURL = try connectionString("TETHER_DATABASE_READ_URL")
         let listenText = value("TETHER_LISTEN") ?? "127.0.0.1:8080"
         guard let listen = ListenAddress(parsing: listenText) else {
-            throw Invalid("TETHER_LISTEN", "expected address:port (like 127.0.0.1:8080), got \"\(listenText)\"")
+            throw Invalid("TETHER_LISTEN", "expected address:port, the address localhost or an IPv4 or IPv6 one (like 127.0.0.1:8080 or [::1]:8080), got \"\(listenText)\"")
         }
         self.listen = listen
         let policyText = value("TETHER_EMAIL_POLICY") ?? EmailPolicy.oneAccountPerEmail.rawValue

@@ -71,6 +71,12 @@ struct TetherConfigurationTests {
     @Test(arguments: [
         ("TETHER_LISTEN", "8080"),
         ("TETHER_LISTEN", "127.0.0.1:99999"),
+        // Hosts the server could not listen on: `tether dev` crashed on the first two (a URL it built from them).
+        ("TETHER_LISTEN", "127.0.0.1^:18420"),
+        ("TETHER_LISTEN", "127.<x>:18420"),
+        ("TETHER_LISTEN", "127.0.0.1@evil.example:18420"),
+        ("TETHER_LISTEN", "999.1.1.1:18420"),
+        ("TETHER_LISTEN", "example.com:8080"),
         ("TETHER_EMAIL_POLICY", "one-per-email"),
         ("TETHER_LOG_LEVEL", "verbose"),
         ("TETHER_SMS_WEBHOOK_URL", "ftp://example.com/sms"),
@@ -100,6 +106,8 @@ struct TetherConfigurationTests {
         #expect(TetherConfiguration.ListenAddress(parsing: ":9000") == .init(host: "0.0.0.0", port: 9000))
         #expect(TetherConfiguration.ListenAddress(parsing: "127.0.0.1:0")?.isLoopback == true)
         #expect(TetherConfiguration.ListenAddress(parsing: "0.0.0.0:80")?.isLoopback == false)
+        #expect(TetherConfiguration.ListenAddress(parsing: "localhost:80")?.isLoopback == true)
+        #expect(TetherConfiguration.ListenAddress(parsing: "[fe80::1]:80") == .init(host: "fe80::1", port: 80))
     }
 
     @Test func theEnvironmentOverridesTheConfigFile() throws {
