@@ -221,10 +221,18 @@ enum Commands {
 
     /// Refuses a configured master key that does not open what the database already holds: a wrong key file
     /// would otherwise wrap new secrets no other process can open (a webhook's, a service account's), and a
-    /// server would answer ready and fail every sign-in. Without a master key there is nothing to compare.
+    /// server would answer ready and fail every sign-in. Without a master key, refuses a database whose keys are
+    /// wrapped: the command would store new secrets in clear beside them (and could open none of them).
     static func requireMasterKeyOpensStoredKeys(_ database: PostgresClient, _ configuration: TetherConfiguration) async throws {
-        guard let ring = configuration.masterKeys else { return }
-        let report = try await MasterKeyRotation.check(on: database, ring: ring)
+        let report = try await MasterKeyRotation.check(on: database, ring: configuration.masterKeys)
+        guard configuration.masterKeys != nil else {
+            guard report.unknown == 0 else {
+                throw CommandFailure(
+                    "TETHER_MASTER_KEY_FILE is not set, but \(report.unknown) stored keys are wrapped by a master key: "
+                        + "set it to that key's file; nothing was changed (new secrets would otherwise be stored unwrapped)")
+            }
+            return
+        }
         guard report.unknown == 0 else {
             throw CommandFailure(
                 "TETHER_MASTER_KEY_FILE: \(report.unknown) stored keys are wrapped by a master key this configuration lacks "

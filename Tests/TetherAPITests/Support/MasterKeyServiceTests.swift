@@ -68,6 +68,10 @@ struct MasterKeyServiceTests {
                 environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(refused.status == 1 && refused.stderr.contains("wrapped by a master key this configuration lacks"), "\(refused.stderr)")
             #expect(try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n", as: Int.self) == 1)
+            // Nor with none: the webhook's secret was stored in clear beside the wrapped ones.
+            let unset = try await TetherCommandLine.run(["webhooks", "create", "--url", "https://93.184.215.14/other"], databaseURL: service.database.url)
+            #expect(unset.status == 1 && unset.stderr.contains("TETHER_MASTER_KEY_FILE is not set"), "\(unset.stderr)")
+            #expect(try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n", as: Int.self) == 1)
             let replayed = try await TetherCommandLine.run(["replay"], databaseURL: service.database.url, environment: ["TETHER_MASTER_KEY_FILE": other])
             #expect(replayed.status == 1 && replayed.stderr.contains("master key") && !replayed.stderr.contains("invalid_input"), "\(replayed.stderr)")
             let server = try TetherCommandLine.spawn(
