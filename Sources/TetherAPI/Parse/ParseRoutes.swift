@@ -137,7 +137,15 @@ public struct ParseRoutes: Sendable {
             }
             return try await idempotency.respondOnce(
                 to: request, key: key, principal: caller.session?.id ?? caller.master?.id,
-                conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response }, run)
+                conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response },
+                stillHolds: { [sessions] kept in
+                    // A kept answer that hands out a session token only while that session is live.
+                    guard (200..<300).contains(kept.status),
+                          case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: kept.body),
+                          case .string(let token)? = members["sessionToken"]
+                    else { return true }
+                    return try await sessions.session(token) != nil
+                }, run)
         } catch is Unauthorized {
             return ParseError.unauthorized
         } catch let error where !Self.isUnexpected(error) {

@@ -75,9 +75,13 @@ struct IdempotentRequests: Sendable {
     /// first is still running waits for its answer, since the Parse SDKs report a 409 as a failure
     /// of a write that may have succeeded; a different request reusing the key gets `conflict`, and so
     /// does a retry of a log-in past ``sessionReplayWindow`` (Parse Server's answer to any repeat).
+    ///
+    /// A kept answer that `stillHolds` no longer (a session token it hands out has ended since) is dropped and the
+    /// request runs again, as ``respond(to:principal:subject:_:)`` does with a session's refresh token: a disabled
+    /// user's retried log-in must not be told it signed in, with a token that no longer works.
     func respondOnce(
         to request: HTTPRequest, key: String, principal: UUID?, conflict: () -> HTTPResponse,
-        _ handler: () async throws -> HTTPResponse
+        stillHolds: (HTTPResponse) async throws -> Bool = { _ in true }, _ handler: () async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         let derived = Derived(request: request, principal: principal, key: key)
         for _ in 0..<Self.waitsForRunningRequest {
@@ -97,7 +101,9 @@ struct IdempotentRequests: Sendable {
                 }
                 return response
             case .success(let kept):
-                return kept.mayReplay(to: principal) ? kept.response : conflict()
+                guard kept.mayReplay(to: principal) else { return conflict() }
+                if try await stillHolds(kept.response) { return kept.response }
+                try await discard(derived)
             case .failure(let problem) where problem.code == "idempotency_key_reused":
                 return conflict()
             case .failure(let problem) where problem.code == "idempotency_key_in_use":

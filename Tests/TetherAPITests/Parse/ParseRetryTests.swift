@@ -58,6 +58,27 @@ struct ParseRetryTests {
         }
     }
 
+    /// A kept log-in answer whose session has ended (a log-out, a revocation, the user disabled) is not replayed: it
+    /// told the client it signed in, with a dead token. The retry runs again, as /v1's does.
+    @Test func aLogInsAnswerIsNotReplayedOnceItsSessionEnded() async throws {
+        try await ParseApp.run { parse in
+            let token = try await parse.appleToken("apple-ended")
+            let body: JSONValue = .object(["authData": .object(["apple": ParseApp.strings(["id": "apple-ended", "token": token])])])
+            let requestId = UUID().uuidString.lowercased()
+            let first = try await parse.send("POST", "/users", .init(requestId: requestId), json: body)
+            let firstToken = try #require(first.string("sessionToken"), "\(first.text)")
+            #expect(try await parse.send("POST", "/logout", .init(session: firstToken)).status == 200)
+            let retry = try await parse.send("POST", "/users", .init(requestId: requestId), json: body)
+            #expect(retry.status == 200, "\(retry.text)")
+            let retryToken = try #require(retry.string("sessionToken"))
+            #expect(retryToken != firstToken)
+            #expect(try await parse.send("GET", "/users/me", .init(session: retryToken)).status == 200)
+            // That new answer is kept and replayed in turn while its session lives.
+            #expect(try await parse.send("POST", "/users", .init(requestId: requestId), json: body).string("sessionToken") == retryToken)
+            #expect(try await parse.app.eventCount("SessionStarted") == 2)
+        }
+    }
+
     @Test func aRetriedLinkOrRefusalGetsTheFirstAnswerAndWritesNothing() async throws {
         try await ParseApp.run { parse in
             let anonymous = try await parse.anonymousLogIn()
