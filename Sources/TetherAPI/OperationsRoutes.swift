@@ -11,10 +11,13 @@ public struct OperationsRoutes: Sendable {
     /// done, whose answer is nil or a problem's description. `serve` checks at start, but not when the database
     /// did not answer then.
     private let masterKeyVerdict = MasterKeyVerdict()
+    /// Where a database that does not answer is described: `/readyz` answers anyone, so it says only that.
+    let logger: Logger?
 
-    public init(database: PostgresClient, migrations: MigrationRunner) {
+    public init(database: PostgresClient, migrations: MigrationRunner, logger: Logger? = nil) {
         self.database = database
         self.migrations = migrations
+        self.logger = logger
     }
 
     private final class MasterKeyVerdict: Sendable {
@@ -50,7 +53,10 @@ public struct OperationsRoutes: Sendable {
             status = try await migrations.status(database)
             masterKeyProblem = status.isCurrent ? try await self.masterKeyProblem() : nil
         } catch let error as PostgresError {
-            throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: "database unreachable: \(error.message)")
+            // libpq's words name the database's host, port, user and name: for the operator's log, not for any
+            // client of an unauthenticated route.
+            logger?.warn("readyz: the database did not answer", [("error", error.description)])
+            throw Problem.serviceUnavailable(retryAfterSeconds: 5, detail: "database unreachable (the server's log says why)")
         }
         guard status.isCurrent else {
             var reasons: [String] = []

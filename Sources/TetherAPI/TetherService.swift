@@ -75,7 +75,7 @@ public final class TetherService: Sendable {
         let replica = configuration.databaseReadURL.map { ReadReplica(database: pool($0, maxConnections: 8)) }
         self.replica = replica
         var router = Router()
-        OperationsRoutes(database: database, migrations: migrations).register(on: &router)
+        OperationsRoutes(database: database, migrations: migrations, logger: logger).register(on: &router)
         signingKeys = SigningKeyStore(client: database)
         registerJWKSRoute(on: &router, keys: signingKeys)
         let accounts = AccountService(

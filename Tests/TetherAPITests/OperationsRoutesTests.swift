@@ -45,6 +45,8 @@ struct OperationsRoutesTests {
             let ready = try await client.get("/readyz")
             #expect(ready.status == 503)
             #expect(ready.bodyText.contains("database unreachable"))
+            // Anyone may ask: the answer names neither the database's address nor its user (libpq's words do).
+            #expect(!ready.bodyText.contains("127.0.0.1") && !ready.bodyText.contains("postgres"), "\(ready.bodyText)")
         }
     }
 }
