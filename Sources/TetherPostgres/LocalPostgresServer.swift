@@ -53,7 +53,16 @@ public struct LocalPostgresServer: Sendable {
                 "-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-instructions",
             ], as: owner, what: "initdb (creating the PostgreSQL cluster in \(dataDirectory.path))")
         }
-        if isRunning { return }
+        if isRunning {
+            // Running already, perhaps on another port than asked for: answering this one's URL would name a port
+            // nothing listens on.
+            if let running = runningPort, running != port {
+                throw LocalPostgresError(
+                    "a PostgreSQL cluster already runs in \(dataDirectory.path) on port \(running), not \(port): "
+                        + "stop it first (tether postgres stop --data \(dataDirectory.path)) to start it on another")
+            }
+            return
+        }
         var settings = [
             "listen_addresses='127.0.0.1'", "port=\(port)", "unix_socket_directories=''",
             "logging_collector=off",
@@ -126,6 +135,15 @@ public struct LocalPostgresServer: Sendable {
     }
 
     /// Whether a server is running on the data directory (its postmaster.pid is live).
+    /// The port the running cluster listens on (the fourth line of `postmaster.pid`), when it runs.
+    var runningPort: Int? {
+        guard isRunning, let text = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8) else {
+            return nil
+        }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        return lines.count > 3 ? Int(lines[3].trimmingCharacters(in: .whitespaces)) : nil
+    }
+
     public var isRunning: Bool {
         guard let pidText = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8),
               let pid = pidText.split(separator: "\n").first.flatMap({ Int32($0) })

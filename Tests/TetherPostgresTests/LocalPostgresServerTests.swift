@@ -36,6 +36,25 @@ struct LocalPostgresServerTests {
         #expect(try String(contentsOf: file, encoding: .utf8) == "important data")
     }
 
+    /// A start of a cluster that runs already, on another port than asked for, answered the asked port's URL (and
+    /// `tether postgres start` printed it, exit 0): nothing listened there. It is refused; the same port, or the
+    /// recorded one, is still a start that finds it running.
+    @Test func aRunningClusterIsNotStartedOnAnotherPort() throws {
+        let directory = URL(fileURLWithPath: "/tmp/tether-running-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("pg")
+        let server = try LocalPostgresServer(dataDirectory: data, port: try LocalPostgresServer.freeLoopbackPort(), isThrowaway: true)
+        try server.start()
+        defer { try? server.stop() }
+        let other = try LocalPostgresServer(dataDirectory: data, port: try LocalPostgresServer.freeLoopbackPort(), isThrowaway: true)
+        let error = #expect(throws: LocalPostgresError.self) { try other.start() }
+        #expect(error?.message.contains("already runs") == true && error?.message.contains("on port \(server.port)") == true)
+        try LocalPostgresServer(dataDirectory: data, port: server.port, isThrowaway: true).start()
+        let recorded = try LocalPostgresServer(dataDirectory: data, isThrowaway: true)
+        try recorded.start()
+        #expect(recorded.port == server.port)
+    }
+
     /// When the server cannot start, the error carries the server's own reason, not only pg_ctl's
     /// "examine the log output": here its port is the source port of a live connection.
     @Test func aServerThatCannotStartSaysWhy() throws {
