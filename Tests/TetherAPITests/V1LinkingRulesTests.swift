@@ -104,10 +104,10 @@ struct V1LinkingRulesTests {
             let second = try await app.link(try await app.google("google-second"), to: user.session.accessToken)
             #expect(second.status == 409)
             #expect(try second.decodeJSON(ProblemBody.self).code == "provider_already_linked")
-            // The same identity again, or a password user's own address and a password: already linked, to this account
-            // (the second was "another account uses this email address").
+            // The same identity again is in use, even by this account (SEMANTICS §1); a password user's own address
+            // and a password is a password linked already (it was "another account uses this email address").
             let again = try await app.link(try await app.google("google-first"), to: user.session.accessToken)
-            #expect(try again.decodeJSON(ProblemBody.self).code == "provider_already_linked", "\(again.bodyText)")
+            #expect(try again.decodeJSON(ProblemBody.self).code == "credential_already_in_use", "\(again.bodyText)")
             let signUp = try await app.client.post("/v1/sign-up", json: ["email": "own@example.com", "password": "a long password"])
             let own = try signUp.decodeJSON(SignedIn.self)
             let ownAddress = try await app.link(app.password("own@example.com", "another long password"), to: own.session.accessToken)

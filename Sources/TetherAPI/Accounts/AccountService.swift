@@ -246,11 +246,13 @@ public struct AccountService: Sendable {
         reads += try lockedEmails.map { try Self.userWithEmail($0, seal: seal) }
         return try await mappingConstraints {
             try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
-                // A password identity is its email: another account holding it means the email is taken. The caller's
-                // own is already linked (it was answered "another account uses this email address").
+                // A password identity is its email: another account holding it means the email is taken, and the
+                // caller's own means a password is linked already (it was answered "another account uses this email
+                // address"). Any other identity linked already, even to the caller, is in use (SEMANTICS §1).
                 for (link, owners) in zip(links, rows) where !owners.isEmpty {
-                    if let owner: UUID = try owners.first?.decode("user_id"), owner == userId { throw AccountError.providerAlreadyLinked }
-                    throw link.passwordHash == nil ? AccountError.credentialAlreadyInUse : AccountError.emailAlreadyInUse
+                    guard link.passwordHash != nil else { throw AccountError.credentialAlreadyInUse }
+                    let owner: UUID? = try owners.first?.decode("user_id")
+                    throw owner == userId ? AccountError.providerAlreadyLinked : AccountError.emailAlreadyInUse
                 }
                 for holders in rows.suffix(lockedEmails.count) {
                     if let owner: UUID = try holders.first?.decode("id"), owner != userId { throw AccountError.emailAlreadyInUse }

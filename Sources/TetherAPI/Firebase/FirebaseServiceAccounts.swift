@@ -143,9 +143,8 @@ extension FirebaseRoutes {
             if account.identities[UserAccount.customProvider] == nil {
                 do {
                     _ = try await commands.link(identity, to: userId, context: context(request, user: userId))
-                } catch let error as AccountError where [.credentialAlreadyInUse, .providerAlreadyLinked].contains(error.reason) {
-                    // A first sign-in beside this one linked it meanwhile (to this user: already linked): the sign-in
-                    // below finds its owner.
+                } catch let error as AccountError where error.reason == .credentialAlreadyInUse {
+                    // A first sign-in beside this one linked it meanwhile: the sign-in below finds its owner.
                 }
             }
         }
