@@ -209,7 +209,8 @@ public struct V1Routes: Sendable {
         return try await idempotency.respond(to: request, principal: caller?.sessionId) { try await change(caller) }
     }
 
-    /// The access token's claims, checked (signature, expiry, audience, and a key-bound token's `DPoP` proof),
+    /// The access token's claims, checked (ES256 signature by a key this server published, issuer, `typ`
+    /// `at+jwt`, expiry, and a key-bound token's `DPoP` proof; the tokens carry no audience: only this server takes them),
     /// whether or not its session is still live.
     private func verifiedToken(_ request: HTTPRequest) async throws -> AccessTokenClaims {
         guard let (scheme, token) = request.authorization, scheme == "bearer" || scheme == "dpop", !token.isEmpty else {
