@@ -70,6 +70,27 @@ struct WebhookTests {
         try await client.post("/v1/sign-up", json: ["email": email, "password": "a long password"]).decodeJSON(SignedIn.self)
     }
 
+    /// A receiver's redirect is not followed, and is counted as a redirect: it was counted as a 4xx, a refusal.
+    @Test func aRedirectIsAFailedAttemptCountedAsOne() async throws {
+        let receiver = try WebhookReceiver()
+        receiver.answer = 302
+        try await DevService.run(settings: Self.allowLoopback) { service in
+            let key = try await adminKey(service.admin)
+            _ = try await subscribe(service.client, key: key, url: receiver.url, events: ["user.created"])
+            _ = try await signUp(service.client, "redirected@example.com")
+            try await eventually("the redirected attempt") { !receiver.received.isEmpty }
+            var metrics = try await service.client.get("/metrics")
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !metrics.bodyText.contains("tether_webhook_deliveries_total{result=\"3xx\"}"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+                metrics = try await service.client.get("/metrics")
+            }
+            #expect(metrics.bodyText.contains("tether_webhook_deliveries_total{result=\"3xx\"}"), "\(metrics.bodyText.split(separator: "\n").filter { $0.contains("deliveries_total") })")
+            #expect(!metrics.bodyText.contains("tether_webhook_deliveries_total{result=\"4xx\"}"))
+        }
+        await receiver.stop()
+    }
+
     @Test func eventsArriveSignedInLogOrderAndTheReceiverGoingDownLosesNothing() async throws {
         let receiver = try WebhookReceiver()
         try await DevService.run(settings: Self.allowLoopback) { service in

@@ -64,7 +64,7 @@ public final class WebhookDeliverer: Sendable {
         self.httpClient = httpClient
         self.logger = logger
         self.deliveries = metrics.counter(
-            "tether_webhook_deliveries_total", help: "Webhook delivery attempts, by result: 2xx, 4xx, 5xx, 410 or error.",
+            "tether_webhook_deliveries_total", help: "Webhook delivery attempts, by result: 2xx, 3xx (a redirect, not followed), 4xx, 5xx, 410 or error.",
             labels: ["result"])
     }
 
@@ -199,7 +199,8 @@ public final class WebhookDeliverer: Sendable {
                 """)
             return false
         default:
-            deliveries.increment(status.map { $0 >= 500 ? "5xx" : "4xx" } ?? "error")
+            // A redirect is a failure too (deliveries follow none), counted as what it is, not as the receiver's refusal.
+            deliveries.increment(status.map { $0 >= 500 ? "5xx" : $0 >= 400 ? "4xx" : "\($0 / 100)xx" } ?? "error")
             let backoff = min(configuration.maximumBackoff, configuration.initialBackoff * pow(2, Double(min(attempt - 1, 30))))
             let wait = backoff * Double.random(in: 0.8...1.2)
             try await webhooks.database.query("""
