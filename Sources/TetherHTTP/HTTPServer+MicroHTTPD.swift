@@ -249,7 +249,8 @@ extension HTTPServer.Core {
 
     /// Why a request head's body framing is refused, or nil: one `Content-Length` of digits, or `Transfer-Encoding:
     /// chunked` alone, or neither. Anything else (both, two lengths, another coding, a header name with white space
-    /// in it, such as `Content-Length :`) is framed differently by different servers, and is refused whole.
+    /// in it, such as `Content-Length :`) is framed differently by different servers, and is refused whole; so is a
+    /// second `Host` or `Authorization`, which they may each read another of.
     static func framingProblem(_ headers: HTTPHeaders) -> String? {
         let lengths = headers.values(for: "Content-Length"), codings = headers.values(for: "Transfer-Encoding")
         // A name is a token (RFC 9110 §5.6.2). libmicrohttpd glues a folded line onto the name before it, so one such
@@ -265,6 +266,11 @@ extension HTTPServer.Core {
             return name != "content-length" && name != "transfer-encoding" && (name.hasPrefix("content-length") || name.hasPrefix("transfer-encoding"))
         }) {
             return "Content-Length and Transfer-Encoding are sent on one line, unfolded."
+        }
+        // Fields of one value each, which a proxy in front may read the last of where this server reads the first: the
+        // host a request is for (RFC 9112 §3.2 asks a 400 for two) and the credential it comes with.
+        for name in ["Host", "Authorization"] where headers.values(for: name).count > 1 {
+            return "Send \(name) once."
         }
         if !lengths.isEmpty, !codings.isEmpty { return "Send Content-Length or Transfer-Encoding, not both." }
         if lengths.count > 1 { return "Send Content-Length once." }

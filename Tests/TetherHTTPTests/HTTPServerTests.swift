@@ -136,6 +136,9 @@ struct HTTPServerTests {
             "Content-Length: 2\r\n 0\r\n\r\n{}",
             // A folded line that looks like a header of its own to a lenient proxy: libmicrohttpd makes it part of a name.
             "X-A: b\r\n Content-Length:2\r\n\r\n{}",
+            // A second host or credential, which this server and a proxy may each read another of (the first was used).
+            "Host: other\r\nContent-Length: 2\r\n\r\n{}",
+            "Authorization: Bearer a\r\nAuthorization: Bearer b\r\nContent-Length: 2\r\n\r\n{}",
         ]
         for head in heads {
             try await withServer(echoRouter()) { _, client, _ in
