@@ -227,6 +227,28 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// An address gets five mails an hour, counted when they go: a refused email change (the address is another
+    /// account's) spent one, so a stranger's refused changes used up its owner's password resets; and verification
+    /// mails were not counted against the address at all.
+    @Test func mailsToAnAddressAreCountedWhenTheyGoAndEveryKindCounts() async throws {
+        try await DevService.run { service in
+            let owner = try await signUp(service, "owner@example.com")
+            let stranger = try await signUp(service, "stranger@example.com")
+            for attempt in 0..<6 {
+                let refused = try await service.client.post("/v1/users/me/email", headers: bearer(stranger), json: ["email": "owner@example.com"])
+                #expect(refused.status == 409, "attempt \(attempt): \(refused.bodyText)")
+            }
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "owner@example.com"]).status == 202)
+            #expect(try await service.mails(to: "owner@example.com").map(\.template) == ["password_reset"])
+            for _ in 0..<4 {
+                #expect(try await service.client.post("/v1/users/me/email-verification", headers: bearer(owner), body: []).status == 202)
+            }
+            let sixth = try await service.client.post("/v1/users/me/email-verification", headers: bearer(owner), body: [])
+            #expect(sixth.status == 429, "the address's sixth mail of the hour: \(sixth.bodyText)")
+            #expect(try await service.mails(to: "owner@example.com").count == 5)
+        }
+    }
+
     @Test func anEmailChangeMovesTheAccountAndTheOldAddressCanUndoIt() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")

@@ -122,6 +122,15 @@ extension AccountService {
         ]
     }
 
+    /// Whether another user than `userId` holds `normalized` now: a look before an email change takes a mail of the
+    /// address's allowance, so that a refused change spends none (the change's own transaction checks again, under
+    /// the address's lock).
+    func isEmail(_ normalized: String, heldByAnotherThan userId: UUID) async throws -> Bool {
+        let seal = try await database.readModelSeal()
+        let rows = try await database.withTransactionJob { [reads = try Self.emailHolderReads(normalized, seal: seal)] in try $0.runAlone(reads) }
+        return try Self.emailHolders(rows).contains { $0 != userId }
+    }
+
     /// The users holding an address, from the rows of ``emailHolderReads(_:)``.
     static func emailHolders(_ rows: [PostgresRows]) throws -> [UUID] {
         guard rows.count >= 3 else { return [] }

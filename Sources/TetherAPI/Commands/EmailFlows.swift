@@ -182,7 +182,10 @@ public struct EmailFlows: Sendable {
     /// Mails a code proving the signed-in user's address.
     public func sendVerification(userId: UUID, _ request: Request) async throws {
         let mail = try sender()
-        try await reserveUserSend(userId, request)
+        // Counted against the address too (five an hour), as every other mail to it is: an account made with
+        // someone else's address must not send that inbox more than its owner's own requests can.
+        let address = try await accounts.read(userId).email.map(ExternalIdentity.normalize)
+        try await reserveUserSend(userId, request, address: address)
         let code = newCode(.verifyEmail, for: userId, lifetime: verificationLifetime, request)
         try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
     }
@@ -193,7 +196,11 @@ public struct EmailFlows: Sendable {
         let newEmail = try AccountCommands.validate(email: newEmail)
         try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
-        try await reserveUserSend(userId, request, address: ExternalIdentity.normalize(newEmail))
+        // An address another account holds is refused before it spends one of that address's mails: a stranger's
+        // refused changes would otherwise use up its owner's password resets for the hour.
+        let normalized = ExternalIdentity.normalize(newEmail)
+        if try await accounts.isEmail(normalized, heldByAnotherThan: userId) { throw AccountError.emailAlreadyInUse }
+        try await reserveUserSend(userId, request, address: normalized)
         var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)
         code.email = newEmail
         try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
