@@ -65,9 +65,9 @@ extension HTTPServer {
         func expireOverdueRequests(now: ContinuousClock.Instant = .now) {
             let overdue = pendingTable.withLock { table in table.entries.values.filter { $0.deadline <= now } }
             guard !overdue.isEmpty else { return }
-            let response = Problem.deadlineExceeded(timeout: configuration.requestTimeout).response()
+            let problem = Problem.deadlineExceeded(timeout: configuration.requestTimeout)
             for pending in overdue {
-                finish(pending, with: response, cancellingHandler: true)
+                finish(pending, with: configuration.response(for: problem, target: pending.target), cancellingHandler: true)
             }
         }
 
@@ -77,9 +77,9 @@ extension HTTPServer {
                 table.isClosed = true
                 return Array(table.entries.values)
             }
-            let response = Problem.serviceUnavailable(detail: "The server is shutting down.").response()
+            let problem = Problem.serviceUnavailable(detail: "The server is shutting down.")
             for pending in stragglers {
-                finish(pending, with: response, cancellingHandler: true)
+                finish(pending, with: configuration.response(for: problem, target: pending.target), cancellingHandler: true)
             }
             return stragglers.count
         }
@@ -155,6 +155,9 @@ extension HTTPServer {
     final class PendingResponse: Sendable {
         let connection: SuspendedConnection
         let deadline: ContinuousClock.Instant
+        /// The request's target: what the server answers in its place (a deadline, a shutdown) is rendered for its
+        /// surface, as a handler's own problems are (Parse's and Firebase's shapes, their cross-origin header).
+        let target: String
         private let state = Mutex(State())
 
         private struct State {
@@ -163,9 +166,10 @@ extension HTTPServer {
             var handler: Task<Void, Never>?
         }
 
-        init(connection: SuspendedConnection, deadline: ContinuousClock.Instant) {
+        init(connection: SuspendedConnection, deadline: ContinuousClock.Instant, target: String) {
             self.connection = connection
             self.deadline = deadline
+            self.target = target
         }
 
         /// Keeps the handler task so that a deadline can cancel it; cancels it at once if the deadline already won.

@@ -236,7 +236,7 @@ extension HTTPServer.Core {
             return .YES
         case .dispatched(let pending):
             suspendedConnections.subtract(1, ordering: .relaxed)
-            return queue(pending.takeResponse() ?? Problem.internal.response(), for: state, on: connection)
+            return queue(pending.takeResponse() ?? configuration.response(for: .internal, target: state.target), for: state, on: connection)
         case .answered:
             uploadSize.pointee = 0
             return .YES
@@ -343,14 +343,15 @@ extension HTTPServer.Core {
             method: state.method ?? "GET", target: state.target, headers: state.headers, body: state.body,
             requestID: state.requestID, remoteAddress: state.remoteAddress, deadline: deadline)
         state.body = []
-        let pending = HTTPServer.PendingResponse(connection: SuspendedConnection(pointer: connection), deadline: deadline)
+        let pending = HTTPServer.PendingResponse(
+            connection: SuspendedConnection(pointer: connection), deadline: deadline, target: state.target)
         // Counted before suspending, so that shutdown never sees zero while a suspension is under way;
         // suspended before registering, because the deadline sweep or shutdown may resume it from then on.
         suspendedConnections.add(1, ordering: .relaxed)
         MHD_suspend_connection(connection)
         state.phase = .dispatched(pending)
         guard register(pending) else {
-            finish(pending, with: Problem.serviceUnavailable(detail: "The server is shutting down.").response())
+            finish(pending, with: configuration.response(for: .serviceUnavailable(detail: "The server is shutting down."), target: state.target))
             return
         }
         pending.attach(

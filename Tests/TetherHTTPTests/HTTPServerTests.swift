@@ -374,6 +374,26 @@ struct HTTPServerTests {
         }
     }
 
+    /// The server's own answer at a deadline is rendered for the request's surface, as a handler's problems are: a
+    /// Parse or Firebase client got problem details, and a browser no cross-origin header to read it with.
+    @Test func aDeadlineAnswerIsRenderedForItsSurface() async throws {
+        var router = Router()
+        router.get("/surface/slow") { _ in
+            try await Task.sleep(for: .seconds(5))
+            return .text("too late")
+        }
+        let renderer = ProblemRenderer(pathPrefix: "/surface") { problem in
+            HTTPResponse(status: problem.status, headers: ["Content-Type": "application/json", "Access-Control-Allow-Origin": "*"],
+                         body: Array(#"{"surface":"\#(problem.code)"}"#.utf8))
+        }
+        try await withServer(router, configure: { $0.requestTimeout = .milliseconds(100); $0.problemRenderers = [renderer] }) { _, client, _ in
+            let response = try await client.get("/surface/slow")
+            #expect(response.status == 503)
+            #expect(response.bodyText == #"{"surface":"deadline_exceeded"}"#, "\(response.bodyText)")
+            #expect(response.headers["Access-Control-Allow-Origin"] == "*")
+        }
+    }
+
     @Test func handlerPastItsDeadlineIsCancelled() async throws {
         let cancelled = Checkpoint()
         var router = Router()
