@@ -134,7 +134,6 @@ public struct LocalPostgresServer: Sendable {
                      as: Self.unprivilegedUser(), what: "pg_ctl promote")
     }
 
-    /// Whether a server is running on the data directory (its postmaster.pid is live).
     /// The port the running cluster listens on (the fourth line of `postmaster.pid`), when it runs.
     var runningPort: Int? {
         guard isRunning, let text = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8) else {
@@ -144,6 +143,7 @@ public struct LocalPostgresServer: Sendable {
         return lines.count > 3 ? Int(lines[3].trimmingCharacters(in: .whitespaces)) : nil
     }
 
+    /// Whether a server is running on the data directory (its postmaster.pid is live).
     public var isRunning: Bool {
         guard let pidText = try? String(contentsOf: dataDirectory.appendingPathComponent("postmaster.pid"), encoding: .utf8),
               let pid = pidText.split(separator: "\n").first.flatMap({ Int32($0) })

@@ -196,10 +196,14 @@ public struct EmailFlows: Sendable {
         let newEmail = try AccountCommands.validate(email: newEmail)
         try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
-        // An address another account holds is refused before it spends one of that address's mails: a stranger's
-        // refused changes would otherwise use up its owner's password resets for the hour.
+        // An address another account holds is refused without spending one of that address's mails (a stranger's
+        // refused changes would otherwise use up its owner's password resets for the hour), but with one of the
+        // caller's: each answer says whether the address has an account, and asking must stay limited.
         let normalized = ExternalIdentity.normalize(newEmail)
-        if try await accounts.isEmail(normalized, heldByAnotherThan: userId) { throw AccountError.emailAlreadyInUse }
+        if try await accounts.isEmail(normalized, heldByAnotherThan: userId) {
+            try await reserveUserSend(userId, request)
+            throw AccountError.emailAlreadyInUse
+        }
         try await reserveUserSend(userId, request, address: normalized)
         var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)
         code.email = newEmail
