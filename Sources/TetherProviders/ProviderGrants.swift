@@ -220,20 +220,32 @@ public struct ProviderGrantCalls: Sendable {
 
     /// Redeems Apple's authorization `code` for the first of `clientIDs` it was issued to, and revokes the refresh token
     /// it gives at once: what an app asks when its user deletes their account (Sign in with Apple's token revocation;
-    /// Identity Toolkit's `accounts:revokeToken`). Throws `invalid_credential` when no client redeems it (used,
-    /// expired, or another app's), `provider_unavailable` when Apple did not answer or is not configured.
-    public func revokeAppleCode(_ code: String, clientIDs: [String]) async throws(ProviderError) {
+    /// Identity Toolkit's `accounts:revokeToken`). The code must be `subject`'s (the caller's Apple ID): another
+    /// person's is redeemed (codes are single use) but its token is not revoked. Throws `invalid_credential` when no
+    /// client redeems it (used, expired, or another app's) or it is another person's, `provider_unavailable` when
+    /// Apple did not answer, refused every client (a configuration problem), or is not configured.
+    public func revokeAppleCode(_ code: String, clientIDs: [String], subject: String) async throws(ProviderError) {
         guard let apple else { throw ProviderError.providerUnavailable.with(provider: "apple").with(detail: "Apple's client secret is not configured") }
+        var refusal: String?
         for clientID in clientIDs {
             switch await apple.redeem(code: code, clientID: clientID) {
-            case .redeemed(let refreshToken, _):
+            case .redeemed(let refreshToken, let redeemedFor):
+                guard redeemedFor == nil || redeemedFor == subject else {
+                    throw ProviderError.invalidCredential(.subject).with(provider: "apple")
+                        .with(detail: "the authorization code was issued for another Apple ID")
+                }
                 try await apple.revoke(token: refreshToken, clientID: clientID)
                 return
             case .invalidGrant:
                 continue
-            case .refused(let reason), .unreachable(let reason):
+            case .refused(let reason):
+                refusal = reason  // this client's configuration; another may take the code
+            case .unreachable(let reason):
                 throw ProviderError.providerUnavailable.with(provider: "apple").with(detail: "Apple's token endpoint: \(reason)")
             }
+        }
+        if let refusal {
+            throw ProviderError.providerUnavailable.with(provider: "apple").with(detail: "Apple's token endpoint refused: \(refusal)")
         }
         throw ProviderError.invalidCredential(.tokenInvalid).with(provider: "apple")
             .with(detail: "no client of this server redeems the authorization code (used, expired, or another app's)")

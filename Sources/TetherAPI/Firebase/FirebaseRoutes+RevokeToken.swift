@@ -16,12 +16,12 @@ public struct AppleCodeRevocation: Sendable {
 extension FirebaseRoutes {
     /// `accounts:revokeToken` (v2, WIRE-FACTS §6a, §6d): the iOS SDK's `revokeToken(withAuthorizationCode:)`,
     /// which an app calls before deleting a Sign in with Apple user, as Apple requires. The signed-in user's
-    /// `idToken` and Apple's authorization code (`tokenType` "3", a code); the code is redeemed with Apple and
-    /// the refresh token it gives revoked at once. Answers `{}` once Apple confirmed it: the SDK takes any JSON
+    /// `idToken` and Apple's authorization code (`tokenType` "3", a code) of the user's own Apple ID; the code is
+    /// redeemed with Apple and the refresh token it gives revoked at once (another person's code is refused, unrevoked). Answers `{}` once Apple confirmed it: the SDK takes any JSON
     /// object, and a server that cannot reach Apple says so (503) rather than let the app believe it revoked.
     func revokeToken(_ request: FirebaseRequest) async throws -> JSONValue {
         let body = request.body
-        _ = try await authenticate(idToken: try body.string("idToken"))
+        let (account, _) = try await authenticate(idToken: try body.string("idToken"))
         guard let providerId = try body.string("providerId"), !providerId.isEmpty else {
             throw FirebaseError("INVALID_PROVIDER_ID", "providerId is required.")
         }
@@ -36,7 +36,11 @@ extension FirebaseRoutes {
         guard let appleCodes, appleCodes.grants.revokesAppleCodes else {
             throw FirebaseError("OPERATION_NOT_ALLOWED", "This server cannot revoke Apple tokens: it holds no Apple client secret.")
         }
-        try await appleCodes.grants.revokeAppleCode(code, clientIDs: appleCodes.clientIDs)
+        // Only the caller's own Apple ID's code: the route must not revoke another person's authorization for them.
+        guard let apple = account.identities[ProviderName.apple.rawValue] else {
+            throw FirebaseError("INVALID_IDP_RESPONSE", "The signed-in user has no Apple ID to revoke a token of.")
+        }
+        try await appleCodes.grants.revokeAppleCode(code, clientIDs: appleCodes.clientIDs, subject: apple.uid)
         return .object([:])
     }
 }

@@ -34,8 +34,16 @@ struct FirebaseWireTests {
             #expect(used.errorMessage?.hasPrefix("INVALID_IDP_RESPONSE") == true, "\(used.text)")
             let google = try await revoke(["providerId": "google.com", "tokenType": "3", "token": .string(try await code("apple-revoke")), "idToken": .string(idToken)])
             #expect(google.errorMessage?.hasPrefix("INVALID_PROVIDER_ID") == true, "\(google.text)")
-            let anonymous = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(try await code("apple-revoke"))])
-            #expect(anonymous.errorMessage == "MISSING_ID_TOKEN", "\(anonymous.text)")
+            let noIdToken = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(try await code("apple-revoke"))])
+            #expect(noIdToken.errorMessage == "MISSING_ID_TOKEN", "\(noIdToken.text)")
+            // Another person's code, from the signed-in user or from one with no Apple ID: not revoked for them.
+            let someoneElses = try await revoke(["providerId": "apple.com", "tokenType": "3", "token": .string(try await code("apple-victim")), "idToken": .string(idToken)])
+            #expect(someoneElses.errorMessage?.hasPrefix("INVALID_IDP_RESPONSE") == true, "\(someoneElses.text)")
+            let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
+            let fromAnonymous = try await revoke([
+                "providerId": "apple.com", "tokenType": "3", "token": .string(try await code("apple-victim")), "idToken": .string(try #require(anonymous.string("idToken"))),
+            ])
+            #expect(fromAnonymous.errorMessage?.hasPrefix("INVALID_IDP_RESPONSE") == true, "\(fromAnonymous.text)")
             #expect(try await revokedSubjects() == ["apple-revoke"])
         }
     }
