@@ -106,7 +106,7 @@ extension Commands {
             guard let projectID = configuration.firebaseProjectID else {
                 throw CommandFailure("TETHER_FIREBASE_PROJECT_ID is not set: a service account belongs to the Firebase project Tether serves")
             }
-            try await withDatabase(options, for: "tether firebase") { database in
+            try await withDatabase(options, for: "tether firebase", storingSecrets: true) { database in
                 let accounts = FirebaseServiceAccounts(database: database)
                 let (email, keyID, json) = try await accounts.create(projectID: projectID)
                 FileHandle.standardError.write(Data("""
@@ -164,9 +164,10 @@ extension Commands {
         }
     }
 
-    /// Runs `body` with a pool on TETHER_DATABASE_URL, and turns a missing table into advice.
+    /// Runs `body` with a pool on TETHER_DATABASE_URL, and turns a missing table into advice. A command `storingSecrets`
+    /// needs the master key of a database whose keys are wrapped.
     static func withDatabase(
-        _ options: Arguments, for command: String, _ body: (PostgresClient) async throws -> Void
+        _ options: Arguments, for command: String, storingSecrets: Bool = false, _ body: (PostgresClient) async throws -> Void
     ) async throws {
         let configuration = try loadConfiguration(options)
         guard let url = configuration.databaseURL else {
@@ -175,7 +176,7 @@ extension Commands {
         let database = PostgresClient(configuration: .init(url: url, maxConnections: 2, masterKeys: try masterKeys(configuration)))
         defer { database.shutdown() }
         do {
-            try await requireMasterKeyOpensStoredKeys(database, configuration)
+            try await requireMasterKeyOpensStoredKeys(database, configuration, storingSecrets: storingSecrets)
             try await body(database)
         } catch let error as PostgresError where error.sqlState == "42P01" {
             throw CommandFailure("the database lacks a table this command needs (\(error.message)); run tether migrate")

@@ -26,7 +26,7 @@ extension Commands {
             guard let subscription else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
             return subscription
         }
-        try await withDatabase(options, for: "tether webhooks") { database in
+        try await withDatabase(options, for: "tether webhooks", storingSecrets: ["create", "rotate-secret"].contains(action)) { database in
             let store = WebhookStore(database: database, policy: policy)
             switch action {
             case "create":

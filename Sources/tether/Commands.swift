@@ -221,9 +221,12 @@ enum Commands {
 
     /// Refuses a configured master key that does not open what the database already holds: a wrong key file
     /// would otherwise wrap new secrets no other process can open (a webhook's, a service account's), and a
-    /// server would answer ready and fail every sign-in. Without a master key, refuses a database whose keys are
-    /// wrapped: the command would store new secrets in clear beside them (and could open none of them).
-    static func requireMasterKeyOpensStoredKeys(_ database: PostgresClient, _ configuration: TetherConfiguration) async throws {
+    /// server would answer ready and fail every sign-in. Without a master key, a command `storingSecrets` (a webhook's,
+    /// a service account's) refuses a database whose keys are wrapped: it would store them in clear beside those.
+    static func requireMasterKeyOpensStoredKeys(
+        _ database: PostgresClient, _ configuration: TetherConfiguration, storingSecrets: Bool = false
+    ) async throws {
+        guard configuration.masterKeys != nil || storingSecrets else { return }
         let report = try await MasterKeyRotation.check(on: database, ring: configuration.masterKeys)
         guard configuration.masterKeys != nil else {
             guard report.unknown == 0 else {
