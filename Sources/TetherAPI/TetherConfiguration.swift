@@ -41,13 +41,7 @@ public struct TetherConfiguration: Sendable {
             guard let port = Int(portText), (0...65535).contains(port) else { return nil }
             self.host = host.isEmpty ? "0.0.0.0" : String(host)
             self.port = port
-            guard self.host == "localhost" || Self.isAddress(self.host) else { return nil }
-        }
-
-        /// Whether `text` is an IPv4 address in dotted decimal or an IPv6 address (`inet_pton`'s forms).
-        static func isAddress(_ text: String) -> Bool {
-            var bytes = [UInt8](repeating: 0, count: 16)
-            return inet_pton(AF_INET, text, &bytes) == 1 || inet_pton(AF_INET6, text, &bytes) == 1
+            guard HTTPServer.Configuration.canListen(on: self.host) else { return nil }
         }
 
         /// True for 127.0.0.0/8, ::1 and localhost.

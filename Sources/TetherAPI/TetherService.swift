@@ -134,7 +134,7 @@ public final class TetherService: Sendable {
             FirebaseRoutes(
                 projectID: projectID, commands: commands, adminKeys: adminKeys, idTokens: idTokens, sms: smsSender,
                 emailFlows: emailFlows, acceptsOwner: development,
-                appleCodes: providers.apple.isEnabled ? providerSet.map { AppleCodeRevocation(grants: $0.grants, clientIDs: providers.apple.clientIDs) } : nil
+                appleCodes: AppleCodeRevocation(grants: providers.apple.isEnabled ? providerSet?.grants : nil, clientIDs: providers.apple.clientIDs)
             ).register(on: &router)
         } else {
             firebaseIDTokens = nil

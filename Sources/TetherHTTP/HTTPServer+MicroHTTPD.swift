@@ -532,6 +532,14 @@ extension HTTPServer.Core {
     }
 }
 
+extension HTTPServer.Configuration {
+    /// Whether the server can listen on `host`: `localhost`, or an IPv4 or IPv6 address (in brackets or not), the rule
+    /// ``HTTPServer/start()`` applies; for a configuration to check before it gets there.
+    public static func canListen(on host: String) -> Bool {
+        SocketAddress(host: host, port: 0) != nil
+    }
+}
+
 /// An IPv4 or IPv6 socket address parsed from a numeric host.
 private struct SocketAddress {
     private var storage = sockaddr_storage()

@@ -1,17 +1,4 @@
 import TetherCore
-import TetherProviders
-
-/// What `accounts:revokeToken` needs to revoke an Apple authorization code: the grant calls (Apple's client
-/// secret) and the app's client ids, one of which the code was issued to.
-public struct AppleCodeRevocation: Sendable {
-    let grants: ProviderGrantCalls
-    let clientIDs: [String]
-
-    public init(grants: ProviderGrantCalls, clientIDs: [String]) {
-        self.grants = grants
-        self.clientIDs = clientIDs
-    }
-}
 
 extension FirebaseRoutes {
     /// `accounts:revokeToken` (v2, WIRE-FACTS §6a, §6d): the iOS SDK's `revokeToken(withAuthorizationCode:)`,
@@ -33,14 +20,9 @@ extension FirebaseRoutes {
         }
         guard isCode else { throw FirebaseError("INVALID_ARGUMENT", "tokenType must be 3 (an authorization code).") }
         guard let code = try body.string("token"), !code.isEmpty else { throw FirebaseError("INVALID_ARGUMENT", "token is required.") }
-        guard let appleCodes, appleCodes.grants.revokesAppleCodes else {
-            throw FirebaseError("OPERATION_NOT_ALLOWED", "This server cannot revoke Apple tokens: it holds no Apple client secret.")
-        }
-        // Only the caller's own Apple ID's code: the route must not revoke another person's authorization for them.
-        guard let apple = account.identities[ProviderName.apple.rawValue] else {
-            throw FirebaseError("INVALID_IDP_RESPONSE", "The signed-in user has no Apple ID to revoke a token of.")
-        }
-        try await appleCodes.grants.revokeAppleCode(code, clientIDs: appleCodes.clientIDs, subject: apple.uid)
+        // Refused as Identity Toolkit words it (FirebaseError): no Apple client secret is OPERATION_NOT_ALLOWED,
+        // another person's code or a caller without an Apple ID INVALID_IDP_RESPONSE.
+        try await appleCodes.revoke(code, for: account)
         return .object([:])
     }
 }

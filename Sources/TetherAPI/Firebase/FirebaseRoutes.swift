@@ -28,15 +28,15 @@ public struct FirebaseRoutes: Sendable {
     /// `tether dev`'s rules: `Authorization: Bearer owner` is an admin and unsigned custom tokens pass, as an
     /// emulator has it; never under `tether serve`.
     let acceptsOwner: Bool
-    /// What `accounts:revokeToken` revokes Apple's authorization codes with; nil without Sign in with Apple.
-    let appleCodes: AppleCodeRevocation?
+    /// What `accounts:revokeToken` revokes Apple's authorization codes with.
+    let appleCodes: AppleCodeRevocation
     static let surface = "firebase"
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
 
     public init(
         projectID: String, commands: AccountCommands, adminKeys: AdminKeyStore, idTokens: FirebaseIDTokens, sms: (any SMSSender)?,
-        emailFlows: EmailFlows, acceptsOwner: Bool, appleCodes: AppleCodeRevocation? = nil
+        emailFlows: EmailFlows, acceptsOwner: Bool, appleCodes: AppleCodeRevocation = AppleCodeRevocation(grants: nil, clientIDs: [])
     ) {
         self.appleCodes = appleCodes
         self.emailFlows = emailFlows
