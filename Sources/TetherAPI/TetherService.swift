@@ -40,6 +40,8 @@ public final class TetherService: Sendable {
     let logger: Logger
     /// Sweeps operational state past its lifetime (kept Idempotency-Key answers) while the server runs.
     private let housekeeping = BackgroundLoop()
+    /// The event feed's long polls, which a stop ends first.
+    private let feedWaits = EventFeed.Waits()
 
     /// Assembles the service; `extraRoutes` are mounted as given (the dev identity provider under `tether dev`).
     ///
@@ -149,7 +151,7 @@ public final class TetherService: Sendable {
         AdminRoutes(
             keys: adminKeys, directory: AdminUserDirectory(database: replica?.database ?? database),
             history: UserHistory(database: replica?.database ?? database, latency: UserHistory.latencyHistogram(in: metrics)),
-            accounts: accounts, webhooks: webhooks, replica: replica
+            accounts: accounts, webhooks: webhooks, replica: replica, feedWaits: feedWaits
         ).register(on: &router)
         ProviderCallbackRoutes(
             accounts: accounts,
@@ -215,6 +217,7 @@ public final class TetherService: Sendable {
     /// Stops accepting, lets in-flight requests finish, then closes the pool.
     public func stop() async {
         logger.info("shutting down")
+        feedWaits.end() // a long poll of the feed answers now, not at the grace period's end
         await server.shutdown() // logs "stopped" once requests in flight have finished
         // Each step is logged as it begins, so a stop that hangs names its step (see ``stoppingStep``).
         await stopStep("mails in flight") { await emailFlows.finishSending() }

@@ -247,3 +247,26 @@ struct EventFeedTests {
         }
     }
 }
+
+@Suite("A stopping server and the feed's long polls")
+struct EventFeedStopTests {
+    @Test func aStopAnswersALongPollAtOnceInsteadOfWaitingForIt() async throws {
+        let database = try await TestDatabase.make()
+        let running = try await RunningService.start(databaseURL: database.url, values: [:], devIdP: false)
+        let secret = try await AdminKeyStore(database: database.client(asServiceRole: false, maxConnections: 1)).create(
+            role: .support, name: "feed reader", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
+        let reader = HTTPTestClient(port: running.service.server.boundPort, timeout: .seconds(40))
+        let poll = Task {
+            try await reader.get("/v1/admin/events?after=0&type=mfa.factor_removed&wait=30", headers: ["Authorization": "Bearer \(secret)"])
+        }
+        try await Task.sleep(for: .milliseconds(500)) // the poll is waiting
+        let started = ContinuousClock.now
+        await running.stop()
+        let stopped = ContinuousClock.now - started
+        let answer = try await poll.value
+        await reader.close()
+        #expect(answer.status == 200, "the poll gets its (empty) page, not the grace period's 503: \(answer.bodyText)")
+        #expect(answer.bodyText.contains(#""events":[]"#))
+        #expect(stopped < .seconds(5), "the stop took \(stopped): it waited for the poll")
+    }
+}

@@ -43,9 +43,11 @@ public struct AdminRoutes: Sendable {
 
     public init(
         keys: AdminKeyStore, directory: AdminUserDirectory, history: UserHistory, accounts: AccountService, webhooks: WebhookStore? = nil,
-        replica: ReadReplica? = nil
+        replica: ReadReplica? = nil, feedWaits: EventFeed.Waits = EventFeed.Waits()
     ) {
-        self.feed = EventFeed(store: replica.map { PostgresEventStore(client: $0.database, upcasters: accounts.store.upcasters) } ?? accounts.store)
+        self.feed = EventFeed(
+            store: replica.map { PostgresEventStore(client: $0.database, upcasters: accounts.store.upcasters) } ?? accounts.store,
+            waits: feedWaits)
         self.replica = replica
         self.webhooks = webhooks
         self.keys = keys

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 import TetherPostgres
 
@@ -51,13 +52,28 @@ public struct EventFeed: Sendable {
     /// The longest a request may wait for new events.
     public static let maxWait: Duration = .seconds(30)
 
+    /// Whether readers may still wait: a stopping server ends its readers' waits.
+    public final class Waits: Sendable {
+        private let ended = Atomic<Bool>(false)
+
+        public init() {}
+
+        /// Answers every wait under way at its next look, with what it has, and every later one at once: a
+        /// stopping server's readers then ask another instance instead of holding its stop for up to ``maxWait``.
+        public func end() { ended.store(true, ordering: .relaxed) }
+
+        var haveEnded: Bool { ended.load(ordering: .relaxed) }
+    }
+
     let store: PostgresEventStore
     /// How often a waiting reader looks again.
     let pollInterval: Duration
+    let waits: Waits
 
-    public init(store: PostgresEventStore, pollInterval: Duration = .milliseconds(200)) {
+    public init(store: PostgresEventStore, pollInterval: Duration = .milliseconds(200), waits: Waits = Waits()) {
         self.store = store
         self.pollInterval = pollInterval
+        self.waits = waits
     }
 
     /// The internal types behind public `types` (every public type when nil); nil for an unknown name.
@@ -80,7 +96,8 @@ public struct EventFeed: Sendable {
     }
 
     /// The events after `cursor` of the internal `types` (``internalTypes(for:)``), of `userId` when given.
-    /// With `wait`, an empty page is asked again until an event comes or the wait is over.
+    /// With `wait`, an empty page is asked again until an event comes, the wait is over or the waits end
+    /// (``Waits/end()``).
     public func page(
         after cursor: Cursor, types: [String], userId: UUID?, limit: Int, personal: Bool, wait: Duration = .zero
     ) async throws -> Page {
@@ -89,7 +106,7 @@ public struct EventFeed: Sendable {
         while true {
             let (events, next) = try await store.follow(after: checkpoint, types: types, userId: userId, limit: limit)
             checkpoint = next
-            if !events.isEmpty || ContinuousClock.now >= deadline {
+            if !events.isEmpty || ContinuousClock.now >= deadline || waits.haveEnded {
                 let items = events.compactMap { event in
                     PublicEvent.json(event, personal: personal).map {
                         Page.Item(json: $0, checkpoint: LogCheckpoint(transactionId: event.transactionId, position: event.position))
