@@ -200,6 +200,30 @@ struct ProviderCallbackTests {
         }
     }
 
+    /// The same `signed_request` posted twice at once was acted on by both and answered two codes, one of them a
+    /// record of a deletion that found no user.
+    @Test func theSameDeletionRequestSentTwiceAtOnceIsAnsweredOneCode() async throws {
+        try await DevService.run { service in
+            for round in 0..<4 {
+                let uid = "1009\(round)"
+                _ = try await service.signedIn(try await service.facebook(uid))
+                let request = try await signedRequest(["userId": .string(uid)], by: service)
+                async let first = service.withNewClient { try await postDeletion(request, with: $0) }
+                async let second = service.withNewClient { try await postDeletion(request, with: $0) }
+                let answers = try await [first, second]
+                #expect(answers.map(\.status) == [200, 200])
+                let codes = try Set(answers.map { try #require($0.decodeJSON([String: String].self)["confirmation_code"]) })
+                #expect(codes.count == 1, "round \(round): \(codes)")
+                let records: Int = try await service.admin.query(
+                    "SELECT count(*)::int AS n FROM provider_deletion_requests WHERE confirmation_code = ANY(\(PostgresArray(Array(codes)))::text[])"
+                )[0].decode("n")
+                #expect(records == 1)
+            }
+            #expect(try await service.admin.query("SELECT count(*)::int AS n FROM provider_deletion_requests")[0].decode("n", as: Int.self) == 4)
+            #expect(try await service.eventCount("UserErased") == 4)
+        }
+    }
+
     /// A Facebook data deletion request made by the dev identity provider with `fields`.
     private func signedRequest(_ fields: [String: JSONValue], by service: DevService) async throws -> String {
         try await service.idp.post("/dev-idp/facebook/data-deletion", json: JSONValue.object(fields)).decodeJSON([String: String].self)["signed_request"]!
@@ -207,7 +231,11 @@ struct ProviderCallbackTests {
 
     /// `signedRequest` POSTed to the server's data deletion callback, as Facebook posts it.
     private func postDeletion(_ signedRequest: String, to service: DevService) async throws -> HTTPTestClient.Response {
-        try await service.client.post(
+        try await postDeletion(signedRequest, with: service.client)
+    }
+
+    private func postDeletion(_ signedRequest: String, with client: HTTPTestClient) async throws -> HTTPTestClient.Response {
+        try await client.post(
             "/v1/providers/facebook/data-deletion", headers: ["Content-Type": "application/x-www-form-urlencoded"],
             body: Array("signed_request=\(signedRequest)".utf8))
     }

@@ -40,6 +40,8 @@ extension AccountService {
                 return .erased
             } catch is ConditionNoLongerHolds {
                 // Another way in exists: only the provider's identity goes.
+            } catch let error as AccountError where error == .notFound {
+                return .noUser // erased since it was looked up (the same request, sent twice at once)
             }
         }
         do {

@@ -48,23 +48,25 @@ struct ProviderCallbacks: Sendable {
     /// again is answered its first code and changes nothing. Sent again after the person signed in anew, it
     /// would otherwise erase the account they made since.
     func facebookDeletion(of facebookUser: String, request: String, context: CommandContext) async throws -> String {
-        if let seen = try await accounts.database.query("""
-            SELECT outcome FROM provider_notifications WHERE provider = 'facebook' AND dedup_key = \(request)
-            """).first {
-            return try seen.decode("outcome")
+        let answered = { () async throws -> String? in
+            try await accounts.database.query("""
+                SELECT outcome FROM provider_notifications WHERE provider = 'facebook' AND dedup_key = \(request)
+                """).first?.decode("outcome")
         }
+        if let code = try await answered() { return code }
         let code = Base64URL.encode(SecureRandom.bytes(count: 12))
+        // The request's key with its code, and the code's record only when the key is new: the same request sent
+        // twice at once passes the look above twice, and the second then records nothing and answers the first's code.
         let record = { (status: String) -> [PostgresQuery] in
             [
                 """
+                WITH noted AS (
+                    INSERT INTO provider_notifications (provider, dedup_key, kind, outcome)
+                    VALUES ('facebook', \(request), 'data-deletion', \(code))
+                    ON CONFLICT DO NOTHING RETURNING outcome)
                 INSERT INTO provider_deletion_requests (confirmation_code, provider, uid_hash, status)
-                VALUES (\(code), 'facebook', \(Self.uidHash(facebookUser)), \(status))
-                """,
-                // The request's key, with the code it was answered (a repeat sent at once may have recorded it first).
+                SELECT outcome, 'facebook', \(Self.uidHash(facebookUser)), \(status) FROM noted
                 """
-                INSERT INTO provider_notifications (provider, dedup_key, kind, outcome) VALUES ('facebook', \(request), 'data-deletion', \(code))
-                ON CONFLICT DO NOTHING
-                """,
             ]
         }
         let outcome = try await accounts.endedByProvider(
@@ -77,7 +79,8 @@ struct ProviderCallbacks: Sendable {
             try await accounts.database.withTransactionJob { try $0.runAlone(statements) }
         case .erased, .unlinked, .recorded: break
         }
-        return code
+        // Recorded by now, by this request or by the same one sent at once (whose code this answers too).
+        return try await answered() ?? code
     }
 
     /// The key a `signed_request` is known by (a digest: the request itself names the person).
