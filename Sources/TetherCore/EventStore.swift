@@ -87,7 +87,7 @@ public struct EventMetadata: Codable, Sendable, Hashable {
     public var actor: EventActor?
     /// The client's IP address, where known.
     public var clientIP: String?
-    /// The client's `User-Agent`, where known.
+    /// The client's `User-Agent`, where known: its first ``maxUserAgentBytes`` bytes.
     public var userAgent: String?
     /// The surface the command arrived on: `v1`, `parse`, `firebase`, `cli`.
     public var surface: String?
@@ -101,8 +101,26 @@ public struct EventMetadata: Codable, Sendable, Hashable {
         self.causationId = causationId
         self.actor = actor
         self.clientIP = clientIP
-        self.userAgent = userAgent
+        self.userAgent = userAgent.map(Self.kept)
         self.surface = surface
+    }
+
+    /// The most of a `User-Agent` an event keeps. Every event of a request records it, refused sign-ins and
+    /// codes among them: a client's header of tens of kilobytes would otherwise be stored that many times.
+    public static let maxUserAgentBytes = 512
+
+    /// `userAgent` cut to ``maxUserAgentBytes`` on a character's boundary.
+    static func kept(_ userAgent: String) -> String {
+        guard userAgent.utf8.count > maxUserAgentBytes else { return userAgent }
+        var bytes = 0
+        var end = userAgent.startIndex
+        for index in userAgent.indices {
+            let next = userAgent.index(after: index)
+            bytes += userAgent.utf8.distance(from: index, to: next)
+            guard bytes <= maxUserAgentBytes else { break }
+            end = next
+        }
+        return String(userAgent[..<end])
     }
 }
 

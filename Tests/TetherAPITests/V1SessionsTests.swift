@@ -412,6 +412,29 @@ struct V1SessionsTests {
         }
     }
 
+    /// Each refused sign-in stored the whole `User-Agent`: a header of tens of kilobytes was stored that many
+    /// times, at every failure the limit allows.
+    @Test func aFailedSignInKeepsTheFirstHalfKilobyteOfAHugeUserAgent() async throws {
+        try await DevService.run { app in
+            let created = try await app.client.post("/v1/sign-up", json: ["email": "ua@example.com", "password": "the right one"])
+            let userId = try created.decodeJSON(SignedIn.self).user.id
+            let huge = "Agent/1 " + String(repeating: "é", count: 12_000)
+            let refused = try await app.client.post(
+                "/v1/sign-in", headers: ["User-Agent": huge],
+                json: ["provider": "password", "credential": ["email": "ua@example.com", "password": "a wrong one"]] as JSONValue)
+            #expect(refused.status == 401)
+            let failures = try await app.service.accounts.store.readUser(try #require(UUID(uuidString: userId)))
+                .filter { $0.type == "SignInFailed" }
+            let kept = try #require(failures.first?.metadata.userAgent)
+            #expect(failures.count == 1)
+            #expect(kept.utf8.count <= EventMetadata.maxUserAgentBytes && kept.utf8.count >= EventMetadata.maxUserAgentBytes - 1)
+            #expect(huge.hasPrefix(kept), "cut on a character's boundary, not in the middle of one")
+            let stored: Int = try await app.admin.query(
+                "SELECT max(octet_length(data::text) + octet_length(metadata::text))::int AS n FROM events WHERE type = 'SignInFailed'")[0].decode("n")
+            #expect(stored < 3_000, "the event holds \(stored) bytes")
+        }
+    }
+
     @Test func aUserHoldsAtMostAHundredLiveSessionsAndTheOldestEndsFirst() async throws {
         try await DevService.run { app in
             var sessions: [SignedIn.Session] = []
