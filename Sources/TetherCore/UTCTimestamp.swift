@@ -18,7 +18,10 @@ public enum UTCTimestamp {
     public static func write(_ date: Date, separator: UInt8, fractionDigits: Int, zone: String, to bytes: inout [UInt8]) {
         var unitsPerSecond: Int64 = 1
         for _ in 0..<fractionDigits { unitsPerSecond *= 10 }
-        let total = Int64((date.timeIntervalSince1970 * Double(unitsPerSecond)).rounded())
+        // Clamped within Int64's range (about year 287,000 in microseconds): a date of any size is written, never trapped on.
+        let limit = 9e18 / Double(unitsPerSecond)
+        let since1970 = date.timeIntervalSince1970.isNaN ? 0 : min(max(date.timeIntervalSince1970, -limit), limit)
+        let total = Int64((since1970 * Double(unitsPerSecond)).rounded())
         let unitsPerDay = 86_400 * unitsPerSecond
         let days = total.flooredDivision(by: unitsPerDay)
         let unitsOfDay = total - days * unitsPerDay

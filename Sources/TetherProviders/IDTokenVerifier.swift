@@ -28,6 +28,8 @@ struct IDTokenVerifier: Sendable {
     private let nonceStore: any NonceStore
     private let clock: any WallClock
     private let leeway: TimeInterval
+    /// The oldest (by `iat`) a token may be: past that it is refused whatever its `exp` says.
+    private let maximumAge: TimeInterval
 
     /// A verifier for `provider`'s tokens as `settings` describe, with the leeway and timeouts of `configuration`.
     init(
@@ -46,6 +48,7 @@ struct IDTokenVerifier: Sendable {
         let bare = settings.issuer.hasPrefix("https://") ? String(settings.issuer.dropFirst("https://".count)) : settings.issuer
         acceptedIssuers = provider == .google ? [settings.issuer, bare] : [settings.issuer]
         audiences = settings.clientIDs
+        maximumAge = settings.maximumTokenAge
         self.nonceStore = nonceStore
         self.clock = clock
         leeway = configuration.leeway
@@ -148,7 +151,11 @@ struct IDTokenVerifier: Sendable {
             guard ConstantTime.isEqual(Array(expected.utf8), Array(claimed.utf8)) else {
                 throw fail(.invalidCredential(.nonceMismatch), telling: "the token's nonce is not the SHA-256 of rawNonce")
             }
-            let expiresAt = (claims.expiresAt ?? clock.now()).addingTimeInterval(leeway)
+            // Kept while the token can be accepted: until its `exp`, or its maximum age if that ends first (a token
+            // may name an `exp` of any size, and a year past PostgreSQL's range is no time to keep anything until).
+            let now = clock.now()
+            let acceptedUntil = min(claims.expiresAt ?? now, (claims.issuedAt ?? now).addingTimeInterval(maximumAge))
+            let expiresAt = acceptedUntil.addingTimeInterval(leeway)
             return UsedNonce(scope: provider.rawValue, hash: expected, expiresAt: expiresAt)
         }
     }

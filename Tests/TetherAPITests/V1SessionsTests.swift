@@ -323,6 +323,25 @@ struct V1SessionsTests {
         }
     }
 
+    /// A provider's token may name an `exp` of any size. With a nonce, its used nonce was kept until that `exp`
+    /// plus a minute, and an `exp` past Int64's microseconds trapped the whole process.
+    @Test func aNonceIsKeptWhileItsTokenCanBeAcceptedWhateverItsExpSays() async throws {
+        try await DevService.run { app in
+            for (round, exp) in [1e308, 4e12].enumerated() {
+                let rawNonce = UUID().uuidString
+                let minted = try await app.idp.post("/dev-idp/apple/token", json: ["sub": .string("apple-far-exp-\(round)"), "rawNonce": .string(rawNonce), "exp": .double(exp)] as JSONValue)
+                let token = try #require(try minted.decodeJSON([String: String].self)["identityToken"])
+                let credential = Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
+                #expect(try await app.signIn(credential).status == 201)
+                #expect(try await app.signIn(credential).status == 401, "the nonce is spent")
+            }
+            // Apple's tokens are refused ten minutes after their `iat`: so much (and the leeway) is what the nonces need.
+            let kept: Double = try await app.admin.query(
+                "SELECT extract(epoch FROM max(expires_at) - now())::float8 AS s FROM used_nonces")[0].decode("s")
+            #expect(kept <= 11 * 60 && kept > 9 * 60, "kept for \(kept) s")
+        }
+    }
+
     /// A captured sign-in with its key is no credential: its answer is replayed to a retry for ten minutes, not a
     /// day, and after that the request runs again, where its spent nonce refuses it.
     @Test func aSignInsAnswerIsReplayedForMinutesNotADay() async throws {

@@ -57,6 +57,13 @@ struct UTCTimestampTests {
         #expect(ISO8601Milliseconds.parse(text) == nil)
     }
 
+    /// A date from a token's claim may be of any size: it is written at the edge of the range, not trapped on.
+    @Test(arguments: [1e308, -1e308, .infinity, 9.3e12])
+    func aDateBeyondInt64sMicrosecondsIsWrittenClamped(seconds: Double) {
+        let text = UTCTimestamp.format(Date(timeIntervalSince1970: seconds), separator: UInt8(ascii: "T"), fractionDigits: 6, zone: "Z")
+        #expect(text == (seconds > 0 ? "287168-08-24T16:00:00.000000Z" : "-283229-05-10T08:00:00.000000Z"), "\(text)")
+    }
+
     @Test func microsecondsWithAnOffsetZoneRoundTrip() throws {
         for seconds in Self.instants + [-62_135_596_800, -62_135_596_800.000_001] {
             let date = Date(timeIntervalSince1970: seconds)
