@@ -29,11 +29,9 @@ public enum PersonalDataVault {
     public static let expiringKeyMember = "sealedWith"
     /// Event types whose top-level `uid` names a person.
     static let identifierTypes: Set<String> = ["IdentityLinked", "IdentityUnlinked"]
-    /// Event types whose client address stays readable: admin records (the address is the
+    /// Event types whose client address stays readable: admin records, every one of them (the address is the
     /// admin's, evidence that must outlive the user's erasure).
-    static let clearAddressTypes: Set<String> = [
-        "AdminUserViewed", "AdminUsersSearched", "AdminHistoryViewed", "AdminActionRequested", "AdminKeyCreated", "AdminKeyRevoked",
-    ]
+    static let clearAddressTypes = AdminEvent.types
 
     /// What goes into a box, as a JSON object of the members present (its stored form never changed).
     ///

@@ -41,6 +41,7 @@ struct AdminEventCodecTests {
         let stored = try AdminEventCodec.encode(event, id: Self.id)
         #expect(String(decoding: stored.data, as: UTF8.self) == String(decoding: expected, as: UTF8.self))
         #expect(stored.type == event.type && stored.userId == event.userId)
+        #expect(AdminEvent.types.contains(event.type), "every admin event's type is among the admin types")
         let recorded = RecordedEvent(
             position: 1, transactionId: 1, stream: .adminKey(Self.id), version: 1, id: Self.id, type: stored.type,
             schema: stored.schema, data: stored.data, metadata: EventMetadata(), userId: stored.userId, occurredAt: Date())

@@ -155,6 +155,12 @@ public enum AdminEvent: Sendable, Hashable {
         }
     }
 
+    /// Every admin event's ``type``.
+    public static let types: Set<String> = [
+        "AdminKeyCreated", "AdminKeyRevoked", "AdminUserViewed", "AdminUsersSearched", "AdminHistoryViewed",
+        "AdminActionRequested", "AdminEventsRead",
+    ]
+
     /// The user the event concerns, stored in the `user_id` column.
     public var userId: UUID? {
         switch self {

@@ -268,6 +268,8 @@ struct AdminAPITests {
             let eventsBefore = try await harness.owner.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
             let support = try await harness.adminKey(.support)
             #expect(try await harness.client.delete("/v1/admin/users/\(id)", headers: ["Authorization": "Bearer \(support.secret)"]).status == 403)
+            #expect(try await harness.adminGet("/v1/admin/events?userId=\(id)", key: support.secret).status == 200)
+            #expect(try await harness.adminGet("/v1/admin/users/\(id)", key: support.secret).status == 200)
 
             let admin = try await harness.adminKey(.admin)
             let erased = try await harness.client.delete(
@@ -300,6 +302,10 @@ struct AdminAPITests {
             #expect(summaries.contains { $0.hasPrefix("user erased") })
             #expect(history.entries.first?.summary.isPersonalDataErased == true)
             #expect(history.entries.first { $0.type == "UserRegistered" }?.clientIP == nil, "client addresses were sealed too")
+            // Who read about her is evidence that outlives her: every admin record keeps its reader's address.
+            let reads = history.entries.filter { AdminEvent.types.contains($0.type) }
+            #expect(Set(reads.map(\.type)).isSuperset(of: ["AdminEventsRead", "AdminUserViewed", "AdminActionRequested"]))
+            #expect(reads.allSatisfy { $0.clientIP == "127.0.0.1" }, "\(reads.map { ($0.type, $0.clientIP) })")
 
             // She cannot sign in; her password and Facebook identity are free for someone new.
             #expect(try await harness.client.get("/v1/users/me", headers: ["Authorization": "Bearer \(ada.accessToken)"]).status == 401)
