@@ -72,7 +72,7 @@ struct AccountSnapshotTests {
         func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
         let user = try richState()
         let mfa = user.mfa
-        #expect(AccountSnapshot.format == 4)
+        #expect(AccountSnapshot.format == 5)
         #expect(labels(user) == [
             "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
             "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",
@@ -95,7 +95,7 @@ struct AccountSnapshotTests {
             "id", "firstFactor", "amr", "expiresAt", "jkt", "developerClaims", "attempts", "isEnded", "codeHash", "codeFactorId", "codeExpiresAt",
         ])
         #expect(labels(try #require(user.emailCodes.values.first)) == [
-            "id", "purpose", "email", "codeHash", "issuedAt", "expiresAt", "restoresVerified", "isSpent", "isUsed",
+            "id", "purpose", "email", "codeHash", "issuedAt", "expiresAt", "restoresVerified", "isSpent", "isUsed", "refusedFor",
         ])
     }
 

@@ -97,6 +97,9 @@ public struct EmailCode: Sendable, Hashable, Codable {
     /// Used, or found expired: it cannot do anything any more.
     public var isSpent = false
     public var isUsed = false
+    /// The reasons it was refused for that are recorded already (`EmailCodeRefused`): the same refusal again is
+    /// answered, not recorded again, so a code kept by anyone cannot grow its user's log past a few events.
+    public var refusedFor: Set<String> = []
 }
 
 extension UserAccount {
@@ -144,8 +147,8 @@ extension UserAccount {
     public func checkEmailCode(
         _ codeHash: String, for purposes: Set<EmailCodePurpose>, presentedFor: EmailCodePurpose, now: Date
     ) -> (code: EmailCode?, refusal: (events: [AccountEvent], error: AccountError)?) {
-        func refuse(_ code: EmailCode?, _ reason: String, _ error: AccountError) -> (EmailCode?, ([AccountEvent], AccountError)?) {
-            (nil, ([.emailCodeRefused(.init(codeId: code?.id, presentedFor: presentedFor, reason: reason))], error))
+        func refuse(_ code: EmailCode, _ reason: String, _ error: AccountError) -> (EmailCode?, ([AccountEvent], AccountError)?) {
+            (nil, (code.refusal(reason, presentedFor: presentedFor), error))
         }
         guard exists else { return (nil, ([], .invalidCode(AccountError.unknownEmailCodeDetail))) }
         // A code that matches none says nothing about this account's codes, and is not recorded: anyone who
@@ -246,6 +249,11 @@ extension UserAccount {
 }
 
 extension EmailCode {
+    /// The event that records its refusal for `reason`: none when one is recorded already.
+    public func refusal(_ reason: String, presentedFor: EmailCodePurpose) -> [AccountEvent] {
+        refusedFor.contains(reason) ? [] : [.emailCodeRefused(.init(codeId: id, presentedFor: presentedFor, reason: reason))]
+    }
+
     mutating func apply(_ event: AccountEvent) {
         switch event {
         case .emailCodeUsed:
@@ -253,6 +261,8 @@ extension EmailCode {
             isSpent = true
         case .emailCodeExpired:
             isSpent = true
+        case .emailCodeRefused(let payload):
+            refusedFor.insert(payload.reason)
         default:
             break
         }

@@ -193,7 +193,9 @@ public struct UserAccount: Sendable, Hashable, Codable {
             emailCodes[payload.codeId]?.apply(event)
         case .emailCodeExpired(let payload):
             emailCodes[payload.codeId]?.apply(event)
-        case .emailCodeRefused, .emailCodeDeliveryFailed:
+        case .emailCodeRefused(let payload):
+            if let codeId = payload.codeId { emailCodes[codeId]?.apply(event) }
+        case .emailCodeDeliveryFailed:
             break
         case .providerEmailStatusChanged(let payload):
             identities[payload.provider]?.emailForwarding = payload.forwarding
