@@ -88,6 +88,13 @@ struct DevService: Sendable {
 
     // MARK: Credentials
 
+    /// The passwords the server has hashed since it started (`tether_password_hashes_total` of `/metrics`).
+    func passwordHashes() async throws -> Double {
+        let text = try await client.get("/metrics").bodyText
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("tether_password_hashes_total ") })
+        return try #require(Double(line.split(separator: " ")[1]))
+    }
+
     /// An Apple credential for `sub` minted by the dev identity provider.
     func apple(_ sub: String, email: String? = nil, verified: Bool = true, extra: [String: JSONValue] = [:]) async throws -> Credential {
         var claims: [String: JSONValue] = ["sub": .string(sub), "emailVerified": .bool(verified)]

@@ -69,11 +69,7 @@ struct V1EmailFlowTests {
             let ada = try await signUp(service, "hash-ada@example.com")
             #expect(try await service.client.post("/v1/password-reset", json: ["email": "hash-ada@example.com"]).status == 202)
             let mail = try await service.lastMail(to: "hash-ada@example.com")
-            func hashes() async throws -> Double {
-                let text = try await service.client.get("/metrics").bodyText
-                let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("tether_password_hashes_total ") })
-                return try #require(Double(line.split(separator: " ")[1]))
-            }
+            func hashes() async throws -> Double { try await service.passwordHashes() }
             let before = try await hashes()
             let made = [EmailCodeFormat.make(for: try #require(UUID(uuidString: ada.user.id))).code, EmailCodeFormat.make(for: UUID()).code]
             for code in made {

@@ -507,6 +507,32 @@ struct V1SessionsTests {
         }
     }
 
+    /// A password link hashed the password (scrypt) before the command found its address taken: an anonymous
+    /// user, one sign-up's place, bought unlimited hashing. Each link now takes a place of the address's sign-ups.
+    @Test func passwordLinksTakeTheAddressesSignUpPlaces() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "5", "TETHER_FIREBASE_PROJECT_ID": "demo-project"]) { app in
+            // Three places: a sign-up, and an anonymous user on /v1 and on Firebase (each a sign-up).
+            #expect(try await app.client.post("/v1/sign-up", json: ["email": "holder@example.com", "password": "a long password"]).status == 201)
+            let anonymous = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
+            let path = "\(FirebaseApp.v1)/accounts:signUp?key=any"
+            let guest = try await app.client.post(path, json: [String: String]()).decodeJSON([String: JSONValue].self)
+            let before = try await app.passwordHashes()
+            var statuses: [Int] = []
+            for _ in 0..<3 {
+                statuses.append(try await app.link(
+                    Credential(provider: "password", credential: ["email": "holder@example.com", "password": "another password"]),
+                    to: anonymous.session.accessToken).status)
+            }
+            #expect(statuses == [409, 409, 429])
+            #expect(try await app.passwordHashes() - before == 2, "the refused link hashed nothing")
+            // Firebase's upgrade of an anonymous user to a password is the same link.
+            let upgrade = try await app.client.post(
+                path, json: ["idToken": try #require(guest["idToken"]), "email": "holder@example.com", "password": "another password"] as JSONValue)
+            #expect(upgrade.status == 400 && upgrade.bodyText.contains("TOO_MANY_ATTEMPTS_TRY_LATER"), "\(upgrade.bodyText)")
+            #expect(try await app.passwordHashes() - before == 2)
+        }
+    }
+
     @Test func parallelGuessesCannotAllPassTheLimitBeforeTheyFail() async throws {
         try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "5"]) { app in
             #expect(try await app.client.post("/v1/sign-up", json: ["email": "par@example.com", "password": "the right one"]).status == 201)

@@ -135,7 +135,8 @@ public struct AccountCommands: Sendable {
             throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         case .password(let email, let password):
             return try await accounts.link(
-                [try await passwordLink(email: email, password: password, pointer: "/credential", authTime: command.authTime)],
+                [try await passwordLink(
+                    email: email, password: password, pointer: "/credential", authTime: command.authTime, context: command.context)],
                 to: command.userId, context: command.context, followUp: command.followUp)
         default:
             return try await link(
@@ -226,9 +227,15 @@ public struct AccountCommands: Sendable {
     /// A password to link on `email`: the address and the password checked against the policy (a refusal
     /// points at `email` and `password` under `pointer`), the password hashed. With the caller's `authTime`,
     /// the command holds a user who has another way in to a recent sign-in (``UserAccount/checkPasswordAddition(authTime:now:)``).
-    public func passwordLink(email: String, password: String, pointer: String = "", authTime: Date? = nil) async throws -> AccountService.Link {
+    ///
+    /// The hash takes a place of the client address's sign-ups (``SignInLimits/reserveSignUp(from:)``) first, as a
+    /// sign-up's does: a link refused after it (an address another account holds) has cost its work all the same.
+    public func passwordLink(
+        email: String, password: String, pointer: String = "", authTime: Date? = nil, context: CommandContext
+    ) async throws -> AccountService.Link {
         let email = try Self.validate(email: email, pointer: pointer + "/email")
         try checkPassword(password, pointer: pointer + "/password")
+        try await limits.reserveSignUp(from: context.metadata.clientIP)
         let identity = ExternalIdentity(
             provider: ProviderName.password.rawValue, uid: ExternalIdentity.normalize(email), email: email, isEmailVerified: false)
         return AccountService.Link(identity, passwordHash: try await hashPassword(password), authTime: authTime)

@@ -195,7 +195,7 @@ extension ParseRoutes {
         let others = extras.filter { account.identities[$0.claim.provider]?.uid != $0.identity.uid }
         var links = others.map { AccountService.Link($0.identity, replacing: account.identities[$0.claim.provider] != nil) }
         if let passwordEmail, let password = credentials.password {
-            links.append(try await commands.passwordLink(email: passwordEmail, password: password))
+            links.append(try await commands.passwordLink(email: passwordEmail, password: password, context: context))
         }
         if !links.isEmpty {
             do {
@@ -453,7 +453,7 @@ extension ParseRoutes {
             newToken = token
             if let newPasswordEmail {
                 // A first password needs a recent log-in of a user who has another way in, as on /v1.
-                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime))
+                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime, context: context))
                 after.append { try $0.restartingSessions(with: session, continuing: callerSession, now: context.now) }
             } else {
                 let hash = try await commands.hashPassword(password)
