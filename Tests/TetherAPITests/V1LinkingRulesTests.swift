@@ -144,6 +144,28 @@ struct V1LinkingRulesTests {
         }
     }
 
+    /// A password linked on another address than the user's email leaves the email as it is; the address is still
+    /// the user's: a provider that proves it signed in to a second account holding the same address.
+    @Test func aPasswordsAddressIsHeldLikeTheUsersEmail() async throws {
+        try await DevService.run { app in
+            let owner = try await app.signedIn(try await app.apple("apple-pw-other", email: "pw@example.com"))
+            let linked = try await app.link(
+                Credential(provider: "password", credential: ["email": "PW.Other@example.com", "password": "a long password"]),
+                to: owner.session.accessToken)
+            #expect(linked.status == 200)
+            let before = try await app.totalEvents()
+            let google = try await app.signIn(try await app.google("google-pw-other", email: "pw.other@example.com"))
+            #expect(google.status == 409, "\(google.bodyText)")
+            let problem = try google.decodeJSON(ProblemBody.self)
+            #expect(problem.code == "account_exists_with_different_credential")
+            #expect(problem.signInMethods == ["apple", "password"])
+            #expect(try await app.totalEvents() == before, "no second account")
+            // The password still signs in to its user.
+            let password = try await app.signIn(app.password("pw.other@example.com", "a long password"))
+            #expect(try password.decodeJSON(SignedIn.self).user.id == owner.user.id)
+        }
+    }
+
     @Test func duplicateEmailsMakeSeparateUsersWhenThePolicyAllowsThem() async throws {
         try await DevService.run(settings: ["TETHER_EMAIL_POLICY": "allow-duplicate-emails"]) { app in
             let first = try await app.signedIn(try await app.apple("apple-dup", email: "dup@example.com"))
