@@ -105,9 +105,11 @@ struct DevService: Sendable {
     }
 
     /// An Apple credential for `sub` whose token carries the hash of a fresh nonce, sent beside it (single use).
-    func appleWithNonce(_ sub: String) async throws -> Credential {
+    func appleWithNonce(_ sub: String, email: String? = nil) async throws -> Credential {
         let rawNonce = UUID().uuidString
-        let minted = try await idp.post("/dev-idp/apple/token", json: ["sub": sub, "rawNonce": rawNonce])
+        var claims = ["sub": sub, "rawNonce": rawNonce]
+        if let email { claims["email"] = email }
+        let minted = try await idp.post("/dev-idp/apple/token", json: claims)
         let token = try #require(try minted.decodeJSON([String: String].self)["identityToken"])
         return Credential(provider: "apple", credential: ["identityToken": .string(token), "rawNonce": .string(rawNonce)])
     }

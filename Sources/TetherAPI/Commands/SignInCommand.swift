@@ -144,15 +144,6 @@ public struct AccountCommands: Sendable {
         }
     }
 
-    /// Whether `error` is the server's failure (the database, a provider that did not answer), not a refusal.
-    static func isServerFailure(_ error: any Error) -> Bool {
-        switch error {
-        case is AccountError, is SignInLimits.Refusal: false
-        case let error as ProviderError: error.isRetryable
-        default: true
-        }
-    }
-
     /// The code of an error that refuses the credential itself (counted by the limits); nil for any other.
     static func refusedCredential(_ error: any Error) -> String? {
         if let error = error as? AccountError {
@@ -248,7 +239,7 @@ public struct AccountCommands: Sendable {
         _ links: [AccountService.Link], to userId: UUID, context: CommandContext,
         preceding: AccountService.FollowUp? = nil, followUp: AccountService.FollowUp? = nil
     ) async throws -> UserAccount {
-        try await releasingOnServerFailure(links.filter { $0.passwordHash == nil }.map(\.identity)) {
+        try await releasingOnFailure(links.filter { $0.passwordHash == nil }.map(\.identity)) {
             try await accounts.link(links, to: userId, context: context, preceding: preceding, followUp: followUp)
         }
     }
@@ -311,12 +302,11 @@ public struct AccountCommands: Sendable {
         attempt.verifiedUID = identity.uid
         let outcome: SignInOutcome
         do {
-            outcome = try await releasingOnServerFailure([identity]) {
+            outcome = try await releasingOnFailure([identity]) {
                 try await accounts.signIn(
                     identity, session: command.session, context: command.context, check: limits.check(attempt, releasing: reservation))
             }
         } catch let refusal as SignInLimits.Refusal {
-            await identities?.release(identity)
             try await limits.refuse(attempt, refusal)
         } catch let error as AccountError where error.reason == .accountExistsWithDifferentCredential {
             return .needsConfirmation(email: error.email ?? "", signInMethods: error.signInMethods)
@@ -363,18 +353,24 @@ public struct AccountCommands: Sendable {
         return try await identities.verify(credential)
     }
 
-    /// Runs the command `identities` were verified for; when it fails on the server's side (a 5xx, such as
-    /// the database going away), the tokens' nonces are given back: the client will retry with the same
-    /// token, and a nonce spent on a sign-in that never happened must not turn that retry into a replay.
-    func releasingOnServerFailure<T>(_ identities: [ExternalIdentity], _ command: () async throws -> T) async throws -> T {
+    /// Runs the command `identities` were verified for; when it fails, the tokens' nonces are given back:
+    /// nothing was written with them, and the client may well present the same token again. After a failure
+    /// of the server (the database going away) it retries; after a refusal it does what the answer says, such
+    /// as signing in with the account's own method and then linking this credential, or linking it to another
+    /// user. A nonce spent on a command that never happened must not turn that into a replay.
+    func releasingOnFailure<T>(_ identities: [ExternalIdentity], _ command: () async throws -> T) async throws -> T {
         do {
             return try await command()
         } catch {
-            if Self.isServerFailure(error) {
-                for identity in identities { await self.identities?.release(identity) }
-            }
+            await release(identities)
             throw error
         }
+    }
+
+    /// Gives back the nonces of credentials verified for a request that then did nothing with them (a surface
+    /// refused it, or another of its credentials, before any command ran): see ``releasingOnFailure(_:_:)``.
+    public func release(_ verified: [ExternalIdentity]) async {
+        for identity in verified { await identities?.release(identity) }
     }
 
     /// Counts and records a sign-in refused for its credential ("these credentials do not get you in"),

@@ -124,6 +124,9 @@ extension FirebaseRoutes {
         let (providerId, credential, echoed) = try Self.idpCredential(postBody)
         let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         let context = context(request)
+        // The caller a link is for is authenticated first: a bad `idToken` must not spend the credential's nonce.
+        var caller: (account: UserAccount, claims: FirebaseIDTokenClaims)?
+        if let idToken = try request.body.string("idToken") { caller = try await authenticate(idToken: idToken) }
         var identity: ExternalIdentity
         do {
             identity = try await commands.verify(credential, context: context)
@@ -145,8 +148,7 @@ extension FirebaseRoutes {
         if let photo = identity.photoURL { answer["photoUrl"] = .string(photo) }
         let (session, refreshToken) = newSession(provider: identity.provider)
         let signIn = SignInCommand(credential: credential, session: session, context: context)
-        if let idToken = try request.body.string("idToken") {
-            let caller = try await authenticate(idToken: idToken)
+        if let caller {
             let context = self.context(request, user: caller.account.id)
             let account: UserAccount
             do {
@@ -168,6 +170,7 @@ extension FirebaseRoutes {
            try await accounts.database.query(try AccountProjection.identityOwner(
                provider: identity.provider, uid: identity.uid, seal: try await accounts.database.readModelSeal())).isEmpty {
             // Reauthentication (the iOS SDK sends autoCreate: false) never makes a user.
+            await commands.release([identity])
             throw FirebaseError.userNotFound
         }
         let result: SignInResult

@@ -17,7 +17,8 @@ extension ParseRoutes {
         if body["emailVerified"] != nil { throw Self.emailVerifiedIsNotTheClients }
         let credentials = try Credentials(body)
         if let value = body["authData"] {
-            return try await logIn(with: try ParseAuthData(value), credentials: credentials, request, caller)
+            let authData = try ParseAuthData(value)
+            return try await releasingUnused { verified in try await logIn(with: authData, credentials: credentials, request, caller, verified) }
         }
         guard let username = credentials.username else {
             throw ParseError(ParseError.usernameMissing, "bad or missing username")
@@ -131,7 +132,7 @@ extension ParseRoutes {
     /// user); they are checked, and their email looked up, before the sign-in too. A user who has a
     /// password already changes it with a `PUT`, not with a log-in.
     private func logIn(
-        with authData: ParseAuthData, credentials: Credentials, _ request: HTTPRequest, _ caller: Caller
+        with authData: ParseAuthData, credentials: Credentials, _ request: HTTPRequest, _ caller: Caller, _ held: VerifiedCredentials
     ) async throws -> HTTPResponse {
         let claims = try authData.identities
         guard !claims.isEmpty else { throw ParseError.unsupported }
@@ -142,7 +143,7 @@ extension ParseRoutes {
         }
         var verified: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
         for claim in claims {
-            verified.append((claim, try await verify(claim, request, caller)))
+            verified.append((claim, try await verify(claim, request, caller, held)))
         }
         // One identity and no caller: the sign-in itself finds its owner, with no statement more.
         let owners = verified.count == 1 && caller.session == nil && credentials.isEmpty ? [:] : try await owners(of: verified.map(\.identity))
@@ -172,6 +173,7 @@ extension ParseRoutes {
         let context = context(request, caller)
         let (session, token) = newSession(primary.claim.provider, request, now: context.now)
         let result: SignInResult
+        held.handedToCommand = true
         do {
             result = try await commands.signIn(
                 SignInCommand(credential: primary.claim.credential, session: session, context: context), verified: primary.identity)
@@ -228,8 +230,29 @@ extension ParseRoutes {
         ).map { try $0.decode("id", as: UUID.self) }
     }
 
-    /// Verifies one claimed identity; its `id` must be the subject the provider vouches for.
-    private func verify(_ claim: ClaimedIdentity, _ request: HTTPRequest, _ caller: Caller) async throws -> ExternalIdentity {
+    /// The credentials a request verified, whose nonces go back when it is refused before a command takes them
+    /// (``releasingUnused(_:)``): the client may present the same tokens again, fixed (one of them was bad) or
+    /// alone. A command gives them back itself when it fails.
+    final class VerifiedCredentials {
+        var identities: [ExternalIdentity] = []
+        var handedToCommand = false
+    }
+
+    /// Runs `body`, giving back the nonces of the credentials it verified when it fails before a command took them.
+    private func releasingUnused<T>(_ body: (VerifiedCredentials) async throws -> T) async throws -> T {
+        let held = VerifiedCredentials()
+        do {
+            return try await body(held)
+        } catch {
+            if !held.handedToCommand { await commands.release(held.identities) }
+            throw error
+        }
+    }
+
+    /// Verifies one claimed identity (held in `held`); its `id` must be the subject the provider vouches for.
+    private func verify(
+        _ claim: ClaimedIdentity, _ request: HTTPRequest, _ caller: Caller, _ held: VerifiedCredentials
+    ) async throws -> ExternalIdentity {
         let identity: ExternalIdentity
         do {
             identity = try await commands.verify(claim.credential, context: context(request, caller))
@@ -239,6 +262,7 @@ extension ParseRoutes {
         } catch {
             throw ParseError(converting: error, provider: claim.provider)
         }
+        held.identities.append(identity)
         guard identity.uid == claim.id else { throw ParseError.subjectMismatch(provider: claim.provider) }
         return identity
     }
@@ -355,6 +379,10 @@ extension ParseRoutes {
     /// then links go before unlinks, so `"anonymous": null` beside a new provider, as Parse-Swift sends
     /// it, upgrades rather than failing on the last method.
     func update(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        try await releasingUnused { held in try await update(request, caller, held) }
+    }
+
+    private func update(_ request: HTTPRequest, _ caller: Caller, _ held: VerifiedCredentials) async throws -> HTTPResponse {
         let objectId = request.pathParameters["id"] ?? ""
         let isMaster = caller.master != nil
         let userId: UUID
@@ -426,7 +454,7 @@ extension ParseRoutes {
         if remaining.isEmpty, !isMaster, !unlinks.isEmpty { throw ParseError(converting: AccountError.lastSignInMethod) }
         var toLink: [(claim: ClaimedIdentity, identity: ExternalIdentity)] = []
         for claim in claims {
-            toLink.append((claim, try await verify(claim, request, caller)))
+            toLink.append((claim, try await verify(claim, request, caller, held)))
         }
         let owners = try await owners(of: toLink.map(\.identity))
         guard owners.values.allSatisfy({ $0 == userId }) else { throw ParseError.authAlreadyUsed }
@@ -471,6 +499,7 @@ extension ParseRoutes {
             do {
                 let steps = after, now = context.now
                 let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
+                held.handedToCommand = true
                 account = try await commands.link(links, to: userId, context: context, preceding: preceding, followUp: followUp)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw try await emailTaken(newPasswordEmail, owner: userId)

@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import TetherAPI
+import TetherCore
+import TetherTesting
+
+/// A token with a nonce is spent when it is verified. A request refused after that wrote nothing with it, and its
+/// answer often tells the client to present the same token again (link it once signed in, send it alone): the
+/// nonce is given back, or that retry is refused as a replay.
+@Suite("Nonces of refused requests are given back")
+struct NonceGiveBackTests {
+    private static let surfaces = ["TETHER_PARSE_APP_ID": ParseApp.appID, "TETHER_FIREBASE_PROJECT_ID": FirebaseApp.projectID]
+
+    private func fields(_ credential: Credential) throws -> (token: String, rawNonce: String) {
+        guard case .object(let members) = credential.credential, case .string(let token)? = members["identityToken"],
+              case .string(let rawNonce)? = members["rawNonce"] else { throw HarnessError("not an Apple credential with a nonce") }
+        return (token, rawNonce)
+    }
+
+    @Test func v1AccountExistsThenLinkTheSameToken() async throws {
+        try await DevService.run { app in
+            let owner = try await app.signedIn(try await app.google("google-katherine", email: "katherine@example.com"))
+            let apple = try await app.appleWithNonce("apple-katherine", email: "katherine@example.com")
+            let refused = try await app.signIn(apple)
+            #expect(refused.status == 409 && refused.bodyText.contains("account_exists_with_different_credential"))
+            // What the answer says: sign in with the account's method, then link this credential.
+            let linked = try await app.link(apple, to: owner.session.accessToken)
+            #expect(linked.status == 200, "\(linked.bodyText)")
+            #expect(try await app.link(apple, to: owner.session.accessToken).status == 401, "spent once it was used")
+        }
+    }
+
+    @Test func parseARequestRefusedForAnotherEntryOrAWrongIdLeavesTheTokenUsable() async throws {
+        try await ParseApp.run(settings: Self.surfaces) { parse in
+            let apple = try fields(try await parse.app.appleWithNonce("apple-parse-nonce"))
+            let appleEntry = ParseApp.strings(["id": "apple-parse-nonce", "token": apple.token, "nonce": apple.rawNonce])
+            let withBadGoogle = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": appleEntry, "google": ParseApp.strings(["id": "x", "id_token": "bad"]),
+            ])]))
+            #expect(withBadGoogle.status == 404 && withBadGoogle.text.contains("101"), "\(withBadGoogle.text)")
+            let wrongId = try await parse.logIn("apple", ["id": "someone-else", "token": apple.token, "nonce": apple.rawNonce])
+            #expect(wrongId.status == 404, "\(wrongId.text)")
+            let alone = try await parse.send("POST", "/users", json: .object(["authData": .object(["apple": appleEntry])]))
+            #expect(alone.status == 201, "\(alone.text)")
+        }
+    }
+
+    @Test func firebaseABadIdTokenIsRefusedBeforeTheCredentialIsSpent() async throws {
+        try await FirebaseApp.run(settings: Self.surfaces) { firebase in
+            let apple = try fields(try await firebase.app.appleWithNonce("apple-firebase-nonce"))
+            let postBody = "providerId=apple.com&id_token=\(apple.token)&nonce=\(apple.rawNonce)"
+            func signInWithIdp(idToken: String) async throws -> FirebaseAnswer {
+                try await firebase.call("accounts:signInWithIdp", .object([
+                    "postBody": .string(postBody), "requestUri": "http://localhost", "returnSecureToken": true, "idToken": .string(idToken),
+                ]))
+            }
+            let garbage = try await signInWithIdp(idToken: "garbage")
+            #expect(garbage.status == 400 && garbage.text.contains("INVALID_ID_TOKEN"), "\(garbage.text)")
+            let guest = try #require(try await firebase.call("accounts:signUp", .object([:])).string("idToken"))
+            let linked = try await signInWithIdp(idToken: guest)
+            #expect(linked.status == 200 && linked.string("federatedId") == "apple-firebase-nonce", "\(linked.text)")
+        }
+    }
+}
