@@ -15,7 +15,7 @@ extension Commands {
         defer { database.shutdown() }
         switch options.positionals {
         case ["check"]:
-            let report = try await MasterKeyRotation.check(on: database, ring: ring)
+            let report = try await explainingMissingTables { try await MasterKeyRotation.check(on: database, ring: ring) }
             print("""
                 \(report.current) wrapped by the current master key, \(report.older) by an older one, \
                 \(report.unknown) by an unknown master key, \(report.unwrapped) not wrapped, \(report.destroyed) destroyed (by erasures, or day keys past their 30 days)
@@ -29,8 +29,8 @@ extension Commands {
         case ["rotate-master"]:
             guard let path = options["new"] else { throw UsageError("tether keys rotate-master needs --new FILE (make one: head -c 32 /dev/urandom | base64 > FILE)") }
             let new: MasterKey
-            do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \((error as? CryptoError)?.detail ?? String(describing: error))") }
-            let count = try await MasterKeyRotation.rotate(on: database, from: ring, to: new)
+            do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \(sentence(error))") }
+            let count = try await explainingMissingTables { try await MasterKeyRotation.rotate(on: database, from: ring, to: new) }
             print("re-wrapped \(count) keys with the master key of \(path); TETHER_MASTER_KEY_FILE may now name it alone")
         default:
             throw UsageError("tether keys takes check, or rotate-master --new FILE")

@@ -23,7 +23,7 @@ extension Commands {
             throw failure // an interruption's own status
         } catch where options.has("verify") {
             // Drift is 1; a verification that could not run is 3, so a scheduled check tells the two apart.
-            throw CommandFailure("the read models could not be verified: \(String(describing: error))", status: 3)
+            throw CommandFailure("the read models could not be verified: \(sentence(error))", status: 3)
         }
         if drifting > 0 {
             throw CommandFailure("the read models drift from the log: \(drifting) row\(drifting == 1 ? "" : "s") differ (listed above)")

@@ -1,6 +1,7 @@
 import Foundation
 import TetherAPI
 import TetherCore
+import TetherCrypto
 import TetherHTTP
 import TetherPostgres
 
@@ -57,6 +58,7 @@ extension Commands {
             guard options.positionals.count == 1 else { throw UsageError("tether admin-keys create takes no arguments besides its options") }
             guard let roleName = options["role"] else { throw UsageError("tether admin-keys create needs --role support or --role admin") }
             guard let role = AdminRole(rawValue: roleName) else { throw UsageError("--role is support or admin, not \"\(roleName)\"") }
+            do { _ = try AdminKeyStore.checkedName(options["name"]) } catch { throw UsageError("--name: \(error.description)") }
             try await withDatabase(options, for: "tether admin-keys") { database in
                 let store = AdminKeyStore(database: database)
                 let (key, secret) = try await store.create(role: role, name: options["name"], metadata: operatorMetadata())
@@ -175,12 +177,26 @@ extension Commands {
         }
         let database = PostgresClient(configuration: .init(url: url, maxConnections: 2, masterKeys: try masterKeys(configuration)))
         defer { database.shutdown() }
-        do {
+        try await explainingMissingTables {
             try await requireMasterKeyOpensStoredKeys(database, configuration, storingSecrets: storingSecrets)
             try await body(database)
+        }
+    }
+
+    /// Runs `body`; a table it needs that the database lacks (not migrated) is said as such, with what to do.
+    static func explainingMissingTables<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
         } catch let error as PostgresError where error.sqlState == "42P01" {
             throw CommandFailure("the database lacks a table this command needs (\(error.message)); run tether migrate")
         }
+    }
+
+    /// What a command's failure says on standard error: its words, without the machine code (`invalid_input: …`)
+    /// some errors carry for logs and API answers.
+    static func sentence(_ error: any Error) -> String {
+        if let error = error as? CryptoError, !error.detail.isEmpty { return error.detail }
+        return String(describing: error)
     }
 
     /// Who acts at the command line, recorded on the events a command writes.

@@ -69,13 +69,8 @@ do {
     fail("\(error.description) (see tether \(command) --help)", status: 2)
 } catch let error as CommandFailure {
     fail(error.description, status: error.status)
-} catch let error as CryptoError where !error.detail.isEmpty {
-    // Its words, without the machine code (`invalid_input: …`) meant for logs and API errors.
-    fail(error.detail, status: 1)
-} catch let error as CustomStringConvertible {
-    fail(error.description, status: 1)
 } catch {
-    fail(String(describing: error), status: 1)
+    fail(Commands.sentence(error), status: 1)
 }
 // An answer that never reached its reader (a full disk, a closed pipe) is a failure, not a success: a new
 // key or secret shown once, or an export, that went nowhere must not exit 0.

@@ -45,17 +45,23 @@ public struct AdminKeyStore: Sendable {
         }
     }
 
-    /// Makes a key; the answer carries the key itself, which nothing can show again.
-    public func create(role: AdminRole, name: String?, metadata: EventMetadata) async throws -> (key: AdminKey, secret: String) {
+    /// `name` as a key keeps it (trimmed), or ``AdminError/invalidRequest(_:)`` saying what a name may be.
+    public static func checkedName(_ name: String?) throws(AdminError) -> String? {
         let name = name?.trimmingCharacters(in: .whitespacesAndNewlines)
         if let name {
             // Control and format characters (a newline, a tab, a terminal's escape, a right-to-left override) would
             // reach every listing as they are.
             guard !name.isEmpty, name.count <= Self.maxNameLength, !name.contains(where: \.isNewline),
                   !name.unicodeScalars.contains(where: { [.control, .format].contains($0.properties.generalCategory) }) else {
-                throw AdminError.invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line, without control or formatting characters")
+                throw .invalidRequest("a key name is 1 to \(Self.maxNameLength) characters on one line, without control or formatting characters")
             }
         }
+        return name
+    }
+
+    /// Makes a key; the answer carries the key itself, which nothing can show again.
+    public func create(role: AdminRole, name: String?, metadata: EventMetadata) async throws -> (key: AdminKey, secret: String) {
+        let name = try Self.checkedName(name)
         let id = UUID.random()
         let secret = Self.secretFormat.generate()
         let event = AdminEvent.keyCreated(.init(keyId: id, name: name, role: role.rawValue, keyHash: Self.secretFormat.hash(secret)))

@@ -62,6 +62,10 @@ struct MasterKeyServiceTests {
             #expect(unknown.stderr.contains("master key this configuration does not have"))
             let noFile = try await TetherCommandLine.run(["keys", "check"], databaseURL: service.database.url)
             #expect(noFile.status != 0 && noFile.stderr.contains("TETHER_MASTER_KEY_FILE is not set"), "\(noFile.stderr)")
+            // A verification that cannot open the keys says why in words, without the machine code meant for logs.
+            let verify = try await TetherCommandLine.run(["replay", "--verify"], databaseURL: service.database.url)
+            #expect(verify.status == 3 && verify.stderr.contains("set TETHER_MASTER_KEY_FILE"), "\(verify.stderr)")
+            #expect(!verify.stderr.contains("invalid_input"), "\(verify.stderr)")
             // With the wrong key file nothing goes on: no command wraps a new secret with it, no server starts.
             let refused = try await TetherCommandLine.run(
                 ["webhooks", "create", "--url", "https://93.184.215.14/other"], databaseURL: service.database.url,

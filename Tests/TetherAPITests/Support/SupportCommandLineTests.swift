@@ -4,6 +4,7 @@ import TetherAPI
 import TetherCore
 import TetherHTTP
 import TetherPostgres
+import TetherTesting
 
 /// The built `tether` executable, run as an operator would run it.
 @Suite("tether history and tether admin-keys")
@@ -72,7 +73,8 @@ struct SupportCommandLineTests {
             expectOneLineFailure(try await Self.tether(["admin-keys", "rotate"], databaseURL: url), status: 2, mentioning: "rotate")
             expectOneLineFailure(try await Self.tether(["admin-keys", "list"], databaseURL: nil), status: 1, mentioning: "TETHER_DATABASE_URL")
             let longName = String(repeating: "n", count: 101)
-            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: url), status: 1, mentioning: "name")
+            // A bad name is a usage mistake, found before the database is asked anything.
+            expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "admin", "--name", longName], databaseURL: nil), status: 2, mentioning: "--name")
             #expect(try await keys.list().count == 1, "failed commands made no key")
         }
     }
@@ -117,6 +119,11 @@ struct SupportCommandLineTests {
             expectOneLineFailure(
                 try await Self.tether(["replay", "--verify"], databaseURL: unreachable), status: 3, mentioning: "could not be verified")
             #expect(try await Self.tether(["replay"], databaseURL: unreachable).status == 1)
+            // A database with no schema: every command that reads it says to migrate (keys check printed the SQL error).
+            let empty = try await TestDatabase.make(migrated: false)
+            for call in [["keys", "check"], ["admin-keys", "list"]] {
+                expectOneLineFailure(try await Self.tether(call, databaseURL: empty.url), status: 1, mentioning: "run tether migrate")
+            }
             let nothing = try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg"], databaseURL: nil)
             expectOneLineFailure(nothing, status: 1, mentioning: "no PostgreSQL cluster at /nonexistent/tether-pg")
             // A stray word is a mistake, not something to ignore: `migrate status` is not `migrate --status`. (`serve`
