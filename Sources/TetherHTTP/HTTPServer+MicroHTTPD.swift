@@ -310,10 +310,25 @@ extension HTTPServer.Core {
     static func clientAddress(peer: String?, forwardedFor: [String], trustedProxies: [IPAddressRange]) -> String? {
         let isTrusted = { (address: String) in trustedProxies.contains { $0.contains(address) } }
         guard let peer, isTrusted(peer) else { return peer }
-        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { forwardedAddress($0.trimmingCharacters(in: .whitespaces)) }
         guard let client = hops.last(where: { !isTrusted($0) }) else { return peer }
         // Whatever a proxy passed on from the client is only believed when it is an address at all.
         return isIPAddress(client) ? client : peer
+    }
+
+    /// An `X-Forwarded-For` entry's address without the port some proxies append (`198.51.100.7:1234`,
+    /// `[2001:db8::1]:1234`) or the brackets of an IPv6 address (`[2001:db8::1]`): the port says nothing about
+    /// the client, and read as part of the address it made every client a stranger falling back to the proxy's.
+    static func forwardedAddress(_ entry: String) -> String {
+        let isPort = { (text: Substring) in !text.isEmpty && text.count <= 5 && text.utf8.allSatisfy { (0x30...0x39).contains($0) } }
+        if entry.hasPrefix("["), let close = entry.firstIndex(of: "]") {
+            let rest = entry[entry.index(after: close)...]
+            guard rest.isEmpty || rest.first == ":" && isPort(rest.dropFirst()) else { return entry }
+            return String(entry[entry.index(after: entry.startIndex)..<close])
+        }
+        let parts = entry.split(separator: ":", omittingEmptySubsequences: false)
+        // One colon only: an IPv6 address has two at least.
+        return parts.count == 2 && isPort(parts[1]) ? String(parts[0]) : entry
     }
 
     private static func isIPAddress(_ text: String) -> Bool {
