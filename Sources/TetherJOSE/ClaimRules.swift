@@ -39,7 +39,10 @@ struct ClaimRules {
             case .string(let audience):
                 isAccepted = audiences.contains(audience)
             case .array(let entries) where entries.allSatisfy({ $0.stringValue != nil }):
-                isAccepted = entries.contains { audiences.contains($0.stringValue!) }
+                // OpenID Connect Core §3.1.3.7: an ID token naming an audience this client does not trust is refused,
+                // and one of several audiences says which of them it was issued to (`azp`), one of ours.
+                let trusted = !entries.isEmpty && entries.allSatisfy { audiences.contains($0.stringValue!) }
+                isAccepted = trusted && (entries.count == 1 || claims["azp"]?.stringValue.map(audiences.contains) == true)
             default:
                 throw JOSEError.malformed.with(detail: "aud must be a string or an array of strings")
             }

@@ -45,8 +45,16 @@ struct JWTClaimTests {
         #expect(throws: JOSEError.missingClaim) { try Self.verify(Self.with("iss", nil)) }
     }
 
-    @Test func audienceMayBeAStringOrAListContainingAConfiguredAudience() throws {
-        #expect(try Self.verify(Self.with("aud", ["other", "client-b"])).claims.audience == ["other", "client-b"])
+    @Test func audienceMayBeAStringOrAListOfConfiguredAudiences() throws {
+        #expect(try Self.verify(Self.with("aud", ["client-b"])).claims.audience == ["client-b"])
+        // Another audience beside ours is refused (OpenID Connect Core §3.1.3.7); several of ours need an `azp` of ours.
+        #expect(throws: JOSEError.audience) { try Self.verify(Self.with("aud", ["other", "client-b"])) }
+        #expect(throws: JOSEError.audience) { try Self.verify(Self.with("aud", ["client-a", "client-b"])) }
+        var both = Self.with("aud", ["client-a", "client-b"])
+        both["azp"] = "client-b"
+        #expect(try Self.verify(both).claims.audience == ["client-a", "client-b"])
+        both["azp"] = "other"
+        #expect(throws: JOSEError.audience) { try Self.verify(both) }
         #expect(throws: JOSEError.audience) { try Self.verify(Self.with("aud", "client-c")) }
         #expect(throws: JOSEError.audience) { try Self.verify(Self.with("aud", ["x", "y"])) }
         #expect(throws: JOSEError.audience) { try Self.verify(Self.with("aud", [])) }
