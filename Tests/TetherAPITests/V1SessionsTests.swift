@@ -507,6 +507,26 @@ struct V1SessionsTests {
         }
     }
 
+    /// A throttled address's provider sign-ins were still verified before the limits refused them: a Facebook
+    /// token's two Graph API calls each, so a throttled client could spend the app's quota. Once refused, the
+    /// address's next attempts are answered 429 before verification. (The Graph API here is unreachable: a
+    /// verification would answer 503.)
+    @Test func aThrottledAddressIsRefusedBeforeItsCredentialIsVerified() async throws {
+        try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3", "TETHER_FACEBOOK_GRAPH_URL": "http://127.0.0.1:1/graph"]) { app in
+            let facebook = try await app.facebook("fb-throttled")
+            #expect(try await app.signIn(facebook).status == 503, "the Graph API cannot be reached")
+            var statuses: [Int] = []
+            for _ in 0..<4 {
+                statuses.append(try await app.signIn(try await app.apple("apple-forged", extra: ["forge": "bad-signature"])).status)
+            }
+            #expect(statuses == [401, 401, 401, 429])
+            let throttled = try await app.signIn(facebook)
+            #expect(throttled.status == 429, "\(throttled.bodyText)")
+            let retryAfter = Int(throttled.headers.values(for: "Retry-After").first ?? "") ?? 0
+            #expect((1...60).contains(retryAfter))
+        }
+    }
+
     /// A password link hashed the password (scrypt) before the command found its address taken: an anonymous
     /// user, one sign-up's place, bought unlimited hashing. Each link now takes a place of the address's sign-ups.
     @Test func passwordLinksTakeTheAddressesSignUpPlaces() async throws {

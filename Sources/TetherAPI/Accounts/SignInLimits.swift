@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TetherCore
 import TetherCrypto
 import TetherHTTP
@@ -41,6 +42,8 @@ public struct SignInLimits: Sendable {
     private let tallies = BackgroundLoop()
     /// The stream of ``flushTallies()``'s events.
     static let talliesStream = StreamName("sign-in-failures-counted")
+    /// The keys this instance refused lately, and until when (``refusedLately(_:)``).
+    private let refusedKeys = RefusedKeys()
 
     public init(database: PostgresClient, configuration: Configuration = Configuration()) {
         self.database = database
@@ -296,6 +299,15 @@ public struct SignInLimits: Sendable {
         return max(1, (try rows[0].decode("retry_after", as: Int?.self)) ?? configuration.windowSeconds)
     }
 
+    /// Answers 429 at once for a provider attempt from a key this instance refused less than its `Retry-After`
+    /// ago, before the credential is verified: a throttled client then spends none of the provider's quota (a
+    /// Facebook access token costs two Graph API calls to verify) and no verification. Nothing is read: the
+    /// database's count decides every other attempt, and this one too once the time is past.
+    func refuseIfRefusedLately(_ attempt: Attempt) async throws {
+        guard attempt.email == nil, let (scope, retryAfter) = refusedKeys.refusal(for: attempt.keys) else { return }
+        try await refuse(attempt, scope: scope, retryAfter: retryAfter)
+    }
+
     /// A sign-in refused by ``check(_:)``: hand it to ``refuse(_:)`` once its transaction has ended.
     struct Refusal: Error {
         var scope: String
@@ -325,6 +337,7 @@ public struct SignInLimits: Sendable {
 
     /// Answers 429, counting the refusal in its minute's tally.
     private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
+        if let key = attempt.keys.first(where: { $0.scope == scope })?.key { refusedKeys.note(key, for: retryAfter) }
         _ = try? await database.query(Self.tally("throttled", provider: attempt.provider, detail: scope))
         throw AccountError.rateLimited(
             retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
@@ -344,6 +357,38 @@ public struct SignInLimits: Sendable {
                 try await connection.query(statement)
             }
             try await PostgresEventStore(client: database).append([event], to: stream, expected: .any, metadata: attempt.metadata, on: connection)
+        }
+    }
+}
+
+/// The limits' keys an instance refused lately, each until its `Retry-After` is over; at most ``capacity`` of them
+/// (past that, the expired go, and if none has, everything: a key forgotten is only checked in the database again).
+final class RefusedKeys: Sendable {
+    static let capacity = 10_000
+    private let until = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    func note(_ key: String, for seconds: Int) {
+        let now = ContinuousClock.now
+        until.withLock { until in
+            if until.count >= Self.capacity {
+                until = until.filter { $0.value > now }
+                if until.count >= Self.capacity { until.removeAll() }
+            }
+            until[key] = now.advanced(by: .seconds(seconds))
+        }
+    }
+
+    /// The scope and the whole seconds left of the first of `keys` refused until later than now.
+    func refusal(for keys: [(key: String, scope: String)]) -> (scope: String, retryAfter: Int)? {
+        let now = ContinuousClock.now
+        return until.withLock { until in
+            for (key, scope) in keys {
+                guard let end = until[key] else { continue }
+                guard end > now else { until[key] = nil; continue }
+                let left = now.duration(to: end).components
+                return (scope, max(1, Int(left.seconds) + (left.attoseconds > 0 ? 1 : 0)))
+            }
+            return nil
         }
     }
 }

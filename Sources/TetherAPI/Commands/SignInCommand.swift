@@ -198,6 +198,7 @@ public struct AccountCommands: Sendable {
     /// ``signIn(_:)`` does (past them, the answer is 429).
     public func verify(_ credential: ProviderCredential, context: CommandContext) async throws -> ExternalIdentity {
         let attempt = SignInLimits.Attempt(provider: credential.provider.rawValue, email: nil, metadata: context.metadata)
+        try await limits.refuseIfRefusedLately(attempt)
         do {
             return try await verify(credential)
         } catch {
@@ -292,6 +293,7 @@ public struct AccountCommands: Sendable {
         if let verified {
             identity = verified
         } else {
+            try await limits.refuseIfRefusedLately(attempt)
             do {
                 identity = try await verify(command.credential)
             } catch {
