@@ -405,16 +405,9 @@ public struct AccountService: Sendable {
         try await execute(userId, context) { (try decide($0), ()) }.account
     }
 
-    /// The oldest user holding the email (column `id`): as their email, or as the address they sign in to with a
-    /// password (on `/v1` and Parse a password linked on another address than the user's email leaves their email
-    /// as it is, and the address is still theirs: a sign-in that proves it must not make it a second account's).
+    /// The oldest user holding the email (column `id`).
     static func userWithEmail(_ normalized: String, seal: ReadModelSeal) throws -> PostgresQuery {
-        let sealed = try seal.seal(normalized)
-        return """
-            SELECT id FROM users WHERE email_normalized = \(sealed)
-                OR id = (SELECT user_id FROM identities WHERE provider = 'password' AND provider_uid = \(sealed))
-            ORDER BY created_at LIMIT 1
-            """
+        "SELECT id FROM users WHERE email_normalized = \(try seal.seal(normalized)) ORDER BY created_at LIMIT 1"
     }
 
     /// Serialises commands about one email address for the rest of the transaction (taken before any user's lock).
