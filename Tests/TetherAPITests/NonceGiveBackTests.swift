@@ -45,6 +45,42 @@ struct NonceGiveBackTests {
         }
     }
 
+    /// The sign-in of a log-in's first identity gives back only its own nonce when it is refused: the other entries,
+    /// which no command took yet, are given back by the surface.
+    @Test func parseALogInRefusedAtItsSignInLeavesItsOtherTokensUsable() async throws {
+        try await ParseApp.run(settings: Self.surfaces) { parse in
+            _ = try await parse.app.signedIn(try await parse.app.apple("apple-holder", email: "held@example.com"))
+            let rawNonce = UUID().uuidString
+            let minted = try await parse.app.idp.post("/dev-idp/facebook/limited-token", json: ["sub": "fb-ll-extra", "rawNonce": rawNonce])
+            let limited = try #require(try minted.decodeJSON([String: String].self)["authenticationToken"])
+            let facebookEntry = ParseApp.strings(["id": "fb-ll-extra", "token": limited, "nonce": rawNonce])
+            let refused = try await parse.send("POST", "/users", json: .object(["authData": .object([
+                "apple": ParseApp.strings(["id": "apple-newcomer", "token": try await parse.appleToken("apple-newcomer", email: "held@example.com")]),
+                "facebook": facebookEntry,
+            ])]))
+            #expect(refused.status == 400 && refused.text.contains("203"), "\(refused.text)")
+            let alone = try await parse.send("POST", "/users", json: .object(["authData": .object(["facebook": facebookEntry])]))
+            #expect(alone.status == 201, "\(alone.text)")
+        }
+    }
+
+    /// A password beside authData takes a sign-up place before anything is written: refused, it leaves no new user.
+    @Test func parseAPasswordRefusedByTheLimitsLeavesNoUserBehind() async throws {
+        try await ParseApp.run(settings: Self.surfaces.merging(["TETHER_SIGN_IN_FAILURE_LIMIT": "1"]) { $1 }) { parse in
+            #expect(try await parse.app.client.post("/v1/sign-up", json: ["email": "first@example.com", "password": "a long password"]).status == 201)
+            let before = try await parse.accountEvents()
+            let apple = try fields(try await parse.app.appleWithNonce("apple-with-password"))
+            let appleEntry = ParseApp.strings(["id": "apple-with-password", "token": apple.token, "nonce": apple.rawNonce])
+            let refused = try await parse.send("POST", "/users", json: .object([
+                "authData": .object(["apple": appleEntry]), "username": "second@example.com", "password": "a long password",
+            ]))
+            #expect(refused.status == 429, "\(refused.text)")
+            #expect(try await parse.accountEvents() == before, "no user, no session")
+            let alone = try await parse.send("POST", "/users", json: .object(["authData": .object(["apple": appleEntry])]))
+            #expect(alone.status == 201, "the token is still good: \(alone.text)")
+        }
+    }
+
     @Test func firebaseABadIdTokenIsRefusedBeforeTheCredentialIsSpent() async throws {
         try await FirebaseApp.run(settings: Self.surfaces) { firebase in
             let apple = try fields(try await firebase.app.appleWithNonce("apple-firebase-nonce"))

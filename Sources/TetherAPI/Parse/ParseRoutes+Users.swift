@@ -171,9 +171,15 @@ extension ParseRoutes {
             if let passwordEmail, let conflict = try await passwordEmailConflict(passwordEmail, owner: holder?.id) { throw conflict }
         }
         let context = context(request, caller)
+        // The password is checked against the address's sign-up places and hashed before anything is written: a
+        // refusal then leaves no new user or session behind.
+        var passwordToLink: AccountService.Link?
+        if let passwordEmail, let password = credentials.password {
+            passwordToLink = try await commands.passwordLink(email: passwordEmail, password: password, context: context)
+        }
         let (session, token) = newSession(primary.claim.provider, request, now: context.now)
         let result: SignInResult
-        held.handedToCommand = true
+        held.handOver([primary.identity])
         do {
             result = try await commands.signIn(
                 SignInCommand(credential: primary.claim.credential, session: session, context: context), verified: primary.identity)
@@ -196,10 +202,9 @@ extension ParseRoutes {
         // Server saves a log-in's changed authData. An anonymous one does not (a real identity replaces it).
         let others = extras.filter { account.identities[$0.claim.provider]?.uid != $0.identity.uid }
         var links = others.map { AccountService.Link($0.identity, replacing: account.identities[$0.claim.provider] != nil) }
-        if let passwordEmail, let password = credentials.password {
-            links.append(try await commands.passwordLink(email: passwordEmail, password: password, context: context))
-        }
+        if let passwordToLink { links.append(passwordToLink) }
         if !links.isEmpty {
+            held.handOver(others.map(\.identity))
             do {
                 account = try await commands.link(links, to: account.id, context: self.context(request, caller))
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
@@ -234,17 +239,25 @@ extension ParseRoutes {
     /// (``releasingUnused(_:)``): the client may present the same tokens again, fixed (one of them was bad) or
     /// alone. A command gives them back itself when it fails.
     final class VerifiedCredentials {
-        var identities: [ExternalIdentity] = []
-        var handedToCommand = false
+        /// Verified and not handed to a command yet.
+        private(set) var identities: [ExternalIdentity] = []
+
+        func append(_ identity: ExternalIdentity) { identities.append(identity) }
+
+        /// `taken` go to a command, which gives their nonces back itself if it fails (and must not have them given
+        /// back once it committed).
+        func handOver(_ taken: [ExternalIdentity]) {
+            identities.removeAll { identity in taken.contains { $0.provider == identity.provider && $0.uid == identity.uid } }
+        }
     }
 
-    /// Runs `body`, giving back the nonces of the credentials it verified when it fails before a command took them.
+    /// Runs `body`, giving back the nonces of the credentials it verified and no command took when it fails.
     private func releasingUnused<T>(_ body: (VerifiedCredentials) async throws -> T) async throws -> T {
         let held = VerifiedCredentials()
         do {
             return try await body(held)
         } catch {
-            if !held.handedToCommand { await commands.release(held.identities) }
+            await commands.release(held.identities)
             throw error
         }
     }
@@ -262,7 +275,7 @@ extension ParseRoutes {
         } catch {
             throw ParseError(converting: error, provider: claim.provider)
         }
-        held.identities.append(identity)
+        held.append(identity)
         guard identity.uid == claim.id else { throw ParseError.subjectMismatch(provider: claim.provider) }
         return identity
     }
@@ -499,7 +512,7 @@ extension ParseRoutes {
             do {
                 let steps = after, now = context.now
                 let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
-                held.handedToCommand = true
+                held.handOver(toLink.map(\.identity))
                 account = try await commands.link(links, to: userId, context: context, preceding: preceding, followUp: followUp)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw try await emailTaken(newPasswordEmail, owner: userId)
