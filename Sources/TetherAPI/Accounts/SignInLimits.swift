@@ -305,7 +305,8 @@ public struct SignInLimits: Sendable {
     /// database's count decides every other attempt, and this one too once the time is past.
     func refuseIfRefusedLately(_ attempt: Attempt) async throws {
         guard attempt.email == nil, let (scope, retryAfter) = refusedKeys.refusal(for: attempt.keys) else { return }
-        try await refuse(attempt, scope: scope, retryAfter: retryAfter)
+        // Not noted again: the time left rounds up, and each refusal would push the end on by a fraction of a second.
+        try await refuse(attempt, scope: scope, retryAfter: retryAfter, noting: false)
     }
 
     /// A sign-in refused by ``check(_:)``: hand it to ``refuse(_:)`` once its transaction has ended.
@@ -335,9 +336,12 @@ public struct SignInLimits: Sendable {
         try await refuse(attempt, scope: refusal.scope, retryAfter: refusal.retryAfter)
     }
 
-    /// Answers 429, counting the refusal in its minute's tally.
-    private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int) async throws -> Never {
-        if let key = attempt.keys.first(where: { $0.scope == scope })?.key { refusedKeys.note(key, for: retryAfter) }
+    /// Answers 429, counting the refusal in its minute's tally; `noting` the key as refused for `retryAfter` seconds.
+    private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int, noting: Bool = true) async throws -> Never {
+        // Only an address is looked up before verification (``refuseIfRefusedLately(_:)``): an account's key is not kept.
+        if noting, let key = attempt.keys.first(where: { $0.scope == scope })?.key, key.hasPrefix("ip:") {
+            refusedKeys.note(key, for: retryAfter)
+        }
         _ = try? await database.query(Self.tally("throttled", provider: attempt.provider, detail: scope))
         throw AccountError.rateLimited(
             retryAfterSeconds: retryAfter, "Too many failed sign-ins from this \(scope); retry in \(retryAfter) s.")
