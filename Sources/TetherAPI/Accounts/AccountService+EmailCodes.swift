@@ -80,7 +80,7 @@ extension AccountService {
             if let caller, caller != account.id {
                 // Someone else's real code in a signed-in caller's hands is worth recording; a made-up one is not.
                 let stolen = account.emailCodes.values.first { $0.codeHash == codeHash }
-                return (stolen.map { $0.refusal("other_user", presentedFor: presentedFor) } ?? [],
+                return (stolen.map { $0.refusal("other_user", presentedFor: presentedFor, by: caller) } ?? [],
                         .failure(.invalidCode(AccountError.unknownEmailCodeDetail)))
             }
             let (code, refusal) = account.checkEmailCode(codeHash, for: purposes, presentedFor: presentedFor, now: context.now)

@@ -63,12 +63,18 @@ extension AccountEvent {
         /// `used`, `expired`, `wrong_purpose`, `email_changed` (the account's address is no longer the one the
         /// code was sent to), `other_user` (a signed-in caller presented someone else's code).
         public var reason: String
+        /// The signed-in user who presented someone else's code (`other_user`; absent in events of earlier builds).
+        public var presentedBy: UUID?
 
-        public init(codeId: UUID?, presentedFor: EmailCodePurpose, reason: String) {
+        public init(codeId: UUID?, presentedFor: EmailCodePurpose, reason: String, presentedBy: UUID? = nil) {
             self.codeId = codeId
             self.presentedFor = presentedFor
             self.reason = reason
+            self.presentedBy = presentedBy
         }
+
+        /// What ``EmailCode/refusedFor`` keeps of it: the reason, and for someone else's code who presented it.
+        var refusalKey: String { presentedBy.map { "\(reason):\($0.lowercasedText)" } ?? reason }
     }
 
     /// The mail carrying a code could not be handed to the mail webhook.
@@ -97,8 +103,9 @@ public struct EmailCode: Sendable, Hashable, Codable {
     /// Used, or found expired: it cannot do anything any more.
     public var isSpent = false
     public var isUsed = false
-    /// The reasons it was refused for that are recorded already (`EmailCodeRefused`): the same refusal again is
-    /// answered, not recorded again, so a code kept by anyone cannot grow its user's log past a few events.
+    /// The reasons it was refused for that are recorded already (`EmailCodeRefused`), each presenter of someone
+    /// else's code apart: the same refusal again is answered, not recorded again, so a code kept by anyone cannot
+    /// grow its user's log past a few events (and one more for each account a stolen code is tried from).
     public var refusedFor: Set<String> = []
 }
 
@@ -249,9 +256,11 @@ extension UserAccount {
 }
 
 extension EmailCode {
-    /// The event that records its refusal for `reason`: none when one is recorded already.
-    public func refusal(_ reason: String, presentedFor: EmailCodePurpose) -> [AccountEvent] {
-        refusedFor.contains(reason) ? [] : [.emailCodeRefused(.init(codeId: id, presentedFor: presentedFor, reason: reason))]
+    /// The event that records its refusal for `reason` (presented by the signed-in `caller` when it is someone
+    /// else's code): none when the same refusal is recorded already.
+    public func refusal(_ reason: String, presentedFor: EmailCodePurpose, by caller: UUID? = nil) -> [AccountEvent] {
+        let refused = AccountEvent.EmailCodeRefused(codeId: id, presentedFor: presentedFor, reason: reason, presentedBy: caller)
+        return refusedFor.contains(refused.refusalKey) ? [] : [.emailCodeRefused(refused)]
     }
 
     mutating func apply(_ event: AccountEvent) {
@@ -262,7 +271,7 @@ extension EmailCode {
         case .emailCodeExpired:
             isSpent = true
         case .emailCodeRefused(let payload):
-            refusedFor.insert(payload.reason)
+            refusedFor.insert(payload.refusalKey)
         default:
             break
         }
