@@ -97,6 +97,40 @@ struct V1LinkingRulesTests {
         }
     }
 
+    /// Two users linking one identity at once: the loser is told the credential is in use, as it is told when the
+    /// two come one after the other, not that the winner's new address is taken. (The address's lock is held here
+    /// while both links arrive, so that they race for it.)
+    @Test func theLoserOfARaceToLinkOneIdentityIsToldTheCredentialIsInUse() async throws {
+        try await DevService.run { app in
+            let first = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
+            let second = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
+            let google = try await app.google("google-raced", email: "raced@example.com")
+            let held = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await app.admin.withTransaction { connection in
+                    _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended('email:raced@example.com', 0))")
+                    for await _ in held.stream { break }
+                }
+            }
+            async let a = app.withNewClient { try await app.link(google, to: first.session.accessToken, on: $0) }
+            async let b = app.withNewClient { try await app.link(google, to: second.session.accessToken, on: $0) }
+            // Both wait for the address's lock before the holder lets go.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                let waiting: Int = try await app.admin.query(
+                    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0].decode("n")
+                if waiting >= 2 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            held.continuation.finish()
+            try await holder.value
+            let answers = try await [a, b]
+            #expect(answers.map(\.status).sorted() == [200, 409])
+            let loser = try #require(answers.first { $0.status == 409 })
+            #expect(try loser.decodeJSON(ProblemBody.self).code == "credential_already_in_use", "\(loser.bodyText)")
+        }
+    }
+
     @Test func aSecondIdentityOfALinkedProviderFails() async throws {
         try await DevService.run { app in
             let user = try await app.signedIn(try await app.apple("apple-two"))

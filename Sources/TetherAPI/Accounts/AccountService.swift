@@ -238,18 +238,21 @@ public struct AccountService: Sendable {
         _ links: [Link], to userId: UUID, context: CommandContext, preceding: FollowUp? = nil, followUp: FollowUp? = nil
     ) async throws -> UserAccount {
         let seal = try await database.readModelSeal()
-        var reads = try links.map { try AccountProjection.identityOwner(provider: $0.identity.provider, uid: $0.identity.uid, seal: seal) }
         let lockedEmails = Set(links.compactMap { link in
             link.passwordHash != nil ? link.identity.normalizedEmail : emailPolicy.exclusiveEmail(of: link.identity)
         }).sorted()
-        reads += lockedEmails.map(Self.lockEmail)
+        // The emails' locks come first, as a sign-in takes them: a link racing this one for the same identity
+        // commits before the lookups below begin, so its identity is found (credential_already_in_use), not only
+        // the address it gave its user (which answered email_already_in_use).
+        var reads = lockedEmails.map(Self.lockEmail)
+        reads += try links.map { try AccountProjection.identityOwner(provider: $0.identity.provider, uid: $0.identity.uid, seal: seal) }
         reads += try lockedEmails.map { try Self.userWithEmail($0, seal: seal) }
         return try await mappingConstraints {
             try await execute(user: .id(userId), known: { cache.entry(for: userId) }, reads: reads, context) { account, rows in
                 // A password identity is its email: another account holding it means the email is taken, and the
                 // caller's own means a password is linked already (it was answered "another account uses this email
                 // address"). Any other identity linked already, even to the caller, is in use (SEMANTICS §1).
-                for (link, owners) in zip(links, rows) where !owners.isEmpty {
+                for (link, owners) in zip(links, rows.dropFirst(lockedEmails.count)) where !owners.isEmpty {
                     guard link.passwordHash != nil else { throw AccountError.credentialAlreadyInUse }
                     let owner: UUID? = try owners.first?.decode("user_id")
                     throw owner == userId ? AccountError.providerAlreadyLinked : AccountError.emailAlreadyInUse
