@@ -507,6 +507,27 @@ struct V1SessionsTests {
         }
     }
 
+    /// Every 401 carried `WWW-Authenticate: Bearer error="invalid_token"`, which tells a client following RFC 6750
+    /// that its session is gone: a wrong code or a refused credential sent with a good token made it throw that away.
+    @Test func onlyARefusedTokenIsChallenged() async throws {
+        try await DevService.run { app in
+            let signedIn = try await app.signedIn(try await app.apple("apple-challenged"))
+            let wrongCode = try await app.client.post(
+                "/v1/email-verification/confirm", headers: ["Authorization": "Bearer \(signedIn.session.accessToken)"],
+                json: ["code": EmailCodeFormat.make(for: UUID()).code])
+            let forged = try await app.signIn(try await app.apple("apple-forged", extra: ["forge": "bad-signature"]))
+            for refused in [wrongCode, forged] {
+                #expect(refused.status == 401)
+                #expect(refused.headers.values(for: "WWW-Authenticate").isEmpty, "\(refused.bodyText)")
+            }
+            #expect(try await app.me(signedIn.session.accessToken).status == 200, "the token was fine all along")
+            let badToken = try await app.me(signedIn.session.accessToken + "x")
+            #expect(badToken.status == 401 && badToken.headers.values(for: "WWW-Authenticate") == [#"Bearer error="invalid_token""#])
+            let unknownRefresh = try await app.refresh(RefreshTokens.generate())
+            #expect(unknownRefresh.headers.values(for: "WWW-Authenticate") == [#"Bearer error="invalid_token""#])
+        }
+    }
+
     /// A throttled address's provider sign-ins were still verified before the limits refused them: a Facebook
     /// token's two Graph API calls each, so a throttled client could spend the app's quota. Once refused, the
     /// address's next attempts are answered 429 before verification. (The Graph API here is unreachable: a

@@ -25,8 +25,12 @@ extension AccountError: ProblemConvertible {
         }
         if let pointer { extensions["pointer"] = .string(pointer) }
         var headers: HTTPHeaders = [:]
-        if status == 401 {
-            headers.add(name: "WWW-Authenticate", value: "Bearer error=\"invalid_token\"")
+        // Only a refused token or proof is challenged: RFC 6750's `invalid_token` tells a client its session is gone,
+        // which a wrong code, a refused credential or a sign-in that is not recent enough do not mean.
+        switch reason {
+        case .invalidToken, .refreshTokenReused: headers.add(name: "WWW-Authenticate", value: TokenError.tokenChallenge)
+        case .invalidDPoPProof: headers.add(name: "WWW-Authenticate", value: TokenError.proofChallenge)
+        default: break
         }
         if let retryAfterSeconds {
             headers["Retry-After"] = String(retryAfterSeconds)

@@ -37,15 +37,19 @@ public struct TokenError: ReasonCodedError, ProblemConvertible {
     /// The algorithms DPoPVerifier accepts by default, as the challenge's `algs` lists them.
     private static let proofAlgorithms = DPoPVerifier.Configuration().allowedAlgorithms.map(\.rawValue).sorted().joined(separator: " ")
 
+    /// The challenges of an access token refused (RFC 6750 §3) and of a DPoP proof refused (RFC 9449 §7.1).
+    static let tokenChallenge = #"Bearer error="invalid_token""#
+    static let proofChallenge = #"DPoP error="invalid_dpop_proof", algs=""# + proofAlgorithms + "\""
+
     /// 401 with the `WWW-Authenticate` challenge of the scheme concerned (RFC 6750 §3, RFC 9449 §7.1).
     public var problem: Problem {
         switch kind {
         case .invalidToken:
             Problem(status: 401, code: reason, title: "Invalid token", detail: detail.isEmpty ? nil : detail,
-                    headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#])
+                    headers: ["WWW-Authenticate": Self.tokenChallenge])
         case .invalidDPoPProof:
             Problem(status: 401, code: reason, title: "Invalid DPoP proof", detail: detail.isEmpty ? nil : detail,
-                    headers: ["WWW-Authenticate": #"DPoP error="invalid_dpop_proof", algs=""# + Self.proofAlgorithms + "\""])
+                    headers: ["WWW-Authenticate": Self.proofChallenge])
         }
     }
 }
