@@ -2,6 +2,14 @@ import Foundation
 import TetherCore
 
 extension Problem {
+    /// What to say of a body that names a member twice (`CompactJSONDecoder(refusesDuplicateNames:)`'s refusal): the
+    /// text is JSON, which Tether takes only with each name once, so it is said as such, not as invalid JSON.
+    public static func memberGivenTwice(_ error: DecodingError) -> String? {
+        guard case .dataCorrupted(let context) = error, context.codingPath.isEmpty,
+              let name = context.debugDescription.range(of: "the member name ") else { return nil }
+        return "The request body names a member twice: \(context.debugDescription[name.lowerBound...])"
+    }
+
     /// A 400 `invalid_request` that says which member of the JSON body is wrong and why.
     ///
     /// The `pointer` extension member is an RFC 6901 JSON Pointer to the
@@ -27,11 +35,9 @@ extension Problem {
             detail = "\(Self.describe(context.codingPath)) must be \(Self.jsonKind(of: type)), not null."
         case .dataCorrupted(let corruptedContext):
             context = corruptedContext
-            // A name given twice is said as such: the text is JSON, which Tether takes only with each name once.
-            let repeated = context.debugDescription.range(of: "the member name ").map { String(context.debugDescription[$0.lowerBound...]) }
             detail =
                 context.codingPath.isEmpty
-                ? repeated.map { "The request body names a member twice: \($0)" } ?? "The request body is not valid JSON."
+                ? Self.memberGivenTwice(error) ?? "The request body is not valid JSON."
                 : "\(Self.describe(context.codingPath)) is invalid: \(context.debugDescription)"
         @unknown default:
             self = .badRequest(detail: "The request body could not be decoded.")

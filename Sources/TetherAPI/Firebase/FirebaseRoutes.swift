@@ -286,9 +286,15 @@ struct FirebaseBody: Sendable {
                 members[name] = .string(value)
             }
         } else if !request.body.isEmpty {
-            guard let value = try? CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: request.body), case .object(let object) = value else {
+            let value: JSONValue
+            do {
+                value = try CompactJSONDecoder(refusesDuplicateNames: true).decode(JSONValue.self, from: request.body)
+            } catch let error as DecodingError where Problem.memberGivenTwice(error) != nil {
+                throw FirebaseError("INVALID_ARGUMENT", Problem.memberGivenTwice(error)!)
+            } catch {
                 throw FirebaseError("INVALID_ARGUMENT", "The request body must be a JSON object.")
             }
+            guard case .object(let object) = value else { throw FirebaseError("INVALID_ARGUMENT", "The request body must be a JSON object.") }
             members = object
         }
         self.members = try Self.camelCased(members)
