@@ -105,29 +105,38 @@ struct V1LinkingRulesTests {
             let first = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
             let second = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
             let google = try await app.google("google-raced", email: "raced@example.com")
-            let held = AsyncStream<Void>.makeStream()
-            let holder = Task {
-                try await app.admin.withTransaction { connection in
-                    _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended('email:raced@example.com', 0))")
-                    for await _ in held.stream { break }
-                }
-            }
+            let lock = try await AddressLock.take("raced@example.com", in: app)
             async let a = app.withNewClient { try await app.link(google, to: first.session.accessToken, on: $0) }
             async let b = app.withNewClient { try await app.link(google, to: second.session.accessToken, on: $0) }
-            // Both wait for the address's lock before the holder lets go.
-            let deadline = ContinuousClock.now + .seconds(20)
-            while ContinuousClock.now < deadline {
-                let waiting: Int = try await app.admin.query(
-                    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0].decode("n")
-                if waiting >= 2 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            held.continuation.finish()
-            try await holder.value
+            try await lock.waitForWaiters(2)
+            try await lock.release()
             let answers = try await [a, b]
             #expect(answers.map(\.status).sorted() == [200, 409])
             let loser = try #require(answers.first { $0.status == 409 })
             #expect(try loser.decodeJSON(ProblemBody.self).code == "credential_already_in_use", "\(loser.bodyText)")
+        }
+    }
+
+    /// The same race between a link and a Firebase admin's import of a user with that identity: the import, second
+    /// to the address's lock, is told the identity is taken, not only the address the link gave its user.
+    @Test func anImportThatLosesARaceToALinkIsToldTheIdentityIsTaken() async throws {
+        try await DevService.run(settings: ["TETHER_FIREBASE_PROJECT_ID": "demo-race"]) { app in
+            let guest = try await app.client.post("/v1/sign-in", json: ["provider": "anonymous"]).decodeJSON(SignedIn.self)
+            let google = try await app.google("google-imported", email: "imported@example.com")
+            let lock = try await AddressLock.take("imported@example.com", in: app)
+            async let linked = app.withNewClient { try await app.link(google, to: guest.session.accessToken, on: $0) }
+            try await lock.waitForWaiters(1)
+            async let imported = app.withNewClient { client in
+                try await client.post(
+                    "/identitytoolkit.googleapis.com/v1/projects/demo-race/accounts:batchCreate", headers: ["Authorization": "Bearer owner"],
+                    json: ["users": [["localId": "imported-1", "email": "imported@example.com", "emailVerified": true,
+                                      "providerUserInfo": [["providerId": "google.com", "rawId": "google-imported"]]]]] as JSONValue)
+            }
+            try await lock.waitForWaiters(2)
+            try await lock.release()
+            #expect(try await linked.status == 200)
+            let answer = try await imported
+            #expect(answer.status == 200 && answer.bodyText.contains("provider identity belongs to an existing account"), "\(answer.bodyText)")
         }
     }
 
@@ -355,5 +364,44 @@ struct AnswersMatchReadModelsTests {
             #expect(unlinked.status == 200)
             #expect(try user(unlinked) == user(try await app.me(token)))
         }
+    }
+}
+
+/// An address's lock (`email:<address>`, as commands take it) held from outside, so that commands about the
+/// address queue behind it in the order they arrive.
+struct AddressLock {
+    let app: DevService
+    let held: AsyncStream<Void>.Continuation
+    let holder: Task<Void, any Error>
+
+    static func take(_ address: String, in app: DevService) async throws -> AddressLock {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        let taken = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await app.admin.withTransaction { connection in
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("email:" + address), 0))")
+                taken.continuation.finish()
+                for await _ in stream { break }
+            }
+        }
+        for await _ in taken.stream {}
+        return AddressLock(app: app, held: continuation, holder: holder)
+    }
+
+    /// Returns once `count` sessions wait for an advisory lock.
+    func waitForWaiters(_ count: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let waiting: Int = try await app.admin.query(
+                "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")[0].decode("n")
+            if waiting >= count { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw HarnessError("\(count) commands never waited for the address's lock")
+    }
+
+    func release() async throws {
+        held.finish()
+        try await holder.value
     }
 }

@@ -13,6 +13,11 @@ extension AccountService {
         return try await retrying { attempt in
             try await database.withTransactionJob { transaction in
                 var reads: [PostgresQuery] = ["SELECT now() AS now, pg_current_xact_id() AS tx"]
+                // The address's lock before the lookups, as a sign-in and a link take it: a link of one of the
+                // identities that commits first is then found (credential_already_in_use), not only its address.
+                let locked = exclusive ? normalized : nil
+                if let locked { reads.append(Self.lockEmail(locked)) }
+                let customOwner = reads.count
                 if let uid = profile.customUID {
                     reads.append(try AccountProjection.identityOwner(provider: UserAccount.customProvider, uid: uid, seal: readModels))
                 }
@@ -20,16 +25,13 @@ extension AccountService {
                 for identity in profile.identities {
                     reads.append(try AccountProjection.identityOwner(provider: identity.provider, uid: identity.uid, seal: readModels))
                 }
-                if let normalized, exclusive {
-                    reads.append(Self.lockEmail(normalized))
-                    reads.append(try Self.userWithEmail(normalized, seal: readModels))
-                }
+                if let locked { reads.append(try Self.userWithEmail(locked, seal: readModels)) }
                 let rows = try transaction.begin(reads)
-                if profile.customUID != nil, !rows[1].isEmpty { throw AccountError.credentialAlreadyInUse }
+                if profile.customUID != nil, !rows[customOwner].isEmpty { throw AccountError.credentialAlreadyInUse }
                 if rows[identities..<(identities + profile.identities.count)].contains(where: { !$0.isEmpty }) {
                     throw AccountError.credentialAlreadyInUse
                 }
-                if normalized != nil, exclusive, !(rows.last?.isEmpty ?? true) { throw AccountError.emailAlreadyInUse }
+                if locked != nil, !(rows.last?.isEmpty ?? true) { throw AccountError.emailAlreadyInUse }
                 let userId = AccountEventCodec.eventID(command: context.commandId, index: 10_000 + attempt)
                 let unknown = Unknown(now: try rows[0][0].decode("now"), transactionId: try rows[0][0].decode("tx"))
                 return try commit(try UserAccount.create(id: userId, profile: profile), on: .new(userId, in: unknown), context, in: transaction)
