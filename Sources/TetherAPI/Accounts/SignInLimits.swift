@@ -42,7 +42,7 @@ public struct SignInLimits: Sendable {
     private let tallies = BackgroundLoop()
     /// The stream of ``flushTallies()``'s events.
     static let talliesStream = StreamName("sign-in-failures-counted")
-    /// The keys this instance refused lately, and until when (``refusedLately(_:)``).
+    /// The keys this instance refused lately, and until when (``refuseIfRefusedLately(_:)``).
     private let refusedKeys = RefusedKeys()
 
     public init(database: PostgresClient, configuration: Configuration = Configuration()) {
