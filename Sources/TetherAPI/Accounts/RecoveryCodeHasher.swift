@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TetherCore
 import TetherCrypto
 import TetherPostgres
@@ -10,11 +9,11 @@ import TetherPostgres
 /// they are used or replaced.
 final class RecoveryCodeHasher: Sendable {
     static let keyName = "recovery-codes"
-    private let key = Mutex<[UInt8]?>(nil)
+    private let key = LoadedHashKey(keyName)
 
     /// The stored form of a new code: `k1:` and the HMAC in hex.
     func hash(_ code: String, on database: PostgresClient) async throws -> String {
-        "k1:" + HMAC.authenticationCode(for: Array(Self.normalized(code).utf8), key: try await hashKey(on: database), digest: .sha256).hexString
+        "k1:" + HMAC.authenticationCode(for: Array(Self.normalized(code).utf8), key: try await key.bytes(on: database), digest: .sha256).hexString
     }
 
     /// What a presented code may be stored as: keyed, then unkeyed (codes from before keys).
@@ -30,12 +29,5 @@ final class RecoveryCodeHasher: Sendable {
     /// Recovery codes are compared without case or separators.
     private static func normalized(_ code: String) -> String {
         "recovery:" + code.lowercased().filter { $0.isLetter || $0.isNumber }
-    }
-
-    private func hashKey(on database: PostgresClient) async throws -> [UInt8] {
-        if let known = key.withLock({ $0 }) { return known }
-        let loaded = try await HashKeys.key(Self.keyName, on: database)
-        key.withLock { $0 = loaded }
-        return loaded
     }
 }

@@ -116,14 +116,13 @@ extension FirebaseRoutes {
     /// `idToken`, the identity is linked to that user. An identity linked elsewhere, or an email another
     /// account holds, is `FEDERATED_USER_ID_ALREADY_LINKED` / `EMAIL_EXISTS`: 400, or 200 with `errorMessage`
     /// when `returnIdpCredential` asks for it. An account holding the email that this identity may not
-    /// take over answers `needConfirmation` with no tokens.
+    /// take over answers `needConfirmation` with no tokens. Those refusals of a token with a nonce carry a
+    /// `pendingToken` that stands for the credential (``FirebasePendingTokens``).
     func signInWithIdp(_ request: FirebaseRequest) async throws -> JSONValue {
-        guard let postBody = try request.body.string("postBody"), !postBody.isEmpty else {
-            throw FirebaseError("INVALID_IDP_RESPONSE", "postBody is required.")
-        }
-        let (providerId, credential, echoed) = try Self.idpCredential(postBody)
-        let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         let context = context(request)
+        let fields = try await idpFields(request, now: context.now)
+        let (providerId, credential, echoed) = try Self.idpCredential(fields)
+        let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         // The caller a link is for is authenticated first: a bad `idToken` must not spend the credential's nonce.
         var caller: (account: UserAccount, claims: FirebaseIDTokenClaims)?
         if let idToken = try request.body.string("idToken") { caller = try await authenticate(idToken: idToken) }
@@ -160,7 +159,7 @@ extension FirebaseRoutes {
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)
-                return .object(answer)
+                return try await refusal(answer, of: fields, now: context.now)
             } catch {
                 throw FirebaseError(converting: error)
             }
@@ -194,28 +193,61 @@ extension FirebaseRoutes {
             if let ownerId: UUID = try owner.first?.decode("id") {
                 answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
             }
-            return .object(answer)
+            return try await refusal(answer, of: fields, now: context.now)
         }
     }
 
-    /// The provider, its credential and the IdP's tokens to echo from a `postBody` (`providerId=…&id_token=…&nonce=…`,
-    /// or `access_token` for classic Facebook; Apple's name in `user` and its authorization code in `code`).
+    /// The `postBody` fields of a `signInWithIdp` request, or those its `pendingToken` stands for: the JS SDK
+    /// posts a pending token alone, the iOS SDK beside the same IdP token without its nonce.
+    private func idpFields(_ request: FirebaseRequest, now: Date) async throws -> [String: String] {
+        let posted = try request.body.string("postBody").flatMap { $0.isEmpty ? nil : Self.postBodyFields($0) }
+        guard let pendingToken = try request.body.string("pendingToken"), !pendingToken.isEmpty else {
+            guard let posted else { throw FirebaseError("INVALID_IDP_RESPONSE", "postBody is required.") }
+            return posted
+        }
+        let vouched = try await pendingTokens.fields(of: pendingToken, now: now, on: accounts.database)
+        guard var posted else { return vouched }
+        // What is posted beside it must be the credential it stands for; the nonce may be left out.
+        guard posted["providerId"] == vouched["providerId"], posted["id_token"] == vouched["id_token"],
+              posted["nonce"] == nil || posted["nonce"] == vouched["nonce"] else { throw FirebasePendingTokens.invalid }
+        posted["nonce"] = vouched["nonce"]
+        return posted
+    }
+
+    /// `answer`, a refusal of the credential posted as `fields` that the SDKs offer the app again, with a pending
+    /// token when the credential is an IdP token with a nonce (the one thing the SDKs cannot post again).
+    private func refusal(_ answer: [String: JSONValue], of fields: [String: String], now: Date) async throws -> JSONValue {
+        var answer = answer
+        if fields["id_token"] != nil, fields["nonce"] != nil {
+            answer["pendingToken"] = .string(try await pendingTokens.issue(fields, now: now, on: accounts.database))
+        }
+        return .object(answer)
+    }
+
+    /// The fields of a `postBody` (`providerId=…&id_token=…&nonce=…`), raw as the SDKs send them; a field named
+    /// twice keeps its first value, an empty one is left out.
+    static func postBodyFields(_ postBody: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for (name, value) in HTTPRequest.formFields(postBody, plusAsSpace: false) where fields[name] == nil && !value.isEmpty {
+            fields[name] = value
+        }
+        return fields
+    }
+
+    /// The provider, its credential and the IdP's tokens to echo from a `postBody`'s fields (`providerId`, `id_token`,
+    /// `nonce`, or `access_token` for classic Facebook; Apple's name in `user` and its authorization code in `code`).
     ///
     /// The echo is `oauthIdToken` and `oauthAccessToken` for the posted `id_token` and `access_token`, as Firebase
     /// answers them: the iOS SDK builds the credential of an `accountExistsWithDifferentCredential` or
     /// `credentialAlreadyInUse` error only when one of them is there (WIRE-FACTS §6b).
-    static func idpCredential(_ postBody: String) throws(FirebaseError) -> (String, ProviderCredential, [String: String]) {
-        var fields: [String: String] = [:]
-        for (name, value) in HTTPRequest.formFields(postBody, plusAsSpace: false) where fields[name] == nil {
-            fields[name] = value
-        }
-        let nonce = fields["nonce"].flatMap { $0.isEmpty ? nil : $0 }
-        let idToken = fields["id_token"].flatMap { $0.isEmpty ? nil : $0 }
-        let accessToken = fields["access_token"].flatMap { $0.isEmpty ? nil : $0 }
+    static func idpCredential(_ fields: [String: String]) throws(FirebaseError) -> (String, ProviderCredential, [String: String]) {
+        let nonce = fields["nonce"]
+        let idToken = fields["id_token"]
+        let accessToken = fields["access_token"]
         for token in [idToken, accessToken, nonce].compactMap({ $0 }) where token.utf8.count > ProviderCredential.maximumFieldLength {
             throw FirebaseError("INVALID_IDP_RESPONSE", "A token in postBody is too long.")
         }
-        guard let providerId = fields["providerId"], !providerId.isEmpty else {
+        guard let providerId = fields["providerId"] else {
             throw FirebaseError("INVALID_PROVIDER_ID", "postBody names no providerId.")
         }
         var echoed: [String: String] = [:]
@@ -224,7 +256,7 @@ extension FirebaseRoutes {
         switch providerId {
         case "apple.com":
             guard let idToken else { throw FirebaseError("INVALID_IDP_RESPONSE", "apple.com needs an id_token.") }
-            let code = fields["code"].flatMap { $0.isEmpty || $0.utf8.count > ProviderCredential.maximumFieldLength ? nil : $0 }
+            let code = fields["code"].flatMap { $0.utf8.count > ProviderCredential.maximumFieldLength ? nil : $0 }
             return (providerId, .apple(identityToken: idToken, rawNonce: nonce, fullName: appleName(fields["user"]), authorizationCode: code), echoed)
         case "facebook.com":
             if let idToken { return (providerId, .facebookLimitedLogin(authenticationToken: idToken, rawNonce: nonce), echoed) }

@@ -30,6 +30,8 @@ public struct FirebaseRoutes: Sendable {
     let acceptsOwner: Bool
     /// What `accounts:revokeToken` revokes Apple's authorization codes with.
     let appleCodes: AppleCodeRevocation
+    /// The `pendingToken`s of `accounts:signInWithIdp`'s refusals.
+    let pendingTokens = FirebasePendingTokens()
     static let surface = "firebase"
     static let identityToolkit = "/identitytoolkit.googleapis.com/v1"
     static let relyingParty = "/www.googleapis.com/identitytoolkit/v3/relyingparty"
