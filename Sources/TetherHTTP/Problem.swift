@@ -20,6 +20,9 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
     public var extensions: [String: JSONValue]
     /// Headers sent with the problem response.
     public var headers: HTTPHeaders
+    /// The user the problem is about, when it names one of theirs without saying whose (a second factor
+    /// required: their factors and phone hints): its response's ``HTTPResponse/subject``, never sent.
+    public var subject: UUID?
 
     /// Creates a problem; `code` should stay stable once clients depend on it.
     public init(
@@ -68,7 +71,9 @@ public struct Problem: Error, Sendable, Equatable, CustomStringConvertible {
         let body =
             (try? JSONCoding.encoder.encode(document))
             ?? (try? JSONCoding.encoder.encode(Problem(status: status, code: code, title: title).document))
-        return HTTPResponse(status: status, headers: responseHeaders, body: body ?? [])
+        var response = HTTPResponse(status: status, headers: responseHeaders, body: body ?? [])
+        response.subject = subject
+        return response
     }
 }
 

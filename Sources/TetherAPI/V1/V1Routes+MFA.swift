@@ -89,8 +89,8 @@ extension V1Routes {
 
     /// 401 `mfa_required`: the first factor was right; the sign-in completes at `POST /v1/mfa/verify`.
     /// The `mfa_required` problem: the pending credential and the factors to choose from.
-    static func mfaRequired(pendingCredential: String, factors: [MFAState.Factor]) -> Problem {
-        Problem(
+    static func mfaRequired(userId: UUID, pendingCredential: String, factors: [MFAState.Factor]) -> Problem {
+        var problem = Problem(
             status: 401, code: "mfa_required", title: "Second factor required",
             detail: "Complete the sign-in with one of the user's second factors at POST /v1/mfa/verify.",
             extensions: [
@@ -104,6 +104,9 @@ extension V1Routes {
                     return .object(entry)
                 }),
             ])
+        // A copy kept for a retry (`Idempotency-Key`) shows their factors: it is theirs, and goes when they are erased.
+        problem.subject = userId
+        return problem
     }
 
     private func smsSender() throws -> any SMSSender {

@@ -125,8 +125,8 @@ public struct V1Routes: Sendable {
         switch try await commands.signIn(command) {
         case .signedIn(let account, let isNewUser):
             return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
-        case .secondFactorRequired(_, let pendingCredential, let factors):
-            throw Self.mfaRequired(pendingCredential: pendingCredential, factors: factors)
+        case .secondFactorRequired(let userId, let pendingCredential, let factors):
+            throw Self.mfaRequired(userId: userId, pendingCredential: pendingCredential, factors: factors)
         case .needsConfirmation(let email, let signInMethods):
             throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: signInMethods)
         }

@@ -53,4 +53,35 @@ struct ErasureCleanupTests {
             #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
         }
     }
+
+    /// A sign-in answered `mfa_required` shows the user's factors (names, phone hints) without a `user` member: its kept
+    /// copy outlived the erasure, and its retry showed them for a day.
+    @Test func aKeptSecondFactorChallengeGoesWithTheErasure() async throws {
+        try await DevService.run { service in
+            let admin = try await AdminKeyStore(database: service.admin).create(
+                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
+            let bob = try await service.client.post("/v1/sign-up", json: ["email": "bob@example.com", "password": "a long password"])
+                .decodeJSON(SignedIn.self)
+            _ = try await service.enrolTOTP(accessToken: bob.session.accessToken)
+            let signIn = {
+                try await service.client.post(
+                    "/v1/sign-in", headers: ["Idempotency-Key": "mfa-sign-in-1"],
+                    json: ["provider": JSONValue.string("password"), "credential": ["email": "bob@example.com", "password": "a long password"]])
+            }
+            let challenged = try await signIn()
+            #expect(challenged.status == 401 && challenged.bodyText.contains("mfa_required"), "\(challenged.bodyText)")
+            let kept: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM idempotent_responses WHERE user_id = \(bob.user.id)::uuid")[0].decode("n")
+            #expect(kept == 1, "the challenge names its user")
+            #expect(try await signIn().headers.values(for: "Idempotent-Replayed") == ["true"])
+
+            let erased = try await service.client.send(
+                "DELETE", "/v1/admin/users/\(bob.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "forget me"}"#.utf8))
+            #expect(erased.status == 200)
+            let retried = try await signIn()
+            #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
+            #expect(!retried.bodyText.contains("factors"), "\(retried.status) \(retried.bodyText)")
+        }
+    }
 }
