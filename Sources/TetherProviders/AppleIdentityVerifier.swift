@@ -60,7 +60,14 @@ public struct AppleIdentityVerifier: IdentityVerifier {
             audience: token.audience(of: checked), tokenExpiresAt: claims.expiresAt, realUserStatus: realUserStatus)
         identity.spentNonce = spentNonce
         if let authorizationCode {
-            try await redeem(authorizationCode, for: &identity)
+            do {
+                try await redeem(authorizationCode, for: &identity)
+            } catch {
+                // A code refused (used, expired, someone else's) refuses the credential, not its token: the
+                // token may come again without it, which a nonce spent here would turn into a replay.
+                await token.release(spentNonce)
+                throw error
+            }
         }
         return identity
     }

@@ -84,6 +84,13 @@ struct IDTokenVerifier: Sendable {
         return nonce
     }
 
+    /// Gives back a nonce ``consumeNonce(of:)`` spent for a credential then refused for another of its parts; best
+    /// effort, as giving back after a failed command is.
+    func release(_ nonce: UsedNonce?) async {
+        guard let nonce else { return }
+        try? await nonceStore.release(nonce)
+    }
+
     /// The error with the provider attached (and a detail, when given).
     func fail(_ error: ProviderError, _ detail: String? = nil) -> ProviderError {
         let named = error.with(provider: provider.rawValue)

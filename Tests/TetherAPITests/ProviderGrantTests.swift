@@ -79,6 +79,15 @@ struct ProviderGrantTests {
             #expect(refused.status == 401)
             #expect(refused.bodyText.contains("invalid_credential"))
 
+            // The code is refused, not the token: its nonce is not spent, and the token signs in without the code.
+            let withNonce = try await service.appleWithNonce("apple-ada")
+            guard case .object(var nonceMembers) = withNonce.credential else { throw HarnessError("no members") }
+            nonceMembers["authorizationCode"] = firstCode
+            #expect(try await service.signIn(Credential(provider: "apple", credential: .object(nonceMembers))).status == 401)
+            nonceMembers["authorizationCode"] = nil
+            let retried = try await service.signIn(Credential(provider: "apple", credential: .object(nonceMembers)))
+            #expect(retried.status == 200, "\(retried.bodyText)")
+
             // A code Apple issued for someone else names another sub in its id_token.
             let stolen = try await service.signIn(try await appleWithCode(service, "apple-ada", codeFor: "apple-mallory"))
             #expect(stolen.status == 401)
