@@ -369,6 +369,16 @@ public struct AccountCommands: Sendable {
         }
     }
 
+    /// `identity`, verified earlier and set aside with its nonce given back (a Firebase pending token's), with
+    /// `nonce` spent for it now, so that a failed command gives it back again; nil when `nonce` is spent already
+    /// (what it stands for was taken before).
+    public func respend(_ identity: ExternalIdentity, nonce: UsedNonce) async throws -> ExternalIdentity? {
+        guard let identities, try await identities.spend(nonce) else { return nil }
+        var identity = identity
+        identity.spentNonce = nonce
+        return identity
+    }
+
     /// Gives back the nonces of credentials verified for a request that then did nothing with them (a surface
     /// refused it, or another of its credentials, before any command ran): see ``releasingOnFailure(_:_:)``.
     public func release(_ verified: [ExternalIdentity]) async {

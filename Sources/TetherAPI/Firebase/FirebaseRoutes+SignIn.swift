@@ -120,7 +120,19 @@ extension FirebaseRoutes {
     /// `pendingToken` that stands for the credential (``FirebasePendingTokens``).
     func signInWithIdp(_ request: FirebaseRequest) async throws -> JSONValue {
         let context = context(request)
-        let fields = try await idpFields(request, now: context.now)
+        let posted = try request.body.string("postBody").flatMap { $0.isEmpty ? nil : Self.postBodyFields($0) }
+        var pending: FirebasePendingTokens.Pending?
+        if let pendingToken = try request.body.string("pendingToken"), !pendingToken.isEmpty {
+            let opened = try await pendingTokens.open(pendingToken, now: context.now, on: accounts.database)
+            // What is posted beside it (the iOS SDK posts the token again, without its nonce) must be what it stands for.
+            if let posted, posted["providerId"] != opened.providerId || posted["id_token"] != opened.echoed["oauthIdToken"] || posted["nonce"] != nil {
+                throw FirebasePendingTokens.invalid
+            }
+            pending = opened
+        }
+        guard let fields = pending.map(Self.postBodyFields(of:)) ?? posted else {
+            throw FirebaseError("INVALID_IDP_RESPONSE", "postBody or pendingToken is required.")
+        }
         let (providerId, credential, echoed) = try Self.idpCredential(fields)
         let returnsCredential = try request.body.bool("returnIdpCredential") ?? false
         // The caller a link is for is authenticated first: a bad `idToken` must not spend the credential's nonce.
@@ -128,10 +140,21 @@ extension FirebaseRoutes {
         if let idToken = try request.body.string("idToken") { caller = try await authenticate(idToken: idToken) }
         var identity: ExternalIdentity
         do {
-            identity = try await commands.verify(credential, context: context)
+            if let pending {
+                // Verified when it was refused: what it stands for is taken once.
+                guard let respent = try await commands.respend(pending.identity, nonce: FirebasePendingTokens.singleUse(of: pending)) else {
+                    throw FirebasePendingTokens.used
+                }
+                identity = respent
+            } else {
+                identity = try await commands.verify(credential, context: context)
+            }
         } catch {
             throw FirebaseError(converting: error)
         }
+        let refused = FirebasePendingTokens.Pending(
+            providerId: providerId, echoed: echoed, identity: identity,
+            expires: pending?.expires ?? Int(context.now.timeIntervalSince1970 + FirebasePendingTokens.lifetime))
         // Firebase keeps an IdP's address in lowercase too (FirebaseBody.email(_:)).
         identity.email = identity.email.map(ExternalIdentity.normalize)
         var answer: [String: JSONValue] = [
@@ -159,7 +182,7 @@ extension FirebaseRoutes {
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)
-                return try await refusal(answer, of: fields, now: context.now)
+                return try await refusal(answer, of: refused)
             } catch {
                 throw FirebaseError(converting: error)
             }
@@ -193,35 +216,26 @@ extension FirebaseRoutes {
             if let ownerId: UUID = try owner.first?.decode("id") {
                 answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
             }
-            return try await refusal(answer, of: fields, now: context.now)
+            return try await refusal(answer, of: refused)
         }
     }
 
-    /// The `postBody` fields of a `signInWithIdp` request, or those its `pendingToken` stands for: the JS SDK
-    /// posts a pending token alone, the iOS SDK beside the same IdP token without its nonce.
-    private func idpFields(_ request: FirebaseRequest, now: Date) async throws -> [String: String] {
-        let posted = try request.body.string("postBody").flatMap { $0.isEmpty ? nil : Self.postBodyFields($0) }
-        guard let pendingToken = try request.body.string("pendingToken"), !pendingToken.isEmpty else {
-            guard let posted else { throw FirebaseError("INVALID_IDP_RESPONSE", "postBody is required.") }
-            return posted
-        }
-        let vouched = try await pendingTokens.fields(of: pendingToken, now: now, on: accounts.database)
-        guard var posted else { return vouched }
-        // What is posted beside it must be the credential it stands for; the nonce may be left out.
-        guard posted["providerId"] == vouched["providerId"], posted["id_token"] == vouched["id_token"],
-              posted["nonce"] == nil || posted["nonce"] == vouched["nonce"] else { throw FirebasePendingTokens.invalid }
-        posted["nonce"] = vouched["nonce"]
-        return posted
-    }
-
-    /// `answer`, a refusal of the credential posted as `fields` that the SDKs offer the app again, with a pending
-    /// token when the credential is an IdP token with a nonce (the one thing the SDKs cannot post again).
-    private func refusal(_ answer: [String: JSONValue], of fields: [String: String], now: Date) async throws -> JSONValue {
+    /// `answer`, a refusal of a credential that the SDKs offer the app again, with a pending token when the
+    /// credential is an ID token (which they post again without its nonce, code and name, or not at all).
+    private func refusal(_ answer: [String: JSONValue], of credential: FirebasePendingTokens.Pending) async throws -> JSONValue {
         var answer = answer
-        if fields["id_token"] != nil, fields["nonce"] != nil {
-            answer["pendingToken"] = .string(try await pendingTokens.issue(fields, now: now, on: accounts.database))
+        if credential.echoed["oauthIdToken"] != nil {
+            answer["pendingToken"] = .string(try await pendingTokens.issue(credential, on: accounts.database))
         }
         return .object(answer)
+    }
+
+    /// The fields of the credential `pending` stands for, as they were posted but for what it holds verified.
+    private static func postBodyFields(of pending: FirebasePendingTokens.Pending) -> [String: String] {
+        var fields = ["providerId": pending.providerId]
+        fields["id_token"] = pending.echoed["oauthIdToken"]
+        fields["access_token"] = pending.echoed["oauthAccessToken"]
+        return fields
     }
 
     /// The fields of a `postBody` (`providerId=…&id_token=…&nonce=…`), raw as the SDKs send them; a field named

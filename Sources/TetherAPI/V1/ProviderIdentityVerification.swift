@@ -30,4 +30,8 @@ public struct ProviderIdentityVerification: IdentityVerification {
         // Best effort: when the database is down, the retry meets the same outage anyway.
         try? await providers.nonceStore.release(nonce)
     }
+
+    public func spend(_ nonce: UsedNonce) async throws -> Bool {
+        try await providers.nonceStore.consume(nonce, now: Date()) == .accepted
+    }
 }

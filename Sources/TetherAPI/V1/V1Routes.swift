@@ -13,11 +13,18 @@ public protocol IdentityVerification: Sendable {
     /// Gives back what verifying `identity` spent (its token's nonce) after the command it was for
     /// failed on the server's side, so the client's retry with the same token can succeed.
     func release(_ identity: ExternalIdentity) async
+
+    /// Spends `nonce` again for a credential verified earlier whose nonce was given back (what a Firebase pending
+    /// token stands for); false when it is spent already.
+    func spend(_ nonce: UsedNonce) async throws -> Bool
 }
 
 extension IdentityVerification {
     /// Verifications that spend nothing have nothing to give back.
     public func release(_ identity: ExternalIdentity) async {}
+
+    /// Verifications that keep no nonces take none again: nothing they verified can be presented as verified.
+    public func spend(_ nonce: UsedNonce) async throws -> Bool { false }
 }
 
 /// The native JSON API under `/v1` (the parts built so far: see README).

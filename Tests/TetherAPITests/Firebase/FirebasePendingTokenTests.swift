@@ -61,9 +61,11 @@ struct FirebasePendingTokenTests {
             #expect(linked.status == 200, "\(linked.text)")
             #expect(linked.string("localId") == owner.string("localId"))
             #expect(linked.string("federatedId") == "apple-ann" && linked.string("idToken") != nil)
-            // The nonce is spent now: the pending token does not bring it back.
+            // It stood for the credential once: the nonce is spent again, for good.
             let again = try await link("providerId=apple.com&id_token=\(apple)", pendingToken: pending)
-            #expect(again.errorMessage?.hasPrefix("MISSING_OR_INVALID_NONCE") == true, "\(again.text)")
+            #expect(again.errorMessage == "INVALID_PENDING_TOKEN : The pending token was used already: sign in with the provider again.", "\(again.text)")
+            let direct = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)&nonce=nonce-ann")
+            #expect(direct.errorMessage?.hasPrefix("MISSING_OR_INVALID_NONCE") == true, "\(direct.text)")
         }
     }
 
@@ -87,21 +89,72 @@ struct FirebasePendingTokenTests {
             #expect(signedIn.string("localId") == holder && signedIn.string("refreshToken") != nil)
             #expect(signedIn.string("oauthIdToken") == again)
 
-            // A token without a nonce needs no pending token; none is given.
+            // A token without a nonce gets one too (Apple's expire in ten minutes), taken once all the same.
             let plain = try await firebase.signInWithIdp(
                 "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-js"))", idToken: guest)
-            #expect(plain.string("errorMessage") == "FEDERATED_USER_ID_ALREADY_LINKED" && plain.body["pendingToken"] == nil, "\(plain.text)")
+            #expect(plain.string("errorMessage") == "FEDERATED_USER_ID_ALREADY_LINKED", "\(plain.text)")
+            let plainPending = try #require(plain.string("pendingToken"), "\(plain.text)")
+            func redeem() async throws -> FirebaseAnswer {
+                try await firebase.call("accounts:signInWithIdp", .object(["pendingToken": .string(plainPending), "requestUri": "http://localhost"]))
+            }
+            #expect(try await redeem().string("localId") == holder)
+            #expect(try await redeem().errorMessage?.hasPrefix("INVALID_PENDING_TOKEN") == true)
+        }
+    }
+
+    /// What the SDKs cannot post again stays with the pending token: Apple's authorization code (redeemed when the
+    /// token was refused: its grant is stored with the link, and revoked when the user goes) and the name Apple gives
+    /// the app once; and the token may have expired since, as Apple's do ten minutes after they were issued.
+    @Test func aPendingTokenKeepsTheGrantAndNameAndOutlivesItsIdPToken() async throws {
+        try await FirebaseApp.run { firebase in
+            let owner = try await firebase.call("accounts:signUp", .object(["email": "cy@example.com", "password": "cy's password"]))
+            let ownerId = try #require(owner.string("localId"))
+            let code = try #require(try await firebase.app.idp.post("/dev-idp/apple/authorization-code", json: ["sub": "apple-cy"])
+                .decodeJSON([String: String].self)["authorizationCode"])
+            // Issued 655 s ago: Apple's are taken up to 600 s old, with a minute's leeway.
+            let issued = Date().timeIntervalSince1970 - 655
+            let apple = try firebase.app.token("identityToken", of: try await firebase.app.apple("apple-cy", email: "cy@example.com", extra: [
+                "rawNonce": "nonce-cy", "iat": .double(issued.rounded(.down)), "exp": .double(issued + 900),
+            ]))
+            let name = #"{"name":{"firstName":"Cy","lastName":"Young"}}"#
+            let refused = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)&nonce=nonce-cy&code=\(code)&user=\(name)")
+            #expect(refused.body["needConfirmation"] == .bool(true) && refused.string("displayName") == "Cy Young", "\(refused.text)")
+            let pending = try #require(refused.string("pendingToken"), "\(refused.text)")
+            try await Task.sleep(for: .seconds(6))
+            let tooOld = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(apple)&nonce=nonce-cy")
+            #expect(tooOld.errorMessage?.hasPrefix("INVALID_IDP_RESPONSE") == true, "the token itself is too old now: \(tooOld.text)")
+
+            let password = try await firebase.call("accounts:signInWithPassword", .object([
+                "email": "cy@example.com", "password": "cy's password", "returnSecureToken": true,
+            ]))
+            let linked = try await firebase.call("accounts:signInWithIdp", .object([
+                "postBody": .string("providerId=apple.com&id_token=\(apple)"), "pendingToken": .string(pending), "requestUri": "http://localhost",
+                "returnSecureToken": true, "returnIdpCredential": true, "idToken": .string(try #require(password.string("idToken"))),
+            ]))
+            #expect(linked.status == 200 && linked.string("localId") == ownerId, "\(linked.text)")
+            #expect(try await firebase.app.eventCount("ProviderTokenStored", userId: ownerId) == 1, "the code's grant is stored")
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(try #require(linked.string("idToken")))]))
+            guard case .array(let providers)? = lookup.users.first?["providerUserInfo"] else { Issue.record("no providers: \(lookup.text)"); return }
+            #expect(providers.contains { $0 == .object([
+                "providerId": "apple.com", "rawId": "apple-cy", "federatedId": "apple-cy", "email": "cy@example.com", "displayName": "Cy Young",
+            ]) }, "\(providers)")
         }
     }
 
     /// A pending token stands for its credential for an hour, under the key it was sealed with.
     @Test func aPendingTokenExpiresAndOpensOnlyUnderItsKey() throws {
         let key = SecureRandom.bytes(count: 32), now = Date(timeIntervalSince1970: 1_796_000_000)
-        let fields = ["providerId": "apple.com", "id_token": "a.b.c", "nonce": "raw", "user": "{}"]
-        let token = try FirebasePendingTokens.seal(fields, now: now, key: key)
-        #expect(try FirebasePendingTokens.open(token, now: now.addingTimeInterval(3599), key: key)
-                == ["providerId": "apple.com", "id_token": "a.b.c", "nonce": "raw"])
+        var identity = ExternalIdentity(provider: "apple", uid: "apple-1", email: "a@example.com", isEmailVerified: true, displayName: "A")
+        identity.spentNonce = UsedNonce(scope: "apple", hash: "ab", expiresAt: now.addingTimeInterval(600))
+        identity.providerGrant = ProviderGrant(kind: "refresh_token", token: "r.1", clientId: "app")
+        let pending = FirebasePendingTokens.Pending(
+            providerId: "apple.com", echoed: ["oauthIdToken": "a.b.c"], identity: identity, expires: Int(now.timeIntervalSince1970) + 3600)
+        let token = try FirebasePendingTokens.seal(pending, key: key)
+        #expect(try FirebasePendingTokens.open(token, now: now.addingTimeInterval(3599), key: key) == pending)
+        #expect(!token.contains("r.1") && !token.contains("apple-1"))
         #expect(throws: FirebasePendingTokens.invalid) { try FirebasePendingTokens.open(token, now: now.addingTimeInterval(3600), key: key) }
         #expect(throws: FirebasePendingTokens.invalid) { try FirebasePendingTokens.open(token, now: now, key: SecureRandom.bytes(count: 32)) }
+        // Its single use: the token's nonce, kept as long as the pending token lives.
+        #expect(FirebasePendingTokens.singleUse(of: pending) == UsedNonce(scope: "apple", hash: "ab", expiresAt: now.addingTimeInterval(3600)))
     }
 }
