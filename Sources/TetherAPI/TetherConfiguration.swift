@@ -281,10 +281,10 @@ public struct TetherConfiguration: Sendable {
             throw Invalid("TETHER_FIREBASE_PROJECT_ID", "expected 1 to 63 lower-case letters, digits and hyphens, got \"\(id)\"")
         }
         let allowsHTTP: Bool
-        switch value("TETHER_WEBHOOK_ALLOW_HTTP") ?? "0" {
+        switch value("TETHER_WEBHOOK_ALLOW_HTTP")?.lowercased() ?? "0" {
         case "1", "true", "on": allowsHTTP = true
         case "0", "false", "off": allowsHTTP = false
-        case let other: throw Invalid("TETHER_WEBHOOK_ALLOW_HTTP", "expected 1 or 0, got \"\(other)\"")
+        case let other: throw Invalid("TETHER_WEBHOOK_ALLOW_HTTP", "expected 1, true or on, or 0, false or off, got \"\(other)\"")
         }
         (smsWebhookURL, smsWebhookSecret) = try Self.webhook(
             url: "TETHER_SMS_WEBHOOK_URL", secret: "TETHER_SMS_WEBHOOK_SECRET", what: "SMS messages", allowsHTTP: allowsHTTP, value)
@@ -338,8 +338,9 @@ public struct TetherConfiguration: Sendable {
     ) throws(Invalid) -> (URL?, String?) {
         var url: URL?
         if let text = value(urlName) {
-            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), let host = parsed.host else {
-                throw Invalid(urlName, "not an http(s) URL: \"\(text)\"")
+            guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), let host = parsed.host,
+                  parsed.port.map({ (1...65535).contains($0) }) ?? true else {
+                throw Invalid(urlName, "not an http(s) URL with a port from 1 to 65535: \"\(text)\"")
             }
             // The messages carry codes that sign people in: not in clear text beyond this machine, unless the operator
             // says plain http is meant (TETHER_WEBHOOK_ALLOW_HTTP, as for event webhooks: a relay inside one network).

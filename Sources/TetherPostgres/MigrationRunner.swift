@@ -101,6 +101,10 @@ public struct MigrationRunner: Sendable {
     /// `schema/` above the working directory or above the executable.
     public static func locateSchemaDirectory(explicit: String? = nil) throws -> URL {
         if let explicit = explicit ?? ProcessInfo.processInfo.environment["TETHER_SCHEMA_DIR"], !explicit.isEmpty {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: explicit, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw MigrationError("TETHER_SCHEMA_DIR: \(explicit) is not a directory (it holds the migrations, NNN_name.sql)")
+            }
             return URL(fileURLWithPath: explicit)
         }
         let starts = [

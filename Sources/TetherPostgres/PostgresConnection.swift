@@ -591,6 +591,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Why libpq cannot read `url` as a connection string (an unknown option, a bad URI); nil when it can. Such a
     /// string could never connect: a server given one would retry it forever. libpq quotes the part it could not
     /// read, which may be the password (`invalid percent-encoded token: "Pa%ss"`): every quoted part is masked.
+    ///
+    /// libpq reads the values of a few options only when it connects (`sslmode=bogus`, a port that is no number), so
+    /// those are checked here as libpq 15 checks them.
     public static func connectionStringProblem(_ url: String) -> String? {
         var message: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(url, &message) else {
@@ -598,7 +601,41 @@ public final class PostgresConnection: @unchecked Sendable {
             let text = message.map { String(cString: $0).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "cannot be read"
             return text.replacingOccurrences(of: #""[^"]*""#, with: "\"…\"", options: .regularExpression)
         }
-        PQconninfoFree(options)
+        defer { PQconninfoFree(options) }
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val, let problem = valueProblem(String(cString: keyword), String(cString: value)) { return problem }
+            option += 1
+        }
+        return nil
+    }
+
+    /// The options whose values libpq takes from a list, and the list.
+    private static let enumeratedOptions: [String: [String]] = [
+        "sslmode": ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"],
+        "target_session_attrs": ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
+        "gssencmode": ["disable", "prefer", "require"],
+        "channel_binding": ["disable", "prefer", "require"],
+    ]
+
+    /// Why libpq would refuse `value` for the option `keyword` when connecting; nil when it would not. None of these
+    /// options is secret, so the value is shown.
+    private static func valueProblem(_ keyword: String, _ value: String) -> String? {
+        if let allowed = enumeratedOptions[keyword], !allowed.contains(value) {
+            return "invalid \(keyword) value \"\(value)\" (libpq takes \(allowed.joined(separator: ", ")))"
+        }
+        switch keyword {
+        case "port":
+            // One port, or one per host (an empty entry is the default).
+            let ports = value.split(separator: ",", omittingEmptySubsequences: false)
+            guard ports.allSatisfy({ $0.isEmpty || UInt16($0).map { $0 > 0 } == true }) else {
+                return "invalid port \"\(value)\" (a port is a number from 1 to 65535, one for each host)"
+            }
+        case "connect_timeout":
+            guard Int32(value) != nil else { return "invalid connect_timeout \"\(value)\" (a whole number of seconds)" }
+        default:
+            break
+        }
         return nil
     }
 
@@ -619,9 +656,10 @@ public final class PostgresConnection: @unchecked Sendable {
         (try! NSRegularExpression(pattern: #"([?&]password=)[^&#\s]*"#, options: .caseInsensitive), "$1***"),
     ]
 
-    /// A keyword string's `password=` value, quoted or up to the next space.
+    /// A keyword string's `password=` value, quoted, or up to the next space that no backslash escapes (libpq reads
+    /// `pass\ word` as one value).
     private nonisolated(unsafe) static let keywordRedactions: [(NSRegularExpression, String)] = [
-        (try! NSRegularExpression(pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)"#, options: .caseInsensitive), "$1***"),
+        (try! NSRegularExpression(pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s\\])+\\?)"#, options: .caseInsensitive), "$1***"),
     ]
 }
 

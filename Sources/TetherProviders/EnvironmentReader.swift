@@ -37,6 +37,9 @@ struct EnvironmentReader {
               let host = url.host, !host.isEmpty else {
             throw ProvidersConfiguration.Invalid(name, "not an http(s) URL")
         }
+        guard url.port.map({ (1...65535).contains($0) }) ?? true else {
+            throw ProvidersConfiguration.Invalid(name, "the port must be from 1 to 65535")
+        }
         guard scheme == "https" || Self.isLoopback(host) else {
             throw ProvidersConfiguration.Invalid(name, "must be https (plain http only on loopback)")
         }

@@ -30,7 +30,8 @@ enum Help {
 
         Every command but postgres takes --config FILE: a JSON object with the same
         keys as the variables below, each once (strings, numbers, booleans or lists);
-        variables set in the environment override the file, an empty one counts as unset.
+        variables set in the environment override the file, an empty one counts as unset
+        (a provider's id list or secret set empty is refused as a mistake).
         Run `tether COMMAND --help` for a command's options.
 
         Configuration:

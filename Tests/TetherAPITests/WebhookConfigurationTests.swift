@@ -30,6 +30,14 @@ struct WebhookConfigurationTests {
         // A connection string libpq cannot read would be retried forever by a server: refused at start.
         (["TETHER_DATABASE_URL": "foo=bar"], "TETHER_DATABASE_URL"),
         (["TETHER_DATABASE_READ_URL": "postgresql://u:secret@127.0.0.1/db?bogus=1"], "TETHER_DATABASE_READ_URL"),
+        // Values libpq reads only when it connects: every connection would fail.
+        (["TETHER_DATABASE_URL": "postgresql://u@127.0.0.1/db?sslmode=bogus"], "TETHER_DATABASE_URL"),
+        (["TETHER_DATABASE_URL": "postgresql://u@127.0.0.1:notaport/db"], "TETHER_DATABASE_URL"),
+        (["TETHER_DATABASE_URL": "host=a,b port=5432,70000 dbname=db"], "TETHER_DATABASE_URL"),
+        (["TETHER_DATABASE_URL": "postgresql://u@h1,h2/db?target_session_attrs=primary-ish"], "TETHER_DATABASE_URL"),
+        (["TETHER_DATABASE_URL": "postgresql://u@h/db?connect_timeout=soon"], "TETHER_DATABASE_URL"),
+        // A port no request can reach.
+        (["TETHER_SMS_WEBHOOK_URL": "https://sms.example:99999/h", "TETHER_SMS_WEBHOOK_SECRET": secret], "TETHER_SMS_WEBHOOK_URL"),
         (["TETHER_PASSWORD_RESET_CODE_TTL": "forever"], "TETHER_PASSWORD_RESET_CODE_TTL"),
         (["TETHER_EMAIL_VERIFICATION_CODE_TTL": "90d"], "TETHER_EMAIL_VERIFICATION_CODE_TTL"),
     ])
@@ -39,6 +47,16 @@ struct WebhookConfigurationTests {
         } throws: { error in
             guard let error = error as? ConfigurationError else { return false }
             return error.variable == variable && error.description.hasPrefix(variable + ": ") && !error.description.contains("\n")
+        }
+    }
+
+    /// The values libpq reads only when it connects are checked as it checks them: these connect.
+    @Test func usableConnectionOptionsStillStart() throws {
+        for url in [
+            "postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write&sslmode=verify-full&connect_timeout=5",
+            "host=a,b port=,5433 dbname=db gssencmode=disable channel_binding=prefer",
+        ] {
+            #expect(try TetherConfiguration(values: ["TETHER_DATABASE_URL": url]).databaseURL == url)
         }
     }
 

@@ -30,6 +30,14 @@ struct MigrationRunnerTests {
         #expect(try await runner.status(client).isCurrent)
     }
 
+    /// A schema directory that is not one was reported as an unreadable directory, without the setting's name.
+    @Test func aSchemaDirectoryThatIsNoneNamesItsSetting() throws {
+        for path in ["/nonexistent-tether-schema", "/etc/hostname"] {
+            let error = #expect(throws: MigrationError.self) { try MigrationRunner.locateSchemaDirectory(explicit: path) }
+            #expect(error?.message == "TETHER_SCHEMA_DIR: \(path) is not a directory (it holds the migrations, NNN_name.sql)")
+        }
+    }
+
     @Test func aChangedAppliedMigrationIsRefused() async throws {
         let database = try await TestDatabase.make(migrated: false)
         let original = try runner([("001_notes.sql", "CREATE TABLE notes (body text);")])

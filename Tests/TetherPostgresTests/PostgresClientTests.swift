@@ -20,6 +20,7 @@ struct PostgresClientTests {
         ("postgresql://db.example:5432/tether?user=t&password=p@ss@wordSecret", "postgresql://db.example:5432/tether?user=t&password=***"),
         ("postgresql://tether:p@ssSecret@db.example/tether", "postgresql://tether:***@db.example/tether"),
         ("host=db password=Top&Secret1 dbname=x", "host=db password=*** dbname=x"),
+        (#"host=db password=abc\ TailSecret dbname=x"#, "host=db password=*** dbname=x"),
     ])
     func aShownConnectionStringHoldsNoPassword(_ url: String, _ shown: String) {
         #expect(PostgresConnection.redacted(url) == shown)

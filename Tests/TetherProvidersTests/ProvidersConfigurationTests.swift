@@ -64,6 +64,9 @@ struct ProvidersConfigurationTests {
         ("TETHER_APPLE_CLIENT_IDS", " , ", "TETHER_APPLE_CLIENT_IDS: empty list; give comma-separated ids, or unset it to disable the provider"),
         ("TETHER_FACEBOOK_APP_SECRET", "  ", "TETHER_FACEBOOK_APP_SECRET: empty; unset it or give the secret"),
         ("TETHER_GOOGLE_ISSUER", "https://accounts google.com", "TETHER_GOOGLE_ISSUER: must not contain spaces"),
+        // A port no request can reach: every sign-in would answer 503, with nothing naming the setting.
+        ("TETHER_APPLE_JWKS_URL", "https://appleid.apple.com:99999/auth/keys", "TETHER_APPLE_JWKS_URL: the port must be from 1 to 65535"),
+        ("TETHER_GOOGLE_JWKS_URL", "https://x.example:0/keys", "TETHER_GOOGLE_JWKS_URL: the port must be from 1 to 65535"),
         // Refused without the Apple key's variables too (they were read only with them).
         ("TETHER_APPLE_TOKEN_URL", "notaurl", "TETHER_APPLE_TOKEN_URL: not an http(s) URL"),
         ("TETHER_APPLE_REVOKE_URL", "notaurl", "TETHER_APPLE_REVOKE_URL: not an http(s) URL"),
