@@ -195,9 +195,20 @@ public final class TetherService: Sendable {
         providerCalls.start()
         commands.limits.startFlushingTallies(logger: logger)
         // Kept Idempotency-Key answers past their day go in batches; a full batch means more are due now.
-        housekeeping.start(idle: .seconds(60), logger: logger, name: "expired Idempotency-Key answers") { [database] in
-            try await IdempotentRequests.sweepExpired(in: database) == 1000
+        // So do the limits' rows past their windows, whether or not their keys come back.
+        housekeeping.start(idle: .seconds(60), logger: logger, name: "expired Idempotency-Key answers and limits' rows") {
+            [database, commands] in
+            try await commands.limits.sweepExpired()
+            try await commands.accounts.sweepExpiredSends()
+            return try await IdempotentRequests.sweepExpired(in: database) == 1000
         }
+    }
+
+    /// Deletes the sign-in limits' and the code sends' rows past their windows now (the server does it every minute);
+    /// answers how many went.
+    @discardableResult
+    public func sweepExpiredLimitRows() async throws -> Int {
+        try await commands.limits.sweepExpired() + commands.accounts.sweepExpiredSends()
     }
 
     /// Deletes kept `Idempotency-Key` answers past their lifetime now (the server does it every minute);

@@ -35,6 +35,8 @@ struct RoundTripBudgetTests {
         let commands = AccountCommands(
             accounts: accounts, identities: AcceptedToken(identity: identity), limits: SignInLimits(database: client),
             pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: try PasswordVerifier())
+        // So are the keys of the limits' rows.
+        try await commands.loadKeys()
         return Fixture(database: database, client: client, accounts: accounts, commands: commands)
     }
 
@@ -296,6 +298,7 @@ struct RoundTripBudgetTests {
         let commands = AccountCommands(
             accounts: accounts, identities: verification, limits: SignInLimits(database: client),
             pendingCredentials: MFAPendingCredentials(keys: SigningKeyStore(client: client)), passwords: passwords)
+        try await commands.loadKeys()
         let context = CommandContext(metadata: EventMetadata(clientIP: "192.0.2.9", surface: "v1"))
         _ = try await commands.signUp(SignUpCommand(
             email: "pw@example.com", password: "correct horse battery staple", displayName: nil, session: newSession(), context: context))

@@ -7,7 +7,7 @@ import TetherProviders
 /// Limits on codes sent by SMS and by mail, counted in the short-lived `code_sends` rows.
 extension AccountService {
     /// Takes a place for one send of `channel` to each of `addresses` (numbers, email addresses, kept as
-    /// hashes) and for `userId`, or throws 429 `rate_limited` when an address had `perAddress` sends in
+    /// keyed hashes: ``SignInLimits/digest(_:key:)``) and for `userId`, or throws 429 `rate_limited` when an address had `perAddress` sends in
     /// `window`, or the user `perUser`.
     ///
     /// One transaction in one round trip: under a lock per address and per user, expired places go,
@@ -18,7 +18,8 @@ extension AccountService {
         _ channel: WebhookDeliveryError.Channel, to addresses: [String], userId: UUID?, perAddress: Int, perUser: Int,
         window: TimeInterval, now: Date, refusal: String
     ) async throws {
-        let hashes = addresses.map { DigestAlgorithm.sha256.hash(Array("tether \(channel.rawValue) address:\($0)".utf8)).hexString }
+        let key = addresses.isEmpty ? [] : try await limitsKey.bytes(on: database)
+        let hashes = addresses.map { SignInLimits.digest("tether \(channel.rawValue) address:\($0)", key: key) }
         let keys = hashes.map { "\(channel.rawValue)-address:" + $0 } + (userId.map { ["\(channel.rawValue)-user:" + $0.lowercasedText] } ?? [])
         let kind = channel.rawValue
         // Each window's count, limit and oldest place: one row per address, and one for the user.
@@ -50,5 +51,16 @@ extension AccountService {
         guard let oldest else { return }
         let wait = oldest.addingTimeInterval(window).timeIntervalSince(now)
         throw AccountError.rateLimited(retryAfterSeconds: Int(wait.rounded(.up)), refusal)
+    }
+
+    /// Deletes the places of sends that have left their channel's window; answers how many went (the server's
+    /// housekeeping calls it every minute: a place about no user, a password reset's, goes on time too).
+    @discardableResult
+    public func sweepExpiredSends() async throws -> Int {
+        try await database.query("""
+            DELETE FROM code_sends WHERE channel = 'sms' AND sent_at < now() - make_interval(secs => \(Int(UserAccount.smsWindow)))
+                OR channel = 'mail' AND sent_at < now() - make_interval(secs => \(Int(EmailFlows.mailWindow)))
+            RETURNING 1 AS gone
+            """).count
     }
 }

@@ -68,6 +68,8 @@ public struct AccountService: Sendable {
     let cache: AccountStateCache
     /// The keyed hashes of recovery codes.
     let recoveryHasher = RecoveryCodeHasher()
+    /// What keys the hashes that name a code's address in `code_sends` (the sign-in limits' key).
+    let limitsKey = LoadedHashKey(SignInLimits.hashKeyName)
     /// How often a command is re-decided after losing a race.
     static let maxAttempts = 6
     /// How many of a stream's last events a command reads when no hint named its user: enough to reach the

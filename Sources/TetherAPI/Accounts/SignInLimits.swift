@@ -44,6 +44,9 @@ public struct SignInLimits: Sendable {
     static let talliesStream = StreamName("sign-in-failures-counted")
     /// The keys this instance refused lately, and until when (``refuseIfRefusedLately(_:)``).
     private let refusedKeys = RefusedKeys()
+    /// What keys the hashes that name a password account's rows (``digest(_:key:)``).
+    static let hashKeyName = "limits"
+    private let hashKey = LoadedHashKey(hashKeyName)
 
     public init(database: PostgresClient, configuration: Configuration = Configuration()) {
         self.database = database
@@ -65,18 +68,45 @@ public struct SignInLimits: Sendable {
             self.metadata = metadata
         }
 
-        /// The limits' keys of the attempt: its password account (a hash of the email), and its client address.
-        var keys: [(key: String, scope: String)] {
-            var keys: [(key: String, scope: String)] = []
-            if let email { keys.append(("account:" + Self.digest("password:" + email), "account")) }
+        /// The limits' key of the attempt's client address, if it has one (all a provider attempt has).
+        var addressKeys: [(key: String, scope: String)] {
             // An IPv6 client counts as its /64: one subscriber holds the whole of it.
-            if let ip = metadata.clientIP { keys.append(("ip:" + IPAddressRange.limitKey(for: ip), "client address")) }
-            return keys
+            metadata.clientIP.map { [("ip:" + IPAddressRange.limitKey(for: $0), "client address")] } ?? []
         }
 
-        static func digest(_ text: String) -> String {
-            Array(DigestAlgorithm.sha256.hash(Array(text.utf8)).prefix(16)).hexString
+        /// The limits' keys of the attempt: its password account (the email hashed under `hashKey`, the database's
+        /// `limits` key), then its client address.
+        func keys(hashKey: [UInt8]) -> [(key: String, scope: String)] {
+            let account = email.map { [("account:" + SignInLimits.digest("password:" + $0, key: hashKey), "account")] } ?? []
+            return account + addressKeys
         }
+    }
+
+    /// The name `text` (an email, an address) has in the limits' rows: HMAC-SHA256 under the database's `limits` key
+    /// (`hash_keys`), 16 bytes in hex. A dump of the rows cannot be searched offline for whose they were, as an
+    /// unkeyed hash of an email can.
+    static func digest(_ text: String, key: [UInt8]) -> String {
+        Array(HMAC.authenticationCode(for: Array(text.utf8), key: key, digest: .sha256).prefix(16)).hexString
+    }
+
+    /// Loads the database's `limits` key (made on first use), so that no attempt waits for it.
+    func loadHashKey() async throws {
+        _ = try await hashKey.bytes(on: database)
+    }
+
+    /// The keys of `attempt`: with its password account's, keyed with the database's `limits` key.
+    private func keys(of attempt: Attempt) async throws -> [(key: String, scope: String)] {
+        attempt.email == nil ? attempt.addressKeys : attempt.keys(hashKey: try await hashKey.bytes(on: database))
+    }
+
+    /// Deletes the rows of every key that have left the window; answers how many went (the server's housekeeping
+    /// calls it every minute, so no row outlives its window by more than that, whoever it was about).
+    @discardableResult
+    public func sweepExpired() async throws -> Int {
+        try await database.query("""
+            DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))
+            RETURNING 1 AS gone
+            """).count
     }
 
     /// A place an attempt holds in the limits while it is checked: it counts like a failure until released.
@@ -92,7 +122,7 @@ public struct SignInLimits: Sendable {
     /// provider sign-ins are checked against recorded failures alone, so many people behind
     /// one address signing in at once are not refused for being in flight together.
     public func reserve(_ attempt: Attempt) async throws -> Reservation {
-        let keys = attempt.keys
+        let keys = try await keys(of: attempt)
         let reservation = Reservation(id: UUID.random())
         // One transaction of two round trips: under the keys' locks, expired places go and the window is
         // counted; then the places are taken (or not) and it commits.
@@ -173,7 +203,7 @@ public struct SignInLimits: Sendable {
                 try AccountProjection.identityOwner(provider: attempt.provider, uid: uid, seal: try await database.readModelSeal())
             ).first?.decode("user_id")
         }
-        var writes: [PostgresQuery] = attempt.keys.map {
+        var writes: [PostgresQuery] = try await keys(of: attempt).map {
             "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID.random()), \($0.key), 'failure')"
         }
         if userId == nil { writes.append(Self.tally("failed", provider: attempt.provider, detail: reason)) }
@@ -304,7 +334,7 @@ public struct SignInLimits: Sendable {
     /// Facebook access token costs two Graph API calls to verify) and no verification. Nothing is read: the
     /// database's count decides every other attempt, and this one too once the time is past.
     func refuseIfRefusedLately(_ attempt: Attempt) async throws {
-        guard attempt.email == nil, let (scope, retryAfter) = refusedKeys.refusal(for: attempt.keys) else { return }
+        guard attempt.email == nil, let (scope, retryAfter) = refusedKeys.refusal(for: attempt.addressKeys) else { return }
         // Not noted again: the time left rounds up, and each refusal would push the end on by a fraction of a second.
         try await refuse(attempt, scope: scope, retryAfter: retryAfter, noting: false)
     }
@@ -322,7 +352,7 @@ public struct SignInLimits: Sendable {
     func check(_ attempt: Attempt, releasing reservation: Reservation? = nil) -> SignInCheck? {
         if let reservation { return SignInCheck(writes: [Self.releaseStatement(reservation)]) }
         guard attempt.email == nil else { return nil }
-        let keys = attempt.keys
+        let keys = attempt.addressKeys
         guard !keys.isEmpty else { return nil }
         return SignInCheck(statements: keys.map { count(key: $0.key) }) { rows in
             for (key, counted) in zip(keys, rows) {
@@ -339,7 +369,7 @@ public struct SignInLimits: Sendable {
     /// Answers 429, counting the refusal in its minute's tally; `noting` the key as refused for `retryAfter` seconds.
     private func refuse(_ attempt: Attempt, scope: String, retryAfter: Int, noting: Bool = true) async throws -> Never {
         // Only an address is looked up before verification (``refuseIfRefusedLately(_:)``): an account's key is not kept.
-        if noting, let key = attempt.keys.first(where: { $0.scope == scope })?.key, key.hasPrefix("ip:") {
+        if noting, let key = attempt.addressKeys.first(where: { $0.scope == scope })?.key {
             refusedKeys.note(key, for: retryAfter)
         }
         _ = try? await database.query(Self.tally("throttled", provider: attempt.provider, detail: scope))

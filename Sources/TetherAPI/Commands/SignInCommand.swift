@@ -347,6 +347,13 @@ public struct AccountCommands: Sendable {
         return live
     }
 
+    /// Loads the database's keys the commands hash with (the limits' rows' names), made on first use: the first
+    /// commands then pay nothing for them.
+    public func loadKeys() async throws {
+        try await limits.loadHashKey()
+        _ = try await accounts.limitsKey.bytes(on: accounts.database)
+    }
+
     /// Verifies `credential` with the configured identity providers.
     func verify(_ credential: ProviderCredential) async throws -> ExternalIdentity {
         guard let identities else {

@@ -120,4 +120,42 @@ struct ExpiringRecordsTests {
             #expect(stale == 0)
         }
     }
+
+    /// The limits' rows named an email by its unkeyed SHA-256, which anyone with a dump and a list of likely addresses
+    /// could confirm; rows about no user (a password reset's send) lasted until a later attempt on the same key.
+    @Test func theLimitsRowsNameNoAddressAnyoneCanHashAndGoWithTheirWindow() async throws {
+        try await SupportHarness.run(settings: ["TETHER_TRUSTED_PROXIES": "127.0.0.1"]) { service in
+            _ = try await service.signUp("dora@example.com")
+            #expect(try await service.signIn(service.password("dora@example.com", "not the password"), headers: ["X-Forwarded-For": "203.0.113.5"]).status == 401)
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "dora@example.com"]).status == 202)
+            func unkeyed(_ text: String) -> String { DigestAlgorithm.sha256.hash(Array(text.utf8)).hexString }
+            let accountKeys: [String] = try await service.owner.query(
+                "SELECT scope_key FROM sign_in_attempts WHERE scope_key LIKE 'account:%'").map { try $0.decode("scope_key") }
+            #expect(accountKeys.count == 1)
+            #expect(!accountKeys.contains("account:" + String(unkeyed("password:dora@example.com").prefix(32))))
+            let sendHashes: [String] = try await service.owner.query(
+                "SELECT address_hash FROM code_sends WHERE address_hash IS NOT NULL").map { try $0.decode("address_hash") }
+            #expect(sendHashes.count == 1)
+            #expect(!sendHashes.contains(unkeyed("tether mail address:dora@example.com")))
+
+            // Rows past their windows go with the housekeeping, whoever they were about; the others stay.
+            try await service.owner.query("""
+                INSERT INTO sign_in_attempts (id, scope_key, kind, started_at)
+                VALUES (\(UUID()), 'ip:198.51.100.10', 'failure', now() - interval '2 minutes'),
+                       (\(UUID()), 'sign-up:198.51.100.11', 'sign_up', now() - interval '2 minutes')
+                """)
+            try await service.owner.query("""
+                INSERT INTO code_sends (channel, address_hash, user_id, sent_at)
+                VALUES ('mail', 'stale-mail', NULL, now() - interval '61 minutes'), ('sms', 'stale-sms', NULL, now() - interval '16 minutes'),
+                       ('sms', 'fresh-sms', NULL, now() - interval '14 minutes')
+                """)
+            #expect(try await service.service.sweepExpiredLimitRows() == 4)
+            let attempts: [String] = try await service.owner.query(
+                "SELECT scope_key FROM sign_in_attempts WHERE scope_key NOT LIKE 'sign-up:127.%' ORDER BY 1").map { try $0.decode("scope_key") }
+            #expect(attempts == accountKeys + ["ip:203.0.113.5"], "the failure's two keys, in their window")
+            let sends: [String] = try await service.owner.query(
+                "SELECT address_hash FROM code_sends WHERE address_hash IS NOT NULL ORDER BY 1").map { try $0.decode("address_hash") }
+            #expect(sends == (sendHashes + ["fresh-sms"]).sorted())
+        }
+    }
 }
