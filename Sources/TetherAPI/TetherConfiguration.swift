@@ -406,6 +406,10 @@ public struct TetherConfiguration: Sendable {
         var values: [String: String] = [:]
         for (key, value) in object.sorted(by: { $0.key < $1.key }) {
             guard key.hasPrefix("TETHER_") else { throw Invalid(key, "in \(path): not a setting (they are named TETHER_…)") }
+            // The environment's TETHER_TEST_* variables are the test suites' and pass unread; a file names settings only.
+            guard Self.variables.contains(where: { $0.name == key }) else {
+                throw Invalid(key, "in \(path): unknown setting (see tether --help for the list)")
+            }
             switch value {
             case .string(let text): values[key] = text
             case .int(let number): values[key] = String(number)

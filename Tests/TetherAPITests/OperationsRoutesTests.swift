@@ -136,6 +136,8 @@ struct TetherConfigurationTests {
         for text in [
             #"{"TETHER_LISTEN": "127.0.0.1:9001", "TETHER_LISTEN": "127.0.0.1:9002"}"#, #"{"tether_log_level": "bogus"}"#,
             #"{"TETHER_SIGN_IN_FAILURE_LIMIT": true}"#, #"{"TETHER_LISTEN": "127.0.0.1:9001",}"#, #"{"TETHER_APPLE_CLIENT_IDS": ["a", 1]}"#,
+            // The environment's TETHER_TEST_* pass unread (the suites set them); a file's were ignored silently.
+            #"{"TETHER_TEST_ANYTHING": "x"}"#,
         ] {
             try Data(text.utf8).write(to: file)
             #expect(throws: TetherConfiguration.Invalid.self, "\(text)") { try TetherConfiguration.load(environment: [:], configFile: file.path) }
