@@ -192,8 +192,9 @@ enum Help {
                tether admin-keys revoke ID [--config FILE]
 
         Keys of the support and admin API (/v1/admin, Authorization: Bearer <key>).
-        A support key reads (search, user detail, history); an admin key also acts
-        (disable, enable, revoke sessions). Every request made with a key is recorded
+        A support key reads (search, user detail, history, the event feed); an admin key
+        also acts (disable, enable, revoke sessions, erase), exports a user, manages
+        webhooks and sees the feed's personal members. Every request made with a key is recorded
         as an event in its stream admin-key-<id>, and so are its creation and revocation.
         Reads and writes TETHER_DATABASE_URL.
 

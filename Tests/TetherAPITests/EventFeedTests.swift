@@ -221,6 +221,28 @@ struct EventFeedTests {
         }
     }
 
+    /// A key revoked while its long poll waits got the events that came after the revocation (an admin key's, with
+    /// their personal members), and its read was recorded as answered.
+    @Test func aKeyRevokedWhileItWaitsGetsNothingOfWhatCameAfter() async throws {
+        try await DevService.run { service in
+            let store = AdminKeyStore(database: service.admin)
+            let created = try await store.create(role: .admin, name: "temporary", metadata: EventMetadata(actor: .operator("tester"), surface: "cli"))
+            let ada = try await signUp(service, "ada@example.com")
+            let (_, cursor) = try await read(service, created.secret, after: "0", count: 2, limit: 50)
+            let writer = Task {
+                try await Task.sleep(for: .milliseconds(500))
+                _ = try await store.revoke(created.key.id, metadata: EventMetadata(actor: .operator("tester"), surface: "cli"))
+                _ = try await service.client.post("/v1/sign-out", headers: ["Authorization": "Bearer \(ada.session.accessToken)"], body: [])
+            }
+            let waited = try await service.withNewClient { client in
+                try await client.get("/v1/admin/events?after=\(cursor)&wait=30", headers: ["Authorization": "Bearer \(created.secret)"])
+            }
+            try await writer.value
+            #expect(waited.status == 401, "\(waited.status) \(waited.bodyText)")
+            #expect(!waited.bodyText.contains("session.ended"))
+        }
+    }
+
     @Test func aWriterInAnotherDatabaseOfTheServerDoesNotHoldTheFeedBack() async throws {
         let other = try await TestDatabase.make()
         let otherClient = other.client(asServiceRole: false, maxConnections: 1)

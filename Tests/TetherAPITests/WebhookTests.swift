@@ -265,6 +265,14 @@ struct WebhookTests {
             let other = try await service.client.post(
                 "/v1/admin/webhooks", headers: headers, json: ["url": .string(receiver.url.absoluteString + "other")] as JSONValue)
             #expect(other.status == 422)
+            // A misspelt member passed for an absent one, whose default asks for more: every event, with personal data.
+            for misspelt in [
+                ["url": .string(receiver.url.absoluteString), "evnts": ["user.created"]],
+                ["url": .string(receiver.url.absoluteString), "events": ["user.created"], "personl": false],
+            ] as [JSONValue] {
+                let refused = try await service.client.post("/v1/admin/webhooks", headers: ["Authorization": "Bearer \(key)"], json: misspelt)
+                #expect(refused.status == 400 && refused.bodyText.contains("unknown member"), "\(refused.bodyText)")
+            }
             let count: Int = try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n")
             #expect(count == 1)
 
@@ -275,6 +283,9 @@ struct WebhookTests {
             let rotatedAgain = try await service.client.post("/v1/admin/webhooks/\(id)/rotate-secret", headers: rotation, body: [])
             #expect(rotated.status == 200)
             #expect(rotatedAgain.bodyText == rotated.bodyText, "the retry shows the secret the rotation made, not a third one")
+            let replayTypo = try await service.client.post(
+                "/v1/admin/webhooks/\(id)/replay", headers: ["Authorization": "Bearer \(key)"], json: ["from": "start", "x": 1] as JSONValue)
+            #expect(replayTypo.status == 400, "\(replayTypo.bodyText)")
             guard case .object(let answer) = try rotated.decodeJSON(JSONValue.self), case .string(let new)? = answer["secret"],
                   case .object(let original) = try first.decodeJSON(JSONValue.self), case .string(let old)? = original["secret"]
             else { throw HarnessError("no secrets in \(rotated.bodyText)") }

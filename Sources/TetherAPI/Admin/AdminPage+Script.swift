@@ -352,7 +352,8 @@ extension AdminPage {
             fill($("user"),
               el("div", { class: "user-head" },
                 el("h2", { id: "user-name" }, userName(user)),
-                el("span", { id: "user-status", class: "badge " + (user.disabled ? "disabled" : "active") }, user.disabled ? "Disabled" : "Active")),
+                el("span", { id: "user-status", class: "badge " + (detail.erasedAt || user.disabled ? "disabled" : "active") },
+                  detail.erasedAt ? "Erased" : user.disabled ? "Disabled" : "Active")),
               el("p", { class: "user-id mono" }, user.id),
               el("dl", { class: "facts" },
                 fact("Email", verified(user.email, user.emailVerified) || "none", true),
@@ -382,6 +383,11 @@ extension AdminPage {
 
           function renderActions() {
             const user = state.detail.user;
+            if (state.detail.erasedAt) {
+              fill($("actions"), el("h3", null, "Actions"),
+                el("p", { class: "none", id: "erased-note" }, "Erased " + when(state.detail.erasedAt) + ": nothing is left to act on."));
+              return;
+            }
             const offered = [user.disabled ? "enable" : "disable", "revoke-sessions"];
             fill($("actions"),
               el("h3", null, "Actions"),

@@ -10,10 +10,22 @@ extension AdminRoutes {
         var events: [String]?
         var personal: Bool?
         var from: String?
+
+        init(from decoder: any Decoder) throws {
+            let members = try BodyMember.members(of: decoder, only: ["url", "events", "personal", "from"], of: "a webhook")
+            url = try members.decode(String.self, forKey: BodyMember("url"))
+            events = try members.decodeIfPresent([String].self, forKey: BodyMember("events"))
+            personal = try members.decodeIfPresent(Bool.self, forKey: BodyMember("personal"))
+            from = try members.decodeIfPresent(String.self, forKey: BodyMember("from"))
+        }
     }
 
     private struct ReplayBody: Decodable {
         var from: String
+
+        init(from decoder: any Decoder) throws {
+            from = try BodyMember.members(of: decoder, only: ["from"], of: "a replay").decode(String.self, forKey: BodyMember("from"))
+        }
     }
 
     func registerWebhooks(on router: inout Router, webhooks: WebhookStore) {

@@ -245,7 +245,9 @@ public struct AdminRoutes: Sendable {
             let record = AdminEvent.eventsRead(.init(
                 userId: userId, after: after.description, types: types, returned: page.events.count, status: 200))
             do {
-                try await keys.record(record, keyId: key.id, metadata: metadata)
+                // A page may have waited up to 30 s for its events: its record checks that the key was not revoked
+                // meanwhile, and a revoked key is answered 401 with nothing of what it waited for.
+                try await keys.record(keyId: key.id, about: userId, metadata: metadata, reading: []) { _ in (record, ()) }
             } catch {
                 throw Recorded(error: error)
             }
@@ -260,20 +262,9 @@ public struct AdminRoutes: Sendable {
     private struct ActionBody: Decodable {
         var reason: String?
 
-        private struct Member: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
         init(from decoder: any Decoder) throws {
-            let members = try decoder.container(keyedBy: Member.self)
-            if let unknown = members.allKeys.first(where: { $0.stringValue != "reason" }) {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: [unknown], debugDescription: "unknown member \(unknown.stringValue): an action takes only {\"reason\"}"))
-            }
-            reason = try members.decodeIfPresent(String.self, forKey: Member(stringValue: "reason"))
+            let members = try BodyMember.members(of: decoder, only: ["reason"], of: "an action")
+            reason = try members.decodeIfPresent(String.self, forKey: BodyMember("reason"))
         }
     }
 
@@ -357,7 +348,10 @@ public struct AdminRoutes: Sendable {
             userAgent: request.headers["user-agent"], surface: "admin")
         do {
             guard key.role.allows(role) else { throw AdminError.forbidden(needs: role) }
-            return try await body(metadata, key)
+            var response = try await body(metadata, key)
+            // What the admin API answers is about people (detail, history, a whole export): no cache keeps it.
+            response.headers["Cache-Control"] = "no-store"
+            return response
         } catch let recorded as Recorded {
             throw recorded.error
         } catch {
@@ -399,5 +393,26 @@ public struct AdminRoutes: Sendable {
     /// The `{id}` of the path, when it is a UUID: recorded even when the request is refused.
     private static func namedUser(_ request: HTTPRequest) -> UUID? {
         request.pathParameters["id"].flatMap(UUID.init(text:))
+    }
+}
+
+/// A member of an admin request's body, for bodies that refuse members they do not know: a misspelt one must not
+/// pass for an absent one, whose default may ask for more (every event, personal data) than was meant.
+struct BodyMember: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+
+    /// The body's members, when it has none but `known`; `what` names the body in the refusal.
+    static func members(of decoder: any Decoder, only known: [String], of what: String) throws -> KeyedDecodingContainer<BodyMember> {
+        let members = try decoder.container(keyedBy: BodyMember.self)
+        if let unknown = members.allKeys.first(where: { !known.contains($0.stringValue) }) {
+            let list = known.map { "\"\($0)\"" }.joined(separator: ", ")
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: [unknown], debugDescription: "unknown member \(unknown.stringValue): \(what) takes only {\(list)}"))
+        }
+        return members
     }
 }

@@ -134,12 +134,13 @@ public struct AdminUserDirectory: Sendable {
         return (page, users.count > limit ? page.last?.id : nil)
     }
 
-    /// The user with identities, factors and recent sessions: `{"user", "validSince", "sessions", "activeSessionCount", "factors"}`.
+    /// The user with identities, factors and recent sessions: `{"user", "erasedAt", "validSince", "sessions",
+    /// "activeSessionCount", "factors"}` (`erasedAt` null but for an erased user, whom no action changes any more).
     public func detail(_ id: UUID) async throws -> JSONValue {
         let user = try await UserBody.load(id, from: database).shownToAdmins
         let seal = try await database.readModelSeal()
         let extra = try await database.query("""
-            SELECT valid_since,
+            SELECT valid_since, erased_at,
                    (SELECT count(*) FROM sessions s WHERE s.user_id = u.id AND s.ended_at IS NULL) AS active_sessions
             FROM users u WHERE u.id = \(id)
             """)
@@ -153,6 +154,7 @@ public struct AdminUserDirectory: Sendable {
             """)
         return [
             "user": try user.jsonValue,
+            "erasedAt": Self.time(try extra.first?.decode("erased_at", as: Date?.self) ?? nil),
             "validSince": Self.time(try extra.first?.decode("valid_since", as: Date?.self) ?? nil),
             "activeSessionCount": .int(try extra.first?.decode("active_sessions") ?? 0),
             "sessions": .array(try sessions.map { row in

@@ -429,6 +429,7 @@ struct AdminAPITests {
             #expect(factors.first?["id"]?.string == confirmed.uuidString.lowercased())
             #expect(factors.first?["phoneHint"]?.string == "+*******0100")
             #expect(detail["validSince"] == .null)
+            #expect(detail["erasedAt"] == .null)
 
             let unknown = try await harness.adminGet("/v1/admin/users/\(UUID().uuidString)", key: support.secret)
             #expect(unknown.status == 404)

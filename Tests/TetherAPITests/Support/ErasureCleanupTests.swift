@@ -82,6 +82,16 @@ struct ErasureCleanupTests {
             let retried = try await signIn()
             #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
             #expect(!retried.bodyText.contains("factors"), "\(retried.status) \(retried.bodyText)")
+
+            // The detail says so (it showed an ordinary disabled user, whose actions then said "No such user"), and no
+            // cache keeps what the admin API answers.
+            let detail = try await service.client.get("/v1/admin/users/\(bob.user.id)", headers: ["Authorization": "Bearer \(admin)"])
+            #expect(detail.status == 200)
+            guard case .object(let members) = try detail.decodeJSON(JSONValue.self), case .string? = members["erasedAt"] else {
+                Issue.record("no erasedAt in \(detail.bodyText)")
+                return
+            }
+            #expect(detail.headers.values(for: "Cache-Control") == ["no-store"])
         }
     }
 }
