@@ -164,13 +164,6 @@ public struct PostgresEventStore: Sendable {
             let internalCount = statements.count
             let rows = try transaction.begin(statements + reads)
             let version: Int = try rows[locks.count][0].decode("version")
-            let key = try userId.flatMap { userId in
-                // A user's first event here makes their key: one more round trip, once.
-                let keyRows = rows[userKeyIndex].isEmpty
-                    ? try transaction.run(try PersonalDataVault.keyStatements(for: userId, masterKeys: masterKeys)).last!
-                    : rows[userKeyIndex]
-                return try PersonalDataVault.key(from: keyRows, of: userId, masterKeys: masterKeys)
-            }
             var expiring: [ExpiringKeys.Purpose: ExpiringKeys.Key] = [:]
             for entry in expiringIndexes {
                 expiring[entry.purpose] = try ExpiringKeys.key(from: rows[entry.index], named: entry.name, masterKeys: masterKeys)
@@ -184,6 +177,15 @@ public struct PostgresEventStore: Sendable {
             let named = Set(events.compactMap(\.userId))
             guard events.count <= Self.insertBatchSize, named.isSubset(of: userId.map { [$0] } ?? []) else {
                 throw AppendAtEndError(count: events.count, users: named.count)
+            }
+            let key = try userId.flatMap { userId -> [UInt8]? in
+                // Only an event about the user needs their key (a record about an id no user has does not make one);
+                // their first such event makes it: one more round trip, once.
+                guard named.contains(userId) else { return nil }
+                let keyRows = rows[userKeyIndex].isEmpty
+                    ? try transaction.run(try PersonalDataVault.keyStatements(for: userId, masterKeys: masterKeys)).last!
+                    : rows[userKeyIndex]
+                return try PersonalDataVault.key(from: keyRows, of: userId, masterKeys: masterKeys)
             }
             let userKeys = Dictionary(events.compactMap { event in event.userId.flatMap { id in key.map { (id, $0) } } }) { first, _ in first }
             try transaction.commit([

@@ -138,7 +138,11 @@ public struct AdminKeyStore: Sendable {
             attempt += 1
             do {
                 if projectsNothing {
-                    try await store.appendAtEnd([newEvent], to: stream, metadata: metadata)
+                    // A record about no one keeps what it searched for sealed with today's key of its purpose.
+                    let sealing = newEvent.userId == nil ? ExpiringKeys.purpose(forUnattributed: newEvent.type).map { [$0] } ?? [] : []
+                    try await appendRecord(to: stream, about: newEvent.userId, metadata: metadata, reading: [], sealing: Set(sealing)) { _ in
+                        (newEvent, ())
+                    }
                     return
                 }
                 try await database.withTransaction { connection in
@@ -180,10 +184,10 @@ public struct AdminKeyStore: Sendable {
         while true {
             attempt += 1
             do {
-                return try await store.appendAtEnd(to: .adminKey(keyId), about: userId, metadata: metadata, reading: [live] + reads) { rows in
+                return try await appendRecord(to: .adminKey(keyId), about: userId, metadata: metadata, reading: [live] + reads) { rows in
                     guard !rows[rows.startIndex].isEmpty else { throw AdminError.invalidKey }
                     let (record, result) = try decide(rows.dropFirst())
-                    return (try record.map { [try AdminEventCodec.encode($0)] } ?? [], result)
+                    return (try record.map { try AdminEventCodec.encode($0) }, result)
                 }
             } catch let error as PostgresError where error.isTransient && attempt < Self.maxAttempts {
                 continue
@@ -191,6 +195,21 @@ public struct AdminKeyStore: Sendable {
                 found.forget(keyId)
                 throw error
             }
+        }
+    }
+
+    /// Appends the record `decide` makes of `reads` (none: nothing), naming `userId` only when a user has that id (an
+    /// erased one too): a request about an id no one has (a 404) is recorded about no one, and makes no personal key
+    /// for it. The check is read in the same round trip as `reads`.
+    private func appendRecord<T: Sendable>(
+        to stream: StreamName, about userId: UUID?, metadata: EventMetadata, reading reads: [PostgresQuery],
+        sealing: Set<ExpiringKeys.Purpose> = [], decide: @escaping @Sendable (ArraySlice<PostgresRows>) throws -> (record: NewEvent?, result: T)
+    ) async throws -> T {
+        let known: PostgresQuery = userId.map { "SELECT 1 AS known FROM users WHERE id = \($0)" } ?? "SELECT 1 AS known"
+        return try await store.appendAtEnd(to: stream, about: userId, metadata: metadata, reading: reads + [known], sealing: sealing) { rows in
+            var (record, result) = try decide(rows.dropLast())
+            if rows[rows.endIndex - 1].isEmpty { record?.userId = nil }
+            return (record.map { [$0] } ?? [], result)
         }
     }
 

@@ -431,16 +431,22 @@ struct AdminAPITests {
             #expect(detail["validSince"] == .null)
             #expect(detail["erasedAt"] == .null)
 
-            let unknown = try await harness.adminGet("/v1/admin/users/\(UUID().uuidString)", key: support.secret)
+            let nobody = UUID()
+            let unknown = try await harness.adminGet("/v1/admin/users/\(nobody.uuidString)", key: support.secret)
             #expect(unknown.status == 404)
             let badID = try await harness.adminGet("/v1/admin/users/12345", key: support.secret)
             #expect(badID.status == 400)
 
             let views = try await harness.events(inStream: .adminKey(support.key.id)).dropFirst()
             #expect(views.map(\.type) == ["AdminUserViewed", "AdminUserViewed", "AdminUserViewed"])
-            #expect(views.first?.userId == grace.id)
+            #expect(views.map(\.userId) == [grace.id, nil, nil])
             let statuses = try views.map { try JSONDecoder().decode(AdminEvent.UserViewed.self, from: $0.data).status }
             #expect(statuses == [200, 404, 400])
+            // A request about an id no user has is recorded about no one: it made a personal key for any id asked about.
+            #expect(try await harness.adminGet("/v1/admin/users/\(nobody.uuidString)/history", key: support.secret).status == 404)
+            let keys: Int = try await harness.owner.query(
+                "SELECT count(*)::int AS n FROM personal_data_keys WHERE user_id = \(nobody)")[0].decode("n")
+            #expect(keys == 0)
         }
     }
 
