@@ -39,6 +39,7 @@ extension PersonalData: JSONTextWritable {
         JSONText.writeMember("customClaims", ifPresent: customClaims, isFirst: &isFirst, to: &output)
         JSONText.writeMember("displayName", ifPresent: displayName, isFirst: &isFirst, to: &output)
         JSONText.writeMember("email", ifPresent: email, isFirst: &isFirst, to: &output)
+        JSONText.writeMember("installationId", ifPresent: installationId, isFirst: &isFirst, to: &output)
         JSONText.writeMember("passwordHash", ifPresent: passwordHash, isFirst: &isFirst, to: &output)
         JSONText.writeMember("phoneNumber", ifPresent: phoneNumber, isFirst: &isFirst, to: &output)
         JSONText.writeMember("photoURL", ifPresent: photoURL, isFirst: &isFirst, to: &output)

@@ -29,7 +29,7 @@ struct AccountRows: BulkFold {
         ],
         "sessions": [
             "id", "user_id", "refresh_token_hash", "generation", "jkt", "amr", "auth_time", "started_at", "last_refreshed_at",
-            "ended_at", "end_reason", "secret_kind", "installation_id", "expires_at",
+            "ended_at", "end_reason", "secret_kind", "expires_at",
         ],
         "refresh_tokens": ["token_hash", "session_id", "generation"],
         "mfa_factors": ["id", "user_id", "type", "display_name", "phone_hint", "enrolled_at", "confirmed_at", "last_used_step"],
@@ -92,7 +92,6 @@ struct AccountRows: BulkFold {
         var endedAt: String?
         var endReason: String?
         var secretKind: String
-        var installationId: String?
         var expiresAt: Date?
 
         /// The session's row of `sessions`, its fields in `COPY` order.
@@ -100,8 +99,7 @@ struct AccountRows: BulkFold {
             line.add(id); line.add(userId); line.add(refreshTokenHash); line.add(int4: generation)
             line.add(jkt); line.add(jsonb: amr); line.add(eventTime: authTime)
             line.add(timestamp: startedAt); line.add(timestamp: lastRefreshedAt); line.add(timestamp: endedAt)
-            line.add(endReason); line.add(secretKind); line.add(installationId)
-            line.add(eventTime: expiresAt)
+            line.add(endReason); line.add(secretKind); line.add(eventTime: expiresAt)
         }
     }
 
@@ -199,8 +197,7 @@ struct AccountRows: BulkFold {
             sessions.append(Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, jkt: payload.jkt,
                 amr: String(decoding: JSONText.strings(payload.amr), as: UTF8.self), authTime: payload.authTime, startedAt: at,
-                secretKind: payload.secretKind.rawValue, installationId: payload.installationId,
-                expiresAt: payload.expiresAt))
+                secretKind: payload.secretKind.rawValue, expiresAt: payload.expiresAt))
             refreshTokens.append((payload.refreshTokenHash, payload.sessionId, 0))
         case .sessionRefreshed(let payload):
             for index in sessions.indices where sessions[index].id == payload.sessionId {

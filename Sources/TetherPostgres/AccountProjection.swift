@@ -88,11 +88,10 @@ public enum AccountProjection {
             sql.append("UPDATE users SET last_sign_in_at = \(at) WHERE id = \(userId)")
         case .sessionStarted(let payload):
             sql.append("""
-                INSERT INTO sessions (id, user_id, refresh_token_hash, jkt, amr, auth_time, started_at, secret_kind, installation_id, expires_at)
+                INSERT INTO sessions (id, user_id, refresh_token_hash, jkt, amr, auth_time, started_at, secret_kind, expires_at)
                 VALUES (\(payload.sessionId), \(userId), \(payload.refreshTokenHash), \(payload.jkt),
                         \(PostgresJSON(data: Data(JSONText.strings(payload.amr))))::jsonb, \(ISO8601Milliseconds.format(payload.authTime))::timestamptz,
-                        \(at), \(payload.secretKind.rawValue), \(payload.installationId),
-                        \(payload.expiresAt.map(ISO8601Milliseconds.format))::timestamptz)
+                        \(at), \(payload.secretKind.rawValue), \(payload.expiresAt.map(ISO8601Milliseconds.format))::timestamptz)
                 """)
             sql.append("""
                 INSERT INTO refresh_tokens (token_hash, session_id, generation) VALUES (\(payload.refreshTokenHash), \(payload.sessionId), 0)

@@ -586,7 +586,8 @@ extension ParseRoutes {
             "updatedAt": .string(ParseUser.date(session.startedAt)),
         ]
         if let expiresAt = session.expiresAt { body["expiresAt"] = ParseUser.typedDate(expiresAt) }
-        if let installationId = session.installationId { body["installationId"] = .string(installationId) }
+        // Sealed with the user's key in the session's event: the user's state holds it opened.
+        if let installationId = account.sessions[session.id]?.installationId { body["installationId"] = .string(installationId) }
         return SurfaceJSON.response(.object(body))
     }
 

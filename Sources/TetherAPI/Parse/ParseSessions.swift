@@ -40,7 +40,6 @@ struct ParseSession: Sendable {
     var startedAt: Date
     var authTime: Date
     var expiresAt: Date?
-    var installationId: String?
     var amr: [String]
 }
 
@@ -53,7 +52,7 @@ struct ParseSessions: Sendable {
     func session(_ token: String) async throws -> ParseSession? {
         guard ParseSessionTokenFormat.isWellFormed(token) else { return nil }
         let rows = try await database.query("""
-            SELECT s.id, s.user_id, s.started_at, s.auth_time, s.expires_at, s.installation_id, s.amr,
+            SELECT s.id, s.user_id, s.started_at, s.auth_time, s.expires_at, s.amr,
                    a.last_used_at IS NULL OR a.last_used_at < now() - interval '1 hour' AS stale
             FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id
             LEFT JOIN session_activity a ON a.session_id = s.id
@@ -64,7 +63,7 @@ struct ParseSessions: Sendable {
         let session = ParseSession(
             id: try row.decode("id"), userId: try row.decode("user_id"), token: token, startedAt: try row.decode("started_at"),
             authTime: try row.decode("auth_time"), expiresAt: try row.decode("expires_at"),
-            installationId: try row.decode("installation_id"), amr: try row.decode("amr", as: PostgresJSON.self).decode([String].self))
+            amr: try row.decode("amr", as: PostgresJSON.self).decode([String].self))
         if try row.decode("stale", as: Bool.self) {
             // Only what `tether sweep anonymous` asks ("still in use?"), and only once an hour.
             await SessionActivity.noteUse(of: session.id, in: database)

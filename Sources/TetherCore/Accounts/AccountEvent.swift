@@ -18,13 +18,16 @@ public struct PersonalData: Codable, Sendable, Hashable {
     public var customClaims: String?
     /// A provider's token for the person's grant (Apple refresh token, Facebook access token); only on `ProviderTokenStored`.
     public var providerToken: String?
+    /// The app installation a session is for (Parse's `X-Parse-Installation-Id`, a device's id); only on `SessionStarted`.
+    public var installationId: String?
 
     public init(
         email: String? = nil, displayName: String? = nil, photoURL: String? = nil, passwordHash: String? = nil,
         phoneNumber: String? = nil, totpSecret: String? = nil, codeHash: String? = nil, customClaims: String? = nil,
-        providerToken: String? = nil
+        providerToken: String? = nil, installationId: String? = nil
     ) {
         self.providerToken = providerToken
+        self.installationId = installationId
         self.email = email
         self.displayName = displayName
         self.photoURL = photoURL
@@ -148,14 +151,20 @@ public enum AccountEvent: Sendable, Hashable {
         public var jkt: String?
         /// The kind of secret the session holds (schema 2; schema 1 sessions are upcast as `/v1`'s).
         public var secretKind: SessionSecretKind
-        /// The app installation the session is for, when the surface names one (Parse).
+        /// The app installation the session is for, as sessions written before it was sealed kept it (in clear): a
+        /// session now keeps it in `personal.installationId` (``installation``).
         public var installationId: String?
         /// When the session's secret stops working, for secrets that do not rotate (Parse).
         public var expiresAt: Date?
         /// The second factor proved for the session, when one was.
         public var secondFactorId: UUID?
-        /// The session's developer claims (`personal.customClaims`), sealed like personal data.
+        /// The session's developer claims (`personal.customClaims`) and app installation (`personal.installationId`),
+        /// sealed like personal data.
         public var personal: PersonalData?
+
+        /// The app installation the session is for, when the surface names one (Parse): an identifier of the person's
+        /// device, sealed with their key (unreadable once they are erased), or in clear in sessions from before.
+        public var installation: String? { personal?.installationId ?? installationId }
     }
 
     public struct SessionRefreshed: Codable, Sendable, Hashable {

@@ -387,8 +387,9 @@ extension UserAccount {
             .sessionStarted(.init(
                 sessionId: session.id, refreshTokenHash: session.refreshTokenHash, authTime: session.authTime ?? now,
                 amr: session.amr, jkt: session.jkt, secretKind: session.secretKind,
-                installationId: session.installationId, expiresAt: session.expiresAt, secondFactorId: session.secondFactorId,
-                personal: session.developerClaims.map { PersonalData(customClaims: $0) })),
+                installationId: nil, expiresAt: session.expiresAt, secondFactorId: session.secondFactorId,
+                personal: session.developerClaims == nil && session.installationId == nil
+                    ? nil : PersonalData(customClaims: session.developerClaims, installationId: session.installationId))),
         ]
     }
 }

@@ -142,7 +142,7 @@ public struct UserAccount: Sendable, Hashable, Codable {
             sessions[payload.sessionId] = Session(
                 id: payload.sessionId, refreshTokenHash: payload.refreshTokenHash, generation: 0,
                 authTime: payload.authTime, amr: payload.amr, jkt: payload.jkt, startedAt: date, isActive: true,
-                secretKind: payload.secretKind, installationId: payload.installationId, expiresAt: payload.expiresAt,
+                secretKind: payload.secretKind, installationId: payload.installation, expiresAt: payload.expiresAt,
                 developerClaims: payload.personal?.customClaims, secondFactorId: payload.secondFactorId)
         case .sessionRefreshed(let payload):
             sessions[payload.sessionId]?.refreshTokenHash = payload.refreshTokenHash

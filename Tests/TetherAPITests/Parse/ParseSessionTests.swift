@@ -47,6 +47,36 @@ struct ParseSessionTests {
         }
     }
 
+    /// An installation id identifies a person's device: it was kept in clear in the log and in `sessions`, where
+    /// erasing the user left it (and a replay wrote it back). It is sealed with the user's key now.
+    @Test func anInstallationIdIsSealedAndGoesWithTheErasure() async throws {
+        try await ParseApp.run { parse in
+            let signedUp = try await parse.send(
+                "POST", "/users", .init(installation: "device-needle-1"), json: .object(["username": "ina@example.com", "password": "a long password"]))
+            #expect(signedUp.status == 201, "\(signedUp.text)")
+            let token = try #require(signedUp.string("sessionToken"))
+            #expect(try await parse.send("GET", "/sessions/me", .init(session: token)).string("installationId") == "device-needle-1")
+            func inClear() async throws -> Int {
+                try await parse.app.admin.query("SELECT count(*)::int AS n FROM events WHERE strpos(data::text || metadata::text, 'device-needle') > 0")[0]
+                    .decode("n")
+            }
+            #expect(try await inClear() == 0, "sealed in the log")
+            let columns = try await parse.app.admin.query(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = 'sessions' AND column_name = 'installation_id'")
+            #expect(columns.isEmpty, "no copy in the read models")
+
+            let admin = try await AdminKeyStore(database: parse.app.admin).create(
+                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
+            let userId = try #require(try await parse.app.admin.query("SELECT id FROM users").first?.decode("id", as: UUID.self))
+            let erased = try await parse.app.client.send(
+                "DELETE", "/v1/admin/users/\(userId)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "asked"}"#.utf8))
+            #expect(erased.status == 200)
+            let export = try await parse.app.client.get("/v1/admin/users/\(userId)/export", headers: ["Authorization": "Bearer \(admin)"])
+            #expect(export.status == 200 && !export.bodyText.contains("device-needle"), "\(export.bodyText)")
+        }
+    }
+
     @Test func passwordSignUpLogInAndThePasswordErrors() async throws {
         try await ParseApp.run { parse in
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "ada@example.com", "password": "analytical engine"]))
