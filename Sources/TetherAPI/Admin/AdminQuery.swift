@@ -46,7 +46,8 @@ struct AdminQuery {
     /// A history cursor: a log position, 0 or more.
     func position(_ name: String) throws(AdminError) -> Int64? {
         guard let text = values[name] else { return nil }
-        guard let position = Int64(text), position >= 0 else {
+        // Digits only, as nextAfter writes it (Int64 also reads "+5").
+        guard text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let position = Int64(text) else {
             throw .invalidRequest("\(name) must be an event position (a whole number, 0 or more) from a previous page's nextAfter.")
         }
         return position

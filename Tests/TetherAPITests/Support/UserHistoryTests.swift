@@ -163,7 +163,7 @@ struct UserHistoryTests {
                 """)[0].decode("n")
             #expect(fourthReads == 2)
 
-            for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=first", "page=2", "after=", "limit="] {
+            for bad in ["limit=0", "limit=501", "limit=x", "after=-1", "after=%2B5", "after=first", "page=2", "after=", "limit="] {
                 let refused = try await harness.adminGet("/v1/admin/users/\(id)/history?\(bad)", key: secret)
                 #expect(refused.status == 400, "\(bad)")
                 #expect(try refused.json["code"]?.string == "invalid_request")
