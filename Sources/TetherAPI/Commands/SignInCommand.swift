@@ -376,10 +376,11 @@ public struct AccountCommands: Sendable {
         }
     }
 
-    /// `identity`, verified earlier and set aside with its nonce given back (a Firebase pending token's), with
-    /// `nonce` spent for it now, so that a failed command gives it back again; nil when `nonce` is spent already
-    /// (what it stands for was taken before).
-    public func respend(_ identity: ExternalIdentity, nonce: UsedNonce) async throws -> ExternalIdentity? {
+    /// `identity`, verified earlier and set aside (a Firebase pending token's), with `nonce` spent for it now, so
+    /// that a failed command gives it back again; nil when `nonce` is spent already (what it stands for was taken
+    /// before). An address refused lately is refused as a verification would refuse it.
+    public func respend(_ identity: ExternalIdentity, nonce: UsedNonce, context: CommandContext) async throws -> ExternalIdentity? {
+        try await limits.refuseIfRefusedLately(SignInLimits.Attempt(provider: identity.provider, email: nil, metadata: context.metadata))
         guard let identities, try await identities.spend(nonce) else { return nil }
         var identity = identity
         identity.spentNonce = nonce

@@ -15,8 +15,9 @@ import TetherPostgres
 ///
 /// So a pending token holds the identity the credential was verified as, with what verifying it obtained
 /// (Apple's grant for a redeemed code, the name the app sent), sealed (AES-256-GCM under a key of its own
-/// in `hash_keys`) for an hour. Presented again, it stands for that verified credential, once: it spends
-/// the token's nonce again, or an id of its own when the token had none, and a refused command gives it back.
+/// in `hash_keys`) for an hour. Presented again, it stands for that verified credential, once: it spends an
+/// id of the credential (``singleUse(of:)``), which a refused command gives back. The token's nonce stays spent
+/// until the pending token expires, so the token posted again directly takes nothing either.
 struct FirebasePendingTokens: Sendable {
     static let keyName = "firebase-pending-tokens"
     static let prefix = "tpt1."
@@ -70,14 +71,13 @@ struct FirebasePendingTokens: Sendable {
         return pending
     }
 
-    /// The single use `pending` stands for: its identity's nonce kept until the pending token expires, or an id
-    /// of its own for an identity whose token had none.
+    /// The single use of what `pending` stands for: an id of the credential (its token's nonce, or the token when it
+    /// had none), kept until the pending token expires. Every pending token of one credential has it: of a refusal,
+    /// and of a redemption refused again.
     static func singleUse(of pending: Pending) -> UsedNonce {
-        let until = Date(timeIntervalSince1970: TimeInterval(pending.expires))
-        if let nonce = pending.identity.spentNonce {
-            return UsedNonce(scope: nonce.scope, hash: nonce.hash, expiresAt: max(nonce.expiresAt, until))
-        }
-        let text = Array("\(pending.providerId) \(pending.identity.uid) \(pending.echoed["oauthIdToken"] ?? "")".utf8)
-        return UsedNonce(scope: nonceScope, hash: DigestAlgorithm.sha256.hash(text).hexString, expiresAt: until)
+        let credential = pending.identity.spentNonce?.hash ?? pending.echoed["oauthIdToken"] ?? ""
+        let text = Array("\(pending.providerId) \(pending.identity.uid) \(credential)".utf8)
+        return UsedNonce(
+            scope: nonceScope, hash: DigestAlgorithm.sha256.hash(text).hexString, expiresAt: Date(timeIntervalSince1970: TimeInterval(pending.expires)))
     }
 }

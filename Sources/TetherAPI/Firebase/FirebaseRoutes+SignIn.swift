@@ -142,7 +142,8 @@ extension FirebaseRoutes {
         do {
             if let pending {
                 // Verified when it was refused: what it stands for is taken once.
-                guard let respent = try await commands.respend(pending.identity, nonce: FirebasePendingTokens.singleUse(of: pending)) else {
+                guard let respent = try await commands.respend(
+                    pending.identity, nonce: FirebasePendingTokens.singleUse(of: pending), context: context) else {
                     throw FirebasePendingTokens.used
                 }
                 identity = respent
@@ -152,8 +153,9 @@ extension FirebaseRoutes {
         } catch {
             throw FirebaseError(converting: error)
         }
+        // What a refusal's pending token stands for: the credential as it was verified (a redeemed one's, again).
         let refused = FirebasePendingTokens.Pending(
-            providerId: providerId, echoed: echoed, identity: identity,
+            providerId: providerId, echoed: echoed, identity: pending?.identity ?? identity,
             expires: pending?.expires ?? Int(context.now.timeIntervalSince1970 + FirebasePendingTokens.lifetime))
         // Firebase keeps an IdP's address in lowercase too (FirebaseBody.email(_:)).
         identity.email = identity.email.map(ExternalIdentity.normalize)
@@ -182,7 +184,7 @@ extension FirebaseRoutes {
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)
-                return try await refusal(answer, of: refused)
+                return try await refusal(answer, of: refused, redeemed: pending != nil, context: context)
             } catch {
                 throw FirebaseError(converting: error)
             }
@@ -216,17 +218,28 @@ extension FirebaseRoutes {
             if let ownerId: UUID = try owner.first?.decode("id") {
                 answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
             }
-            return try await refusal(answer, of: refused)
+            return try await refusal(answer, of: refused, redeemed: pending != nil, context: context)
         }
     }
 
     /// `answer`, a refusal of a credential that the SDKs offer the app again, with a pending token when the
     /// credential is an ID token (which they post again without its nonce, code and name, or not at all).
-    private func refusal(_ answer: [String: JSONValue], of credential: FirebasePendingTokens.Pending) async throws -> JSONValue {
+    ///
+    /// A token's nonce, given back when the command was refused, goes to the pending token instead: it is spent again
+    /// until the pending token expires, so that neither the token posted again directly, nor a pending token once
+    /// that has been done, takes what it stands for a second time. (The SDKs cannot post the nonce again anyway.)
+    private func refusal(
+        _ answer: [String: JSONValue], of credential: FirebasePendingTokens.Pending, redeemed: Bool, context: CommandContext
+    ) async throws -> JSONValue {
         var answer = answer
-        if credential.echoed["oauthIdToken"] != nil {
-            answer["pendingToken"] = .string(try await pendingTokens.issue(credential, on: accounts.database))
+        guard credential.echoed["oauthIdToken"] != nil else { return .object(answer) }
+        if !redeemed, let nonce = credential.identity.spentNonce {
+            let until = Date(timeIntervalSince1970: TimeInterval(credential.expires))
+            let kept = UsedNonce(scope: nonce.scope, hash: nonce.hash, expiresAt: max(nonce.expiresAt, until))
+            // Spent meanwhile (the same token and nonce posted again at once): that request has it, this one gets no token.
+            guard try await commands.respend(credential.identity, nonce: kept, context: context) != nil else { return .object(answer) }
         }
+        answer["pendingToken"] = .string(try await pendingTokens.issue(credential, on: accounts.database))
         return .object(answer)
     }
 

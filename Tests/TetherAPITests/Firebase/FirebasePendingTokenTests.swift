@@ -36,6 +36,13 @@ struct FirebasePendingTokenTests {
             // What the SDK posted before pending tokens: the token without its nonce.
             let bare = try await link("providerId=apple.com&id_token=\(apple)", pendingToken: nil)
             #expect(bare.errorMessage?.hasPrefix("MISSING_OR_INVALID_NONCE") == true, "\(bare.text)")
+            // The nonce went to the pending token: the token posted again with it takes nothing (a review took the
+            // credential twice, once directly and once with the pending token, after the nonce's record expired).
+            let withNonce = try await link("providerId=apple.com&id_token=\(apple)&nonce=nonce-ann", pendingToken: nil)
+            #expect(withNonce.errorMessage == "MISSING_OR_INVALID_NONCE : the nonce was used already: sign in again with a new one", "\(withNonce.text)")
+            let kept: Date = try await firebase.app.admin.query(
+                "SELECT max(expires_at) AS until FROM used_nonces WHERE scope = 'apple'")[0].decode("until")
+            #expect(kept.timeIntervalSinceNow > 3500, "kept as long as the pending token lives: \(kept)")
 
             // Beside a pending token, only the credential it stands for is taken; nothing is written otherwise.
             let events = try await firebase.app.totalEvents()
@@ -141,6 +148,28 @@ struct FirebasePendingTokenTests {
         }
     }
 
+    /// A redemption skips the IdP's verification, not the limits: an address refused lately is refused as a
+    /// verification would be (a review linked with a pending token from an address that was answered 429).
+    @Test func aPendingTokenIsRefusedWhereItsAddressIsThrottled() async throws {
+        try await FirebaseApp.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "2"]) { firebase in
+            _ = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(try await firebase.appleToken("apple-t", nonce: "n-1"))&nonce=n-1")
+            let guest = try #require(try await firebase.call("accounts:signUp", .object([:])).string("idToken"))
+            let inUse = try await firebase.signInWithIdp(
+                "providerId=apple.com&id_token=\(try await firebase.appleToken("apple-t", nonce: "n-2"))&nonce=n-2", idToken: guest)
+            let pending = try #require(inUse.string("pendingToken"), "\(inUse.text)")
+            var answers: [String] = []
+            for _ in 0..<4 {
+                let forged = try firebase.app.token("identityToken", of: try await firebase.app.apple("apple-forged", extra: ["forge": "bad-signature"]))
+                answers.append(try await firebase.signInWithIdp("providerId=apple.com&id_token=\(forged)").errorMessage ?? "")
+            }
+            #expect(answers.last?.hasPrefix("TOO_MANY_ATTEMPTS_TRY_LATER") == true, "\(answers)")
+            let redeemed = try await firebase.call("accounts:signInWithIdp", .object([
+                "pendingToken": .string(pending), "requestUri": "http://localhost", "idToken": .string(guest),
+            ]))
+            #expect(redeemed.errorMessage?.hasPrefix("TOO_MANY_ATTEMPTS_TRY_LATER") == true, "\(redeemed.text)")
+        }
+    }
+
     /// A pending token stands for its credential for an hour, under the key it was sealed with.
     @Test func aPendingTokenExpiresAndOpensOnlyUnderItsKey() throws {
         let key = SecureRandom.bytes(count: 32), now = Date(timeIntervalSince1970: 1_796_000_000)
@@ -154,7 +183,14 @@ struct FirebasePendingTokenTests {
         #expect(!token.contains("r.1") && !token.contains("apple-1"))
         #expect(throws: FirebasePendingTokens.invalid) { try FirebasePendingTokens.open(token, now: now.addingTimeInterval(3600), key: key) }
         #expect(throws: FirebasePendingTokens.invalid) { try FirebasePendingTokens.open(token, now: now, key: SecureRandom.bytes(count: 32)) }
-        // Its single use: the token's nonce, kept as long as the pending token lives.
-        #expect(FirebasePendingTokens.singleUse(of: pending) == UsedNonce(scope: "apple", hash: "ab", expiresAt: now.addingTimeInterval(3600)))
+        // Its single use: an id of the credential, the same for every pending token of it, kept as long as it lives.
+        let use = FirebasePendingTokens.singleUse(of: pending)
+        #expect(use.scope == "firebase-pending-token" && use.expiresAt == now.addingTimeInterval(3600))
+        var reissued = pending
+        reissued.echoed["oauthAccessToken"] = "another"
+        #expect(FirebasePendingTokens.singleUse(of: reissued).hash == use.hash)
+        var other = pending
+        other.identity.spentNonce?.hash = "cd"
+        #expect(FirebasePendingTokens.singleUse(of: other).hash != use.hash)
     }
 }
