@@ -61,7 +61,7 @@ struct SignInRouteTests {
     @Test func anAccountWithAVerifiedEmailIsNeverTakenOver() {
         let verified = account(with: identity("apple", "001.d", email: "d@gmail.com", verified: true))
         let google = identity("google", "g-2", email: "d@gmail.com")
-        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "d@gmail.com", signInMethods: ["apple"])) {
+        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "d@gmail.com", signInMethods: ["apple"], owner: verified.id)) {
             try SignInRoute.route(google, owner: nil, emailOwner: verified)
         }
     }
@@ -83,7 +83,7 @@ struct SignInRouteTests {
         let unverified = account(with: identity("password", "e@example.com", email: "e@example.com", verified: false))
         let facebook = identity("facebook", "10001", email: "e@example.com", verified: true)
         #expect(!facebook.isTrustedForEmail)
-        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "e@example.com", signInMethods: ["password"])) {
+        #expect(throws: AccountError.accountExistsWithDifferentCredential(email: "e@example.com", signInMethods: ["password"], owner: unverified.id)) {
             try SignInRoute.route(facebook, owner: nil, emailOwner: unverified)
         }
     }

@@ -35,8 +35,11 @@ extension AccountError: ProblemConvertible {
         if let retryAfterSeconds {
             headers["Retry-After"] = String(retryAfterSeconds)
         }
-        return Problem(status: status, code: code, title: Self.titles[code] ?? "Request refused", detail: detail,
-                       extensions: extensions, headers: headers)
+        var problem = Problem(status: status, code: code, title: Self.titles[code] ?? "Request refused", detail: detail,
+                              extensions: extensions, headers: headers)
+        // The account holding the address is named (its sign-in methods): a kept copy of the answer is its.
+        problem.subject = owner
+        return problem
     }
 
     private static let titles: [String: String] = [

@@ -80,7 +80,7 @@ public enum SignInResult: Sendable {
     /// Another account holds the credential's email and this credential may not take it over: the
     /// person signs in with one of `signInMethods` and links this credential then (SEMANTICS §2).
     /// `/v1` answers 409 `account_exists_with_different_credential`; Firebase answers `needConfirmation`.
-    case needsConfirmation(email: String, signInMethods: [String])
+    case needsConfirmation(email: String, signInMethods: [String], owner: UUID?)
 }
 
 /// The command layer: one entry point per use case, no HTTP in it. Every surface (the `/v1` routes,
@@ -311,7 +311,7 @@ public struct AccountCommands: Sendable {
         } catch let refusal as SignInLimits.Refusal {
             try await limits.refuse(attempt, refusal)
         } catch let error as AccountError where error.reason == .accountExistsWithDifferentCredential {
-            return .needsConfirmation(email: error.email ?? "", signInMethods: error.signInMethods)
+            return .needsConfirmation(email: error.email ?? "", signInMethods: error.signInMethods, owner: error.owner)
         } catch {
             try await countFailure(error, of: attempt, checkedLimits: true)
             throw error

@@ -209,14 +209,12 @@ extension FirebaseRoutes {
             return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
         case .secondFactorRequired(let userId, let pending, let factors):
             return try await secondFactorRequired(answer, userId: userId, pending: pending, factors: factors)
-        case .needsConfirmation(let email, let methods):
+        case .needsConfirmation(let email, let methods, let owner):
             answer["needConfirmation"] = true
             answer["email"] = .string(email)
             answer["verifiedProvider"] = .array(methods.compactMap(FirebaseProviders.firebaseName).map(JSONValue.string))
-            let owner = try await accounts.database.query(try AccountService.userWithEmail(
-                ExternalIdentity.normalize(email), seal: try await accounts.database.readModelSeal()))
-            if let ownerId: UUID = try owner.first?.decode("id") {
-                answer["localId"] = .string(Self.localId(of: try await accounts.read(ownerId)))
+            if let owner {
+                answer["localId"] = .string(Self.localId(of: try await accounts.read(owner)))
             }
             return try await refusal(answer, of: refused, redeemed: pending != nil, context: context)
         }

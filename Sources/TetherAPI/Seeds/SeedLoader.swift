@@ -106,7 +106,7 @@ public struct SeedLoader: Sendable {
             let userId: UUID = switch try await commands.signIn(command) {
             case .signedIn(let account, _): account.id
             case .secondFactorRequired(let userId, _, _): userId
-            case .needsConfirmation(let email, let methods):
+            case .needsConfirmation(let email, let methods, _):
                 throw SeedError(seed: ids.seed, step: ids.index, step.summary,
                                 "\(email) belongs to an account that signs in with \(methods.joined(separator: ", ")); link this credential to it")
             }

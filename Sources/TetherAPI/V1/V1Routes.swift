@@ -134,8 +134,8 @@ public struct V1Routes: Sendable {
             return try await signedIn(account, isNewUser: isNewUser, session: session, refreshToken: refreshToken)
         case .secondFactorRequired(let userId, let pendingCredential, let factors):
             throw Self.mfaRequired(userId: userId, pendingCredential: pendingCredential, factors: factors)
-        case .needsConfirmation(let email, let signInMethods):
-            throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: signInMethods)
+        case .needsConfirmation(let email, let signInMethods, let owner):
+            throw AccountError.accountExistsWithDifferentCredential(email: email, signInMethods: signInMethods, owner: owner)
         }
     }
 

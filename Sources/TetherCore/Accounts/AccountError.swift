@@ -1,3 +1,5 @@
+import Foundation
+
 /// Why an account command was refused: a ``Reason`` with a stable code, mapped once by each
 /// surface to its own wire form (for `/v1`, a status and a problem; see `AccountError+Problem`).
 public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -37,11 +39,15 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public let retryAfterSeconds: Int?
     /// For `invalid_request`: an RFC 6901 pointer to the member of the request body it is about, when one is.
     public let pointer: String?
+    /// For `account_exists_with_different_credential`: the account that holds the email, whose the answer is (a copy
+    /// kept for retries goes when they are erased); never sent.
+    public let owner: UUID?
 
     private init(
         _ kind: Reason, _ detail: String, email: String? = nil, signInMethods: [String] = [], retryAfterSeconds: Int? = nil,
-        pointer: String? = nil
+        pointer: String? = nil, owner: UUID? = nil
     ) {
+        self.owner = owner
         self.kind = kind
         self.detail = detail
         self.email = email
@@ -60,10 +66,10 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     }
     public static let invalidCredential = AccountError(.invalidCredential, "The credential was not accepted.")
     public static let userDisabled = AccountError(.userDisabled, "This account is disabled.")
-    public static func accountExistsWithDifferentCredential(email: String, signInMethods: [String]) -> AccountError {
+    public static func accountExistsWithDifferentCredential(email: String, signInMethods: [String], owner: UUID?) -> AccountError {
         .init(.accountExistsWithDifferentCredential,
               "An account already exists with this email; sign in with one of its methods, then link this one.",
-              email: email, signInMethods: signInMethods)
+              email: email, signInMethods: signInMethods, owner: owner)
     }
     public static let credentialAlreadyInUse = AccountError(
         .credentialAlreadyInUse, "This credential is already linked to an account.")

@@ -31,7 +31,7 @@ public enum SignInRoute: Sendable, Hashable {
     /// - Parameters:
     ///   - owner: the user the identity is linked to, if any.
     ///   - emailOwner: the oldest account holding the identity's exclusive email (``EmailPolicy/exclusiveEmail(of:)``), if any.
-    /// - Throws: ``AccountError/accountExistsWithDifferentCredential(email:signInMethods:)`` when the address
+    /// - Throws: ``AccountError/accountExistsWithDifferentCredential(email:signInMethods:owner:)`` when the address
     ///   belongs to an account this identity cannot take over: its email is verified, or the provider does not
     ///   vouch for the address (Facebook never does).
     public static func route(
@@ -46,7 +46,7 @@ public enum SignInRoute: Sendable, Hashable {
         // consent-revoked does, or by an admin) is reached by whoever proves its address, as a reset would
         // reach it: a provider that vouches for the address takes it over, verified or not.
         guard identity.isTrustedForEmail, !emailOwner.isEmailVerified || emailOwner.signInMethods.isEmpty else {
-            throw .accountExistsWithDifferentCredential(email: email, signInMethods: emailOwner.signInMethods)
+            throw .accountExistsWithDifferentCredential(email: email, signInMethods: emailOwner.signInMethods, owner: emailOwner.id)
         }
         return .takeOver(emailOwner.id)
     }

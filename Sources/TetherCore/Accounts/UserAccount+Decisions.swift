@@ -108,7 +108,7 @@ extension UserAccount {
         // A takeover skips the second factor, so an account that has one is never taken over:
         // its owner signs in with a method it has (and the second factor), then links.
         guard !mfa.isRequired else {
-            throw .accountExistsWithDifferentCredential(email: email ?? identity.email ?? "", signInMethods: signInMethods)
+            throw .accountExistsWithDifferentCredential(email: email ?? identity.email ?? "", signInMethods: signInMethods, owner: id)
         }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         // An identity whose provider proved another address proves nothing about this one: it goes too.

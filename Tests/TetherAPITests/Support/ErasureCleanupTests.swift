@@ -54,6 +54,32 @@ struct ErasureCleanupTests {
         }
     }
 
+    /// A sign-in answered `account_exists_with_different_credential` names an account's address and sign-in methods:
+    /// its kept copy outlived the account's erasure, and its retry said for a day that the account had existed.
+    @Test func aKeptAccountExistsAnswerGoesWithTheErasure() async throws {
+        try await DevService.run { service in
+            let admin = try await AdminKeyStore(database: service.admin).create(
+                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
+            let kim = try await service.client.post("/v1/sign-up", json: ["email": "kim@example.com", "password": "a long password"])
+                .decodeJSON(SignedIn.self)
+            let apple = try await service.apple("apple-kim", email: "kim@example.com")
+            let signIn = { try await service.client.post("/v1/sign-in", headers: ["Idempotency-Key": "acc-exists-1"], json: apple) }
+            let refused = try await signIn()
+            #expect(refused.status == 409 && refused.bodyText.contains("kim@example.com"), "\(refused.bodyText)")
+            let kept: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM idempotent_responses WHERE user_id = \(kim.user.id)::uuid")[0].decode("n")
+            #expect(kept == 1, "the answer names the account that holds the address")
+            let erased = try await service.client.send(
+                "DELETE", "/v1/admin/users/\(kim.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason": "forget me"}"#.utf8))
+            #expect(erased.status == 200)
+            // The retry runs again: the address is nobody's now, and the Apple ID makes a new user of it.
+            let retried = try await signIn()
+            #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
+            #expect(retried.status == 201 && !retried.bodyText.contains("account_exists"), "\(retried.status) \(retried.bodyText)")
+        }
+    }
+
     /// A sign-in answered `mfa_required` shows the user's factors (names, phone hints) without a `user` member: its kept
     /// copy outlived the erasure, and its retry showed them for a day.
     @Test func aKeptSecondFactorChallengeGoesWithTheErasure() async throws {
