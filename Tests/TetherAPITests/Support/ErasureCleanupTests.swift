@@ -6,6 +6,14 @@ import TetherTesting
 
 @Suite("Erasure takes the operational traces with it")
 struct ErasureCleanupTests {
+    /// Erases `userId` through the admin API with `admin`'s key.
+    private func erase(_ userId: String, in service: DevService, with admin: String) async throws {
+        let erased = try await service.client.send(
+            "DELETE", "/v1/admin/users/\(userId)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
+            body: Array(#"{"reason": "forget me"}"#.utf8))
+        #expect(erased.status == 200, "\(erased.bodyText)")
+    }
+
     @Test func keptAnswersAndSendCountsOfTheUserGoWithTheErasure() async throws {
         try await DevService.run { service in
             let admin = try await AdminKeyStore(database: service.admin).create(
@@ -38,10 +46,7 @@ struct ErasureCleanupTests {
             let revoked = try await revoke()
             #expect(revoked.status == 200 && revoked.bodyText.contains("ada@example.com"), "\(revoked.bodyText)")
 
-            let erased = try await service.client.send(
-                "DELETE", "/v1/admin/users/\(ada.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
-                body: Array(#"{"reason": "forget me"}"#.utf8))
-            #expect(erased.status == 200)
+            try await erase(ada.user.id, in: service, with: admin)
             for table in ["idempotent_responses", "code_sends"] {
                 let left: Int = try await service.admin.query(
                     "SELECT count(*)::int AS n FROM \(unsafeSQL: table) WHERE user_id = \(ada.user.id)::uuid")[0].decode("n")
@@ -69,10 +74,7 @@ struct ErasureCleanupTests {
             let kept: Int = try await service.admin.query(
                 "SELECT count(*)::int AS n FROM idempotent_responses WHERE user_id = \(kim.user.id)::uuid")[0].decode("n")
             #expect(kept == 1, "the answer names the account that holds the address")
-            let erased = try await service.client.send(
-                "DELETE", "/v1/admin/users/\(kim.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
-                body: Array(#"{"reason": "forget me"}"#.utf8))
-            #expect(erased.status == 200)
+            try await erase(kim.user.id, in: service, with: admin)
             // The retry runs again: the address is nobody's now, and the Apple ID makes a new user of it.
             let retried = try await signIn()
             #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
@@ -101,10 +103,7 @@ struct ErasureCleanupTests {
             #expect(kept == 1, "the challenge names its user")
             #expect(try await signIn().headers.values(for: "Idempotent-Replayed") == ["true"])
 
-            let erased = try await service.client.send(
-                "DELETE", "/v1/admin/users/\(bob.user.id)", fields: [("Authorization", "Bearer \(admin)"), ("Content-Type", "application/json")],
-                body: Array(#"{"reason": "forget me"}"#.utf8))
-            #expect(erased.status == 200)
+            try await erase(bob.user.id, in: service, with: admin)
             let retried = try await signIn()
             #expect(retried.headers.values(for: "Idempotent-Replayed").isEmpty)
             #expect(!retried.bodyText.contains("factors"), "\(retried.status) \(retried.bodyText)")
