@@ -117,9 +117,10 @@ public struct ParseRoutes: Sendable {
             let caller = try await authorize(request)
             let key = writes ? request.headers["x-parse-request-id"] : nil
             if caller.master == nil, let token = caller.unknownToken {
-                // A retry of the request that ended this session (a password change) gets that request's answer.
+                // A retry of the request that ended this session (a password change) gets that request's answer, as
+                // any kept answer: within the window when it hands out a session, and while that session is live.
                 if let key, let ended = try await sessions.anySessionId(token),
-                   let stored = try await idempotency.storedAnswer(to: request, key: key, principal: ended) {
+                   let stored = try await idempotency.storedAnswer(to: request, key: key, principal: ended, stillHolds: liveSessionOrNone) {
                     return stored
                 }
                 if let invalidSession { throw invalidSession }
@@ -138,19 +139,21 @@ public struct ParseRoutes: Sendable {
             return try await idempotency.respondOnce(
                 to: request, key: key, principal: caller.session?.id ?? caller.master?.id,
                 conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response },
-                stillHolds: { [sessions] kept in
-                    // A kept answer that hands out a session token only while that session is live.
-                    guard (200..<300).contains(kept.status),
-                          case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: kept.body),
-                          case .string(let token)? = members["sessionToken"]
-                    else { return true }
-                    return try await sessions.session(token) != nil
-                }, run)
+                stillHolds: liveSessionOrNone, run)
         } catch is Unauthorized {
             return ParseError.unauthorized
         } catch let error where !Self.isUnexpected(error) {
             return ParseError(converting: error).response
         }
+    }
+
+    /// Whether a kept answer may be replayed for what it hands out: a session token only while that session is live.
+    private func liveSessionOrNone(_ kept: HTTPResponse) async throws -> Bool {
+        guard (200..<300).contains(kept.status),
+              case .object(let members)? = try? CompactJSONDecoder().decode(JSONValue.self, from: kept.body),
+              case .string(let token)? = members["sessionToken"]
+        else { return true }
+        return try await sessions.session(token) != nil
     }
 
     /// An error no layer knows (a bug, a driver failure): it goes on to the HTTP server, which logs it

@@ -52,7 +52,7 @@ struct IdempotentRequests: Sendable {
         // reuse whatever key comes with it. A retry that claimed the key first answers for both.
         if let stored = try await reserve(derived, subject: subject) {
             let kept = try stored.get()
-            if kept.mayReplay(to: principal), try await Self.sessionStillAt(kept.response, in: database) { return kept.response }
+            if kept.mayReplay, try await Self.sessionStillAt(kept.response, in: database) { return kept.response }
             try await discard(derived)
             if let claimedFirst = try await reserve(derived, subject: subject) { return try claimedFirst.get().response }
         }
@@ -101,7 +101,7 @@ struct IdempotentRequests: Sendable {
                 }
                 return response
             case .success(let kept):
-                guard kept.mayReplay(to: principal) else { return conflict() }
+                guard kept.mayReplay else { return conflict() }
                 if try await stillHolds(kept.response) { return kept.response }
                 try await discard(derived)
             case .failure(let problem) where problem.code == "idempotency_key_reused":
@@ -248,10 +248,11 @@ struct IdempotentRequests: Sendable {
         let response: HTTPResponse
         let isRecent: Bool
 
-        /// Whether a retry by `principal` may have it: always for a caller who was signed in (the answer is only
-        /// ever theirs), and, for one who was not, an answer handing out a session only within the window.
-        func mayReplay(to principal: UUID?) -> Bool {
-            principal != nil || isRecent || !IdempotentRequests.handsOutSession(response)
+        /// Whether a retry may have it: an answer handing out a session only within the window, whoever asks (a
+        /// captured request with its key is no credential, even when it came with a session: that session may
+        /// have ended since, and a log-in sent with a live one hands out another).
+        var mayReplay: Bool {
+            isRecent || !IdempotentRequests.handsOutSession(response)
         }
     }
 
@@ -262,13 +263,15 @@ struct IdempotentRequests: Sendable {
         return members["session"] != nil || members["sessionToken"] != nil || members["refreshToken"] != nil
     }
 
-    /// The kept answer of an earlier request with `key`, without claiming anything: for a retry whose
-    /// caller no longer holds a live session because the first request ended it (a Parse password change).
-    func storedAnswer(to request: HTTPRequest, key: String, principal: UUID?) async throws -> HTTPResponse? {
-        if case .success(let kept)? = try await stored(Derived(request: request, principal: principal, key: key)) {
-            return kept.response
-        }
-        return nil
+    /// The kept answer of an earlier request with `key`, without claiming anything, while it may be replayed and
+    /// `stillHolds` it: for a retry whose caller no longer holds a live session because the first request ended it
+    /// (a Parse password change).
+    func storedAnswer(
+        to request: HTTPRequest, key: String, principal: UUID?, stillHolds: (HTTPResponse) async throws -> Bool
+    ) async throws -> HTTPResponse? {
+        guard case .success(let kept)? = try await stored(Derived(request: request, principal: principal, key: key)), kept.mayReplay,
+              try await stillHolds(kept.response) else { return nil }
+        return kept.response
     }
 
     /// What a retry gets when the request it repeats ended the session it came with (a sign-out): that request's

@@ -79,6 +79,42 @@ struct ParseRetryTests {
         }
     }
 
+    /// A review replayed a log-in sent with a session token a day later, and with that session logged out since: both
+    /// got a live session from a captured request. And a password change's answer came back with its token dead.
+    @Test func aRequestThatCameWithASessionHasItsAnswerReplayedOnlyInTheWindowAndWhileItsTokenLives() async throws {
+        try await ParseApp.run { parse in
+            let signedUp = try await parse.send("POST", "/users", json: .object(["username": "sid@example.com", "password": "a long password"]))
+            let session = try #require(signedUp.string("sessionToken"), "\(signedUp.text)")
+            let token = try await parse.appleToken("apple-sid")
+            let body: JSONValue = .object(["authData": .object(["apple": ParseApp.strings(["id": "apple-sid", "token": token])])])
+            let requestId = UUID().uuidString.lowercased()
+            let first = try await parse.send("POST", "/users", .init(session: session, requestId: requestId), json: body)
+            #expect(first.string("sessionToken") != nil, "\(first.text)")
+            try await parse.app.admin.query("UPDATE idempotent_responses SET created_at = now() - interval '11 minutes'")
+            let late = try await parse.send("POST", "/users", .init(session: session, requestId: requestId), json: body)
+            #expect(late.text == #"{"code":159,"error":"Duplicate request"}"#, "a live session's retry too")
+            #expect(try await parse.send("POST", "/logout", .init(session: session)).status == 200)
+            let ended = try await parse.send("POST", "/users", .init(session: session, requestId: requestId), json: body)
+            #expect(ended.string("sessionToken") == nil, "an ended session's: \(ended.text)")
+
+            // A password change ends every session and answers a new token; its retry gets it only while it lives.
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "sid@example.com", "password": "a long password"]))
+            let current = try #require(logIn.string("sessionToken"))
+            let objectId = try #require(logIn.string("objectId"))
+            let change = UUID().uuidString.lowercased()
+            let changed = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: current, requestId: change), json: .object(["password": "another long password"]))
+            let newToken = try #require(changed.string("sessionToken"), "\(changed.text)")
+            let retried = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: current, requestId: change), json: .object(["password": "another long password"]))
+            #expect(retried.string("sessionToken") == newToken, "replayed while its token lives: \(retried.text)")
+            #expect(try await parse.send("POST", "/logout", .init(session: newToken)).status == 200)
+            let dead = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: current, requestId: change), json: .object(["password": "another long password"]))
+            #expect(dead.string("sessionToken") != newToken, "not with its token dead: \(dead.text)")
+        }
+    }
+
     @Test func aRetriedLinkOrRefusalGetsTheFirstAnswerAndWritesNothing() async throws {
         try await ParseApp.run { parse in
             let anonymous = try await parse.anonymousLogIn()
