@@ -627,12 +627,13 @@ public final class PostgresConnection: @unchecked Sendable {
         switch keyword {
         case "port":
             // One port, or one per host (an empty entry is the default).
-            let ports = value.split(separator: ",", omittingEmptySubsequences: false)
+            // libpq reads each as strtol does, white space around it allowed.
+            let ports = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
             guard ports.allSatisfy({ $0.isEmpty || UInt16($0).map { $0 > 0 } == true }) else {
                 return "invalid port \"\(value)\" (a port is a number from 1 to 65535, one for each host)"
             }
         case "connect_timeout":
-            guard Int32(value) != nil else { return "invalid connect_timeout \"\(value)\" (a whole number of seconds)" }
+            guard Int32(value.trimmingCharacters(in: .whitespaces)) != nil else { return "invalid connect_timeout \"\(value)\" (a whole number of seconds)" }
         default:
             break
         }

@@ -55,6 +55,8 @@ struct WebhookConfigurationTests {
         for url in [
             "postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write&sslmode=verify-full&connect_timeout=5",
             "host=a,b port=,5433 dbname=db gssencmode=disable channel_binding=prefer",
+            // White space around a number, which libpq's strtol reads.
+            "postgresql://u@127.0.0.1:5432/db?connect_timeout=%205", "host=a port=' 5432 ' dbname=db",
         ] {
             #expect(try TetherConfiguration(values: ["TETHER_DATABASE_URL": url]).databaseURL == url)
         }
