@@ -56,12 +56,21 @@ struct ParseAuthData: Sendable {
         self.mfa = mfa
     }
 
-    /// The entries that name an identity (`id` present), as the credential each stands for.
+    /// The entries that name an identity (`id` present), as the credential each stands for. Beside one that does
+    /// (or a `null`), an entry without its `id` is refused as its provider's credential (101; an unknown provider's,
+    /// 252), as Parse Server's adapters refuse it: every provider named is verified, never passed over. Alone, it
+    /// names nothing, which the surface answers 252 (WIRE-FACTS §1a).
     var identities: [ClaimedIdentity] {
         get throws(ParseError) {
+            let namesSome = entries.contains { $0.fields.map { !($0["id"] ?? "").isEmpty } ?? true }
             var claimed: [ClaimedIdentity] = []
             for entry in entries {
-                guard let fields = entry.fields, let id = fields["id"], !id.isEmpty else { continue }
+                guard let fields = entry.fields else { continue }
+                guard let id = fields["id"], !id.isEmpty else {
+                    guard namesSome else { continue }
+                    _ = try Self.credential(entry.provider, fields)  // an unknown provider is 252 whatever it holds
+                    throw ParseError.refusedCredential(provider: entry.provider)
+                }
                 claimed.append(ClaimedIdentity(provider: entry.provider, id: id, credential: try Self.credential(entry.provider, fields)))
             }
             return claimed

@@ -55,6 +55,17 @@ struct ParseErrorTests {
             #expect(malformed.text == #"{"code":107,"error":"Invalid JSON"}"#)
             #expect(try await parse.send("POST", "/users", body: Array("[1,2]".utf8)).code == 107)
             #expect(try await parse.app.totalEvents() == 0)
+
+            // Beside an entry that names a user, one without its id was passed over: it is verified, so refused.
+            let apple = ParseApp.strings(["id": "apple-beside", "token": try await parse.appleToken("apple-beside")])
+            for beside: JSONValue in [ParseApp.strings(["access_token": "garbage"]), ParseApp.strings(["id_token": "garbage"])] {
+                let answer = try await parse.send("POST", "/users", json: .object(["authData": .object(["apple": apple, "facebook": beside])]))
+                #expect(answer.status == 404 && answer.code == 101, "\(answer.text)")
+            }
+            let unknown = try await parse.send(
+                "POST", "/users", json: .object(["authData": .object(["apple": apple, "github": ParseApp.strings(["token": "t"])])]))
+            #expect(unknown.text == unsupported)
+            #expect(try await parse.app.totalEvents() == 0)
         }
     }
 
