@@ -22,7 +22,8 @@ public struct UserSearch: Sendable, Hashable {
 
     public init(email: String? = nil, provider: String? = nil, uid: String? = nil, q: String? = nil) {
         self.email = email
-        self.provider = provider
+        // Provider names are lower case (`APPLE` found nothing, as if no one had an Apple ID).
+        self.provider = provider?.lowercased()
         self.uid = uid
         self.q = q
     }
