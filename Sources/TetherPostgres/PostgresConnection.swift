@@ -610,6 +610,9 @@ public final class PostgresConnection: @unchecked Sendable {
         return nil
     }
 
+    /// What C's `isspace` skips around a number libpq reads (not Unicode's other spaces, which it refuses).
+    private static let cSpace = CharacterSet(charactersIn: " \t\n\r\u{0B}\u{0C}")
+
     /// The options whose values libpq takes from a list, and the list.
     private static let enumeratedOptions: [String: [String]] = [
         "sslmode": ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"],
@@ -628,12 +631,12 @@ public final class PostgresConnection: @unchecked Sendable {
         case "port":
             // One port, or one per host (an empty entry is the default).
             // libpq reads each as strtol does, white space around it allowed.
-            let ports = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let ports = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: Self.cSpace) }
             guard ports.allSatisfy({ $0.isEmpty || UInt16($0).map { $0 > 0 } == true }) else {
                 return "invalid port \"\(value)\" (a port is a number from 1 to 65535, one for each host)"
             }
         case "connect_timeout":
-            guard Int32(value.trimmingCharacters(in: .whitespaces)) != nil else { return "invalid connect_timeout \"\(value)\" (a whole number of seconds)" }
+            guard Int32(value.trimmingCharacters(in: Self.cSpace)) != nil else { return "invalid connect_timeout \"\(value)\" (a whole number of seconds)" }
         default:
             break
         }

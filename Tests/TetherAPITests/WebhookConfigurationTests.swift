@@ -36,6 +36,8 @@ struct WebhookConfigurationTests {
         (["TETHER_DATABASE_URL": "host=a,b port=5432,70000 dbname=db"], "TETHER_DATABASE_URL"),
         (["TETHER_DATABASE_URL": "postgresql://u@h1,h2/db?target_session_attrs=primary-ish"], "TETHER_DATABASE_URL"),
         (["TETHER_DATABASE_URL": "postgresql://u@h/db?connect_timeout=soon"], "TETHER_DATABASE_URL"),
+        // A no-break space is no space to C's isspace: libpq refuses it.
+        (["TETHER_DATABASE_URL": "postgresql://u@h/db?connect_timeout=%C2%A05"], "TETHER_DATABASE_URL"),
         // A port no request can reach.
         (["TETHER_SMS_WEBHOOK_URL": "https://sms.example:99999/h", "TETHER_SMS_WEBHOOK_SECRET": secret], "TETHER_SMS_WEBHOOK_URL"),
         (["TETHER_PASSWORD_RESET_CODE_TTL": "forever"], "TETHER_PASSWORD_RESET_CODE_TTL"),
@@ -57,6 +59,7 @@ struct WebhookConfigurationTests {
             "host=a,b port=,5433 dbname=db gssencmode=disable channel_binding=prefer",
             // White space around a number, which libpq's strtol reads.
             "postgresql://u@127.0.0.1:5432/db?connect_timeout=%205", "host=a port=' 5432 ' dbname=db",
+            "postgresql://u@127.0.0.1:5432/db?connect_timeout=5%0A",
         ] {
             #expect(try TetherConfiguration(values: ["TETHER_DATABASE_URL": url]).databaseURL == url)
         }

@@ -117,11 +117,17 @@ public struct ParseRoutes: Sendable {
             let caller = try await authorize(request)
             let key = writes ? request.headers["x-parse-request-id"] : nil
             if caller.master == nil, let token = caller.unknownToken {
-                // A retry of the request that ended this session (a password change) gets that request's answer, as
-                // any kept answer: within the window when it hands out a session, and while that session is live.
-                if let key, let ended = try await sessions.anySessionId(token),
-                   let stored = try await idempotency.storedAnswer(to: request, key: key, principal: ended, stillHolds: liveSessionOrNone) {
-                    return stored
+                // A retry of the request that ended this session (a password change) gets that request's answer: one
+                // that hands out a session, within the window (159 after it, as any retry) and while that session is
+                // live. Any other answer of an ended session (recovery codes) is no longer its caller's: 209.
+                if let key, let ended = try await sessions.anySessionId(token) {
+                    switch try await idempotency.storedAnswer(to: request, key: key, principal: ended, stillHolds: {
+                        IdempotentRequests.handsOutSession($0) ? try await liveSessionOrNone($0) : false
+                    }) {
+                    case .answer(let stored)?: return stored
+                    case .pastWindow?: return ParseError(ParseError.duplicateRequest, "Duplicate request").response
+                    case nil: break
+                    }
                 }
                 if let invalidSession { throw invalidSession }
             }

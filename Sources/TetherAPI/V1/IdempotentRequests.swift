@@ -263,15 +263,23 @@ struct IdempotentRequests: Sendable {
         return members["session"] != nil || members["sessionToken"] != nil || members["refreshToken"] != nil
     }
 
+    /// What ``storedAnswer(to:key:principal:stillHolds:)`` found.
+    enum StoredAnswer {
+        /// The answer to replay.
+        case answer(HTTPResponse)
+        /// An answer handing out a session, given longer ago than ``sessionReplayWindow``: the request is a duplicate.
+        case pastWindow
+    }
+
     /// The kept answer of an earlier request with `key`, without claiming anything, while it may be replayed and
     /// `stillHolds` it: for a retry whose caller no longer holds a live session because the first request ended it
-    /// (a Parse password change).
+    /// (a Parse password change). Nil when nothing is kept, or what is kept does not hold.
     func storedAnswer(
         to request: HTTPRequest, key: String, principal: UUID?, stillHolds: (HTTPResponse) async throws -> Bool
-    ) async throws -> HTTPResponse? {
-        guard case .success(let kept)? = try await stored(Derived(request: request, principal: principal, key: key)), kept.mayReplay,
-              try await stillHolds(kept.response) else { return nil }
-        return kept.response
+    ) async throws -> StoredAnswer? {
+        guard case .success(let kept)? = try await stored(Derived(request: request, principal: principal, key: key)) else { return nil }
+        guard kept.mayReplay else { return .pastWindow }
+        return try await stillHolds(kept.response) ? .answer(kept.response) : nil
     }
 
     /// What a retry gets when the request it repeats ended the session it came with (a sign-out): that request's

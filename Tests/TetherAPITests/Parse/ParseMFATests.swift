@@ -32,6 +32,24 @@ struct ParseMFATests {
         return try await parse.send("POST", "/users", json: .object(["authData": .object(authData)]))
     }
 
+    /// An enrolment's answer (its recovery codes), kept for its request id, was replayed to the same request from its
+    /// session after the session was logged out: a captured request with its id is no credential.
+    @Test func anEnrolmentsRecoveryCodesAreNotReplayedToAnEndedSession() async throws {
+        try await ParseApp.run { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-replayed")
+            let secret = Base32.encode(TOTP.generateSecret())
+            let body: JSONValue = .object([
+                "authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": try TOTP(secret: try Base32.decode(secret)).code(at: Date())])]),
+            ])
+            let requestId = UUID().uuidString.lowercased()
+            let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: requestId), json: body)
+            #expect(enrolled.text.contains("recovery"), "\(enrolled.text)")
+            #expect(try await parse.send("POST", "/logout", .init(session: session)).status == 200)
+            let retried = try await parse.send("PUT", "/users/\(objectId)", .init(session: session, requestId: requestId), json: body)
+            #expect(retried.code == 209 && !retried.text.contains("recovery"), "\(retried.text)")
+        }
+    }
+
     @Test func totpEnrolmentAnswersRecoveryCodesOnceAndLogInNeedsTheToken() async throws {
         try await ParseApp.run { parse in
             let (objectId, session) = try await appleUser(parse, "apple-totp")
