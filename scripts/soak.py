@@ -147,7 +147,7 @@ def main(argv):
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     setup = Client(base)
     admin = {"Authorization": "Bearer " + admin_key}
-    setup.call("POST", "/v1/admin/webhooks", {"url": f"http://127.0.0.1:{receiver.server_port}/hook", "eventTypes": ["*"]},
+    setup.call("POST", "/v1/admin/webhooks", {"url": f"http://127.0.0.1:{receiver.server_port}/hook", "events": ["*"]},
                headers=admin, expect=(201,))
 
     def apple(sub):
