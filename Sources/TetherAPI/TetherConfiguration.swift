@@ -267,7 +267,7 @@ public struct TetherConfiguration: Sendable {
             // Links start from it: no credentials, a real port, no `..` to be resolved differently by each reader.
             guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host != nil,
                   url.query == nil, url.fragment == nil, url.user == nil, url.password == nil,
-                  url.port.map({ (1...65535).contains($0) }) ?? true, !url.path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
+                  url.hasUsablePort, !url.path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." })
             else {
                 throw Invalid("TETHER_PUBLIC_URL", "expected an http(s) URL without credentials, query, fragment or dot segments, got \"\(text)\"")
             }
@@ -339,7 +339,7 @@ public struct TetherConfiguration: Sendable {
         var url: URL?
         if let text = value(urlName) {
             guard let parsed = URL(string: text), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), let host = parsed.host,
-                  parsed.port.map({ (1...65535).contains($0) }) ?? true else {
+                  parsed.hasUsablePort else {
                 throw Invalid(urlName, "not an http(s) URL with a port from 1 to 65535: \"\(text)\"")
             }
             // The messages carry codes that sign people in: not in clear text beyond this machine, unless the operator

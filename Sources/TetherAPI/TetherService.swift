@@ -198,8 +198,7 @@ public final class TetherService: Sendable {
         // So do the limits' rows past their windows, whether or not their keys come back.
         housekeeping.start(idle: .seconds(60), logger: logger, name: "expired Idempotency-Key answers and limits' rows") {
             [database, commands] in
-            try await commands.limits.sweepExpired()
-            try await commands.accounts.sweepExpiredSends()
+            _ = try await commands.sweepExpiredLimitRows()
             return try await IdempotentRequests.sweepExpired(in: database) == 1000
         }
     }
@@ -208,7 +207,7 @@ public final class TetherService: Sendable {
     /// answers how many went.
     @discardableResult
     public func sweepExpiredLimitRows() async throws -> Int {
-        try await commands.limits.sweepExpired() + commands.accounts.sweepExpiredSends()
+        try await commands.sweepExpiredLimitRows()
     }
 
     /// Deletes kept `Idempotency-Key` answers past their lifetime now (the server does it every minute);

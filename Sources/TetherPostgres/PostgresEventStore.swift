@@ -131,7 +131,7 @@ public struct PostgresEventStore: Sendable {
     }
 
     /// The ``ExpiringKeys`` purposes whose keys `events` are sealed with.
-    static func expiringPurposes(of events: [NewEvent]) -> Set<ExpiringKeys.Purpose> {
+    public static func expiringPurposes(of events: [NewEvent]) -> Set<ExpiringKeys.Purpose> {
         Set(events.lazy.filter { $0.userId == nil }.compactMap { ExpiringKeys.purpose(forUnattributed: $0.type) })
     }
 

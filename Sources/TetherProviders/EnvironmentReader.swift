@@ -1,4 +1,5 @@
 import Foundation
+import TetherCore
 
 /// Reads and checks provider variables, failing with one line that names the variable.
 struct EnvironmentReader {
@@ -37,7 +38,7 @@ struct EnvironmentReader {
               let host = url.host, !host.isEmpty else {
             throw ProvidersConfiguration.Invalid(name, "not an http(s) URL")
         }
-        guard url.port.map({ (1...65535).contains($0) }) ?? true else {
+        guard url.hasUsablePort else {
             throw ProvidersConfiguration.Invalid(name, "the port must be from 1 to 65535")
         }
         guard scheme == "https" || Self.isLoopback(host) else {

@@ -60,7 +60,6 @@ extension AccountService {
         try await database.query("""
             DELETE FROM code_sends WHERE channel = 'sms' AND sent_at < now() - make_interval(secs => \(Int(UserAccount.smsWindow)))
                 OR channel = 'mail' AND sent_at < now() - make_interval(secs => \(Int(EmailFlows.mailWindow)))
-            RETURNING 1 AS gone
-            """).count
+            """).affectedRows
     }
 }

@@ -103,10 +103,12 @@ public struct SignInLimits: Sendable {
     /// calls it every minute, so no row outlives its window by more than that, whoever it was about).
     @discardableResult
     public func sweepExpired() async throws -> Int {
-        try await database.query("""
-            DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))
-            RETURNING 1 AS gone
-            """).count
+        try await database.query(expiredRows).affectedRows
+    }
+
+    /// Deletes the rows of every key that have left the window.
+    private var expiredRows: PostgresQuery {
+        "DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))"
     }
 
     /// A place an attempt holds in the limits while it is checked: it counts like a failure until released.
@@ -207,9 +209,7 @@ public struct SignInLimits: Sendable {
             "INSERT INTO sign_in_attempts (id, scope_key, kind) VALUES (\(UUID.random()), \($0.key), 'failure')"
         }
         if userId == nil { writes.append(Self.tally("failed", provider: attempt.provider, detail: reason)) }
-        if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) {
-            writes.append("DELETE FROM sign_in_attempts WHERE started_at < now() - make_interval(secs => \(literal: configuration.windowSeconds))")
-        }
+        if sweep.isDue(at: Date(), interval: TimeInterval(configuration.windowSeconds)) { writes.append(expiredRows) }
         if let userId {
             // The limits' rows go in the transaction of the account's record.
             let payload = Failure(provider: attempt.provider, reason: reason, personal: PersonalData(email: attempt.email))

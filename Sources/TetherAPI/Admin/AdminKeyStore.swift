@@ -139,10 +139,10 @@ public struct AdminKeyStore: Sendable {
             do {
                 if projectsNothing {
                     // A record about no one keeps what it searched for sealed with today's key of its purpose.
-                    let sealing = newEvent.userId == nil ? ExpiringKeys.purpose(forUnattributed: newEvent.type).map { [$0] } ?? [] : []
-                    try await appendRecord(to: stream, about: newEvent.userId, metadata: metadata, reading: [], sealing: Set(sealing)) { _ in
-                        (newEvent, ())
-                    }
+                    try await appendRecord(
+                        to: stream, about: newEvent.userId, metadata: metadata, reading: [],
+                        sealing: PostgresEventStore.expiringPurposes(of: [newEvent])
+                    ) { _ in (newEvent, ()) }
                     return
                 }
                 try await database.withTransaction { connection in

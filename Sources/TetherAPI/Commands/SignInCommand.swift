@@ -347,6 +347,11 @@ public struct AccountCommands: Sendable {
         return live
     }
 
+    /// Deletes the sign-in limits' and the code sends' rows past their windows; answers how many went.
+    public func sweepExpiredLimitRows() async throws -> Int {
+        try await limits.sweepExpired() + accounts.sweepExpiredSends()
+    }
+
     /// Loads the database's keys the commands hash with (the limits' rows' names), made on first use: the first
     /// commands then pay nothing for them.
     public func loadKeys() async throws {

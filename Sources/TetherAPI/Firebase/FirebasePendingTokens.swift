@@ -23,7 +23,7 @@ struct FirebasePendingTokens: Sendable {
     static let prefix = "tpt1."
     /// How long a pending token stands for its credential, from the refusal that issued the first one.
     static let lifetime: TimeInterval = 3600
-    /// The scope of the ids that make a pending token of a token without a nonce single-use.
+    /// The scope of the ids that make pending tokens single-use (``singleUse(of:)``).
     static let nonceScope = "firebase-pending-token"
     private static let context = Array("tether firebase pending token".utf8)
     private let key = LoadedHashKey(keyName)

@@ -46,6 +46,8 @@ struct ParseError: Error, Sendable, Hashable {
     static let authAlreadyUsed = ParseError(accountAlreadyLinked, "this auth is already used")
     static let unsupported = ParseError(unsupportedService, "This authentication method is unsupported.")
     static let invalidSession = ParseError(invalidSessionToken, "Invalid session token")
+    /// A request id whose kept answer may not be replayed: Parse Server's answer to any repeat.
+    static let duplicate = ParseError(duplicateRequest, "Duplicate request")
     static let objectMissing = ParseError(objectNotFound, "Object not found.")
     static let invalidLogin = ParseError(objectNotFound, "Invalid username/password.")
     static let usernameInUse = ParseError(usernameTaken, "Account already exists for this username.")

@@ -125,7 +125,7 @@ public struct ParseRoutes: Sendable {
                         IdempotentRequests.handsOutSession($0) ? try await liveSessionOrNone($0) : false
                     }) {
                     case .answer(let stored)?: return stored
-                    case .pastWindow?: return ParseError(ParseError.duplicateRequest, "Duplicate request").response
+                    case .pastWindow?: return ParseError.duplicate.response
                     case nil: break
                     }
                 }
@@ -144,7 +144,7 @@ public struct ParseRoutes: Sendable {
             }
             return try await idempotency.respondOnce(
                 to: request, key: key, principal: caller.session?.id ?? caller.master?.id,
-                conflict: { ParseError(ParseError.duplicateRequest, "Duplicate request").response },
+                conflict: { ParseError.duplicate.response },
                 stillHolds: liveSessionOrNone, run)
         } catch is Unauthorized {
             return ParseError.unauthorized

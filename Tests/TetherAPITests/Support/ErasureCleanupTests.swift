@@ -6,6 +6,17 @@ import TetherTesting
 
 @Suite("Erasure takes the operational traces with it")
 struct ErasureCleanupTests {
+    /// An admin key's secret.
+    private func adminKey(_ service: DevService) async throws -> String {
+        try await AdminKeyStore(database: service.admin).create(
+            role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
+    }
+
+    /// A password user signed up through `/v1`.
+    private func signUp(_ service: DevService, _ email: String) async throws -> SignedIn {
+        try await service.client.post("/v1/sign-up", json: ["email": email, "password": "a long password"]).decodeJSON(SignedIn.self)
+    }
+
     /// Erases `userId` through the admin API with `admin`'s key.
     private func erase(_ userId: String, in service: DevService, with admin: String) async throws {
         let erased = try await service.client.send(
@@ -16,10 +27,8 @@ struct ErasureCleanupTests {
 
     @Test func keptAnswersAndSendCountsOfTheUserGoWithTheErasure() async throws {
         try await DevService.run { service in
-            let admin = try await AdminKeyStore(database: service.admin).create(
-                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
-            let ada = try await service.client.post("/v1/sign-up", json: ["email": "ada@example.com", "password": "a long password"])
-                .decodeJSON(SignedIn.self)
+            let admin = try await adminKey(service)
+            let ada = try await signUp(service, "ada@example.com")
             let bearer = "Bearer \(ada.session.accessToken)"
             // A mailed code counts against the user's sends.
             #expect(try await service.client.post("/v1/users/me/email-verification", headers: ["Authorization": bearer], body: []).status == 202)
@@ -63,10 +72,8 @@ struct ErasureCleanupTests {
     /// its kept copy outlived the account's erasure, and its retry said for a day that the account had existed.
     @Test func aKeptAccountExistsAnswerGoesWithTheErasure() async throws {
         try await DevService.run { service in
-            let admin = try await AdminKeyStore(database: service.admin).create(
-                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
-            let kim = try await service.client.post("/v1/sign-up", json: ["email": "kim@example.com", "password": "a long password"])
-                .decodeJSON(SignedIn.self)
+            let admin = try await adminKey(service)
+            let kim = try await signUp(service, "kim@example.com")
             let apple = try await service.apple("apple-kim", email: "kim@example.com")
             let signIn = { try await service.client.post("/v1/sign-in", headers: ["Idempotency-Key": "acc-exists-1"], json: apple) }
             let refused = try await signIn()
@@ -86,10 +93,8 @@ struct ErasureCleanupTests {
     /// copy outlived the erasure, and its retry showed them for a day.
     @Test func aKeptSecondFactorChallengeGoesWithTheErasure() async throws {
         try await DevService.run { service in
-            let admin = try await AdminKeyStore(database: service.admin).create(
-                role: .admin, name: "erase", metadata: EventMetadata(actor: .operator("t"), surface: "cli")).secret
-            let bob = try await service.client.post("/v1/sign-up", json: ["email": "bob@example.com", "password": "a long password"])
-                .decodeJSON(SignedIn.self)
+            let admin = try await adminKey(service)
+            let bob = try await signUp(service, "bob@example.com")
             _ = try await service.enrolTOTP(accessToken: bob.session.accessToken)
             let signIn = {
                 try await service.client.post(
