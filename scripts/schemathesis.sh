@@ -76,11 +76,14 @@ admin_state=(--exclude-name 'GET /v1/admin/users' --exclude-name 'GET /v1/admin/
   --exclude-name 'POST /v1/admin/webhooks/{id}/replay')
 run v1 ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/' --exclude-path-regex '^/v1/admin' "${v1_state[@]}"
 run v1-state ",negative_data_rejection$methods" --include-name 'POST /v1/providers/facebook/data-deletion'
-# With a session; the route that ends every session is left out so it lives to the end.
+# With a session; the routes that end every session (and erase the user) are left out so it lives to the end.
 run v1-session ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/(users/me|mfa)' \
-  --exclude-path-regex '^/v1/users/me/sessions/revoke$' "${session_state[@]}" -H "Authorization: Bearer $user_token"
+  --exclude-path-regex '^/v1/users/me/sessions/revoke$' --exclude-name 'DELETE /v1/users/me' "${session_state[@]}" \
+  -H "Authorization: Bearer $user_token"
 run v1-session-state ",negative_data_rejection$methods" --include-path-regex '^/v1/users/me/(email|mfa/(totp|phone|recovery-codes))$' \
   -H "Authorization: Bearer $user_token"
+# Last of the session's runs: its first request erases the user (the sign-up above is within five minutes).
+run v1-erase ",positive_data_acceptance,negative_data_rejection" --include-name 'DELETE /v1/users/me' -H "Authorization: Bearer $user_token"
 run admin ",positive_data_acceptance,negative_data_rejection$methods" --include-path-regex '^/v1/admin' "${admin_state[@]}" -H "Authorization: Bearer $admin_key"
 run admin-state ",negative_data_rejection$methods" --include-path-regex '^/v1/admin/(users|events|webhooks|webhooks/\{id\}/replay)$' -H "Authorization: Bearer $admin_key"
 # Parse and Firebase answer 400 to well-formed requests that name an unknown session, user, token or

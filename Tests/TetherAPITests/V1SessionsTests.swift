@@ -82,6 +82,41 @@ struct V1SessionsTests {
         }
     }
 
+    /// `DELETE /v1/users/me`: a user erases themselves, with a sign-in of the last five minutes (erasure cannot be
+    /// undone, so a stolen or refreshed token must not do it), once: a retry with its key gets the kept 204.
+    @Test func aUserErasesThemselvesWithARecentSignInOnce() async throws {
+        try await DevService.run { app in
+            let user = try await app.signedIn(try await app.apple("apple-self-erase", email: "self.erase@example.com"))
+            let bystander = try await app.signedIn(try await app.apple("apple-self-erase-bystander"))
+            let stale = try await app.accessToken(user.session.accessToken, signedInSecondsAgo: 600)
+            let events = try await app.totalEvents()
+            let refused = try await app.client.delete("/v1/users/me", headers: ["Authorization": "Bearer \(stale)"])
+            #expect(refused.status == 401 && refused.bodyText.contains("recent_login_required"), "\(refused.bodyText)")
+            #expect(try await app.client.delete("/v1/users/me").status == 401)
+            #expect(try await app.totalEvents() == events, "a refused erasure writes nothing")
+
+            // A session that ended after its token was checked erases nothing (the command's own check, under the lock).
+            let userId = try #require(UUID(uuidString: user.user.id))
+            await #expect(throws: AccountError.invalidToken) {
+                try await app.service.accounts.eraseByOwner(
+                    userId: userId, sessionId: UUID(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
+            }
+            #expect(try await app.totalEvents() == events)
+
+            let auth = "Bearer \(user.session.accessToken)"
+            let erased = try await app.client.delete("/v1/users/me", headers: ["Authorization": auth, "Idempotency-Key": "erase-1"])
+            #expect(erased.status == 204, "\(erased.bodyText)")
+            #expect(try await app.eventCount("UserErased", userId: user.user.id) == 1)
+            let retried = try await app.client.delete("/v1/users/me", headers: ["Authorization": auth, "Idempotency-Key": "erase-1"])
+            #expect(retried.status == 204 && retried.headers.values(for: "Idempotent-Replayed") == ["true"], "\(retried.bodyText)")
+            #expect(try await app.client.delete("/v1/users/me", headers: ["Authorization": auth]).status == 401)
+            #expect(try await app.me(user.session.accessToken).status == 401)
+            #expect(try await app.refresh(user.session.refreshToken).status == 401)
+            #expect(try await app.eventCount("UserErased") == 1)
+            #expect(try await app.me(bystander.session.accessToken).status == 200)
+        }
+    }
+
     /// The copy of an answer kept for retries is written after the request's command committed: when it cannot be
     /// kept, the client still gets the answer (not a 5xx for a change that was made), and a retry at once gets 409
     /// rather than running the request a second time.

@@ -306,9 +306,11 @@ public struct AccountService: Sendable {
     ///   - condition: decided on the user's state inside the command; when it does not hold, nothing is
     ///     written and ``ConditionNoLongerHolds`` is thrown (a sweep's user who came back meanwhile).
     ///   - recording: statements that commit with the erasure (a provider's request it answers).
+    ///   - claim: the `Idempotency-Key` claim of the request that erases (``IdempotentRequests/scope(of:principal:key:)``),
+    ///     which stays so that its retry gets its answer; every other answer kept for the user goes.
     @discardableResult
     public func erase(
-        userId: UUID, reason: String?, recording: [PostgresQuery] = [], context: CommandContext,
+        userId: UUID, reason: String?, recording: [PostgresQuery] = [], claim: String? = nil, context: CommandContext,
         when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
     ) async throws -> UserAccount {
         // The short-lived send counts name the user beside a hash of their number or address, and the
@@ -316,12 +318,24 @@ public struct AccountService: Sendable {
         let afterwards: [PostgresQuery] = [
             PersonalDataVault.destroyKeyStatement(of: userId), AccountSnapshot.deleteStatement(of: userId),
             "DELETE FROM code_sends WHERE user_id = \(userId)",
-            "DELETE FROM idempotent_responses WHERE user_id = \(userId)",
+            "DELETE FROM idempotent_responses WHERE user_id = \(userId) AND scope IS DISTINCT FROM \(claim)",
         ]
         return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in
             guard condition(account) else { throw ConditionNoLongerHolds() }
             return (try account.erase(reason: reason), ())
         }.account
+    }
+
+    /// A user erases themselves with the session `sessionId` (`DELETE /v1/users/me`, Parse's `user.delete()`),
+    /// which must still be live under the user's lock: a sign-out or revocation that ended it while the request
+    /// was checked leaves it nothing to erase (``AccountError/invalidToken``). Whether the sign-in is recent
+    /// enough is the surface's rule, checked before.
+    public func eraseByOwner(userId: UUID, sessionId: UUID, reason: String, claim: String? = nil, context: CommandContext) async throws {
+        do {
+            try await erase(userId: userId, reason: reason, claim: claim, context: context) { $0.sessions[sessionId]?.isActive == true }
+        } catch is ConditionNoLongerHolds {
+            throw AccountError.invalidToken
+        }
     }
 
     /// A conditional command found its condition false on the user's current state, and wrote nothing.

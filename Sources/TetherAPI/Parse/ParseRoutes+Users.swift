@@ -543,6 +543,31 @@ extension ParseRoutes {
         return SurfaceJSON.response(.object(answer), subject: userId)
     }
 
+    // MARK: DELETE /parse/users/:id
+
+    /// Parse-Swift's `user.delete()`: the user erases themselves with their session token (any live one, as
+    /// Parse Server asks no recent log-in), or the master key erases anyone, as an admin action of its key.
+    /// Erasure ends every session, revokes stored provider grants and makes the user's personal data unreadable.
+    /// Parse Server's answers: no session 206 `Insufficient auth to delete user`, another user's 206
+    /// `Insufficient auth.`, the master key's unknown user 101.
+    func delete(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let objectId = request.pathParameters["id"] ?? ""
+        let context = context(request, caller)
+        if let master = caller.master {
+            guard let userId = try await user(objectId: objectId) else { throw ParseError.objectMissing }
+            // One erased meanwhile is `notFound`: 101, as an unknown one.
+            try await accounts.erase(userId: userId, reason: "parse master key", context: context)
+            await adminKeys.recordCommitted(
+                .actionRequested(.init(userId: userId, action: "erase", reason: "parse master key", status: 200)),
+                keyId: master.id, metadata: context.metadata)
+            return SurfaceJSON.response(.object([:]))
+        }
+        guard let session = caller.session else { throw ParseError(ParseError.sessionMissing, "Insufficient auth to delete user") }
+        guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError(ParseError.sessionMissing, "Insufficient auth.") }
+        try await accounts.eraseByOwner(userId: session.userId, sessionId: session.id, reason: "deleted by the user (Parse)", context: context)
+        return SurfaceJSON.response(.object([:]))
+    }
+
     // MARK: Reads
 
     /// `GET /parse/users/me`: the caller with their `sessionToken`.

@@ -63,6 +63,9 @@ public struct ParseRoutes: Sendable {
         router.put("/parse/users/{id}") { request in
             try await answer(request, writes: true) { caller in try await update(request, caller) }
         }
+        router.delete("/parse/users/{id}") { request in
+            try await answer(request) { caller in try await delete(request, caller) }
+        }
         router.get("/parse/users/me") { request in
             try await answer(request) { caller in try await me(caller) }
         }

@@ -140,6 +140,12 @@ struct IdempotentRequests: Sendable {
             """)
     }
 
+    /// Where the answer to `request` with `key` from `principal` is kept: a command that deletes a user's kept
+    /// answers (an erasure) leaves its own request's claim, so that a retry gets the answer.
+    static func scope(of request: HTTPRequest, principal: UUID?, key: String) -> String {
+        Derived(request: request, principal: principal, key: key).scope
+    }
+
     /// Drops the claim of a request whose answer is not kept, so its retry runs again.
     private func forget(_ derived: Derived) async throws {
         _ = try await database.query("DELETE FROM idempotent_responses WHERE scope = \(derived.scope) AND status IS NULL")

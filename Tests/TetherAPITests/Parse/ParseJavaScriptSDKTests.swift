@@ -49,6 +49,15 @@ struct ParseJavaScriptSDKTests {
 
             #expect(try await jsRequest(parse, "/logout", ["_SessionToken": .string(renewed)]).status == 200)
             #expect(try await jsRequest(parse, "/users/me", ["_method": "GET", "_SessionToken": .string(renewed)]).code == 209)
+
+            // destroy(): `_method: DELETE` on the user, with a session of theirs, erases them.
+            let again = try await jsRequest(parse, "/login", ["_method": "GET", "username": "js@example.com", "password": "another long password"])
+            let lastToken = try #require(again.string("sessionToken"), "\(again.text)")
+            let destroyed = try await jsRequest(parse, "/users/\(objectId)", ["_method": "DELETE", "_SessionToken": .string(lastToken)])
+            #expect(destroyed.status == 200 && destroyed.text == "{}", "\(destroyed.text)")
+            #expect(destroyed.response.headers["Access-Control-Allow-Origin"] == "*")
+            #expect(try await jsRequest(parse, "/users/me", ["_method": "GET", "_SessionToken": .string(lastToken)]).code == 209)
+            #expect(try await parse.app.eventCount("UserErased") == 1)
         }
     }
 

@@ -10,13 +10,13 @@ import TetherTesting
 @Suite("Every erasure path: the dump check and the replay check")
 struct ErasurePathsTests {
     enum Path: String, CaseIterable, Sendable, CustomTestStringConvertible {
-        case admin, apple, facebook, firebase, anonymousSweep
+        case admin, apple, facebook, firebase, anonymousSweep, v1Owner, parseOwner, parseMasterKey
         var testDescription: String { rawValue }
     }
 
     @Test(arguments: Path.allCases)
     func aDumpAfterTheErasureHoldsNothingOfThePersonAndReplayFindsNoDrift(_ path: Path) async throws {
-        try await FirebaseApp.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "10"]) { firebase in
+        try await FirebaseApp.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "10", "TETHER_PARSE_APP_ID": ParseApp.appID]) { firebase in
             let service = firebase.app
             let email = "erin.\(path.rawValue.lowercased())@example.com"
             let name = "Quillfeather\(path.rawValue)"
@@ -77,6 +77,28 @@ struct ErasurePathsTests {
                 try expectNamedBefore(needles)
                 let deleted = try await firebase.call("accounts:delete", .object(["idToken": .string(try #require(signedUp.string("idToken")))]))
                 #expect(deleted.status == 200)
+            case .v1Owner, .parseOwner, .parseMasterKey:
+                let signedUp = try await service.client.post(
+                    "/v1/sign-up", json: ["email": email, "password": "correct horse battery", "displayName": name])
+                #expect(signedUp.status == 201)
+                let body = try signedUp.decodeJSON(SignedIn.self)
+                userId = body.user.id
+                needles.append(name)
+                try expectNamedBefore(needles)
+                if path == .v1Owner {
+                    let deleted = try await service.client.delete("/v1/users/me", headers: ["Authorization": "Bearer \(body.session.accessToken)"])
+                    #expect(deleted.status == 204, "\(deleted.bodyText)")
+                } else {
+                    let parse = ParseApp(app: service)
+                    let loggedIn = try await parse.send(
+                        "POST", "/login", json: ["username": .string(email), "password": "correct horse battery"])
+                    let objectId = try #require(loggedIn.string("objectId"), "\(loggedIn.text)")
+                    let headers = path == .parseOwner
+                        ? ParseApp.Headers(session: try #require(loggedIn.string("sessionToken")))
+                        : ParseApp.Headers(master: try await service.adminKey(.admin).secret)
+                    let deleted = try await parse.send("DELETE", "/users/\(objectId)", headers)
+                    #expect(deleted.status == 200 && deleted.body.isEmpty && deleted.text == "{}", "\(deleted.text)")
+                }
             case .anonymousSweep:
                 let signedUp = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
                 userId = try #require(signedUp.string("localId"))
