@@ -127,6 +127,7 @@ struct EventFeedTests {
         try await DevService.run { service in
             let admin = try await key(service, .admin)
             let ada = try await signUp(service, "ada-mfa@example.com")
+            try await service.verifyEmail("ada-mfa@example.com", accessToken: ada.session.accessToken)
             let auth: KeyValuePairs<String, String> = ["Authorization": "Bearer \(ada.session.accessToken)"]
             struct Enrolment: Decodable { var factorId: String }
             let failed = try await service.client.post("/v1/users/me/mfa/totp", headers: auth, body: []).decodeJSON(Enrolment.self)

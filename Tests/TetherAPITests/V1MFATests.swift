@@ -529,6 +529,7 @@ struct V1MFATests {
         try await DevService.run { app in
             let signUp = try await app.client.post("/v1/sign-up", json: ["email": "multi@example.com", "password": "a long password"])
             let token = try signUp.decodeJSON(SignedIn.self).session.accessToken
+            try await app.verifyEmail("multi@example.com", accessToken: token)
             for credential in [try await app.apple("apple-multi"), try await app.google("google-multi"), try await app.facebook("fb-multi")] {
                 #expect(try await app.link(credential, to: token).status == 200)
             }
@@ -546,6 +547,47 @@ struct V1MFATests {
             }
             #expect(try await app.eventCount("MFAChallengeIssued") == 4)
             #expect(try await app.eventCount("SessionStarted") == 1, "no session without the second factor")
+        }
+    }
+
+    /// Someone who signs up with another person's address must not put a factor on it: an account with a second
+    /// factor is never taken over, so the address's owner would be locked out (their Google sign-in refused, a
+    /// reset by mail stopped at the squatter's factor). A factor needs a proved address, as Firebase's; an account
+    /// with no address may have one, and then takes its first address only proved.
+    @Test func aSecondFactorGuardsOnlyAProvedAddress() async throws {
+        try await DevService.run { app in
+            let squatter = try await app.client.post("/v1/sign-up", json: ["email": "owner@gmail.com", "password": "the squatter's password"])
+            let token = try squatter.decodeJSON(SignedIn.self).session.accessToken
+            let events = try await app.totalEvents()
+            for (path, body) in [("/v1/users/me/mfa/totp", [:]), ("/v1/users/me/mfa/phone", ["phoneNumber": "+15555550123"])] {
+                let refused = try await app.client.post(path, headers: ["Authorization": "Bearer \(token)"], json: body)
+                #expect(refused.status == 403 && (try? refused.decodeJSON(ProblemBody.self).code) == "email_not_verified", "\(path): \(refused.bodyText)")
+            }
+            #expect(try await app.totalEvents() == events, "a refused enrolment writes nothing")
+            await #expect(throws: HarnessError.self, "and sends nothing") { _ = try await app.smsCode(to: "+15555550123") }
+            // The owner of the address signs in with Google, which vouches for it: the squatter's account is theirs.
+            let owner = try await app.signIn(try await app.google("google-owner", email: "owner@gmail.com"))
+            #expect(owner.status == 200, "\(owner.bodyText)")
+            #expect(try await app.eventCount("EmailVerified") == 1)
+
+            // Proved by mail, an address may have a factor.
+            let proved = try await app.client.post("/v1/sign-up", json: ["email": "proved@example.com", "password": "a long password"])
+            let provedToken = try proved.decodeJSON(SignedIn.self).session.accessToken
+            try await app.verifyEmail("proved@example.com", accessToken: provedToken)
+            let enrolled = try await app.client.post("/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(provedToken)"], body: [])
+            #expect(enrolled.status == 201, "\(enrolled.bodyText)")
+
+            // An account with no address has none to squat; it takes a first address only proved.
+            let (user, _, _, _) = try await userWithTOTP(app, try await app.apple("apple-no-address"))
+            let before = try await app.totalEvents()
+            let unproved = try await app.link(app.password("someone@gmail.com", "a long password"), to: user.session.accessToken)
+            #expect(unproved.status == 403 && unproved.bodyText.contains("email_not_verified"), "\(unproved.bodyText)")
+            let facebook = try await app.link(try await app.facebook("fb-no-address", email: "someone@gmail.com"), to: user.session.accessToken)
+            #expect(facebook.status == 403 && facebook.bodyText.contains("email_not_verified"), "\(facebook.bodyText)")
+            #expect(try await app.totalEvents() == before)
+            let google = try await app.link(try await app.google("google-no-address", email: "someone@gmail.com"), to: user.session.accessToken)
+            #expect(google.status == 200, "a provider that proved the address: \(google.bodyText)")
+            #expect(try await app.me(user.session.accessToken).decodeJSON(UserEnvelope.self).user.emailVerified)
         }
     }
 

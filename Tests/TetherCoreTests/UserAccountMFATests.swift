@@ -7,7 +7,7 @@ struct UserAccountMFATests {
     let now = Date(timeIntervalSince1970: 1_795_958_985)
     let id = UUID()
     let factorId = UUID()
-    private let apple = ExternalIdentity(provider: "apple", uid: "001.apple", email: "a@example.com", isEmailVerified: false)
+    private let apple = ExternalIdentity(provider: "apple", uid: "001.apple", email: "a@example.com", isEmailVerified: true)
 
     /// A user with one confirmed TOTP factor (confirmed at step 100).
     private func userWithTOTP() throws -> UserAccount {
@@ -239,8 +239,55 @@ struct UserAccountMFATests {
         #expect(ends(reset) == both, "the unlinked google ends its sign-in, the revocation the other, each once")
     }
 
+    /// A second factor guards a proved address: none on an address nobody proved (its owner would be locked out,
+    /// as an account with a factor is never taken over); an account with no address may have one, and then takes a
+    /// first address only proved.
+    @Test func aSecondFactorNeedsAProvedAddressOrNone() throws {
+        func user(_ identity: ExternalIdentity) -> UserAccount {
+            let events = UserAccount.register(id: id, identity: identity, session: nil, now: now)
+            return UserAccount(id: id, history: events.map { ($0, now) }, version: events.count)
+        }
+        let unproved = user(ExternalIdentity(provider: "password", uid: "a@example.com", email: "a@example.com", isEmailVerified: false))
+        #expect(throws: AccountError.unprovedEmailSecondFactor) {
+            try unproved.enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now)
+        }
+        #expect(throws: AccountError.unprovedEmailSecondFactor) {
+            try unproved.enrolPhone(factorId: factorId, phoneNumber: "+15555550100", displayName: nil, codeHash: "h", authTime: now, now: now)
+        }
+        let noAddress = user(ExternalIdentity(provider: "apple", uid: "003.apple", email: nil, isEmailVerified: false))
+        let enrolment = try noAddress.enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now)
+        let guarded = applying(enrolment, to: noAddress)
+        let facebook = ExternalIdentity(provider: "facebook", uid: "f-1", email: "b@example.com", isEmailVerified: false)
+        #expect(throws: AccountError.unprovedEmailLinked) { try guarded.link(facebook) }
+        #expect(throws: AccountError.unprovedEmailLinked) {
+            try guarded.link(ExternalIdentity(provider: "password", uid: "b@example.com", email: "b@example.com", isEmailVerified: false), passwordHash: "h")
+        }
+        // Without the factor, or with a proved address, or with none, the link is made.
+        #expect(try !noAddress.link(facebook).isEmpty)
+        #expect(try !guarded.link(ExternalIdentity(provider: "google", uid: "g-9", email: "b@example.com", isEmailVerified: true)).isEmpty)
+        #expect(try !guarded.link(ExternalIdentity(provider: "facebook", uid: "f-2", email: nil, isEmailVerified: false)).isEmpty)
+        #expect(try !user(apple).enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now).isEmpty)
+    }
+
+    /// A factor on an address nobody proved (enrolled before factors needed a proved one, or the address marked
+    /// unproved since) goes with a reset by mail, which proves the address: whoever enrolled it may not own it.
+    @Test func aResetOfAnUnprovedAddressDropsTheFactorsOnIt() throws {
+        var user = try userWithTOTP()
+        user = applying(try user.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: false), to: user)
+        let codeId = UUID()
+        user = applying(try user.issueEmailCode(
+            .passwordReset, codeId: codeId, codeHash: "c", email: "a@example.com", expiresAt: now.addingTimeInterval(60)), to: user)
+        let reset = try user.resetPassword(with: try #require(user.emailCodes[codeId]), passwordHash: "hash-1", now: now)
+        let removed = reset.compactMap { event -> UUID? in if case .mfaFactorRemoved(let gone) = event { gone.factorId } else { nil } }
+        #expect(removed == [factorId])
+        #expect(applying(reset, to: user).mfa.factors.isEmpty)
+    }
+
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
-        let user = try userWithTOTP()
+        // Its address proved when the factor came, then marked unproved (by an admin): still never taken over.
+        var user = try userWithTOTP()
+        user = applying(try user.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: false), to: user)
+        #expect(!user.isEmailVerified)
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)
         #expect(throws: AccountError.self) { try user.takeOver(with: google, session: newSession(), now: now) }
     }

@@ -9,7 +9,7 @@ extension AccountError: ProblemConvertible {
         case .invalidRequest: 400
         case .invalidCredential, .invalidToken, .refreshTokenReused, .invalidDPoPProof, .invalidCode, .recentLoginRequired,
              .invalidMFAPendingCredential: 401
-        case .userDisabled: 403
+        case .userDisabled, .emailNotVerified: 403
         case .noSuchProvider, .notFound, .mfaFactorNotFound: 404
         case .rateLimited: 429
         case .accountExistsWithDifferentCredential, .credentialAlreadyInUse, .providerAlreadyLinked,
@@ -62,5 +62,6 @@ extension AccountError: ProblemConvertible {
         "invalid_mfa_pending_credential": "Invalid MFA pending credential",
         "rate_limited": "Too many attempts",
         "email_already_verified": "Email already verified",
+        "email_not_verified": "Email not verified",
     ]
 }

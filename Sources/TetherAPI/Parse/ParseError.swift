@@ -102,6 +102,7 @@ struct ParseError: Error, Sendable, Hashable {
         case .invalidToken, .refreshTokenReused, .invalidDPoPProof: invalidSession
         case .invalidCode, .mfaFactorNotFound, .invalidMFAPendingCredential: invalidMFAToken
         case .emailAlreadyVerified: ParseError(otherCause, error.detail)
+        case .emailNotVerified: ParseError(operationForbidden, error.detail)
         case .recentLoginRequired: ParseError(operationForbidden, "This change needs a recent log-in: log in again, then retry.")
         case .rateLimited:
             rateLimited(retryAfter: error.retryAfterSeconds ?? 60, error.detail)

@@ -24,6 +24,7 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidMFAPendingCredential = "invalid_mfa_pending_credential"
         case rateLimited = "rate_limited"
         case emailAlreadyVerified = "email_already_verified"
+        case emailNotVerified = "email_not_verified"
     }
 
     /// What went wrong.
@@ -108,6 +109,13 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let emailAlreadyVerified = AccountError(.emailAlreadyVerified, "The account's email address is already verified.")
     public static let recentLoginRequired = AccountError(
         .recentLoginRequired, "This change needs a sign-in within the last 5 minutes; sign in again and retry.")
+    /// A second factor for an account whose address nobody proved (Firebase's `UNVERIFIED_EMAIL`).
+    public static let unprovedEmailSecondFactor = AccountError(
+        .emailNotVerified, "A second factor guards a proved email address: verify the account's email first, then enrol.")
+    /// A first address nobody proved, for an account with second factors.
+    public static let unprovedEmailLinked = AccountError(
+        .emailNotVerified,
+        "This account has a second factor, so its first email address must be proved: link a credential whose provider verified it, or change the email by mail first.")
     public static let mfaFactorNotFound = AccountError(.mfaFactorNotFound, "The user has no such second factor.")
     public static func invalidMFAPendingCredential(_ detail: String) -> AccountError { .init(.invalidMFAPendingCredential, detail) }
     public static func rateLimited(retryAfterSeconds: Int, _ detail: String) -> AccountError {

@@ -466,6 +466,16 @@ extension UserAccount {
     private func checkNewFactor(authTime: Date, now: Date) throws(AccountError) {
         try checkFactorChange(authTime: authTime, now: now)
         guard !isAnonymous else { throw .anonymousSecondFactor }
+        try checkProvedEmailForSecondFactor()
+    }
+
+    /// A second factor guards a proved address, as Firebase's (whose surface also refuses an account with no
+    /// address). An account with a second factor is never taken over (``takeOver(with:session:now:)``), so a
+    /// factor on an address nobody proved would let whoever signed up with someone else's address lock its owner
+    /// out: their provider's sign-in would be refused, and a reset by mail would stop at the squatter's factor.
+    /// An account with no address has none to squat; it takes one later only proved (``link(_:passwordHash:replacing:)``).
+    func checkProvedEmailForSecondFactor() throws(AccountError) {
+        guard email == nil || isEmailVerified else { throw .unprovedEmailSecondFactor }
     }
 
     /// A refused code's words; `ending` is what the last try ends (the `challenge` of a sign-in, or the `enrolment`).

@@ -78,6 +78,7 @@ struct ParseHardeningTests {
         try await ParseApp.run { parse in
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "gus@example.com", "password": "gus's password"]))
             let objectId = try #require(signUp.string("objectId"))
+            try await parse.proveEmail(objectId: objectId)
             let token = try #require(signUp.string("sessionToken"))
             let secret = Base32.encode(TOTP.generateSecret())
             let totp = try TOTP(secret: try Base32.decode(secret))

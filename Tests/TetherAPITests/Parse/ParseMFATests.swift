@@ -120,6 +120,7 @@ struct ParseMFATests {
         try await ParseApp.run { parse in
             let signedUp = try await parse.send("POST", "/users", json: .object(["username": "mfa-alone@example.com", "password": "first password 1"]))
             let objectId = try #require(signedUp.string("objectId"))
+            try await parse.proveEmail(objectId: objectId)
             let session = try #require(signedUp.string("sessionToken"))
             let secret = Base32.encode(TOTP.generateSecret())
             let totp = try TOTP(secret: try Base32.decode(secret))
@@ -148,6 +149,7 @@ struct ParseMFATests {
         try await ParseApp.run { parse in
             let signedUp = try await parse.send("POST", "/users", json: .object(["username": "stale@example.com", "password": "first password 1"]))
             let objectId = try #require(signedUp.string("objectId"))
+            try await parse.proveEmail(objectId: objectId)
             let fresh = try #require(signedUp.string("sessionToken"))
             // A session of the same user whose log-in was ten minutes ago.
             var (old, staleToken) = ParseSessionTokenFormat().newSession(provider: "password", installationId: nil, now: Date())
@@ -162,6 +164,30 @@ struct ParseMFATests {
             let next = try #require(changed.string("sessionToken"))
             let removed = try await parse.send("PUT", "/users/\(objectId)", .init(session: next), json: removeFactors)
             #expect(removed.code == 119, "the new session is as old as the one that set the password: \(removed.text)")
+        }
+    }
+
+    /// A second factor guards a proved address (Parse Server asks none; Tether's directory does on every surface):
+    /// a password user whose email nobody proved gets 119 and enrols nothing, until the address is proved.
+    @Test func anEnrolmentNeedsAProvedEmail() async throws {
+        try await ParseApp.run { parse in
+            let signedUp = try await parse.send("POST", "/users", json: .object(["username": "unproved@example.com", "password": "first password 1"]))
+            let objectId = try #require(signedUp.string("objectId"))
+            let session = try #require(signedUp.string("sessionToken"))
+            let secret = Base32.encode(TOTP.generateSecret())
+            let totp = try TOTP(secret: try Base32.decode(secret))
+            let enrol: JSONValue = .object(["authData": .object(["mfa": ParseApp.strings(["secret": secret, "token": totp.code(at: Date())])])])
+            let before = try await parse.accountEvents()
+            let refused = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: enrol)
+            #expect(refused.code == 119 && refused.string("error")?.contains("proved email") == true, "\(refused.text)")
+            let sms = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: .object([
+                "authData": .object(["mfa": ParseApp.strings(["mobile": "+15555550177"])]),
+            ]))
+            #expect(sms.code == 119, "\(sms.text)")
+            #expect(try await parse.accountEvents() == before, "nothing written")
+            try await parse.proveEmail(objectId: objectId)
+            let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: enrol)
+            #expect(enrolled.status == 200, "\(enrolled.text)")
         }
     }
 

@@ -95,6 +95,7 @@ struct ErasureCleanupTests {
         try await DevService.run { service in
             let admin = try await adminKey(service)
             let bob = try await signUp(service, "bob@example.com")
+            try await service.verifyEmail("bob@example.com", accessToken: bob.session.accessToken)
             _ = try await service.enrolTOTP(accessToken: bob.session.accessToken)
             let signIn = {
                 try await service.client.post(

@@ -125,6 +125,7 @@ struct MasterKeyServiceTests {
             let linked = try await service.link(
                 try await service.facebook("fb-dora-4242", email: "dora.fb@example.net"), to: dora.session.accessToken)
             #expect(linked.status == 200, "\(linked.bodyText)")
+            try await service.verifyEmail("Dora@Example.com", accessToken: dora.session.accessToken)
             let enrol = try await service.client.post(
                 "/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(dora.session.accessToken)"], json: ["displayName": "Dora Pixel"])
             #expect(enrol.status == 201)
