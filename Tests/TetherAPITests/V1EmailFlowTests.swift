@@ -257,6 +257,10 @@ struct V1EmailFlowTests {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")
             try await service.verifyEmail("ada@example.com", accessToken: ada.session.accessToken)
+            // A reset mailed to the address before it moves away: it proves that address, and not after a move back.
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"]).status == 202)
+            let earlierReset = try await service.lastMail(to: "ada@example.com")
+            #expect(earlierReset.template == "password_reset")
             _ = try await signUp(service, "taken@example.com")
             let taken = try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "taken@example.com"])
             #expect(taken.status == 409)
@@ -297,6 +301,10 @@ struct V1EmailFlowTests {
             #expect(try await service.me(afterChange.session.accessToken).status == 401, "an undo signs everyone out")
             #expect(try await service.signIn(service.password("ada@example.com", "first password")).status == 200)
             #expect(try await service.client.post("/v1/email-change/undo", json: ["code": notice.code]).status == 401)
+            let revived = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": earlierReset.code, "newPassword": "a password from an old mail"])
+            #expect(revived.status == 401 && revived.bodyText.contains("replaced by a newer one or by a change"), "\(revived.bodyText)")
+            #expect(try await service.signIn(service.password("ada@example.com", "first password")).status == 200)
         }
     }
 

@@ -117,6 +117,9 @@ extension UserAccount {
         let normalized = ExternalIdentity.normalize(newEmail)
         guard normalized != email.map(ExternalIdentity.normalize) || newEmail != email || verified != isEmailVerified else { return [] }
         var events: [AccountEvent] = [.emailChanged(.init(personal: PersonalData(email: newEmail), emailVerified: verified))]
+        // A reset or verification code proves the address it was mailed to, so it is refused while the account is
+        // elsewhere; it is withdrawn, so that moving back (an undone change) does not make it good again.
+        if normalized != email.map(ExternalIdentity.normalize) { events = withdrawing([.passwordReset, .verifyEmail]) + events }
         if let password = identities["password"], password.uid != normalized {
             guard let passwordHash else { throw .invalidRequest("The password identity has no password.") }
             events += unlinking(password, reason: "email_changed")
