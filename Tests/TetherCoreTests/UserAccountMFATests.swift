@@ -192,7 +192,7 @@ struct UserAccountMFATests {
             ("apple", "ended by Apple, then linked again", { user in
                 try user.deciding([{ $0.endedByProvider("apple", uid: self.apple.uid, reason: "apple_consent_revoked") }, { try $0.link(self.apple) }], at: self.now)
             }),
-            ("password", "moved to a new address", { try $0.changeEmail(to: "b@example.com", verified: false) }),
+            ("password", "moved to a new address", { try $0.changeEmail(to: "b@example.com", verified: true) }),
         ]
         for (provider, how, remove) in removals {
             let begun = newSession(), other = newSession()
@@ -242,6 +242,27 @@ struct UserAccountMFATests {
     /// A second factor guards a proved address: none on an address nobody proved (its owner would be locked out,
     /// as an account with a factor is never taken over); an account with no address may have one, and then takes a
     /// first address only proved.
+    /// An address marked unproved as an admin could before factors needed a proved one (the decision refuses it now).
+    static let markedUnproved = AccountEvent.profileUpdated(.init(personal: PersonalData(), cleared: [], emailVerified: false))
+
+    /// An account with a factor keeps a proved address: a change to an unproved one, or marking it unproved, is refused
+    /// whoever asks; a pending enrolment is not confirmed on an address marked unproved since it began.
+    @Test func anAccountWithAFactorKeepsAProvedAddress() throws {
+        let user = try userWithTOTP()
+        #expect(throws: AccountError.unprovedEmailWithSecondFactor) { try user.changeEmail(to: "other@example.com", verified: false) }
+        #expect(throws: AccountError.unprovedEmailWithSecondFactor) {
+            try user.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: false)
+        }
+        #expect(try !user.changeEmail(to: "other@example.com", verified: true).isEmpty)
+        let pendingId = UUID()
+        var pending = applying(
+            try user.enrolTOTP(factorId: pendingId, secret: "KRSXG5CTMVRXEZLU", displayName: nil, authTime: now, now: now), to: user)
+        pending = applying([Self.markedUnproved], to: pending)
+        #expect(throws: AccountError.unprovedEmailSecondFactor) {
+            try pending.confirmFactor(pendingId, type: .totp, check: .totp(matchingStep: 200), recoveryCodeHashes: [], now: now)
+        }
+    }
+
     @Test func aSecondFactorNeedsAProvedAddressOrNone() throws {
         func user(_ identity: ExternalIdentity) -> UserAccount {
             let events = UserAccount.register(id: id, identity: identity, session: nil, now: now)
@@ -258,8 +279,8 @@ struct UserAccountMFATests {
         let enrolment = try noAddress.enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now)
         let guarded = applying(enrolment, to: noAddress)
         let facebook = ExternalIdentity(provider: "facebook", uid: "f-1", email: "b@example.com", isEmailVerified: false)
-        #expect(throws: AccountError.unprovedEmailLinked) { try guarded.link(facebook) }
-        #expect(throws: AccountError.unprovedEmailLinked) {
+        #expect(throws: AccountError.unprovedEmailWithSecondFactor) { try guarded.link(facebook) }
+        #expect(throws: AccountError.unprovedEmailWithSecondFactor) {
             try guarded.link(ExternalIdentity(provider: "password", uid: "b@example.com", email: "b@example.com", isEmailVerified: false), passwordHash: "h")
         }
         // Without the factor, or with a proved address, or with none, the link is made.
@@ -273,7 +294,7 @@ struct UserAccountMFATests {
     /// unproved since) goes with a reset by mail, which proves the address: whoever enrolled it may not own it.
     @Test func aResetOfAnUnprovedAddressDropsTheFactorsOnIt() throws {
         var user = try userWithTOTP()
-        user = applying(try user.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: false), to: user)
+        user = applying([Self.markedUnproved], to: user)
         let codeId = UUID()
         user = applying(try user.issueEmailCode(
             .passwordReset, codeId: codeId, codeHash: "c", email: "a@example.com", expiresAt: now.addingTimeInterval(60)), to: user)
@@ -286,7 +307,7 @@ struct UserAccountMFATests {
     @Test func anAccountWithASecondFactorIsNeverTakenOver() throws {
         // Its address proved when the factor came, then marked unproved (by an admin): still never taken over.
         var user = try userWithTOTP()
-        user = applying(try user.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: false), to: user)
+        user = applying([Self.markedUnproved], to: user)
         #expect(!user.isEmailVerified)
         let google = ExternalIdentity(provider: "google", uid: "g", email: "a@example.com", isEmailVerified: true)
         #expect(throws: AccountError.self) { try user.takeOver(with: google, session: newSession(), now: now) }

@@ -87,7 +87,7 @@ struct FirebaseError: Error, Sendable, Hashable {
         case .invalidMFAPendingCredential: FirebaseError("INVALID_MFA_PENDING_CREDENTIAL")
         case .rateLimited: FirebaseError("TOO_MANY_ATTEMPTS_TRY_LATER", error.detail)
         case .emailAlreadyVerified: FirebaseError("INVALID_ARGUMENT", error.detail)
-        case .emailNotVerified: FirebaseError("UNVERIFIED_EMAIL", "Need to verify email first before enrolling second factors.")
+        case .emailNotVerified: FirebaseError("UNVERIFIED_EMAIL", error.detail)
         }
     }
 

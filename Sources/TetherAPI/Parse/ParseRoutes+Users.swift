@@ -170,6 +170,14 @@ extension ParseRoutes {
             passwordEmail = try passwordToAdd(credentials, to: holder, email: holder?.email ?? primary.identity.email)
             if let passwordEmail, let conflict = try await passwordEmailConflict(passwordEmail, owner: holder?.id) { throw conflict }
         }
+        // A returning user's first address comes with the first of these links that has one: on an account with second
+        // factors it must be proved (the link's own rule), checked here so that a refused log-in opens no session.
+        if let userId = owner(primary.identity),
+           let (email, verified) = extras.map(\.identity).first(where: { $0.email != nil }).map({ ($0.email, $0.isEmailVerified) })
+               ?? passwordEmail.map({ ($0, false) }) {
+            let holder = try await accounts.read(userId)
+            if holder.email == nil { do { try holder.checkAddress(email, verified: verified) } catch { throw ParseError(converting: error) } }
+        }
         let context = context(request, caller)
         // The password is checked against the address's sign-up places and hashed before anything is written: a
         // refusal then leaves no new user or session behind.

@@ -112,10 +112,10 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A second factor for an account whose address nobody proved (Firebase's `UNVERIFIED_EMAIL`).
     public static let unprovedEmailSecondFactor = AccountError(
         .emailNotVerified, "A second factor guards a proved email address: verify the account's email first, then enrol.")
-    /// A first address nobody proved, for an account with second factors.
-    public static let unprovedEmailLinked = AccountError(
+    /// An address nobody proved, for an account with second factors.
+    public static let unprovedEmailWithSecondFactor = AccountError(
         .emailNotVerified,
-        "This account has a second factor, so its first email address must be proved: link a credential whose provider verified it, or change the email by mail first.")
+        "This account has a second factor, so its email address must be a proved one: prove it by mail, or use a credential whose provider verified it.")
     public static let mfaFactorNotFound = AccountError(.mfaFactorNotFound, "The user has no such second factor.")
     public static func invalidMFAPendingCredential(_ detail: String) -> AccountError { .init(.invalidMFAPendingCredential, detail) }
     public static func rateLimited(retryAfterSeconds: Int, _ detail: String) -> AccountError {

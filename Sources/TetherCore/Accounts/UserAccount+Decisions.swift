@@ -209,9 +209,8 @@ extension UserAccount {
         guard (identity.provider == "password") == (passwordHash != nil) else {
             throw .invalidRequest("A password identity is linked with its password, and only it.")
         }
-        // The account's first address comes with its first identity that has one: an account with second factors
-        // takes it only proved, as it could not have enrolled them on an unproved one (checkProvedEmailForSecondFactor).
-        if email == nil, identity.email != nil, !identity.isEmailVerified, !mfa.factors.isEmpty { throw .unprovedEmailLinked }
+        // The account's first address comes with its first identity that has one.
+        if email == nil { try checkAddress(identity.email, verified: identity.isEmailVerified) }
         let personal = PersonalData(email: identity.email, displayName: identity.displayName, photoURL: identity.photoURL)
         var events: [AccountEvent] = replaced + [
             .identityLinked(.init(provider: identity.provider, uid: identity.uid, emailVerified: identity.isEmailVerified, personal: personal)),

@@ -238,8 +238,10 @@ extension UserAccount {
     ) throws(AccountError) -> MFAOutcome {
         guard exists, !isDisabled else { throw isDisabled ? .userDisabled : .notFound }
         guard let factor = mfa.factors[factorId], factor.type == type, !factor.isConfirmed else { throw .mfaFactorNotFound }
-        // One enrolled before anonymous users were refused a factor is not confirmed either.
+        // One enrolled before anonymous users were refused a factor is not confirmed either; nor one begun before
+        // factors needed a proved address, or whose address an admin has marked unproved since.
         guard !isAnonymous else { throw .anonymousSecondFactor }
+        try checkProvedEmailForSecondFactor()
         // Two enrolments of one number or one secret begun side by side (a secret the client chose on one surface,
         // the server's on another): the second to be confirmed would be the same factor twice, and one code
         // would pass twice.
@@ -473,9 +475,17 @@ extension UserAccount {
     /// address). An account with a second factor is never taken over (``takeOver(with:session:now:)``), so a
     /// factor on an address nobody proved would let whoever signed up with someone else's address lock its owner
     /// out: their provider's sign-in would be refused, and a reset by mail would stop at the squatter's factor.
-    /// An account with no address has none to squat; it takes one later only proved (``link(_:passwordHash:replacing:)``).
+    /// An account with no address has none to squat; once it has a factor, every address it takes is proved
+    /// (``checkAddress(_:verified:)``).
     func checkProvedEmailForSecondFactor() throws(AccountError) {
         guard email == nil || isEmailVerified else { throw .unprovedEmailSecondFactor }
+    }
+
+    /// Whether the account may hold `email` as its address with `verified`: one with second factors (pending ones
+    /// too) holds a proved address or none, whoever asks (a link that brings its first address, an admin's or a
+    /// client's change of address, an admin marking it unproved).
+    public func checkAddress(_ email: String?, verified: Bool) throws(AccountError) {
+        guard email == nil || verified || mfa.factors.isEmpty else { throw .unprovedEmailWithSecondFactor }
     }
 
     /// A refused code's words; `ending` is what the last try ends (the `challenge` of a sign-in, or the `enrolment`).

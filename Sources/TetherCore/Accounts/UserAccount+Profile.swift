@@ -100,6 +100,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         try Self.checkProfile(displayName: displayName, photoURL: photoURL)
         if emailVerified == true, email == nil { throw .invalidRequest("The user has no email to mark verified.") }
+        if emailVerified == false { try checkAddress(email, verified: false) }
         let changesName = cleared.contains("displayName") ? self.displayName != nil : displayName.map { $0 != self.displayName } ?? false
         let changesPhoto = cleared.contains("photoURL") ? self.photoURL != nil : photoURL.map { $0 != self.photoURL } ?? false
         let changesVerification = emailVerified.map { $0 != isEmailVerified } ?? false
@@ -116,6 +117,7 @@ extension UserAccount {
         guard exists else { throw .notFound }
         let normalized = ExternalIdentity.normalize(newEmail)
         guard normalized != email.map(ExternalIdentity.normalize) || newEmail != email || verified != isEmailVerified else { return [] }
+        try checkAddress(newEmail, verified: verified)
         var events: [AccountEvent] = [.emailChanged(.init(personal: PersonalData(email: newEmail), emailVerified: verified))]
         // A reset or verification code proves the address it was mailed to, so it is refused while the account is
         // elsewhere; it is withdrawn, so that moving back (an undone change) does not make it good again.

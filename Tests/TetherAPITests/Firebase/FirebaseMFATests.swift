@@ -61,6 +61,36 @@ struct FirebaseMFATests {
         }
     }
 
+    /// An account with a factor keeps a proved address: a password linked under another address (`accounts:signUp`
+    /// with an `idToken`), which would make that address the account's, unproved, is refused before anything is
+    /// written, so the address's owner is not locked out (a factor's account is never taken over).
+    @Test func aPasswordLinkGivesAnAccountWithAFactorNoUnprovedAddress() async throws {
+        try await FirebaseApp.run { firebase in
+            let token = try await firebase.appleToken("apple-keeps-address", email: "keeper@privaterelay.appleid.com")
+            let apple = try await firebase.signInWithIdp("providerId=apple.com&id_token=\(token)")
+            let start = try await v2(firebase, "mfaEnrollment:start", .object([
+                "idToken": .string(try #require(apple.string("idToken"), "\(apple.text)")), "totpEnrollmentInfo": .object([:]),
+            ]))
+            guard case .object(let info)? = start.body["totpSessionInfo"], case .string(let secret)? = info["sharedSecretKey"],
+                  case .string(let sessionInfo)? = info["sessionInfo"] else { Issue.record("\(start.text)"); return }
+            let finalized = try await v2(firebase, "mfaEnrollment:finalize", .object([
+                "idToken": .string(try #require(apple.string("idToken"))),
+                "totpVerificationInfo": .object([
+                    "sessionInfo": .string(sessionInfo), "verificationCode": .string(try TOTP(secret: try Base32.decode(secret)).code(at: Date())),
+                ]),
+            ]))
+            let idToken = try #require(finalized.string("idToken"), "\(finalized.text)")
+            let before = try await firebase.app.totalEvents()
+            let linked = try await firebase.call("accounts:signUp", .object([
+                "idToken": .string(idToken), "email": "owner@gmail.com", "password": "the squatter's password",
+            ]))
+            #expect(linked.errorMessage?.hasPrefix("UNVERIFIED_EMAIL") == true, "\(linked.text)")
+            #expect(try await firebase.app.totalEvents() == before)
+            let owner = try await firebase.app.signIn(try await firebase.app.google("google-owner", email: "owner@gmail.com"))
+            #expect(owner.status == 201, "the address's owner is a new user: \(owner.bodyText)")
+        }
+    }
+
     @Test func totpEnrolmentThenASignInFinishedWithTheCode() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "tia@example.com", "password": "tia's password"]))
