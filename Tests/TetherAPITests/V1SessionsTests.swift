@@ -112,6 +112,11 @@ struct V1SessionsTests {
             #expect(try await app.client.delete("/v1/users/me", headers: ["Authorization": auth]).status == 401)
             #expect(try await app.me(user.session.accessToken).status == 401)
             #expect(try await app.refresh(user.session.refreshToken).status == 401)
+            // A second erasure racing the first (another session's, an admin's) finds the user gone: its token is void.
+            await #expect(throws: AccountError.invalidToken) {
+                try await app.service.accounts.eraseByOwner(
+                    userId: userId, sessionId: UUID(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
+            }
             #expect(try await app.eventCount("UserErased") == 1)
             #expect(try await app.me(bystander.session.accessToken).status == 200)
         }
@@ -240,6 +245,51 @@ struct V1SessionsTests {
                 "DPoP": try device.proof("GET", app.url("/v1/users/me"), accessToken: plain.session.accessToken),
             ])
             #expect(mismatched.status == 401)
+        }
+    }
+
+    /// A retried sign-in or refresh of a session bound to a key gets its kept tokens only with a fresh proof by that
+    /// key, as the request itself needed (RFC 9449 §5): without one, or with another key's, it is invalid_dpop_proof,
+    /// and is not run again (its refresh token is spent: running it would end the session as reuse).
+    @Test func aBoundSessionsKeptAnswerIsGivenAgainOnlyToItsKey() async throws {
+        try await DevService.run { app in
+            let device = DeviceKey(), stranger = DeviceKey()
+            let credential = try await app.apple("apple-dpop-retry")
+            let signIn = { (headers: KeyValuePairs<String, String>) in try await app.signIn(credential, headers: headers) }
+            let first = try await signIn(["Idempotency-Key": "bound-1", "DPoP": try device.proof("POST", app.url("/v1/sign-in"))])
+            #expect(first.status == 201, "\(first.bodyText)")
+            let bound = try first.decodeJSON(SignedIn.self)
+            for (how, headers) in [
+                ("no proof", ["Idempotency-Key": "bound-1"] as KeyValuePairs<String, String>),
+                ("another key's proof", ["Idempotency-Key": "bound-1", "DPoP": try stranger.proof("POST", app.url("/v1/sign-in"))]),
+            ] {
+                let retried = try await signIn(headers)
+                #expect(retried.status == 401 && !retried.bodyText.contains(bound.session.refreshToken), "sign-in, \(how): \(retried.bodyText)")
+                #expect(try retried.decodeJSON(ProblemBody.self).code == "invalid_dpop_proof", "sign-in, \(how)")
+            }
+            let own = try await signIn(["Idempotency-Key": "bound-1", "DPoP": try device.proof("POST", app.url("/v1/sign-in"))])
+            #expect(own.status == 201 && own.headers.values(for: "Idempotent-Replayed") == ["true"], "\(own.bodyText)")
+
+            let refreshProof = try device.proof("POST", app.url("/v1/sessions/refresh"))
+            let refreshed = try await app.refresh(bound.session.refreshToken, headers: ["Idempotency-Key": "bound-2", "DPoP": refreshProof])
+            #expect(refreshed.status == 200, "\(refreshed.bodyText)")
+            let rotated = try refreshed.decodeJSON(SignedIn.self)
+            let events = try await app.totalEvents()
+            for (how, headers) in [
+                ("no proof", ["Idempotency-Key": "bound-2"] as KeyValuePairs<String, String>),
+                ("another key's proof", ["Idempotency-Key": "bound-2", "DPoP": try stranger.proof("POST", app.url("/v1/sessions/refresh"))]),
+            ] {
+                let retried = try await app.refresh(bound.session.refreshToken, headers: headers)
+                #expect(retried.status == 401 && !retried.bodyText.contains(rotated.session.refreshToken), "refresh, \(how): \(retried.bodyText)")
+            }
+            #expect(try await app.totalEvents() == events, "the refused retries ended nothing")
+            let own2 = try await app.refresh(
+                bound.session.refreshToken,
+                headers: ["Idempotency-Key": "bound-2", "DPoP": try device.proof("POST", app.url("/v1/sessions/refresh"))])
+            #expect(own2.status == 200 && own2.headers.values(for: "Idempotent-Replayed") == ["true"], "\(own2.bodyText)")
+            let next = try await app.refresh(
+                rotated.session.refreshToken, headers: ["DPoP": try device.proof("POST", app.url("/v1/sessions/refresh"))])
+            #expect(next.status == 200, "the session lives on: \(next.bodyText)")
         }
     }
 

@@ -328,12 +328,15 @@ public struct AccountService: Sendable {
 
     /// A user erases themselves with the session `sessionId` (`DELETE /v1/users/me`, Parse's `user.delete()`),
     /// which must still be live under the user's lock: a sign-out or revocation that ended it while the request
-    /// was checked leaves it nothing to erase (``AccountError/invalidToken``). Whether the sign-in is recent
-    /// enough is the surface's rule, checked before.
+    /// was checked, or another erasure of the user just before, leaves it nothing to erase
+    /// (``AccountError/invalidToken``, the caller's token being void). Whether the sign-in is recent enough is the
+    /// surface's rule, checked before.
     public func eraseByOwner(userId: UUID, sessionId: UUID, reason: String, claim: String? = nil, context: CommandContext) async throws {
         do {
             try await erase(userId: userId, reason: reason, claim: claim, context: context) { $0.sessions[sessionId]?.isActive == true }
         } catch is ConditionNoLongerHolds {
+            throw AccountError.invalidToken
+        } catch let error as AccountError where error.reason == .notFound {
             throw AccountError.invalidToken
         }
     }

@@ -38,8 +38,12 @@ struct IdempotentRequests: Sendable {
     ///     nil for sign-in and refresh, whose body carries the credential.
     ///   - subject: the user the answer is about when the principal is no session of theirs (an admin's
     ///     action): the answer is theirs, and goes when they are erased.
+    ///   - proofKey: the key thumbprint of the request's DPoP proof, verified (nil without one): asked only when a kept
+    ///     answer hands out a session bound to a key, which is given again only to a fresh proof by that key
+    ///     (RFC 9449 §5), as the request itself would need; without it, such an answer is not given again.
     func respond(
-        to request: HTTPRequest, principal: UUID?, subject: UUID? = nil, _ handler: () async throws -> HTTPResponse
+        to request: HTTPRequest, principal: UUID?, subject: UUID? = nil, proofKey: (() async throws -> String?)? = nil,
+        _ handler: () async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         guard let key = request.headers["idempotency-key"] else { return try await handler() }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
@@ -52,7 +56,11 @@ struct IdempotentRequests: Sendable {
         // reuse whatever key comes with it. A retry that claimed the key first answers for both.
         if let stored = try await reserve(derived, subject: subject) {
             let kept = try stored.get()
-            if kept.mayReplay, try await Self.sessionStillAt(kept.response, in: database) { return kept.response }
+            if kept.mayReplay, case .current(let boundTo) = try await Self.keptSession(kept.response, in: database) {
+                // Refused, not run again: the request's refresh token is spent, and running it would end the session as reuse.
+                if let boundTo, try await proofKey?() != boundTo { throw AccountError.invalidDPoPProof }
+                return kept.response
+            }
             try await discard(derived)
             if let claimedFirst = try await reserve(derived, subject: subject) { return try claimedFirst.get().response }
         }
@@ -115,17 +123,27 @@ struct IdempotentRequests: Sendable {
         throw Problem.serviceUnavailable(detail: "A request with this id is still being answered; retry shortly.")
     }
 
-    /// Whether `response` hands out no refresh token (`session.refreshToken`), or one that is still its live
-    /// session's current token.
-    static func sessionStillAt(_ response: HTTPResponse, in database: PostgresClient) async throws -> Bool {
+    /// Whether a kept answer may be given again for the session it hands out.
+    enum KeptSession {
+        /// It hands out none, or one whose refresh token is still the live session's current token (bound to the key
+        /// of thumbprint `boundTo`, if any).
+        case current(boundTo: String?)
+        /// The session has ended, or been refreshed past the answer's token.
+        case movedOn
+    }
+
+    /// What `response` hands out (`session.refreshToken`), as ``KeptSession`` says.
+    static func keptSession(_ response: HTTPResponse, in database: PostgresClient) async throws -> KeptSession {
         guard (200..<300).contains(response.status), case .object(let session)? = members(of: response)?["session"],
               case .string(let refreshToken)? = session["refreshToken"]
-        else { return true }
+        else { return .current(boundTo: nil) }
         let hash = RefreshTokens.hash(refreshToken)
-        return try await !database.query("""
-            SELECT 1 AS current FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
+        let rows = try await database.query("""
+            SELECT s.jkt FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
             WHERE r.token_hash = \(hash) AND s.refresh_token_hash = \(hash) AND s.ended_at IS NULL
-            """).isEmpty
+            """)
+        guard let row = rows.first else { return .movedOn }
+        return .current(boundTo: try row.decode("jkt"))
     }
 
     /// How many times (50 ms apart) a retry waits for the first request of its key: 20 s, the most a request may run.

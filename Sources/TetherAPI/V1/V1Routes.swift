@@ -60,10 +60,10 @@ public struct V1Routes: Sendable {
     /// Adds the routes to `router`.
     public func register(on router: inout Router) {
         router.post("/v1/sign-up") { request in
-            try await idempotency.respond(to: request, principal: nil) { try await signUp(request) }
+            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await signUp(request) }
         }
         router.post("/v1/sign-in") { request in
-            try await idempotency.respond(to: request, principal: nil) { try await signIn(request) }
+            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await signIn(request) }
         }
         router.get("/v1/users/me") { request in
             let claims = try await authenticate(request)
@@ -93,7 +93,7 @@ public struct V1Routes: Sendable {
             }
         }
         router.post("/v1/sessions/refresh") { request in
-            try await idempotency.respond(to: request, principal: nil) { try await refresh(request) }
+            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await refresh(request) }
         }
         router.post("/v1/sign-out") { request in
             try await once(request, endsItsSession: true) { claims in
