@@ -26,7 +26,9 @@ extension Commands {
             guard let subscription else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
             return subscription
         }
-        try await withDatabase(options, for: "tether webhooks", storingSecrets: ["create", "rotate-secret"].contains(action)) { database in
+        // Every action but delete writes or reads a subscription's secret (an enable or disable answers the subscription,
+        // secret and all, after its change): the key that wraps it is checked before anything changes.
+        try await withDatabase(options, for: "tether webhooks", storingSecrets: action != "delete") { database in
             let store = WebhookStore(database: database, policy: policy)
             switch action {
             case "create":

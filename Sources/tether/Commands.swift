@@ -232,7 +232,7 @@ enum Commands {
             guard report.unknown == 0 else {
                 throw CommandFailure(
                     "TETHER_MASTER_KEY_FILE is not set, but \(report.unknown) stored keys are wrapped by a master key: "
-                        + "set it to that key's file; nothing was changed (new secrets would otherwise be stored unwrapped)")
+                        + "set it to that key's file; nothing was changed (the secrets this command stores or reads are wrapped by it)")
             }
             return
         }

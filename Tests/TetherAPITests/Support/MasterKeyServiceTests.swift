@@ -76,6 +76,11 @@ struct MasterKeyServiceTests {
             let unset = try await TetherCommandLine.run(["webhooks", "create", "--url", "https://93.184.215.14/other"], databaseURL: service.database.url)
             #expect(unset.status == 1 && unset.stderr.contains("TETHER_MASTER_KEY_FILE is not set"), "\(unset.stderr)")
             #expect(try await service.admin.query("SELECT count(*)::int AS n FROM webhook_subscriptions")[0].decode("n", as: Int.self) == 1)
+            // A disable without the key was made, then failed opening the secret it answers: it is refused before it.
+            let hookId: String = try await service.admin.query("SELECT id::text AS id FROM webhook_subscriptions")[0].decode("id")
+            let disabled = try await TetherCommandLine.run(["webhooks", "disable", hookId], databaseURL: service.database.url)
+            #expect(disabled.status == 1 && disabled.stderr.contains("nothing was changed"), "\(disabled.stderr)")
+            #expect(try await service.admin.query("SELECT status FROM webhook_subscriptions")[0].decode("status", as: String.self) == "active")
             // A command that stores no secret needs no key: an admin key is kept as a hash.
             let adminKey = try await TetherCommandLine.run(["admin-keys", "create", "--role", "support"], databaseURL: service.database.url)
             #expect(adminKey.status == 0, "\(adminKey.stderr)")
