@@ -559,7 +559,7 @@ extension ParseRoutes {
     /// Parse Server's answers: no session 206 `Insufficient auth to delete user`, another user's 206
     /// `Insufficient auth.`, the master key's unknown user 101.
     func delete(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
-        let objectId = request.pathParameters["id"] ?? ""
+        let objectId = request.pathParameters["id"] ?? "me"
         let context = context(request, caller)
         if let master = caller.master {
             guard let userId = try await user(objectId: objectId) else { throw ParseError.objectMissing }

@@ -69,6 +69,10 @@ public struct ParseRoutes: Sendable {
         router.get("/parse/users/me") { request in
             try await answer(request) { caller in try await me(caller) }
         }
+        // Parse Server has no `me` of its own for a delete: `me` is an objectId like any (no user has it).
+        router.delete("/parse/users/me") { request in
+            try await answer(request) { caller in try await delete(request, caller) }
+        }
         router.get("/parse/users/{id}") { request in
             try await answer(request) { caller in try await fetch(request, caller) }
         }

@@ -70,7 +70,7 @@ struct ParseJavaScriptSDKTests {
                 body: Array(#"{"username":"x@example.com","password":"a long password","_ApplicationId":"another-app"}"#.utf8)))
             #expect(wrong.status == 403, "\(wrong.text)")
             // A method the path does not serve is refused, not run as the POST.
-            let deleted = try await jsRequest(parse, "/users/me", ["_method": "DELETE"])
+            let deleted = try await jsRequest(parse, "/sessions/me", ["_method": "DELETE"])
             #expect(deleted.status == 405, "\(deleted.text)")
             let notASignUp = try await jsRequest(parse, "/users", ["_method": "DELETE", "username": "z@example.com", "password": "a long password"])
             #expect(notASignUp.status == 405, "\(notASignUp.text)")

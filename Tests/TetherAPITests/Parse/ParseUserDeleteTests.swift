@@ -22,6 +22,9 @@ struct ParseUserDeleteTests {
             let someoneElse = try await parse.send("DELETE", "/users/\(aliceId)", .init(session: bobToken))
             #expect(someoneElse.status == 400 && someoneElse.code == 206 && someoneElse.string("error") == "Insufficient auth.",
                     "\(someoneElse.text)")
+            // `me` is no objectId of Parse's delete: another user's, as Parse Server reads it, in either form.
+            let me = try await parse.send("DELETE", "/users/me", .init(session: bobToken))
+            #expect(me.status == 400 && me.code == 206, "\(me.text)")
             let forged = try await parse.send("DELETE", "/users/\(aliceId)", .init(session: "r:" + String(repeating: "0", count: 32)))
             #expect(forged.code == 209, "\(forged.text)")
             #expect(try await parse.accountEvents() == events, "a refused delete writes nothing")
