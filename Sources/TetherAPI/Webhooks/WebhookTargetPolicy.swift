@@ -48,6 +48,9 @@ public struct WebhookTargetPolicy: Sendable {
         if let port = url.port, !(1...65535).contains(port) {
             throw Refusal(description: "'\(text)' names port \(port): a port is 1 to 65535.")
         }
+        if Self.isIPv4InAnotherForm(host) {
+            throw Refusal(description: "\(host) is an IPv4 address in another form: write it as four decimal numbers (a.b.c.d).")
+        }
         if allowedHosts.contains(host) { return Target(url: url, addresses: []) }
         let addresses = await Self.resolve(host)
         guard !addresses.isEmpty else { throw Refusal(description: "\(host) does not resolve.") }
@@ -58,6 +61,23 @@ public struct WebhookTargetPolicy: Sendable {
         // keyed by an IPv6 literal).
         let isLiteral = addresses.count == 1 && (host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." })
         return Target(url: url, addresses: isLiteral ? [] : addresses.map(\.text).sorted())
+    }
+
+    /// Whether `host` is an IPv4 address written other than as four decimal numbers (`127.1`, `2130706433`,
+    /// `0x7f000001`, `017700000001`): the resolver reads it as one, and libcurl writes it back as a dotted quad, a
+    /// host other than the URL's, so a delivery to it would be refused every time. A name's last label is never
+    /// a number, so a host whose last label is one is an address.
+    static func isIPv4InAnotherForm(_ host: String) -> Bool {
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        func isNumber(_ label: Substring) -> Bool {
+            let hex = label.hasPrefix("0x") ? label.dropFirst(2) : nil
+            return hex.map { $0.allSatisfy(\.isHexDigit) } ?? (!label.isEmpty && label.allSatisfy { $0.isASCII && $0.isNumber })
+        }
+        guard let last = labels.last, isNumber(last) else { return false }
+        let isDecimalOctet = { (label: Substring) in
+            label.allSatisfy { $0.isASCII && $0.isNumber } && (label == "0" || !label.hasPrefix("0")) && (Int(label).map { $0 <= 255 } ?? false)
+        }
+        return !(labels.count == 4 && labels.allSatisfy(isDecimalOctet))
     }
 
     /// An address a name resolved to.
