@@ -238,13 +238,27 @@ struct V1SessionsTests {
                 rotated.session.refreshToken, headers: ["DPoP": try device.proof("POST", app.url("/v1/sessions/refresh"))])
             #expect(again.status == 200, "failed proofs never end the session")
 
-            // An unbound session's token is refused under the DPoP scheme.
+            // An unbound session's token is refused under the DPoP scheme, and challenged in it (RFC 9449 §7.1);
+            // under Bearer, in Bearer's.
             let plain = try await app.signedIn(try await app.apple("apple-plain"))
             let mismatched = try await app.client.get("/v1/users/me", headers: [
                 "Authorization": "DPoP \(plain.session.accessToken)",
                 "DPoP": try device.proof("GET", app.url("/v1/users/me"), accessToken: plain.session.accessToken),
             ])
             #expect(mismatched.status == 401)
+            #expect(mismatched.headers["WWW-Authenticate"]?.hasPrefix(#"DPoP error="invalid_token", algs=""#) == true, "\(mismatched.headers)")
+            #expect(try await app.me(rotated.session.accessToken).headers["WWW-Authenticate"] == #"Bearer error="invalid_token""#)
+            // A signed-in route of a session ended since, in the DPoP scheme.
+            let signOut = try await app.client.post("/v1/sign-out", headers: [
+                "Authorization": "DPoP \(rotated.session.accessToken)",
+                "DPoP": try device.proof("POST", app.url("/v1/sign-out"), accessToken: rotated.session.accessToken),
+            ], body: [])
+            #expect(signOut.status == 204, "\(signOut.bodyText)")
+            let ended = try await app.client.post("/v1/users/me/sessions/revoke", headers: [
+                "Authorization": "DPoP \(rotated.session.accessToken)",
+                "DPoP": try device.proof("POST", app.url("/v1/users/me/sessions/revoke"), accessToken: rotated.session.accessToken),
+            ], body: [])
+            #expect(ended.status == 401 && ended.headers["WWW-Authenticate"]?.hasPrefix("DPoP error=\"invalid_token\"") == true, "\(ended.headers)")
         }
     }
 

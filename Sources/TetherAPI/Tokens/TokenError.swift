@@ -39,6 +39,8 @@ public struct TokenError: ReasonCodedError, ProblemConvertible {
 
     /// The challenges of an access token refused (RFC 6750 §3) and of a DPoP proof refused (RFC 9449 §7.1).
     static let tokenChallenge = #"Bearer error="invalid_token""#
+    /// The same refusal of a request made in the DPoP scheme (RFC 9449 §7.1), with the algorithms a proof may use.
+    static let dpopTokenChallenge = #"DPoP error="invalid_token", algs=""# + proofAlgorithms + "\""
     static let proofChallenge = #"DPoP error="invalid_dpop_proof", algs=""# + proofAlgorithms + "\""
 
     /// 401 with the `WWW-Authenticate` challenge of the scheme concerned (RFC 6750 §3, RFC 9449 §7.1).

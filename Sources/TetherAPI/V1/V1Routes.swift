@@ -184,9 +184,24 @@ public struct V1Routes: Sendable {
     /// A token bound to a key (`cnf.jkt`) must come with the `DPoP` scheme and a proof by
     /// that key over this request and token (RFC 9449 §7); an unbound one with `Bearer`.
     func authenticate(_ request: HTTPRequest) async throws -> AccessTokenClaims {
-        let claims = try await verifiedToken(request)
-        guard try await isLive(claims) else { throw AccountError.invalidToken }
-        return claims
+        try await challengingInItsScheme(request) {
+            let claims = try await verifiedToken(request)
+            guard try await isLive(claims) else { throw AccountError.invalidToken }
+            return claims
+        }
+    }
+
+    /// A refused token of a request made in the DPoP scheme is challenged in that scheme (RFC 9449 §7.1), not Bearer's.
+    private func challengingInItsScheme<T>(_ request: HTTPRequest, _ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch {
+            guard request.authorization?.scheme == "dpop", var problem = Problem(converting: error),
+                  problem.headers["WWW-Authenticate"] == TokenError.tokenChallenge
+            else { throw error }
+            problem.headers["WWW-Authenticate"] = TokenError.dpopTokenChallenge
+            throw problem
+        }
     }
 
     /// Whether the session the token names is live and has not been revoked since the token was issued.
@@ -210,6 +225,12 @@ public struct V1Routes: Sendable {
 
     /// ``once(_:endsItsSession:_:)``; with `optional`, a request without `Authorization` runs with no caller.
     func once(
+        _ request: HTTPRequest, optional: Bool, endsItsSession: Bool, _ change: (AccessTokenClaims?) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        try await challengingInItsScheme(request) { try await onceInScheme(request, optional: optional, endsItsSession: endsItsSession, change) }
+    }
+
+    private func onceInScheme(
         _ request: HTTPRequest, optional: Bool, endsItsSession: Bool, _ change: (AccessTokenClaims?) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         var caller: AccessTokenClaims?
