@@ -28,7 +28,7 @@ extension Commands {
         }
         // Every action but delete writes or reads a subscription's secret (an enable or disable answers the subscription,
         // secret and all, after its change): the key that wraps it is checked before anything changes.
-        try await withDatabase(options, for: "tether webhooks", storingSecrets: action != "delete") { database in
+        try await withDatabase(options, for: "tether webhooks", storingSecrets: ["create", "list", "disable", "enable", "rotate-secret", "replay"].contains(action)) { database in
             let store = WebhookStore(database: database, policy: policy)
             switch action {
             case "create":

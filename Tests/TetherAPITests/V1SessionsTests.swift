@@ -99,7 +99,7 @@ struct V1SessionsTests {
             let userId = try #require(UUID(uuidString: user.user.id))
             await #expect(throws: AccountError.invalidToken) {
                 try await app.service.accounts.eraseByOwner(
-                    userId: userId, sessionId: UUID(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
+                    userId: userId, sessionId: UUID(), authTime: Date(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
             }
             #expect(try await app.totalEvents() == events)
 
@@ -115,10 +115,17 @@ struct V1SessionsTests {
             // A second erasure racing the first (another session's, an admin's) finds the user gone: its token is void.
             await #expect(throws: AccountError.invalidToken) {
                 try await app.service.accounts.eraseByOwner(
-                    userId: userId, sessionId: UUID(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
+                    userId: userId, sessionId: try #require(UUID(uuidString: user.session.id)), authTime: Date(), reason: "test", context: CommandContext(metadata: EventMetadata(actor: .user(userId), surface: "v1")))
             }
             #expect(try await app.eventCount("UserErased") == 1)
             #expect(try await app.me(bystander.session.accessToken).status == 200)
+
+            // An anonymous user cannot sign in again, so its erasure needs no recent sign-in.
+            let anonymous = try await app.signedIn(Credential(provider: "anonymous", credential: .null))
+            let staleAnonymous = try await app.accessToken(anonymous.session.accessToken, signedInSecondsAgo: 600)
+            let gone = try await app.client.delete("/v1/users/me", headers: ["Authorization": "Bearer \(staleAnonymous)"])
+            #expect(gone.status == 204, "\(gone.bodyText)")
+            #expect(try await app.eventCount("UserErased") == 2)
         }
     }
 

@@ -277,8 +277,16 @@ struct UserAccountMFATests {
         }
         let noAddress = user(ExternalIdentity(provider: "apple", uid: "003.apple", email: nil, isEmailVerified: false))
         let enrolment = try noAddress.enrolTOTP(factorId: factorId, secret: "JBSWY3DPEHPK3PXP", displayName: nil, authTime: now, now: now)
-        let guarded = applying(enrolment, to: noAddress)
+        let pending = applying(enrolment, to: noAddress)
         let facebook = ExternalIdentity(provider: "facebook", uid: "f-1", email: "b@example.com", isEmailVerified: false)
+        // A pending enrolment, which no route lists, holds nothing back; it is not confirmed on the unproved address.
+        let unprovedPending = applying(try pending.link(facebook), to: pending)
+        #expect(throws: AccountError.unprovedEmailSecondFactor) {
+            try unprovedPending.confirmFactor(factorId, type: .totp, check: .totp(matchingStep: 100), recoveryCodeHashes: [], now: now)
+        }
+        let guarded = applying(
+            try pending.confirmFactor(factorId, type: .totp, check: .totp(matchingStep: 100), recoveryCodeHashes: [], now: now).events, to: pending)
+        #expect(guarded.mfa.isRequired)
         #expect(throws: AccountError.unprovedEmailWithSecondFactor) { try guarded.link(facebook) }
         #expect(throws: AccountError.unprovedEmailWithSecondFactor) {
             try guarded.link(ExternalIdentity(provider: "password", uid: "b@example.com", email: "b@example.com", isEmailVerified: false), passwordHash: "h")

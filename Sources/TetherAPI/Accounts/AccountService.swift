@@ -313,6 +313,33 @@ public struct AccountService: Sendable {
         userId: UUID, reason: String?, recording: [PostgresQuery] = [], claim: String? = nil, context: CommandContext,
         when condition: @escaping @Sendable (UserAccount) -> Bool = { _ in true }
     ) async throws -> UserAccount {
+        try await erasing(userId, recording: recording, claim: claim, context: context) { account in
+            guard condition(account) else { throw ConditionNoLongerHolds() }
+            return try account.erase(reason: reason)
+        }
+    }
+
+    /// A user erases themselves with the session `sessionId` (`DELETE /v1/users/me`, Parse's `user.delete()`,
+    /// Firebase's `accounts:delete`), as ``UserAccount/eraseByOwner(session:authTime:reason:now:)`` decides under the
+    /// user's lock: a session ended while the request was checked, or another erasure of the user just before,
+    /// leaves it nothing to erase (``AccountError/invalidToken``, the caller's token being void).
+    public func eraseByOwner(
+        userId: UUID, sessionId: UUID, authTime: Date?, reason: String, claim: String? = nil, context: CommandContext
+    ) async throws {
+        do {
+            try await erasing(userId, claim: claim, context: context) {
+                try $0.eraseByOwner(session: sessionId, authTime: authTime, reason: reason, now: context.now)
+            }
+        } catch let error as AccountError where error.reason == .notFound {
+            throw AccountError.invalidToken
+        }
+    }
+
+    /// The erasure `decide` makes, with what goes with it in the same transaction.
+    private func erasing(
+        _ userId: UUID, recording: [PostgresQuery] = [], claim: String?, context: CommandContext,
+        _ decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]
+    ) async throws -> UserAccount {
         // The short-lived send counts name the user beside a hash of their number or address, and the
         // answers kept for their retries hold what they were told: both go with them.
         let afterwards: [PostgresQuery] = [
@@ -321,24 +348,8 @@ public struct AccountService: Sendable {
             "DELETE FROM idempotent_responses WHERE user_id = \(userId) AND scope IS DISTINCT FROM \(claim)",
         ]
         return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in
-            guard condition(account) else { throw ConditionNoLongerHolds() }
-            return (try account.erase(reason: reason), ())
+            (try decide(account), ())
         }.account
-    }
-
-    /// A user erases themselves with the session `sessionId` (`DELETE /v1/users/me`, Parse's `user.delete()`),
-    /// which must still be live under the user's lock: a sign-out or revocation that ended it while the request
-    /// was checked, or another erasure of the user just before, leaves it nothing to erase
-    /// (``AccountError/invalidToken``, the caller's token being void). Whether the sign-in is recent enough is the
-    /// surface's rule, checked before.
-    public func eraseByOwner(userId: UUID, sessionId: UUID, reason: String, claim: String? = nil, context: CommandContext) async throws {
-        do {
-            try await erase(userId: userId, reason: reason, claim: claim, context: context) { $0.sessions[sessionId]?.isActive == true }
-        } catch is ConditionNoLongerHolds {
-            throw AccountError.invalidToken
-        } catch let error as AccountError where error.reason == .notFound {
-            throw AccountError.invalidToken
-        }
     }
 
     /// A conditional command found its condition false on the user's current state, and wrote nothing.

@@ -172,6 +172,10 @@ extension FirebaseRoutes {
         // account signs in with, found at commit, leaves the name given with it unchanged too).
         let command = context(request, user: userId), now = command.now
         var steps: [AccountService.FollowUp] = []
+        // The factors go first: an address moved or marked unproved beside `mfa: {}` guards none any more.
+        if removesFactors {
+            steps.append { $0.mfa.factors.isEmpty ? [] : try $0.removeFactors($0.mfa.factorIds, authTime: nil, byAdmin: true, now: now) }
+        }
         if let newEmail { steps.append { try $0.changeEmail(to: newEmail, verified: emailVerified ?? false) } }
         if displayName != nil || photoURL != nil || !cleared.isEmpty || emailVerified != nil {
             steps.append { [cleared] in
@@ -182,9 +186,6 @@ extension FirebaseRoutes {
             steps.append { $0.identities[provider] == nil ? [] : try $0.unlink(provider: provider, byAdmin: isAdmin) }
         }
         if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
-        if removesFactors {
-            steps.append { $0.mfa.factors.isEmpty ? [] : try $0.removeFactors($0.mfa.factorIds, authTime: nil, byAdmin: true, now: now) }
-        }
         if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
         // A changed address voids every earlier token, as Firebase's `validSince` moves with it; so does an admin's
         // `validSince`. One revocation, at the later of the two (it never moves back).
@@ -240,8 +241,16 @@ extension FirebaseRoutes {
     /// `accounts:delete`: erasure, crypto-shredding included; answers a non-empty `kind`, which firebase-admin requires.
     func delete(_ request: FirebaseRequest) async throws -> JSONValue {
         let (account, claims) = try await subject(request)
-        try Self.requireRecentSignIn(claims)
-        try await accounts.erase(userId: account.id, reason: "firebase accounts:delete", context: context(request, user: account.id))
+        let context = context(request, user: account.id)
+        if let claims {
+            // The user's own: a sign-in of the last five minutes unless anonymous, and a session still live.
+            do {
+                try await accounts.eraseByOwner(
+                    userId: account.id, sessionId: claims.sessionId, authTime: claims.authTime, reason: "firebase accounts:delete", context: context)
+            } catch let error as AccountError { throw FirebaseError(converting: error) }
+        } else {
+            try await accounts.erase(userId: account.id, reason: "firebase accounts:delete", context: context)
+        }
         return .object(["kind": "identitytoolkit#DeleteAccountResponse"])
     }
 

@@ -429,10 +429,6 @@ extension ParseRoutes {
         case .bool(let value)?: emailVerified = value
         default: throw ParseError(ParseError.invalidJSON, "emailVerified must be true or false.")
         }
-        if let emailVerified {
-            do { _ = try account.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified) }
-            catch { throw ParseError(converting: error) }
-        }
 
         // 1. Check everything.
         if credentials.password != nil, isMaster { throw forbidden("A password is set with the user's own session.") }
@@ -441,8 +437,18 @@ extension ParseRoutes {
         if enrolment != nil, isMaster { throw forbidden("Second factors are enrolled with the user's own session.") }
         // `"mfa": null` removes every factor: the user's own, with a recent log-in (the domain's rule); the master key's, as an admin.
         let factorsToRemove = authData?.removesMFA == true ? account.mfa.factorIds : []
+        var withoutFactors = account
         if !factorsToRemove.isEmpty {
-            do { _ = try account.removeFactors(factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, now: context(request, caller).now) }
+            let now = context(request, caller).now
+            do {
+                let removal = try account.removeFactors(factorsToRemove, authTime: caller.session?.authTime, byAdmin: isMaster, now: now)
+                withoutFactors = account.appending(removal.map { ($0, now) }, version: account.version)
+            } catch { throw ParseError(converting: error) }
+        }
+        // On the state the factors' removal leaves, as the command applies them: an address marked unproved beside
+        // `"mfa": null` guards no factor any more.
+        if let emailVerified {
+            do { _ = try withoutFactors.updateProfile(displayName: nil, photoURL: nil, clearing: [], emailVerified: emailVerified) }
             catch { throw ParseError(converting: error) }
         }
         var claims: [ClaimedIdentity] = []
@@ -572,7 +578,8 @@ extension ParseRoutes {
         }
         guard let session = caller.session else { throw ParseError(ParseError.sessionMissing, "Insufficient auth to delete user") }
         guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError(ParseError.sessionMissing, "Insufficient auth.") }
-        try await accounts.eraseByOwner(userId: session.userId, sessionId: session.id, reason: "deleted by the user (Parse)", context: context)
+        try await accounts.eraseByOwner(
+            userId: session.userId, sessionId: session.id, authTime: nil, reason: "deleted by the user (Parse)", context: context)
         return SurfaceJSON.response(.object([:]))
     }
 

@@ -71,12 +71,10 @@ public struct V1Routes: Sendable {
         }
         router.delete("/v1/users/me") { request in
             try await once(request, endsItsSession: true) { claims in
-                // Erasure cannot be undone: a stolen token must not do it.
-                try UserAccount.requireRecentSignIn(authTime: claims.authTime, now: Date())
                 let claim = request.headers["idempotency-key"].map { IdempotentRequests.scope(of: request, principal: claims.sessionId, key: $0) }
                 try await accounts.eraseByOwner(
-                    userId: claims.userId, sessionId: claims.sessionId, reason: "deleted by the user (/v1)", claim: claim,
-                    context: context(request, claims.userId))
+                    userId: claims.userId, sessionId: claims.sessionId, authTime: claims.authTime, reason: "deleted by the user (/v1)",
+                    claim: claim, context: context(request, claims.userId))
                 return .noContent()
             }
         }

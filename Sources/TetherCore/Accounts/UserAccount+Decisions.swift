@@ -346,6 +346,17 @@ extension UserAccount {
         return [.userEnabled(.init(reason: reason))]
     }
 
+    /// The user erases themselves with their live session `sessionId` (``erase(reason:)`` then).
+    ///
+    /// - Parameter authTime: the session's sign-in, which must be within ``recentSignInWindow`` (an erasure cannot
+    ///   be undone, so a stolen token must not do it); nil where the surface asks no recent sign-in (Parse). An
+    ///   anonymous user is not held to it: it cannot sign in again, so the rule would leave it no way to go.
+    public func eraseByOwner(session sessionId: UUID, authTime: Date?, reason: String, now: Date) throws(AccountError) -> [AccountEvent] {
+        guard exists, sessions[sessionId]?.isActive == true else { throw .invalidToken }
+        if let authTime, !isAnonymous { try Self.requireRecentSignIn(authTime: authTime, now: now) }
+        return try erase(reason: reason)
+    }
+
     /// Erases the user (an admin action): sessions end, and the caller destroys the user's key
     /// in the same transaction, so personal data in every earlier event becomes unreadable.
     public func erase(reason: String?) throws(AccountError) -> [AccountEvent] {

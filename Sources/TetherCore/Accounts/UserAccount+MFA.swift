@@ -481,11 +481,12 @@ extension UserAccount {
         guard email == nil || isEmailVerified else { throw .unprovedEmailSecondFactor }
     }
 
-    /// Whether the account may hold `email` as its address with `verified`: one with second factors (pending ones
-    /// too) holds a proved address or none, whoever asks (a link that brings its first address, an admin's or a
-    /// client's change of address, an admin marking it unproved).
+    /// Whether the account may hold `email` as its address with `verified`: one with a confirmed second factor
+    /// holds a proved address or none, whoever asks (a link that brings its first address, an admin's or a client's
+    /// change of address, an admin marking it unproved). A pending enrolment, which no route lists, does not count:
+    /// it is not confirmed on an unproved address (``confirmFactor(_:type:check:recoveryCodeHashes:displayName:now:)``).
     public func checkAddress(_ email: String?, verified: Bool) throws(AccountError) {
-        guard email == nil || verified || mfa.factors.isEmpty else { throw .unprovedEmailWithSecondFactor }
+        guard email == nil || verified || !mfa.isRequired else { throw .unprovedEmailWithSecondFactor }
     }
 
     /// A refused code's words; `ending` is what the last try ends (the `challenge` of a sign-in, or the `enrolment`).

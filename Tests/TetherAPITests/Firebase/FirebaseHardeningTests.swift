@@ -264,6 +264,13 @@ struct FirebaseHardeningTests {
                 .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
             #expect(try await firebase.admin("accounts:update", .object(["localId": .string(userId.uuidString.lowercased()), "validSince": .int(99_999_999_999)]))
                 .errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
+
+            // An anonymous user cannot sign in again: its own deletion needs no recent sign-in.
+            let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
+            let (anonymousId, staleAnonymous) = try await staleIDToken(firebase, of: anonymous, provider: "anonymous")
+            let deleted = try await firebase.call("accounts:delete", .object(["idToken": .string(staleAnonymous)]))
+            #expect(deleted.status == 200, "\(deleted.text)")
+            #expect(try await firebase.app.eventCount("UserErased", userId: anonymousId.uuidString.lowercased()) == 1)
         }
     }
 

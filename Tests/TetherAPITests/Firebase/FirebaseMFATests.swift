@@ -86,6 +86,12 @@ struct FirebaseMFATests {
             ]))
             #expect(linked.errorMessage?.hasPrefix("UNVERIFIED_EMAIL") == true, "\(linked.text)")
             #expect(try await firebase.app.totalEvents() == before)
+            let localId = JSONValue.string(try #require(apple.string("localId")))
+            let moved = try await firebase.admin("accounts:update", .object(["localId": localId, "email": "keeper@example.com"]))
+            #expect(moved.errorMessage?.hasPrefix("UNVERIFIED_EMAIL") == true, "an admin's move too: \(moved.text)")
+            // Beside the factors' removal (firebase-admin's updateUser may send both), the move is allowed.
+            let reset = try await firebase.admin("accounts:update", .object(["localId": localId, "email": "keeper@example.com", "mfa": .object([:])]))
+            #expect(reset.status == 200, "\(reset.text)")
             let owner = try await firebase.app.signIn(try await firebase.app.google("google-owner", email: "owner@gmail.com"))
             #expect(owner.status == 201, "the address's owner is a new user: \(owner.bodyText)")
         }

@@ -188,6 +188,14 @@ struct ParseMFATests {
             try await parse.proveEmail(objectId: objectId)
             let enrolled = try await parse.send("PUT", "/users/\(objectId)", .init(session: session), json: enrol)
             #expect(enrolled.status == 200, "\(enrolled.text)")
+            // The master key may not mark the address unproved under the factor, but may beside its removal.
+            let master = try await parse.app.adminKey(.admin).secret
+            let unproved = try await parse.send("PUT", "/users/\(objectId)", .init(master: master), json: .object(["emailVerified": .bool(false)]))
+            #expect(unproved.code == 119, "\(unproved.text)")
+            let reset = try await parse.send("PUT", "/users/\(objectId)", .init(master: master), json: .object([
+                "emailVerified": .bool(false), "authData": .object(["mfa": .null]),
+            ]))
+            #expect(reset.status == 200, "\(reset.text)")
         }
     }
 

@@ -81,6 +81,8 @@ struct MasterKeyServiceTests {
             let disabled = try await TetherCommandLine.run(["webhooks", "disable", hookId], databaseURL: service.database.url)
             #expect(disabled.status == 1 && disabled.stderr.contains("nothing was changed"), "\(disabled.stderr)")
             #expect(try await service.admin.query("SELECT status FROM webhook_subscriptions")[0].decode("status", as: String.self) == "active")
+            let mistyped = try await TetherCommandLine.run(["webhooks", "frobnicate"], databaseURL: service.database.url)
+            #expect(mistyped.status == 2 && !mistyped.stderr.contains("TETHER_MASTER_KEY_FILE"), "a usage error: \(mistyped.stderr)")
             // A command that stores no secret needs no key: an admin key is kept as a hash.
             let adminKey = try await TetherCommandLine.run(["admin-keys", "create", "--role", "support"], databaseURL: service.database.url)
             #expect(adminKey.status == 0, "\(adminKey.stderr)")
