@@ -95,6 +95,14 @@ struct V1AnonymousUsersTests {
             // Nor does a second factor guard an anonymous sign-in (Firebase's UNSUPPORTED_FIRST_FACTOR).
             let enrol = try await app.client.post("/v1/users/me/mfa/totp", headers: ["Authorization": "Bearer \(token)"], body: [])
             #expect(enrol.status == 400 && enrol.bodyText.contains("anonymous"), "\(enrol.bodyText)")
+            // Nor does it take an address by an email change, which would end its only session and leave it an
+            // address it cannot sign in with: it upgrades, with a password or a provider.
+            let events = try await app.totalEvents()
+            let change = try await app.client.post(
+                "/v1/users/me/email", headers: ["Authorization": "Bearer \(token)"], json: ["email": "anon.change@example.com"])
+            #expect(change.status == 400 && change.bodyText.contains("upgrade"), "\(change.bodyText)")
+            #expect(try await app.mails(to: "anon.change@example.com").isEmpty)
+            #expect(try await app.totalEvents() == events)
             let apple = try await app.signedIn(try await app.apple("apple-plain"))
             let linkAnonymous = try await app.client.post(
                 "/v1/users/me/identities", headers: ["Authorization": "Bearer \(apple.session.accessToken)"],

@@ -196,6 +196,8 @@ public struct EmailFlows: Sendable {
         let newEmail = try AccountCommands.validate(email: newEmail)
         try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
+        // Before the address is looked up: an anonymous user's change is refused whatever it names.
+        try await accounts.read(userId).checkEmailChange()
         // An address another account holds is refused without spending one of that address's mails (a stranger's
         // refused changes would otherwise use up its owner's password resets for the hour), but with one of the
         // caller's: each answer says whether the address has an account, and asking must stay limited.

@@ -70,6 +70,7 @@ struct FirebaseError: Error, Sendable, Hashable {
             switch error {
             case .secondFactorLimit: FirebaseError("SECOND_FACTOR_LIMIT_EXCEEDED")
             case .invalidPhoneNumber: FirebaseError("INVALID_PHONE_NUMBER", error.detail)
+            case .anonymousEmailChange: FirebaseError("OPERATION_NOT_ALLOWED", error.detail)
             default: FirebaseError("INVALID_ARGUMENT", error.detail)
             }
         case .invalidCredential: password ? invalidLoginCredentials : FirebaseError("INVALID_IDP_RESPONSE", error.detail)

@@ -112,6 +112,9 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A second factor for an account whose address nobody proved (Firebase's `UNVERIFIED_EMAIL`).
     public static let unprovedEmailSecondFactor = AccountError(
         .emailNotVerified, "A second factor guards a proved email address: verify the account's email first, then enrol.")
+    /// An email change of an anonymous user, who could not sign in with the address (the change ends every session).
+    public static let anonymousEmailChange = AccountError(
+        .invalidRequest, "An anonymous user adds an email address with a password or a provider (an upgrade), not by an email change.")
     /// An address nobody proved, for an account with second factors.
     public static let unprovedEmailWithSecondFactor = AccountError(
         .emailNotVerified,

@@ -135,6 +135,7 @@ extension UserAccount {
             }
             if purpose == .verifyEmail, isEmailVerified, !allowingVerifiedAddress { throw .emailAlreadyVerified }
         case .changeEmail:
+            try checkEmailChange()
             if let current = self.email, ExternalIdentity.normalize(current) == ExternalIdentity.normalize(email) {
                 throw .invalidRequest("That is already the account's email address.")
             }
@@ -188,6 +189,12 @@ extension UserAccount {
         return (code, nil)
     }
 
+    /// A change confirmed ends every session, and an anonymous user has no sign-in to come back with: it would keep an
+    /// address it cannot use, and stay anonymous (for `tether sweep anonymous`). It adds one by an upgrade.
+    public func checkEmailChange() throws(AccountError) {
+        guard !isAnonymous else { throw .anonymousEmailChange }
+    }
+
     /// A reset code sets `passwordHash`: the address is proved, so it is marked verified, and when it was
     /// not verified before, every credential that does not vouch for it goes (the takeover rule of a
     /// trusted provider, for the same reason: whoever set them may not own the address). Every session ends.
@@ -225,6 +232,7 @@ extension UserAccount {
         case .verifyEmail:
             return [used] + (isEmailVerified ? [] : [.emailVerified(.init(provider: "email", personal: PersonalData(email: bound)))])
         case .changeEmail:
+            try checkEmailChange()
             // Other pending changes would move the account again: they are withdrawn.
             let changed = [used] + withdrawing([.changeEmail], except: code.id) + (try changeEmail(to: bound, verified: true))
             return changed + revoking(now: now, reason: "revoked", after: changed)

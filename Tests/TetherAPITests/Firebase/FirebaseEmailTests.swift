@@ -104,6 +104,15 @@ struct FirebaseEmailTests {
                 "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(idToken), "newEmail": "taken@example.com",
             ]))
             #expect(exists.errorMessage == "EMAIL_EXISTS")
+            // An anonymous user takes no address by a change (it would end its only session): refused before the
+            // address is looked up, so it tells nothing about whether the address has an account.
+            let anonymous = try #require(try await firebase.call("accounts:signUp", .object(["returnSecureToken": true])).string("idToken"))
+            for address in ["taken@example.com", "anon.free@example.com"] {
+                let refused = try await firebase.call("accounts:sendOobCode", .object([
+                    "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(anonymous), "newEmail": .string(address),
+                ]))
+                #expect(refused.errorMessage?.hasPrefix("OPERATION_NOT_ALLOWED") == true, "\(address): \(refused.text)")
+            }
             let change = try await firebase.call("accounts:sendOobCode", .object([
                 "requestType": "VERIFY_AND_CHANGE_EMAIL", "idToken": .string(idToken), "newEmail": "bea@new.example",
             ]))
