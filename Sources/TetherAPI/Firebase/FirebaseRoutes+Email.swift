@@ -96,6 +96,8 @@ extension FirebaseRoutes {
             // An admin's VERIFY_EMAIL of an unknown address is USER_NOT_FOUND (firebase-admin's UserNotFoundError);
             // only PASSWORD_RESET's is EMAIL_NOT_FOUND (WIRE-FACTS §3a).
             if error.reason == .notFound, purpose == .verifyEmail { throw FirebaseError.userNotFound }
+            // Only a reset's limit has a code of its own; the SDKs map neither to the other's (WIRE-FACTS §6b).
+            if error.reason == .rateLimited, purpose != .passwordReset { throw FirebaseError("TOO_MANY_ATTEMPTS_TRY_LATER", error.detail) }
             throw Self.oobError(error)
         }
         return .object(answer)

@@ -142,6 +142,21 @@ struct FirebaseEmailTests {
 
     /// A confirmed `verifyBeforeUpdateEmail` voids every earlier token, as Firebase's moves `validSince`: whether
     /// the code comes back through `accounts:update` or through the link of its mail.
+    /// A verification mail past the user's limit is `TOO_MANY_ATTEMPTS_TRY_LATER`, which the SDKs map (the iOS SDK's
+    /// tooManyRequests); `RESET_PASSWORD_EXCEED_LIMIT` is a reset's only, and the iOS SDK would read it as internal.
+    @Test func aVerificationMailPastTheLimitIsTooManyAttempts() async throws {
+        try await FirebaseApp.run { firebase in
+            let idToken = try #require(try await signUp(firebase, "many@example.com").string("idToken"))
+            var refusal: FirebaseAnswer?
+            for _ in 0..<30 {
+                let sent = try await firebase.call("accounts:sendOobCode", .object(["requestType": "VERIFY_EMAIL", "idToken": .string(idToken)]))
+                if sent.status != 200 { refusal = sent; break }
+            }
+            let refused = try #require(refusal, "no limit in 30 mails")
+            #expect(refused.errorMessage?.hasPrefix("TOO_MANY_ATTEMPTS_TRY_LATER") == true, "\(refused.text)")
+        }
+    }
+
     @Test func aConfirmedEmailChangeVoidsEarlierTokens() async throws {
         try await FirebaseApp.run { firebase in
             for (index, throughTheLink) in [false, true].enumerated() {
