@@ -253,6 +253,23 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// A reset's revocation is dated when it is written, after the password's hash, not when the request came: tokens
+    /// a session refreshed while the hash ran would otherwise be dated after it, and a backend checking `iat` against
+    /// `validSince` (firebase-admin's check_revoked) would take them.
+    @Test func aResetRevokesAsOfItsWriteNotItsRequest() async throws {
+        try await DevService.run { service in
+            _ = try await signUp(service, "dated@example.com")
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "dated@example.com"]).status == 202)
+            let code = try await service.lastMail(to: "dated@example.com").code
+            let started = Date()
+            // A request that came a minute ago (its context's time), whose hash and write happen now.
+            let account = try await service.service.emailFlows.resetPassword(
+                code: code, newPassword: "a new password 1", context: CommandContext(now: started.addingTimeInterval(-60)))
+            let validSince = try #require(account.validSince)
+            #expect(validSince >= started, "validSince \(validSince) is the request's time, before \(started)")
+        }
+    }
+
     @Test func anEmailChangeMovesTheAccountAndTheOldAddressCanUndoIt() async throws {
         try await DevService.run { service in
             let ada = try await signUp(service, "ada@example.com")
