@@ -7,8 +7,10 @@ import TetherPostgres
 extension Commands {
     static func webhooks(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config", "url", "events", "from"], switchFlags: ["json", "no-personal"])
-        guard let action = options.positionals.first else {
-            throw UsageError("tether webhooks needs an action: create, list, disable, enable, delete, rotate-secret or replay")
+        let actions = "create, list, disable, enable, delete, rotate-secret or replay"
+        guard let action = options.positionals.first else { throw UsageError("tether webhooks needs an action: \(actions)") }
+        guard ["create", "list", "disable", "enable", "delete", "rotate-secret", "replay"].contains(action) else {
+            throw UsageError("unknown action \"\(action)\" (\(actions))")
         }
         if action == "list", options.positionals.count > 1 { throw UsageError("tether webhooks list takes no arguments besides its options") }
         let configuration = try loadConfiguration(options)
@@ -28,7 +30,7 @@ extension Commands {
         }
         // Every action but delete writes or reads a subscription's secret (an enable or disable answers the subscription,
         // secret and all, after its change): the key that wraps it is checked before anything changes.
-        try await withDatabase(options, for: "tether webhooks", storingSecrets: ["create", "list", "disable", "enable", "rotate-secret", "replay"].contains(action)) { database in
+        try await withDatabase(options, for: "tether webhooks", storingSecrets: action != "delete") { database in
             let store = WebhookStore(database: database, policy: policy)
             switch action {
             case "create":
@@ -87,7 +89,7 @@ extension Commands {
                 }
                 print("webhook \(id.lowercasedText) delivers again from \(changed.cursor)")
             default:
-                throw UsageError("unknown action \"\(action)\" (create, list, disable, enable, delete, rotate-secret or replay)")
+                throw UsageError("unknown action \"\(action)\" (\(actions))")
             }
         }
     }

@@ -244,10 +244,8 @@ extension FirebaseRoutes {
         let context = context(request, user: account.id)
         if let claims {
             // The user's own: a sign-in of the last five minutes unless anonymous, and a session still live.
-            do {
-                try await accounts.eraseByOwner(
-                    userId: account.id, sessionId: claims.sessionId, authTime: claims.authTime, reason: "firebase accounts:delete", context: context)
-            } catch let error as AccountError { throw FirebaseError(converting: error) }
+            try await accounts.eraseByOwner(
+                userId: account.id, sessionId: claims.sessionId, authTime: claims.authTime, reason: "firebase accounts:delete", context: context)
         } else {
             try await accounts.erase(userId: account.id, reason: "firebase accounts:delete", context: context)
         }

@@ -176,7 +176,7 @@ extension ParseRoutes {
            let (email, verified) = extras.map(\.identity).first(where: { $0.email != nil }).map({ ($0.email, $0.isEmailVerified) })
                ?? passwordEmail.map({ ($0, false) }) {
             let holder = try await accounts.read(userId)
-            if holder.email == nil { do { try holder.checkAddress(email, verified: verified) } catch { throw ParseError(converting: error) } }
+            if holder.email == nil { try holder.checkAddress(email, verified: verified) }
         }
         let context = context(request, caller)
         // The password is checked against the address's sign-up places and hashed before anything is written: a

@@ -69,7 +69,7 @@ extension V1Routes {
             }
         }
         router.post("/v1/mfa/verify") { request in
-            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) {
+            try await handingOutSession(request) {
                 let body = try request.decodeJSON(VerifyBody.self)
                 let pending = try await pendingCredentials.read(body.mfaPendingCredential)
                 let jkt = try await proofKey(of: request)

@@ -60,10 +60,10 @@ public struct V1Routes: Sendable {
     /// Adds the routes to `router`.
     public func register(on router: inout Router) {
         router.post("/v1/sign-up") { request in
-            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await signUp(request) }
+            try await handingOutSession(request) { try await signUp(request) }
         }
         router.post("/v1/sign-in") { request in
-            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await signIn(request) }
+            try await handingOutSession(request) { try await signIn(request) }
         }
         router.get("/v1/users/me") { request in
             let claims = try await authenticate(request)
@@ -91,7 +91,7 @@ public struct V1Routes: Sendable {
             }
         }
         router.post("/v1/sessions/refresh") { request in
-            try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }) { try await refresh(request) }
+            try await handingOutSession(request) { try await refresh(request) }
         }
         router.post("/v1/sign-out") { request in
             try await once(request, endsItsSession: true) { claims in
@@ -273,6 +273,12 @@ public struct V1Routes: Sendable {
     func proofKey(of request: HTTPRequest) async throws -> String? {
         guard request.headers["DPoP"] != nil else { return nil }
         return try await dpop.verifyProof(in: request)
+    }
+
+    /// Runs a route that hands out a session once per `Idempotency-Key`: a kept answer whose session is bound to a key
+    /// is given again only with a fresh proof by that key (``IdempotentRequests/respond(to:principal:subject:proofKey:_:)``).
+    func handingOutSession(_ request: HTTPRequest, _ handler: () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        try await idempotency.respond(to: request, principal: nil, proofKey: { try await proofKey(of: request) }, handler)
     }
 
     /// A session to open with `/v1`'s kind of secret (a refresh token), and that token.
