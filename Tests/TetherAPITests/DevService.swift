@@ -31,12 +31,13 @@ struct DevService: Sendable {
     static func run(
         settings: [String: String] = [:], sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
         metricsCollectors: [any MetricsCollector] = [], providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls,
-        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum, _ body: (DevService) async throws -> Void
+        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum, passwords: any PasswordHashing = RunningService.quickPasswords,
+        _ body: (DevService) async throws -> Void
     ) async throws {
         let database = try await TestDatabase.make()
         let running = try await RunningService.start(
             databaseURL: database.url, values: settings, devIdP: true, sms: sms, mail: mail, metricsCollectors: metricsCollectors,
-            providerCalls: providerCalls, appleRevalidateMinimum: appleRevalidateMinimum)
+            providerCalls: providerCalls, appleRevalidateMinimum: appleRevalidateMinimum, passwords: passwords)
         let harness = DevService(
             service: running.service, client: running.client, idp: running.idp!.client(), idpServer: running.idp!.server,
             port: running.service.server.boundPort, database: database, admin: database.client(asServiceRole: false, maxConnections: 2))

@@ -36,13 +36,12 @@ struct RunningService: Sendable {
 
     /// Starts a service over `databaseURL` with `values`; with `devIdP`, its providers trust a dev identity
     /// provider on a server of its own, as `tether dev` wires them (and, like `tether dev`, in development
-    /// mode, unless `values` holds `TETHER_TEST_PRODUCTION`). Password hashing is a cheap scrypt: the
-    /// suites test the flows, not the work factor.
+    /// mode, unless `values` holds `TETHER_TEST_PRODUCTION`). Passwords are hashed by `passwords`.
     static func start(
         databaseURL: String, values: [String: String], devIdP: Bool, sms: (any SMSSender)? = nil, mail: (any MailSender)? = nil,
         metricsCollectors: [any MetricsCollector] = [], webhookDelivery: WebhookDeliverer.Configuration = RunningService.fastWebhooks,
         providerCalls: ProviderCallWorker.Configuration = RunningService.quietProviderCalls,
-        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum
+        appleRevalidateMinimum: TimeInterval = GrantRevalidation.appleMinimum, passwords: any PasswordHashing = RunningService.quickPasswords
     ) async throws -> RunningService {
         let idp = devIdP ? try DevIdPServer.start() : nil
         var configuration = idp?.configuration ?? [:]
@@ -52,7 +51,7 @@ struct RunningService: Sendable {
             let service = try TetherService(
                 configuration: try TetherConfiguration(values: configuration), databaseURL: databaseURL,
                 logger: Logger(sink: .discarding),
-                passwords: ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)),
+                passwords: passwords,
                 sms: sms ?? idp?.devIdP.smsOutbox, mail: mail ?? idp?.devIdP.mailOutbox, metricsCollectors: metricsCollectors,
                 development: devIdP && values["TETHER_TEST_PRODUCTION"] == nil, webhookDelivery: webhookDelivery,
                 providerCallsConfiguration: providerCalls, appleRevalidateMinimum: appleRevalidateMinimum)
@@ -63,6 +62,9 @@ struct RunningService: Sendable {
             throw error
         }
     }
+
+    /// scrypt at a small work factor: the suites test the flows, not the work factor.
+    static var quickPasswords: ScryptPasswordHasher { ScryptPasswordHasher(parameters: .init(logN: 10, blockSize: 8, parallelism: 1)) }
 
     /// Webhook delivery as tests want it: looking for work every 50 ms, retrying after 50 ms.
     static let fastWebhooks: WebhookDeliverer.Configuration = {

@@ -19,6 +19,16 @@ public struct CommandContext: Sendable {
         self.metadata = metadata
         self.now = now
     }
+
+    /// The same command dated now, never earlier than it was: what a command writes after slow work (a password's
+    /// hash, hundreds of milliseconds) is dated when it is written. A revocation dated at the request's start
+    /// would come before the tokens a session was given while the hash ran, and a backend comparing `iat` with
+    /// `validSince` (firebase-admin's check_revoked) would take them.
+    public var asOfNow: CommandContext {
+        var dated = self
+        dated.now = max(now, Date())
+        return dated
+    }
 }
 
 /// The outcome of a successful first-factor sign-in.

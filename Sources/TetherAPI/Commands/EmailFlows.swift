@@ -251,9 +251,7 @@ public struct EmailFlows: Sendable {
             do { isUsable = usable(try await accounts.read(userId)) } catch let error as AccountError where error.reason == .notFound {}
         }
         let hash = isUsable ? try await commands.hashPassword(newPassword) : nil
-        // The revocation is dated after the hash (hundreds of milliseconds), not when the request came: tokens a session
-        // refreshed meanwhile would otherwise be dated after it, and pass firebase-admin's check_revoked (iat < validSince).
-        let context = { var dated = context; dated.now = max(context.now, Date()); return dated }()
+        let context = context.asOfNow
         return try await accounts.use(
             codeHash: codeHash, of: userId, for: [.passwordReset], presentedFor: .passwordReset, context: context
         ) { account, found in

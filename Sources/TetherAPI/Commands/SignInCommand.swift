@@ -253,7 +253,8 @@ public struct AccountCommands: Sendable {
 
     /// An admin sets a user's password: added on the user's email when they have none; every earlier token ends.
     public func setPassword(userId: UUID, password: String, context: CommandContext) async throws -> UserAccount {
-        try await accounts.setPassword(userId: userId, passwordHash: try await hashPassword(password), context: context)
+        let hash = try await hashPassword(password)
+        return try await accounts.setPassword(userId: userId, passwordHash: hash, context: context.asOfNow)
     }
 
     /// Whether `text` is an email address as sign-ups require it.

@@ -170,6 +170,10 @@ extension FirebaseRoutes {
 
         // One command: every change below is written in one transaction, or none is (a password another
         // account signs in with, found at commit, leaves the name given with it unchanged too).
+        // The password is hashed (hundreds of milliseconds) before the command is dated, so the sessions it ends are
+        // ended after every token they were given meanwhile (``CommandContext/asOfNow``).
+        var hash: String?
+        if let password { hash = try await commands.hashPassword(password) }
         let command = context(request, user: userId), now = command.now
         var steps: [AccountService.FollowUp] = []
         // The factors go first: an address moved or marked unproved beside `mfa: {}` guards none any more.
@@ -193,8 +197,7 @@ extension FirebaseRoutes {
         if let revokedAt { steps.append { try $0.revokeAllSessions(now: revokedAt) } }
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
         var opened: (session: NewSession, refreshToken: String)?
-        if let password {
-            let hash = try await commands.hashPassword(password)
+        if let hash {
             if isAdmin {
                 steps.append { try $0.setPassword(hash, now: now) }
             } else {

@@ -489,9 +489,21 @@ extension ParseRoutes {
 
         // 2. Apply, as one command: the factors' removal, the links (a new password's included), a changed
         // password, the unlinks and the verification mark are all written, or none of them.
-        let context = context(request, caller)
+        let requested = context(request, caller)
         let authTime = caller.session?.authTime
         let callerSession = caller.session?.id
+        // A password is hashed (hundreds of milliseconds) before the command is dated, so the sessions it ends are
+        // ended after every token they were given meanwhile (``CommandContext/asOfNow``).
+        var passwordLink: AccountService.Link?, passwordHash: String?
+        if let password = credentials.password {
+            if let newPasswordEmail {
+                // A first password needs a recent log-in of a user who has another way in, as on /v1.
+                passwordLink = try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime, context: requested)
+            } else {
+                passwordHash = try await commands.hashPassword(password)
+            }
+        }
+        let context = credentials.password == nil ? requested : requested.asOfNow
         let preceding: AccountService.FollowUp = { state in
             // The session the request came with must still be live here, under the user's lock: a revocation or a
             // log-out that ended it while the request was checked (a password hashed) leaves it nothing to change.
@@ -503,16 +515,14 @@ extension ParseRoutes {
         var newToken: String?
         // A password, new or changed, ends every session and answers a new token (Parse's
         // revokeSessionOnPasswordReset and generateNewSession, for any password a user's PUT sets).
-        if let password = credentials.password {
+        if credentials.password != nil {
             let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
             newToken = token
-            if let newPasswordEmail {
-                // A first password needs a recent log-in of a user who has another way in, as on /v1.
-                links.append(try await commands.passwordLink(email: newPasswordEmail, password: password, authTime: authTime, context: context))
+            if let passwordLink {
+                links.append(passwordLink)
                 after.append { try $0.restartingSessions(with: session, continuing: callerSession, now: context.now) }
-            } else {
-                let hash = try await commands.hashPassword(password)
-                after.append { try $0.changePassword(passwordHash: hash, session: session, continuing: callerSession, now: context.now) }
+            } else if let passwordHash {
+                after.append { try $0.changePassword(passwordHash: passwordHash, session: session, continuing: callerSession, now: context.now) }
             }
         }
         for provider in unlinks {
