@@ -631,6 +631,15 @@ struct V1SessionsTests {
             #expect(badToken.status == 401 && badToken.headers.values(for: "WWW-Authenticate") == [#"Bearer error="invalid_token""#])
             let unknownRefresh = try await app.refresh(RefreshTokens.generate())
             #expect(unknownRefresh.headers.values(for: "WWW-Authenticate") == [#"Bearer error="invalid_token""#])
+            // No token, or one in a scheme Tether does not take: a challenge without an error code (RFC 6750 §3.1).
+            for headers: KeyValuePairs<String, String> in [[:], ["Authorization": "Basic YWRhOnNlY3JldA=="]] {
+                let none = try await app.client.get("/v1/users/me", headers: headers)
+                let code = try none.json["code"]?.string
+                #expect(none.status == 401 && code == "invalid_token", "\(none.bodyText)")
+                let challenges = none.headers.values(for: "WWW-Authenticate")
+                #expect(challenges.count == 1 && challenges[0].hasPrefix(#"Bearer, DPoP algs=""#) && challenges[0].contains("ES256"), "\(challenges)")
+                #expect(!challenges.contains { $0.contains("error") }, "\(challenges)")
+            }
         }
     }
 

@@ -42,6 +42,8 @@ public struct TokenError: ReasonCodedError, ProblemConvertible {
     /// The same refusal of a request made in the DPoP scheme (RFC 9449 §7.1), with the algorithms a proof may use.
     static let dpopTokenChallenge = #"DPoP error="invalid_token", algs=""# + proofAlgorithms + "\""
     static let proofChallenge = #"DPoP error="invalid_dpop_proof", algs=""# + proofAlgorithms + "\""
+    /// The challenge of a request that sent no access token (RFC 6750 §3.1: no error code): either scheme will do.
+    static let noTokenChallenge = #"Bearer, DPoP algs=""# + proofAlgorithms + "\""
 
     /// 401 with the `WWW-Authenticate` challenge of the scheme concerned (RFC 6750 §3, RFC 9449 §7.1).
     public var problem: Problem {

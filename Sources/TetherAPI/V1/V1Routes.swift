@@ -190,14 +190,18 @@ public struct V1Routes: Sendable {
     }
 
     /// A refused token of a request made in the DPoP scheme is challenged in that scheme (RFC 9449 §7.1), not Bearer's.
+    /// A request that sent no token, or one in a scheme Tether does not take, is challenged in both schemes without an
+    /// error code (RFC 6750 §3.1): it has no session to throw away.
     private func challengingInItsScheme<T>(_ request: HTTPRequest, _ work: () async throws -> T) async throws -> T {
         do {
             return try await work()
         } catch {
-            guard request.authorization?.scheme == "dpop", var problem = Problem(converting: error),
-                  problem.headers["WWW-Authenticate"] == TokenError.tokenChallenge
-            else { throw error }
-            problem.headers["WWW-Authenticate"] = TokenError.dpopTokenChallenge
+            guard var problem = Problem(converting: error), problem.headers["WWW-Authenticate"] == TokenError.tokenChallenge else { throw error }
+            switch request.authorization?.scheme {
+            case "bearer": throw error
+            case "dpop": problem.headers["WWW-Authenticate"] = TokenError.dpopTokenChallenge
+            default: problem.headers["WWW-Authenticate"] = TokenError.noTokenChallenge
+            }
             throw problem
         }
     }
