@@ -588,8 +588,10 @@ extension ParseRoutes {
         }
         guard let session = caller.session else { throw ParseError(ParseError.sessionMissing, "Insufficient auth to delete user") }
         guard ParseUser.objectId(of: session.userId) == objectId else { throw ParseError(ParseError.sessionMissing, "Insufficient auth.") }
+        // The erasure drops the answers kept for the user's retries, but for this request's own: its retry gets `{}`.
+        let claim = request.headers["x-parse-request-id"].map { IdempotentRequests.scope(of: request, principal: session.id, key: $0) }
         try await accounts.eraseByOwner(
-            userId: session.userId, sessionId: session.id, authTime: nil, reason: "deleted by the user (Parse)", context: context)
+            userId: session.userId, sessionId: session.id, authTime: nil, reason: "deleted by the user (Parse)", claim: claim, context: context)
         return SurfaceJSON.response(.object([:]))
     }
 

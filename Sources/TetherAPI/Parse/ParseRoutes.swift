@@ -64,14 +64,14 @@ public struct ParseRoutes: Sendable {
             try await answer(request, writes: true) { caller in try await update(request, caller) }
         }
         router.delete("/parse/users/{id}") { request in
-            try await answer(request) { caller in try await delete(request, caller) }
+            try await answer(request, writes: true, endsItsSession: true) { caller in try await delete(request, caller) }
         }
         router.get("/parse/users/me") { request in
             try await answer(request) { caller in try await me(caller) }
         }
         // Parse Server has no `me` of its own for a delete: `me` is an objectId like any (no user has it).
         router.delete("/parse/users/me") { request in
-            try await answer(request) { caller in try await delete(request, caller) }
+            try await answer(request, writes: true, endsItsSession: true) { caller in try await delete(request, caller) }
         }
         router.get("/parse/users/{id}") { request in
             try await answer(request) { caller in try await fetch(request, caller) }
@@ -114,22 +114,27 @@ public struct ParseRoutes: Sendable {
     /// Checks the application id and keys, finds the caller, runs `body` once per `X-Parse-Request-Id`
     /// (for writes) and answers whatever it throws as a Parse error.
     ///
-    /// - Parameter invalidSession: the error for a session token that names no live session; nil lets
-    ///   the route run without a caller (log-out answers `{}` whatever the token).
+    /// - Parameters:
+    ///   - invalidSession: the error for a session token that names no live session; nil lets the route run
+    ///     without a caller (log-out answers `{}` whatever the token).
+    ///   - endsItsSession: the route ends the session it came with (a user's deletion): a retry gets its first
+    ///     answer, whatever that answer holds.
     func answer(
-        _ request: HTTPRequest, writes: Bool = false, invalidSession: ParseError? = .invalidSession,
+        _ request: HTTPRequest, writes: Bool = false, invalidSession: ParseError? = .invalidSession, endsItsSession: Bool = false,
         _ body: @escaping (Caller) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         do {
             let caller = try await authorize(request)
             let key = writes ? request.headers["x-parse-request-id"] : nil
             if caller.master == nil, let token = caller.unknownToken {
-                // A retry of the request that ended this session (a password change) gets that request's answer: one
-                // that hands out a session, within the window (159 after it, as any retry) and while that session is
-                // live. Any other answer of an ended session (recovery codes) is no longer its caller's: 209.
+                // A retry of the request that ended this session (a password change, a deletion) gets that request's
+                // answer, within the window (159 after it, as any retry): one that hands out a session while that
+                // session is live, and a deletion's. Any other answer of an ended session (recovery codes) is no
+                // longer its caller's: 209.
                 if let key, let ended = try await sessions.anySessionId(token) {
                     switch try await idempotency.storedAnswer(to: request, key: key, principal: ended, stillHolds: {
-                        IdempotentRequests.handsOutSession($0) ? try await liveSessionOrNone($0) : false
+                        if endsItsSession { return true }
+                        return IdempotentRequests.handsOutSession($0) ? try await liveSessionOrNone($0) : false
                     }) {
                     case .answer(let stored)?: return stored
                     case .pastWindow?: return ParseError.duplicate.response

@@ -43,6 +43,25 @@ struct ParseUserDeleteTests {
         }
     }
 
+    /// Parse SDKs send a write again with the same `X-Parse-Request-Id` when its answer was lost: a delete that
+    /// went through gets its first `{}` back, not 209 for the session it ended (which would tell the app the
+    /// deletion failed). Another request with that token is still 209.
+    @Test func aRetriedDeleteGetsItsFirstAnswer() async throws {
+        try await ParseApp.run { parse in
+            let dora = try await parse.logIn("apple", ["id": "apple-delete-dora", "token": try await parse.appleToken("apple-delete-dora")])
+            let doraId = try #require(dora.string("objectId")), doraToken = try #require(dora.string("sessionToken"))
+            let headers = ParseApp.Headers(session: doraToken, requestId: UUID().uuidString)
+            let deleted = try await parse.send("DELETE", "/users/\(doraId)", headers)
+            #expect(deleted.status == 200 && deleted.text == "{}", "\(deleted.text)")
+            let retried = try await parse.send("DELETE", "/users/\(doraId)", headers)
+            #expect(retried.status == 200 && retried.text == "{}", "\(retried.text)")
+            #expect(try await parse.app.eventCount("UserErased") == 1)
+            let another = try await parse.send("DELETE", "/users/\(doraId)", .init(session: doraToken, requestId: UUID().uuidString))
+            #expect(another.code == 209, "\(another.text)")
+            #expect(try await parse.send("GET", "/users/me", .init(session: doraToken)).code == 209)
+        }
+    }
+
     /// The master key erases anyone, as its admin key's action; an unknown or erased user is 101.
     @Test func theMasterKeyDeletesAnyUserAsItsAdminKeysAction() async throws {
         try await ParseApp.run { parse in
