@@ -84,6 +84,63 @@ struct V1SessionsTests {
 
     /// `DELETE /v1/users/me`: a user erases themselves, with a sign-in of the last five minutes (erasure cannot be
     /// undone, so a stolen or refreshed token must not do it), once: a retry with its key gets the kept 204.
+    /// A user sees where they are signed in, on every surface, and ends one of those sessions (a lost phone's)
+    /// from another: that session's tokens stop working, the others go on. Another user's session, an ended
+    /// one or a malformed id is 404 and ends nothing.
+    @Test func aUserListsTheirSessionsAndEndsOne() async throws {
+        try await DevService.run(settings: ["TETHER_PARSE_APP_ID": ParseApp.appID]) { app in
+            let phone = try await app.signedIn(try await app.apple("apple-devices"))
+            let laptop = try await app.signedIn(try await app.apple("apple-devices"))
+            let parse = ParseApp(app: app)
+            let viaParse = try await parse.logIn("apple", ["id": "apple-devices", "token": try await parse.appleToken("apple-devices")])
+            let parseToken = try #require(viaParse.string("sessionToken"), "\(viaParse.text)")
+            let stranger = try await app.signedIn(try await app.apple("apple-devices-stranger"))
+            let onPhone: KeyValuePairs<String, String> = ["Authorization": "Bearer \(phone.session.accessToken)"]
+
+            let listed = try await app.client.get("/v1/users/me/sessions", headers: onPhone)
+            #expect(listed.status == 200, "\(listed.bodyText)")
+            let sessions = try listed.json["sessions"]?.elements ?? []
+            let v1 = sessions.filter { $0["surface"]?.string == "v1" }
+            #expect(v1.compactMap { $0["id"]?.string } == [laptop.session.id, phone.session.id], "newest first: \(listed.bodyText)")
+            #expect(v1.map { $0["current"] } == [.bool(false), .bool(true)])
+            #expect(sessions.count == 3 && sessions.filter { $0["surface"]?.string == "parse" }.count == 1, "\(listed.bodyText)")
+            #expect(!listed.bodyText.contains(phone.session.refreshToken) && !listed.bodyText.contains(parseToken), "no secret is shown")
+
+            let events = try await app.totalEvents()
+            for id in [stranger.session.id, UUID().uuidString, "not-a-session"] {
+                let refused = try await app.client.delete("/v1/users/me/sessions/\(id)", headers: onPhone)
+                let code = try refused.json["code"]?.string
+                #expect(refused.status == 404 && code == "not_found", "\(id): \(refused.bodyText)")
+                #expect(refused.headers.values(for: "WWW-Authenticate").isEmpty, "the caller's own session is fine")
+            }
+            #expect(try await app.totalEvents() == events, "a refused end writes nothing")
+            #expect(try await app.me(stranger.session.accessToken).status == 200)
+
+            // The laptop's session ends from the phone, once for a retry with the same key.
+            let retry: KeyValuePairs<String, String> = ["Authorization": "Bearer \(phone.session.accessToken)", "Idempotency-Key": "end-laptop"]
+            let ended = try await app.client.delete("/v1/users/me/sessions/\(laptop.session.id)", headers: retry)
+            #expect(ended.status == 204, "\(ended.bodyText)")
+            let replayed = try await app.client.delete("/v1/users/me/sessions/\(laptop.session.id)", headers: retry)
+            #expect(replayed.status == 204 && replayed.headers.values(for: "Idempotent-Replayed") == ["true"])
+            #expect(try await app.eventCount("SessionEnded", userId: phone.user.id) == 1)
+            #expect(try await app.me(laptop.session.accessToken).status == 401)
+            #expect(try await app.refresh(laptop.session.refreshToken).status == 401)
+            #expect(try await app.me(phone.session.accessToken).status == 200)
+            let again = try await app.client.delete("/v1/users/me/sessions/\(laptop.session.id)", headers: onPhone)
+            #expect(again.status == 404, "an ended session: \(again.bodyText)")
+
+            // The Parse app's session ends from /v1 too, and then the phone's own (a sign-out).
+            let parseId = try #require(sessions.first { $0["surface"]?.string == "parse" }?["id"]?.string)
+            #expect(try await app.client.delete("/v1/users/me/sessions/\(parseId)", headers: onPhone).status == 204)
+            #expect(try await parse.send("GET", "/users/me", .init(session: parseToken)).code == 209)
+            let remaining = try await app.client.get("/v1/users/me/sessions", headers: onPhone)
+            #expect(try remaining.json["sessions"]?.elements.compactMap { $0["id"]?.string } == [phone.session.id])
+            #expect(try await app.client.delete("/v1/users/me/sessions/\(phone.session.id)", headers: onPhone).status == 204)
+            #expect(try await app.me(phone.session.accessToken).status == 401)
+            #expect(try await app.client.get("/v1/users/me/sessions", headers: onPhone).status == 401)
+        }
+    }
+
     @Test func aUserErasesThemselvesWithARecentSignInOnce() async throws {
         try await DevService.run { app in
             let user = try await app.signedIn(try await app.apple("apple-self-erase", email: "self.erase@example.com"))

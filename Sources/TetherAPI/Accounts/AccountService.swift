@@ -294,7 +294,13 @@ public struct AccountService: Sendable {
     /// Ends one session.
     @discardableResult
     public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws -> UserAccount {
-        try await change(userId, context) { try $0.signOut(session: sessionId) }
+        try await endSession(sessionId, of: userId, by: sessionId, context: context)
+    }
+
+    /// Ends one of the user's sessions, from `caller`, a live session of theirs (``UserAccount/endSession(_:by:)``).
+    @discardableResult
+    public func endSession(_ sessionId: UUID, of userId: UUID, by caller: UUID, context: CommandContext) async throws -> UserAccount {
+        try await change(userId, context) { try $0.endSession(sessionId, by: caller) }
     }
 
     /// Ends every session of the user and voids every earlier token.

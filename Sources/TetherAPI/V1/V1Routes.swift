@@ -99,6 +99,18 @@ public struct V1Routes: Sendable {
                 return .noContent()
             }
         }
+        router.get("/v1/users/me/sessions") { request in
+            let claims = try await authenticate(request)
+            return try HTTPResponse.json(Self.liveSessions(of: try await accounts.read(claims.userId), current: claims.sessionId, now: Date()))
+        }
+        router.delete("/v1/users/me/sessions/{id}") { request in
+            // Ending the caller's own session ends the session the request came with: its retry gets the first 204.
+            try await once(request, endsItsSession: true) { claims in
+                guard let id = UUID(text: request.pathParameters["id"] ?? "") else { throw AccountError.sessionNotFound }
+                try await accounts.endSession(id, of: claims.userId, by: claims.sessionId, context: context(request, claims.userId))
+                return .noContent()
+            }
+        }
         router.post("/v1/users/me/sessions/revoke") { request in
             try await once(request, endsItsSession: true) { claims in
                 try await accounts.revokeAllSessions(userId: claims.userId, context: context(request, claims.userId))
@@ -173,6 +185,26 @@ public struct V1Routes: Sendable {
         let session = SessionBody(
             id: rotated.sessionId, accessToken: access.token, isBound: rotated.jkt != nil, expiresIn: access.expiresIn, refreshToken: next)
         return HTTPResponse.json(RefreshResponse(user: UserBody(rotated.account), session: session))
+    }
+
+    /// `{"sessions": […]}`: the user's live sessions, the newest first, on every surface (a Parse token past its
+    /// expiry is none), from the user's state. No secret of a session is shown, nor where it was opened from.
+    static func liveSessions(of account: UserAccount, current: UUID, now: Date) -> JSONValue {
+        let live = account.sessions.values.filter { $0.isActive && $0.expiresAt.map { $0 > now } ?? true }
+            .sorted { ($0.startedAt, $0.id.uuidString) > ($1.startedAt, $1.id.uuidString) }
+        func time(_ date: Date?) -> JSONValue { date.map { .string(ISO8601Milliseconds.format($0)) } ?? .null }
+        return ["sessions": .array(live.map { session in
+            [
+                "id": .string(session.id.lowercasedText),
+                "current": .bool(session.id == current),
+                "surface": .string(session.secretKind.surface),
+                "startedAt": time(session.startedAt),
+                "authTime": time(session.authTime),
+                "amr": .array(session.amr.map(JSONValue.string)),
+                "dpopBound": .bool(session.jkt != nil),
+                "expiresAt": time(session.expiresAt),
+            ]
+        })]
     }
 
     // MARK: Pieces

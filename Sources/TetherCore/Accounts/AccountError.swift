@@ -120,6 +120,8 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
         .emailNotVerified,
         "This account has a second factor, so its email address must be a proved one: prove it by mail, or use a credential whose provider verified it.")
     public static let mfaFactorNotFound = AccountError(.mfaFactorNotFound, "The user has no such second factor.")
+    /// A session to end that is none of the user's live ones.
+    public static let sessionNotFound = AccountError(.notFound, "The user has no live session with this id.")
     public static func invalidMFAPendingCredential(_ detail: String) -> AccountError { .init(.invalidMFAPendingCredential, detail) }
     public static func rateLimited(retryAfterSeconds: Int, _ detail: String) -> AccountError {
         .init(.rateLimited, detail, retryAfterSeconds: max(1, retryAfterSeconds))

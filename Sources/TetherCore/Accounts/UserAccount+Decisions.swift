@@ -50,6 +50,15 @@ public enum SessionSecretKind: String, Codable, Sendable, Hashable, CaseIterable
     /// refreshed; a Firebase refresh token stays the same for the session's life, as Firebase's does (two tabs
     /// refreshing at once, or a retry after a lost answer, must not sign the person out).
     public var rotates: Bool { self == .accessAndRefreshTokens }
+
+    /// The surface whose sessions hold this secret: `v1`, `parse` or `firebase`.
+    public var surface: String {
+        switch self {
+        case .accessAndRefreshTokens: "v1"
+        case .parseSessionToken: "parse"
+        case .firebaseTokens: "firebase"
+        }
+    }
 }
 
 /// The decisions of the user aggregate: each returns the events a command produces, or throws.
@@ -308,7 +317,14 @@ extension UserAccount {
 
     /// Ends one session (sign-out).
     public func signOut(session id: UUID) throws(AccountError) -> [AccountEvent] {
-        guard sessions[id]?.isActive == true else { throw .invalidToken }
+        try endSession(id, by: id)
+    }
+
+    /// The user ends one of their live sessions from a live one, `caller`: another device's, or the caller's own (a
+    /// sign-out). A session that is none of the user's, or that has ended, is ``AccountError/sessionNotFound``.
+    public func endSession(_ id: UUID, by caller: UUID) throws(AccountError) -> [AccountEvent] {
+        guard sessions[caller]?.isActive == true else { throw .invalidToken }
+        guard sessions[id]?.isActive == true else { throw .sessionNotFound }
         return [.sessionEnded(.init(sessionId: id, reason: "sign_out"))]
     }
 
