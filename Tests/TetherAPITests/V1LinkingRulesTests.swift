@@ -57,22 +57,22 @@ struct V1LinkingRulesTests {
             _ = try await app.link(try await app.google("google-stale", email: "stale@gmail.com"), to: owner.session.accessToken)
             let stale = try await app.accessToken(owner.session.accessToken, signedInSecondsAgo: 600)
             let events = try await app.admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self)
-            let password = try await app.link(app.password("intruder@example.com", "intruder's password"), to: stale)
+            let password = try await app.link(app.password("stale@privaterelay.appleid.com", "intruder's password"), to: stale)
             #expect(password.status == 401 && password.bodyText.contains("recent_login_required"), "\(password.bodyText)")
             let unlink = try await app.client.delete("/v1/users/me/identities/apple", headers: ["Authorization": "Bearer \(stale)"])
             #expect(unlink.status == 401 && unlink.bodyText.contains("recent_login_required"), "\(unlink.bodyText)")
             #expect(try await app.admin.query("SELECT count(*)::int AS n FROM events")[0].decode("n", as: Int.self) == events)
-            #expect(try await app.signIn(app.password("intruder@example.com", "intruder's password")).status == 401)
+            #expect(try await app.signIn(app.password("stale@privaterelay.appleid.com", "intruder's password")).status == 401)
 
             let facebook = try await app.link(try await app.facebook("fb-stale"), to: stale)
             #expect(facebook.status == 200, "a provider's fresh token proves that identity: \(facebook.bodyText)")
-            let short = try await app.link(app.password("stale@example.com", "short"), to: owner.session.accessToken)
+            let short = try await app.link(app.password("stale@privaterelay.appleid.com", "short"), to: owner.session.accessToken)
             let shortPointer = try short.json["pointer"]?.string
             #expect(short.status == 400 && shortPointer == "/credential/password", "\(short.bodyText)")
             let notAnEmail = try await app.link(app.password("stale@example", "the owner's password"), to: owner.session.accessToken)
             let notAnEmailPointer = try notAnEmail.json["pointer"]?.string
             #expect(notAnEmail.status == 400 && notAnEmailPointer == "/credential/email", "\(notAnEmail.bodyText)")
-            #expect(try await app.link(app.password("stale@example.com", "the owner's password"), to: owner.session.accessToken).status == 200)
+            #expect(try await app.link(app.password("stale@privaterelay.appleid.com", "the owner's password"), to: owner.session.accessToken).status == 200)
             let fresh = try await app.client.delete("/v1/users/me/identities/google", headers: ["Authorization": "Bearer \(owner.session.accessToken)"])
             #expect(fresh.status == 200, "\(fresh.bodyText)")
 
@@ -187,21 +187,35 @@ struct V1LinkingRulesTests {
         }
     }
 
-    /// A password linked on another address than the user's email proves nothing about that address: whoever does
-    /// prove it gets an account of their own, not the password's (which would let anyone squat an address by linking
-    /// a password to it), and the password still opens its own user.
-    @Test func aPasswordOnAnUnprovedAddressHoldsNothing() async throws {
+    /// A password signs in with the user's own address. Linked on another, it held that address for a user who
+    /// does not show it: the address's owner could then neither sign up with it, nor add a password on it after
+    /// proving it, nor reset it (a review's squat). It is refused and writes nothing; on the user's own address, or
+    /// for a user with none yet (whose address it becomes), it is linked.
+    @Test func aPasswordIsLinkedOnlyOnTheUsersOwnAddress() async throws {
         try await DevService.run { app in
             let owner = try await app.signedIn(try await app.apple("apple-pw-other", email: "pw@example.com"))
-            let linked = try await app.link(
+            let events = try await app.totalEvents()
+            let squat = try await app.link(
                 Credential(provider: "password", credential: ["email": "PW.Other@example.com", "password": "a long password"]),
                 to: owner.session.accessToken)
-            #expect(linked.status == 200)
-            let google = try await app.signIn(try await app.google("google-pw-other", email: "pw.other@example.com"))
-            #expect(google.status == 201, "\(google.bodyText)")
-            #expect(try google.decodeJSON(SignedIn.self).user.id != owner.user.id)
-            let password = try await app.signIn(app.password("pw.other@example.com", "a long password"))
-            #expect(try password.decodeJSON(SignedIn.self).user.id == owner.user.id)
+            let pointer = try squat.json["pointer"]?.string
+            #expect(squat.status == 400 && pointer == "/credential/email", "\(squat.bodyText)")
+            #expect(try await app.totalEvents() == events, "a refused link writes nothing")
+            let signUp = try await app.client.post("/v1/sign-up", json: ["email": "pw.other@example.com", "password": "the owner's password"])
+            #expect(signUp.status == 201, "the address's owner signs up with it: \(signUp.bodyText)")
+
+            let own = try await app.link(
+                Credential(provider: "password", credential: ["email": "PW@example.com", "password": "a long password"]), to: owner.session.accessToken)
+            #expect(own.status == 200, "\(own.bodyText)")
+            #expect(try await app.signIn(app.password("pw@example.com", "a long password")).decodeJSON(SignedIn.self).user.id == owner.user.id)
+
+            let noAddress = try await app.signedIn(try await app.facebook("fb-pw-no-address"))
+            #expect(noAddress.user.email == nil)
+            let first = try await app.link(
+                Credential(provider: "password", credential: ["email": "first.address@example.com", "password": "a long password"]),
+                to: noAddress.session.accessToken)
+            #expect(first.status == 200, "\(first.bodyText)")
+            #expect(try first.decodeJSON(UserEnvelope.self).user.email == "first.address@example.com")
         }
     }
 

@@ -58,6 +58,9 @@ public struct LinkCommand: Sendable {
     public var authTime: Date?
     /// What else the command decides on the user after the link, in the same transaction.
     public var followUp: AccountService.FollowUp?
+    /// For a password: its address becomes the user's email, unverified when it is another (Firebase's signUp with
+    /// an `idToken`), instead of having to be the user's own (``UserAccount/checkPasswordAddress(_:pointer:)``).
+    public var passwordBecomesTheEmail = false
 
     public init(
         credential: ProviderCredential, userId: UUID, context: CommandContext, authTime: Date? = nil,
@@ -134,13 +137,30 @@ public struct AccountCommands: Sendable {
         case .anonymous:
             throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         case .password(let email, let password):
+            let steps = [Self.passwordAddress(email, becomesTheEmail: command.passwordBecomesTheEmail)] + (command.followUp.map { [$0] } ?? [])
+            let now = command.context.now
+            let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
             return try await accounts.link(
                 [try await passwordLink(
                     email: email, password: password, pointer: "/credential", authTime: command.authTime, context: command.context)],
-                to: command.userId, context: command.context, followUp: command.followUp)
+                to: command.userId, context: command.context, followUp: followUp)
         default:
             return try await link(
                 try await verify(command.credential), to: command.userId, context: command.context, followUp: command.followUp)
+        }
+    }
+
+    /// The step that settles a linked password's address, on the state after the link (``LinkCommand/passwordBecomesTheEmail``).
+    static func passwordAddress(_ email: String, becomesTheEmail: Bool) -> AccountService.FollowUp {
+        guard becomesTheEmail else {
+            return { state in
+                try state.checkPasswordAddress(email, pointer: "/credential/email")
+                return []
+            }
+        }
+        return { state in
+            if state.email.map(ExternalIdentity.normalize) == ExternalIdentity.normalize(email) { return [] }
+            return try state.changeEmail(to: email, verified: false)
         }
     }
 

@@ -39,21 +39,19 @@ extension FirebaseRoutes {
                 // Its address becomes the user's email, unverified when it is another, as Firebase's signUp sets it:
                 // so the address is found, mailed and reset where it signs in, never held by a user who does not
                 // show it (the link has checked, under the address's lock, that no other user holds it).
-                account = try await commands.link(LinkCommand(
+                var link = LinkCommand(
                     credential: .password(email: email, password: password), userId: caller.account.id, context: context,
                     authTime: caller.claims.authTime
                 ) { linked in
                     try linked.deciding([
-                        { state in
-                            state.email.map(ExternalIdentity.normalize) == ExternalIdentity.normalize(email)
-                                ? [] : try state.changeEmail(to: email, verified: false)
-                        },
                         { state in try displayName.map { try state.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [] },
                         { [caller = caller.claims.sessionId] state in
                             try state.reissue(session, provider: ProviderName.password.rawValue, continuing: caller, now: context.now)
                         },
                     ], at: context.now)
-                })
+                }
+                link.passwordBecomesTheEmail = true
+                account = try await commands.link(link)
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }

@@ -520,6 +520,8 @@ extension ParseRoutes {
             newToken = token
             if let passwordLink {
                 links.append(passwordLink)
+                // On the user's own address (which it becomes for a user with none): checked after the link's recency.
+                after.append { state in try state.checkPasswordAddress(passwordLink.identity.uid); return [] }
                 after.append { try $0.restartingSessions(with: session, continuing: callerSession, now: context.now) }
             } else if let passwordHash {
                 after.append { try $0.changePassword(passwordHash: passwordHash, session: session, continuing: callerSession, now: context.now) }

@@ -186,6 +186,16 @@ extension UserAccount {
     /// A first password is a new way in: a user who has another adds one only with a sign-in of the last
     /// ``recentSignInWindow`` (`authTime`, when the surface knows it), so a stolen token cannot add the thief's.
     /// An anonymous user's upgrade is its only way to keep the account, and is not held to it.
+    /// A password added to a user signs in with the user's own address (a user with none yet takes the password's,
+    /// as with any first identity that has one). One on another address would hold that address for a user who does
+    /// not show it: its owner could then neither sign up with it, nor add a password on it, nor reset it.
+    public func checkPasswordAddress(_ address: String, pointer: String? = nil) throws(AccountError) {
+        guard let email, ExternalIdentity.normalize(email) != ExternalIdentity.normalize(address) else { return }
+        throw .invalidRequest(
+            "A password signs in with the account's own email address: add it on that address, or change the email first.",
+            pointer: pointer)
+    }
+
     public func checkPasswordAddition(authTime: Date?, now: Date) throws(AccountError) {
         guard let authTime, !isAnonymous else { return }
         try Self.requireRecentSignIn(authTime: authTime, now: now)

@@ -171,6 +171,28 @@ struct ParseLinkingTests {
         }
     }
 
+    /// A first password's username is the user's own email, when they have one: on another address it would hold
+    /// that address for a user who does not show it, whose owner could then neither sign up with it nor reset it.
+    /// 142, and nothing is written; on the user's own address it is added.
+    @Test func aFirstPasswordIsAddedOnlyOnTheUsersOwnEmail() async throws {
+        try await ParseApp.run { parse in
+            let apple = try await parse.logIn("apple", ["id": "apple-own-email", "token": try await parse.appleToken("apple-own-email", email: "own@example.com")])
+            let objectId = try #require(apple.string("objectId")), session = try #require(apple.string("sessionToken"))
+            let events = try await parse.accountEvents()
+            let squat = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: session), json: .object(["username": "someone.else@example.com", "password": "a new password"]))
+            #expect(squat.status == 400 && squat.code == 142, "\(squat.text)")
+            #expect(try await parse.accountEvents() == events)
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "someone.else@example.com", "password": "their password"]))
+            #expect(signUp.status == 201, "the address's owner signs up with it: \(signUp.text)")
+            let own = try await parse.send(
+                "PUT", "/users/\(objectId)", .init(session: session), json: .object(["username": "Own@example.com", "password": "a new password"]))
+            #expect(own.status == 200, "\(own.text)")
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "own@example.com", "password": "a new password"]))
+            #expect(logIn.string("objectId") == objectId, "\(logIn.text)")
+        }
+    }
+
     /// A `PUT` that links providers and a password, or unlinks several, and a log-in that links the request's
     /// other identities and a password, each write their changes as one command: all of them, or none.
     @Test func aPutsChangesAndALogInsLinksAreOneCommandEach() async throws {
