@@ -84,10 +84,12 @@ extension HTTPServer {
             return stragglers.count
         }
 
-        /// Maps a thrown error once for every route (``Problem/init(converting:)``); anything else is logged and answered 500.
+        /// Maps a thrown error once for every route (``Problem/init(converting:)``); anything else is logged and answered 500,
+        /// and so is an error converted to a 500 (a database's refusal no other case names), whose cause the answer does not say.
         private func problem(for error: any Error, from request: HTTPRequest) -> Problem {
-            if let problem = Problem(converting: error) {
-                return problem
+            let converted = Problem(converting: error)
+            if let converted, converted.status != 500 {
+                return converted
             }
             var line = LogLine(level: "error", message: "handler failed")
                 line.add("requestId", request.requestID)
@@ -95,7 +97,7 @@ extension HTTPServer {
                 line.add("path", request.path)
             line.add("error", String(reflecting: error))
             configuration.log.write(line.rendered)
-            return .internal
+            return converted ?? .internal
         }
 
         // MARK: Logging

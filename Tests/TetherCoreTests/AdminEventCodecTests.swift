@@ -47,4 +47,14 @@ struct AdminEventCodecTests {
             schema: stored.schema, data: stored.data, metadata: EventMetadata(), userId: stored.userId, occurredAt: Date())
         #expect(try AdminEventCodec.decode(recorded) == event)
     }
+
+    /// PostgreSQL's jsonb refuses an escaped NUL: a record quoting one (a refused request's cursor or path id) was
+    /// lost, and the read it recorded answered 500. NUL is stored as U+FFFD; a backslash before `u0000` is text.
+    @Test func aNULIsStoredAsTheReplacementCharacter() throws {
+        let quoted = AdminEvent.eventsRead(.init(userId: nil, after: "1\u{0}2 \\u0000 \\\u{0}", types: ["\u{0}"], returned: nil, status: 400))
+        let text = String(decoding: try AdminEventCodec.encode(quoted, id: Self.id).data, as: UTF8.self)
+        #expect(!text.replacingOccurrences(of: #"\\"#, with: "").contains(#"\u0000"#), "\(text)")
+        let read = try JSONDecoder().decode(AdminEvent.EventsRead.self, from: Data(text.utf8))
+        #expect(read.after == "1\u{FFFD}2 \\u0000 \\\u{FFFD}" && read.types == ["\u{FFFD}"], "\(text)")
+    }
 }

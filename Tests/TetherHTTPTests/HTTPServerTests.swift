@@ -20,6 +20,12 @@ private struct DatabaseExploded: Error, CustomStringConvertible {
     var description: String { "connection to 10.0.0.5 lost: password=hunter2" }
 }
 
+/// An error its module answers as the generic 500 (a database's refusal no case of its own names).
+private struct RefusedByTheDatabase: ProblemConvertible, CustomStringConvertible {
+    var description: String { "unsupported Unicode escape sequence" }
+    var problem: Problem { .internal }
+}
+
 private struct Greeting: Codable, Equatable {
     var name: String
     var times: Int
@@ -46,6 +52,7 @@ private func echoRouter() -> Router {
     router.get("/header/{name}") { request in .text("[" + (request.headers[request.pathParameters["name"] ?? ""] ?? "") + "]") }
     router.get("/locked") { _ in throw AccountLocked() }
     router.get("/explode") { _ in throw DatabaseExploded() }
+    router.get("/refused") { _ in throw RefusedByTheDatabase() }
     return router
 }
 
@@ -309,6 +316,19 @@ struct HTTPServerTests {
             #expect(!response.bodyText.contains("hunter2"))
             let logged = try await logs.record { $0["level"] as? String == "error" && $0["requestId"] as? String == "boom-1" }
             #expect((logged?["error"] as? String)?.contains("10.0.0.5") == true)
+        }
+    }
+
+    /// An error converted to the generic 500 by its own module was answered without a word in the log: the
+    /// cause of a 500 was found only in PostgreSQL's log. It is logged as any other failure is.
+    @Test func anErrorConvertedToA500IsLoggedToo() async throws {
+        try await withServer(echoRouter()) { _, client, logs in
+            let response = try await client.get("/refused", headers: ["X-Request-Id": "refused-1"])
+            #expect(response.status == 500 && response.problemCode == "internal")
+            let logged = try await logs.record { $0["level"] as? String == "error" && $0["requestId"] as? String == "refused-1" }
+            #expect((logged?["error"] as? String)?.contains("unsupported Unicode escape sequence") == true)
+            _ = try await client.get("/locked", headers: ["X-Request-Id": "locked-1"])
+            #expect(try await logs.record { $0["level"] as? String == "error" && $0["requestId"] as? String == "locked-1" } == nil)
         }
     }
 

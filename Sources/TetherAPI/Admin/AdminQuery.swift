@@ -27,6 +27,10 @@ struct AdminQuery {
                 continue
             }
             guard values[item.name] == nil else { throw .invalidRequest("The query parameter '\(item.name)' is given twice.") }
+            // No filter, term or cursor holds one, and PostgreSQL's text cannot hold a NUL.
+            guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw .invalidRequest("The query parameter '\(item.name)' holds a control character.")
+            }
             values[item.name] = value
         }
         self.values = values

@@ -280,6 +280,10 @@ public struct AdminRoutes: Sendable {
             if let reason, reason.count > Self.maxReasonLength {
                 throw AdminError.invalidRequest("reason must be at most \(Self.maxReasonLength) characters.")
             }
+            // The reason is recorded in the user's events, whose JSON PostgreSQL keeps as jsonb: no NUL there.
+            if let reason, reason.unicodeScalars.contains("\u{0}") {
+                throw AdminError.invalidRequest("reason must be text without NUL characters.")
+            }
             let context = CommandContext(commandId: metadata.commandId ?? UUID.random(), metadata: metadata)
             // The answer shows the state the command left (nothing is read back).
             let account = switch action {

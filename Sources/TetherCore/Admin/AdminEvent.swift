@@ -207,7 +207,34 @@ public enum AdminEventCodec {
         case .actionRequested(let payload): data = try encoder.encodeData(payload)
         case .eventsRead(let payload): data = try encoder.encodeData(payload)
         }
-        return NewEvent(id: id, type: event.type, schema: 1, data: data, userId: event.userId)
+        return NewEvent(id: id, type: event.type, schema: 1, data: Self.withoutNUL(data), userId: event.userId)
+    }
+
+    /// `data` with each escaped NUL (`\u0000`, which PostgreSQL's jsonb refuses) written as U+FFFD: a record of a
+    /// refused request quotes what it was sent (a cursor, a path's id), and is kept whatever that held.
+    static func withoutNUL(_ data: Data) -> Data {
+        let nul = Array(#"\u0000"#.utf8)
+        guard data.firstRange(of: nul) != nil else { return data }
+        var output: [UInt8] = []
+        output.reserveCapacity(data.count)
+        let bytes = Array(data)
+        var index = 0
+        while index < bytes.count {
+            // Outside strings JSON has no backslash; inside, each one starts an escape of two or six bytes.
+            guard bytes[index] == UInt8(ascii: "\\"), index + 1 < bytes.count else {
+                output.append(bytes[index])
+                index += 1
+                continue
+            }
+            if bytes[index...].starts(with: nul) {
+                output += Array(#"\ufffd"#.utf8)
+                index += nul.count
+            } else {
+                output += bytes[index...index + 1]
+                index += 2
+            }
+        }
+        return Data(output)
     }
 
     /// Reads a stored event; nil for a type that is not an admin event.

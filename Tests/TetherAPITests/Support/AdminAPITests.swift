@@ -256,6 +256,37 @@ struct AdminAPITests {
         }
     }
 
+    /// A NUL in an admin request's query or reason reached PostgreSQL, which cannot hold it in text or jsonb: the
+    /// search or action answered 500, and its record (quoting the NUL) was lost. Each is now 400, changes nothing,
+    /// and is recorded, as every request past the key check is.
+    @Test func aNULInAnAdminRequestIs400AndRecorded() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("nul@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let base = "/v1/admin/users/\(user.id.uuidString.lowercased())"
+            let before = try await harness.events(inStream: .adminKey(admin.key.id)).count
+            var answers: [HTTPTestClient.Response] = []
+            for target in ["/v1/admin/users?provider=%00", "/v1/admin/users?provider=a%00b&uid=x", "/v1/admin/users?q=ada%00",
+                           "/v1/admin/events?after=%00", "/v1/admin/events?type=user.%00", "\(base)/history?after=%00"] {
+                answers.append(try await harness.adminGet(target, key: admin.secret))
+            }
+            for action in ["disable", "enable", "revoke-sessions"] {
+                answers.append(try await harness.adminPost("\(base)/\(action)", key: admin.secret, json: ["reason": "a\u{0}b"]))
+            }
+            answers.append(try await harness.client.send(
+                "DELETE", base, fields: [("Authorization", "Bearer \(admin.secret)"), ("Content-Type", "application/json")],
+                body: Array(#"{"reason":"a\u0000b"}"#.utf8)))
+            for answer in answers {
+                let code = try answer.json["code"]?.string
+                #expect(answer.status == 400 && code == "invalid_request", "\(answer.status) \(answer.bodyText)")
+            }
+            let webhook = try await harness.adminGet("/v1/admin/webhooks/%00", key: admin.secret)
+            #expect((400..<500).contains(webhook.status), "\(webhook.status) \(webhook.bodyText)")
+            #expect(try await harness.events(inStream: .adminKey(admin.key.id)).count == before + answers.count + 1, "every request is recorded")
+            #expect(try await harness.events(inStream: .user(user.id)).allSatisfy { !["UserDisabled", "UserErased", "SessionsRevoked"].contains($0.type) })
+        }
+    }
+
     @Test func erasingAUserMakesEverythingPersonalInTheLogUnreadable() async throws {
         try await SupportHarness.run { harness in
             let ada = try await harness.signUp("ada.erase@example.com", displayName: "Ada Erasable")
