@@ -87,6 +87,23 @@ struct V1SessionsTests {
     /// A user sees where they are signed in, on every surface, and ends one of those sessions (a lost phone's)
     /// from another: that session's tokens stop working, the others go on. Another user's session, an ended
     /// one or a malformed id is 404 and ends nothing.
+    /// A proof is made for one request: a sign-in refused for its proof (`invalid_dpop_proof`, "make a new proof")
+    /// was kept under its `Idempotency-Key`, so the retry with a new, good proof got the refusal again.
+    @Test func aRetryWithANewProofRunsAgainAfterAProofWasRefused() async throws {
+        try await DevService.run { app in
+            let device = DeviceKey()
+            let credential = try await app.apple("apple-new-proof")
+            let wrongURL = try await app.signIn(
+                credential, headers: ["Idempotency-Key": "new-proof", "DPoP": try device.proof("POST", app.url("/v1/sign-out"))])
+            let code = try wrongURL.json["code"]?.string
+            #expect(wrongURL.status == 401 && code == "invalid_dpop_proof", "\(wrongURL.bodyText)")
+            let retried = try await app.signIn(
+                credential, headers: ["Idempotency-Key": "new-proof", "DPoP": try device.proof("POST", app.url("/v1/sign-in"))])
+            #expect(retried.status == 201 && retried.headers.values(for: "Idempotent-Replayed").isEmpty, "\(retried.bodyText)")
+            #expect(try retried.decodeJSON(SignedIn.self).session.tokenType == "DPoP")
+        }
+    }
+
     @Test func aUserListsTheirSessionsAndEndsOne() async throws {
         try await DevService.run(settings: ["TETHER_PARSE_APP_ID": ParseApp.appID]) { app in
             let phone = try await app.signedIn(try await app.apple("apple-devices"))

@@ -362,14 +362,16 @@ struct IdempotentRequests: Sendable {
         return rows.count
     }
 
-    /// The problem a client mistake is answered with, which a retry gets again; nil for failures worth retrying.
+    /// The problem a client mistake is answered with, which a retry gets again; nil for failures worth retrying,
+    /// and for a refused DPoP proof: a proof is made for one request, and the retry comes with a new one.
     private static func keptProblem(for error: any Error) -> Problem? {
         let problem: Problem? = switch error {
         case let problem as Problem: problem
         case let convertible as any ProblemConvertible: convertible.problem
         default: nil
         }
-        guard let problem, problem.status < 500, problem.status != 429, problem.status != 409 || problem.code != "idempotency_key_in_use"
+        guard let problem, problem.status < 500, problem.status != 429, problem.status != 409 || problem.code != "idempotency_key_in_use",
+              problem.code != TokenError.invalidDPoPProof.reason
         else { return nil }
         return problem
     }
