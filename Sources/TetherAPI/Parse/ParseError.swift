@@ -139,10 +139,17 @@ struct ParseError: Error, Sendable, Hashable {
         }
     }
 
-    /// 429 with the wait in both headers the Parse SDKs read (`x-rate-limit-reset`, whole seconds).
+    /// 429 with the wait in `Retry-After`, and in `x-rate-limit-reset` (whole seconds) when it is short. Parse-Swift
+    /// sleeps for that header's wait before each of its four retries of a 429: an hour's limit on mails held
+    /// `requestPasswordReset` for four hours. Past ``longestWaitToSleep`` it gets no wait, and fails within seconds.
     private static func rateLimited(retryAfter: Int, _ message: String) -> ParseError {
-        ParseError(requestLimitExceeded, message, status: 429, headers: ["Retry-After": "\(retryAfter)", "x-rate-limit-reset": "\(retryAfter)"])
+        var headers = ["Retry-After": "\(retryAfter)"]
+        if retryAfter <= longestWaitToSleep { headers["x-rate-limit-reset"] = "\(retryAfter)" }
+        return ParseError(requestLimitExceeded, message, status: 429, headers: headers)
     }
+
+    /// The longest wait, in seconds, that a 429 asks the SDKs to sleep through before retrying.
+    static let longestWaitToSleep = 10
 
     /// Parse Server's 101 for a credential its provider refused, worded per provider.
     static func refusedCredential(provider: String) -> ParseError {

@@ -13,6 +13,22 @@ struct ParseEmailTests {
             role: .admin, name: "parse master", metadata: EventMetadata(actor: .operator("tester"), surface: "cli")).secret
     }
 
+    /// Parse-Swift sleeps for `x-rate-limit-reset` before each of its four retries of a 429: an hour's limit on
+    /// mails to one address held `requestPasswordReset` for four hours. A long wait is in `Retry-After` only.
+    @Test func aLongLimitIs155WithoutAWaitForTheSDKToSleepThrough() async throws {
+        try await ParseApp.run { parse in
+            var limited: ParseAnswer?
+            for _ in 0..<20 where limited == nil {
+                let answer = try await parse.send("POST", "/requestPasswordReset", json: .object(["email": "often@example.com"]))
+                if answer.status == 429 { limited = answer } else { #expect(answer.status == 200, "\(answer.text)") }
+            }
+            let refused = try #require(limited, "twenty mails an hour to one address are limited")
+            #expect(refused.code == 155, "\(refused.text)")
+            #expect(Int(refused.header("Retry-After") ?? "") ?? 0 > 60, "\(refused.response.headers)")
+            #expect(refused.header("x-rate-limit-reset") == nil, "\(refused.response.headers)")
+        }
+    }
+
     @Test func aResetThroughParsesLinkEndsTheParseSessionAndTheNewPasswordLogsIn() async throws {
         try await ParseApp.run(settings: ["TETHER_PUBLIC_URL": "https://auth.example.com"]) { parse in
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "ada@example.com", "password": "analytical engine"]))
