@@ -200,8 +200,15 @@ extension ParseRoutes {
         case .signedIn(let signedIn, let isNew):
             (account, isNewUser) = (signedIn, isNew)
         case .secondFactorRequired(let userId, let pendingCredential, _):
-            account = try await completeSecondFactor(
-                userId: userId, pendingCredential: pendingCredential, mfa: authData.mfa, session: session, request, caller)
+            do {
+                account = try await completeSecondFactor(
+                    userId: userId, pendingCredential: pendingCredential, mfa: authData.mfa, session: session, request, caller)
+            } catch {
+                // Parse's clients finish the log-in by sending the same authData again with `mfa.token`: the token's
+                // nonce goes back for that request while no session is opened, and is spent by the one that opens it.
+                await commands.release([primary.identity])
+                throw error
+            }
         case .needsConfirmation:
             throw ParseError.emailInUse
         }

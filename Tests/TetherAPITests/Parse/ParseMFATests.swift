@@ -113,6 +113,35 @@ struct ParseMFATests {
         }
     }
 
+    /// Parse's clients finish a two-factor log-in by sending the same `authData` again with `mfa.token`. A token with
+    /// a nonce had its nonce spent by the first attempt, so the second was refused (101) and the person had to sign
+    /// in with Apple again. The nonce now goes back while the second factor is missing or wrong, and is spent by
+    /// the log-in that proves it.
+    @Test func aLogInWithANonceIsFinishedByTheSameTokenAndItsSecondFactor() async throws {
+        try await ParseApp.run { parse in
+            let (objectId, session) = try await appleUser(parse, "apple-nonce-mfa")
+            let totp = try await enrolTOTP(parse, objectId: objectId, session: session)
+            let credential = try await parse.app.appleWithNonce("apple-nonce-mfa")
+            guard case .string(let token)? = credential.credential["identityToken"], case .string(let nonce)? = credential.credential["rawNonce"] else {
+                Issue.record("no token and nonce: \(credential)"); return
+            }
+            func logIn(_ mfa: [String: String]?) async throws -> ParseAnswer {
+                var authData: [String: JSONValue] = ["apple": ParseApp.strings(["id": "apple-nonce-mfa", "token": token, "nonce": nonce])]
+                if let mfa { authData["mfa"] = ParseApp.strings(mfa) }
+                return try await parse.send("POST", "/users", json: .object(["authData": .object(authData)]))
+            }
+            let missing = try await logIn(nil)
+            #expect(missing.code == -1, "\(missing.text)")
+            let wrong = try await logIn(["token": "000000" == totp.code(at: Date()) ? "111111" : "000000"])
+            #expect(wrong.code == 141, "\(wrong.text)")
+            let code = totp.code(at: Date().addingTimeInterval(30))
+            let done = try await logIn(["token": code])
+            #expect(done.status == 200 && done.string("objectId") == objectId, "\(done.text)")
+            let replayed = try await logIn(["token": totp.code(at: Date().addingTimeInterval(60))])
+            #expect(replayed.code == 101, "the log-in spent the nonce: \(replayed.text)")
+        }
+    }
+
     /// An enrolment is a command of its own: sent beside a password change it is refused before anything is
     /// written (the password, and the sessions it would end, stay as they were); beside an unlink of a provider
     /// the user does not have (Parse-Swift's `"anonymous": null`), nothing else changes and it is enrolled.
