@@ -719,10 +719,11 @@ struct V1SessionsTests {
 
     /// A throttled address's provider sign-ins were still verified before the limits refused them: a Facebook
     /// token's two Graph API calls each, so a throttled client could spend the app's quota. Once refused, the
-    /// address's next attempts are answered 429 before verification. (The Graph API here is unreachable: a
-    /// verification would answer 503.)
+    /// address's next attempts are answered 429 before verification, links included. (The Graph API here is
+    /// unreachable: a verification would answer 503.)
     @Test func aThrottledAddressIsRefusedBeforeItsCredentialIsVerified() async throws {
         try await DevService.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3", "TETHER_FACEBOOK_GRAPH_URL": "http://127.0.0.1:1/graph"]) { app in
+            let linker = try await app.signedIn(try await app.apple("apple-linker"))
             let facebook = try await app.facebook("fb-throttled")
             #expect(try await app.signIn(facebook).status == 503, "the Graph API cannot be reached")
             var statuses: [Int] = []
@@ -734,6 +735,8 @@ struct V1SessionsTests {
             #expect(throttled.status == 429, "\(throttled.bodyText)")
             let retryAfter = Int(throttled.headers.values(for: "Retry-After").first ?? "") ?? 0
             #expect((1...60).contains(retryAfter))
+            let link = try await app.link(facebook, to: linker.session.accessToken)
+            #expect(link.status == 429, "a link's credential is verified under the same limits: \(link.bodyText)")
         }
     }
 

@@ -145,8 +145,10 @@ public struct AccountCommands: Sendable {
                     email: email, password: password, pointer: "/credential", authTime: command.authTime, context: command.context)],
                 to: command.userId, context: command.context, followUp: followUp)
         default:
+            // Under the sign-in limits: a throttled address's link is refused before its credential costs a provider call.
             return try await link(
-                try await verify(command.credential), to: command.userId, context: command.context, followUp: command.followUp)
+                try await verify(command.credential, context: command.context), to: command.userId, context: command.context,
+                followUp: command.followUp)
         }
     }
 
