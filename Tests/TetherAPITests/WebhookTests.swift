@@ -288,6 +288,18 @@ struct WebhookTests {
             let replayTypo = try await service.client.post(
                 "/v1/admin/webhooks/\(id)/replay", headers: ["Authorization": "Bearer \(key)"], json: ["from": "start", "x": 1] as JSONValue)
             #expect(replayTypo.status == 400, "\(replayTypo.bodyText)")
+            // A route that takes no body refuses one (malformed, or meant for another route) and changes nothing; `{}` passes.
+            for (route, body) in [("disable", "garbage{"), ("rotate-secret", #"{"from":"start"}"#), ("disable", #"{"reason":"x"}"#)] {
+                let refused = try await service.client.post(
+                    "/v1/admin/webhooks/\(id)/\(route)", headers: ["Authorization": "Bearer \(key)"], body: Array(body.utf8))
+                #expect(refused.status == 400, "\(route) \(body): \(refused.status) \(refused.bodyText)")
+            }
+            let deleteRefused = try await service.client.send(
+                "DELETE", "/v1/admin/webhooks/\(id)", fields: [("Authorization", "Bearer \(key)")], body: Array("garbage{".utf8))
+            #expect(deleteRefused.status == 400, "\(deleteRefused.bodyText)")
+            let unchanged = try await service.client.get("/v1/admin/webhooks/\(id)", headers: ["Authorization": "Bearer \(key)"])
+            #expect(unchanged.status == 200 && unchanged.bodyText.contains(#""status":"active""#), "\(unchanged.bodyText)")
+            #expect(try await service.client.post("/v1/admin/webhooks/\(id)/enable", headers: ["Authorization": "Bearer \(key)"], body: Array("{}".utf8)).status == 200)
             guard case .object(let answer) = try rotated.decodeJSON(JSONValue.self), case .string(let new)? = answer["secret"],
                   case .object(let original) = try first.decodeJSON(JSONValue.self), case .string(let old)? = original["secret"]
             else { throw HarnessError("no secrets in \(rotated.bodyText)") }

@@ -35,7 +35,7 @@ extension AdminRoutes {
             }
         }
         router.post("/v1/admin/webhooks") { request in
-            try await webhookAction("create", request) { _ in
+            try await webhookAction("create", request, takesBody: true) { _ in
                 let body = try request.decodeJSON(CreateBody.self)
                 guard let start = WebhookStore.Start(parsing: body.from ?? "now") else {
                     throw AdminError.invalidRequest("from takes now, start or a cursor (the feed's nextAfter).")
@@ -74,7 +74,7 @@ extension AdminRoutes {
             }
         }
         router.post("/v1/admin/webhooks/{id}/replay") { request in
-            try await webhookAction("replay", request) { id in
+            try await webhookAction("replay", request, takesBody: true) { id in
                 let body = try request.decodeJSON(ReplayBody.self)
                 guard let cursor = WebhookStore.Start(parsing: body.from).map({ start -> EventFeed.Cursor in
                     if case .cursor(let cursor) = start { return cursor }
@@ -99,10 +99,12 @@ extension AdminRoutes {
         }
     }
 
-    /// Runs a webhook request for an admin key and records it with its status.
-    /// Runs a webhook route, refusing query parameters but `accepting`, and records it.
+    /// Runs a webhook route for an admin key, refusing query parameters but `accepting` and, unless it `takesBody`,
+    /// a body other than `{}` (so that a body meant for another route, or none at all, does not pass for a bodiless
+    /// change), and records it with its status.
     private func webhookAction(
-        _ action: String, _ request: HTTPRequest, accepting: Set<String> = [], _ body: @escaping (UUID) async throws -> HTTPResponse
+        _ action: String, _ request: HTTPRequest, accepting: Set<String> = [], takesBody: Bool = false,
+        _ body: @escaping (UUID) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         let record = { (status: Int) in
             AdminEvent.actionRequested(.init(userId: nil, action: "webhooks." + action, reason: request.pathParameters["id"], status: status))
@@ -111,6 +113,7 @@ extension AdminRoutes {
         let run = {
             try await audited(request, requires: .admin, failure: record, changesState: !reads.contains(action)) { _ in
                 _ = try AdminQuery(request, accepting: accepting)
+                if !takesBody, !request.body.isEmpty { _ = try request.decodeJSON(NoBody.self) }
                 var id = UUID.random()
                 if let text = request.pathParameters["id"] {
                     guard let parsed = UUID(text: text) else { throw AdminError.invalidRequest("'\(text)' is not a webhook id (a UUID).") }
@@ -127,6 +130,13 @@ extension AdminRoutes {
     }
 
     private static var noSuchWebhook: Problem { .notFound(detail: "No webhook subscription has this id.") }
+
+    /// The body of a route that takes none, when one is sent: `{}`, nothing more.
+    private struct NoBody: Decodable {
+        init(from decoder: any Decoder) throws {
+            _ = try BodyMember.members(of: decoder, only: [], of: "this route")
+        }
+    }
 
     private static func found(_ subscription: WebhookSubscription?) throws -> WebhookSubscription {
         guard let subscription else { throw noSuchWebhook }
