@@ -44,6 +44,13 @@ struct Arguments {
 
     func has(_ name: String) -> Bool { switches.contains(name) }
     subscript(_ name: String) -> String? { flags[name] }
+
+    /// Refuses the options that `what` (one action of a command whose actions take different ones) does not take:
+    /// `--events` given to `webhooks replay` would otherwise be ignored in silence. `--config` and `--help` always pass.
+    func refusingOptions(but taken: Set<String>, of what: String) throws(UsageError) {
+        let given = Set(flags.keys).union(switches).subtracting(taken.union(["config", "help"]))
+        if let stray = given.sorted().first { throw UsageError("--\(stray) does not apply to \(what)") }
+    }
 }
 
 /// A mistake in how the command was called (exit status 2).

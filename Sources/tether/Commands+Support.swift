@@ -53,6 +53,10 @@ extension Commands {
         guard let action = options.positionals.first else {
             throw UsageError("tether admin-keys needs an action: create, list or revoke")
         }
+        let taken: [String: Set<String>] = ["create": ["role", "name"], "list": ["json"]]
+        if ["create", "list", "revoke"].contains(action) {
+            try options.refusingOptions(but: taken[action] ?? [], of: "tether admin-keys \(action)")
+        }
         switch action {
         case "create":
             guard options.positionals.count == 1 else { throw UsageError("tether admin-keys create takes no arguments besides its options") }

@@ -12,18 +12,41 @@ extension Commands {
         guard ["create", "list", "disable", "enable", "delete", "rotate-secret", "replay"].contains(action) else {
             throw UsageError("unknown action \"\(action)\" (\(actions))")
         }
-        if action == "list", options.positionals.count > 1 { throw UsageError("tether webhooks list takes no arguments besides its options") }
-        let configuration = try loadConfiguration(options)
-        let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
-        func id() throws -> UUID {
+        if ["create", "list"].contains(action), options.positionals.count > 1 {
+            throw UsageError("tether webhooks \(action) takes no arguments besides its options")
+        }
+        let taken: [String: Set<String>] = ["create": ["url", "events", "from", "no-personal"], "list": ["json"], "replay": ["from"]]
+        try options.refusingOptions(but: taken[action] ?? [], of: "tether webhooks \(action)")
+        // Everything the call says is checked before the database is opened: a mistake is a usage error (2) whatever
+        // the database's state.
+        var id = UUID.random()
+        if !["create", "list"].contains(action) {
             guard options.positionals.count == 2 else {
                 throw UsageError("tether webhooks \(action) needs one subscription id (see tether webhooks list)")
             }
-            guard let id = UUID(text: options.positionals[1]) else {
+            guard let given = UUID(text: options.positionals[1]) else {
                 throw UsageError("\"\(options.positionals[1])\" is not a subscription id: tether webhooks list shows them")
             }
-            return id
+            id = given
         }
+        var start = WebhookStore.Start.now
+        switch action {
+        case "create":
+            guard options["url"] != nil else { throw UsageError("tether webhooks create needs --url URL") }
+            guard let parsed = WebhookStore.Start(parsing: options["from"] ?? "now") else {
+                throw UsageError("--from takes now, start or a cursor (the event feed's nextAfter)")
+            }
+            start = parsed
+        case "replay":
+            guard let text = options["from"], text != "now", let parsed = WebhookStore.Start(parsing: text) else {
+                throw UsageError("tether webhooks replay needs --from start or --from CURSOR")
+            }
+            start = parsed
+        default:
+            break
+        }
+        let configuration = try loadConfiguration(options)
+        let policy = WebhookTargetPolicy(allowsHTTP: configuration.webhookAllowsHTTP, allowedHosts: configuration.webhookAllowedHosts)
         func found(_ subscription: WebhookSubscription?, _ id: UUID) throws -> WebhookSubscription {
             guard let subscription else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
             return subscription
@@ -34,14 +57,9 @@ extension Commands {
             let store = WebhookStore(database: database, policy: policy)
             switch action {
             case "create":
-                guard options.positionals.count == 1 else { throw UsageError("tether webhooks create takes no arguments besides its options") }
-                guard let url = options["url"] else { throw UsageError("tether webhooks create needs --url URL") }
                 let events = (options["events"] ?? "*").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                guard let start = WebhookStore.Start(parsing: options["from"] ?? "now") else {
-                    throw UsageError("--from takes now, start or a cursor (the event feed's nextAfter)")
-                }
                 do {
-                    let (made, secret) = try await store.create(url: url, eventTypes: events, personal: !options.has("no-personal"), from: start)
+                    let (made, secret) = try await store.create(url: options["url"] ?? "", eventTypes: events, personal: !options.has("no-personal"), from: start)
                     print("created webhook \(made.id.lowercasedText) to \(made.url) for \(made.eventTypes.joined(separator: ",")) from \(made.cursor)")
                     print("store its signing secret now: it is shown this once")
                     print(secret)
@@ -57,15 +75,12 @@ extension Commands {
                     print(WebhookTable.render(subscriptions), terminator: "")
                 }
             case "disable", "enable":
-                let id = try id()
                 let changed = try found(try await store.setEnabled(action == "enable", id), id)
                 print("webhook \(id.lowercasedText) is \(changed.status.rawValue)")
             case "delete":
-                let id = try id()
                 guard try await store.delete(id) else { throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)") }
                 print("deleted webhook \(id.lowercasedText) and its delivery records")
             case "rotate-secret":
-                let id = try id()
                 guard let (secret, _) = try await store.rotateSecret(id) else {
                     throw CommandFailure("no webhook subscription has the id \(id.lowercasedText)")
                 }
@@ -76,10 +91,6 @@ extension Commands {
                     throw CommandFailure("\(failure); webhook \(id.lowercasedText)'s secret was rotated but nobody saw the new one: rotate it again")
                 }
             case "replay":
-                let id = try id()
-                guard let text = options["from"], text != "now", let start = WebhookStore.Start(parsing: text) else {
-                    throw UsageError("tether webhooks replay needs --from start or --from CURSOR")
-                }
                 let cursor: EventFeed.Cursor = if case .cursor(let cursor) = start { cursor } else { EventFeed.Cursor(.start) }
                 let changed: WebhookSubscription
                 do {

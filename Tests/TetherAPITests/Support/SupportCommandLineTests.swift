@@ -68,6 +68,12 @@ struct SupportCommandLineTests {
             expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", UUID().uuidString], databaseURL: url), status: 1, mentioning: "no admin key")
             expectOneLineFailure(try await Self.tether(["admin-keys", "revoke", "ops"], databaseURL: url), status: 2, mentioning: "not an admin key id")
             expectOneLineFailure(try await Self.tether(["admin-keys", "create", "--role", "root"], databaseURL: url), status: 2, mentioning: "--role")
+            // An option of another action is a usage error, not ignored in silence.
+            expectOneLineFailure(
+                try await Self.tether(["admin-keys", "revoke", UUID().uuidString, "--role", "admin"], databaseURL: url), status: 2,
+                mentioning: "--role does not apply to tether admin-keys revoke")
+            expectOneLineFailure(
+                try await Self.tether(["admin-keys", "list", "--name", "ops"], databaseURL: url), status: 2, mentioning: "--name does not apply")
             expectOneLineFailure(try await Self.tether(["admin-keys", "create"], databaseURL: url), status: 2, mentioning: "--role")
             expectOneLineFailure(try await Self.tether(["admin-keys"], databaseURL: url), status: 2, mentioning: "create, list or revoke")
             expectOneLineFailure(try await Self.tether(["admin-keys", "rotate"], databaseURL: url), status: 2, mentioning: "rotate")

@@ -48,6 +48,19 @@ struct WebhookCommandLineTests {
             // An argument that is no id is named as such (not "needs one subscription id"), and changes nothing.
             let notAnId = try await tether(["webhooks", "rotate-secret", "nope"], url)
             #expect(notAnId.status == 2 && notAnId.stderr.contains(#""nope" is not a subscription id"#), "\(notAnId.stderr)")
+            // An option of another action was ignored in silence: `replay --events … --no-personal` redelivered every
+            // event with personal data. Each is a usage error now, and changes nothing.
+            for arguments in [["replay", id, "--from", "start", "--events", "user.created"], ["replay", id, "--from", "start", "--no-personal"],
+                              ["enable", id, "--from", "start"], ["delete", id, "--url", "https://93.184.215.14/x"], ["list", "--events", "x"]] {
+                let stray = try await tether(["webhooks"] + arguments, url)
+                #expect(stray.status == 2 && stray.stderr.contains("does not apply to tether webhooks \(arguments[0])"), "\(arguments): \(stray.stderr)")
+            }
+            #expect(try await tether(["webhooks", "list"], url).stdout.contains("active"), "still there, still enabled")
+            // A call's mistakes are usage errors before the database is opened: even an unreachable one.
+            let unreachable = "postgresql://tether@127.0.0.1:1/none"
+            for arguments in [["disable", "not-an-id"], ["create"], ["replay", id]] {
+                #expect(try await tether(["webhooks"] + arguments, unreachable).status == 2, "\(arguments)")
+            }
             #expect(try await tether(["webhooks", "delete", id], url).status == 0)
             #expect(try await tether(["webhooks", "delete", id], url).status != 0)
             #expect(try await tether(["webhooks", "list"], url).stdout == "no webhook subscriptions\n")
