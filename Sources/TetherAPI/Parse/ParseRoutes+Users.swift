@@ -169,6 +169,11 @@ extension ParseRoutes {
             }
             passwordEmail = try passwordToAdd(credentials, to: holder, email: holder?.email ?? primary.identity.email)
             if let passwordEmail, let conflict = try await passwordEmailConflict(passwordEmail, owner: holder?.id) { throw conflict }
+            if let passwordEmail {
+                // On the address the user will show (theirs, or the first identity's that has one), as a PUT's is.
+                let shown = holder?.email ?? primary.identity.email ?? extras.lazy.compactMap(\.identity.email).first
+                do { try UserAccount.checkPasswordAddress(passwordEmail, accountEmail: shown) } catch { throw ParseError(converting: error) }
+            }
         }
         // A returning user's first address comes with the first of these links that has one: on an account with second
         // factors it must be proved (the link's own rule), checked here so that a refused log-in opens no session.
@@ -221,7 +226,15 @@ extension ParseRoutes {
         if !links.isEmpty {
             held.handOver(others.map(\.identity))
             do {
-                account = try await commands.link(links, to: account.id, context: self.context(request, caller))
+                // The address rule again, under the user's lock: the user's email may have come meanwhile.
+                var passwordAddress: AccountService.FollowUp?
+                if let passwordEmail {
+                    passwordAddress = { state in
+                        try state.checkPasswordAddress(passwordEmail)
+                        return []
+                    }
+                }
+                account = try await commands.link(links, to: account.id, context: self.context(request, caller), followUp: passwordAddress)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw try await emailTaken(passwordEmail, owner: account.id)
             } catch {

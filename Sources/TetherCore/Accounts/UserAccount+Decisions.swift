@@ -190,7 +190,13 @@ extension UserAccount {
     /// as with any first identity that has one). One on another address would hold that address for a user who does
     /// not show it: its owner could then neither sign up with it, nor add a password on it, nor reset it.
     public func checkPasswordAddress(_ address: String, pointer: String? = nil) throws(AccountError) {
-        guard let email, ExternalIdentity.normalize(email) != ExternalIdentity.normalize(address) else { return }
+        try Self.checkPasswordAddress(address, accountEmail: email, pointer: pointer)
+    }
+
+    /// ``checkPasswordAddress(_:pointer:)`` for an account that will show `accountEmail` (a surface's check before
+    /// the sign-in that comes with the password, so that a refused request opens no session).
+    public static func checkPasswordAddress(_ address: String, accountEmail: String?, pointer: String? = nil) throws(AccountError) {
+        guard let accountEmail, ExternalIdentity.normalize(accountEmail) != ExternalIdentity.normalize(address) else { return }
         throw .invalidRequest(
             "A password signs in with the account's own email address: add it on that address, or change the email first.",
             pointer: pointer)

@@ -182,6 +182,16 @@ struct ParseLinkingTests {
             let squat = try await parse.send(
                 "PUT", "/users/\(objectId)", .init(session: session), json: .object(["username": "someone.else@example.com", "password": "a new password"]))
             #expect(squat.status == 400 && squat.code == 142, "\(squat.text)")
+            // The same through a log-in with authData and a password, by this user or by a new one: refused before the
+            // sign-in, so no session opens and no user is made.
+            for sub in ["apple-own-email", "apple-new-with-email"] {
+                let email = sub == "apple-own-email" ? "own@example.com" : "new.with@example.com"
+                let logIn = try await parse.send("POST", "/users", json: .object([
+                    "authData": .object(["apple": ParseApp.strings(["id": sub, "token": try await parse.appleToken(sub, email: email)])]),
+                    "username": "someone.else@example.com", "password": "a new password",
+                ]))
+                #expect(logIn.status == 400 && logIn.code == 142, "\(sub): \(logIn.text)")
+            }
             #expect(try await parse.accountEvents() == events)
             let signUp = try await parse.send("POST", "/users", json: .object(["username": "someone.else@example.com", "password": "their password"]))
             #expect(signUp.status == 201, "the address's owner signs up with it: \(signUp.text)")
