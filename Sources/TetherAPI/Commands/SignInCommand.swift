@@ -229,6 +229,24 @@ public struct AccountCommands: Sendable {
         }
     }
 
+    /// Checks a password without signing in (Parse's `verifyPassword`, an app's check before a sensitive step): under
+    /// a password sign-in's limits, a wrong one counted and recorded as a failed sign-in. Opens no session and
+    /// changes nothing; answers the verified identity.
+    public func verifyPassword(email: String, password: String, context: CommandContext) async throws -> ExternalIdentity {
+        let attempt = SignInLimits.Attempt(provider: ProviderName.password.rawValue, email: email, metadata: context.metadata)
+        let reservation = try await limits.reserve(attempt)
+        do {
+            let identity = try await verify(.password(email: email, password: password))
+            await limits.release(reservation)
+            return identity
+        } catch {
+            // Counted before the place goes back, as a sign-in's failure is (its place held meanwhile).
+            try? await countFailure(error, of: attempt, checkedLimits: true)
+            await limits.release(reservation)
+            throw error
+        }
+    }
+
     /// Links an identity the surface verified with ``verify(_:context:)`` to the signed-in user; with
     /// `replacing`, another identity of its provider already linked gives way to it in the same command.
     public func link(

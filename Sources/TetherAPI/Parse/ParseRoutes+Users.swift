@@ -671,14 +671,7 @@ extension ParseRoutes {
     /// `authData.mfa.token` for a user with second factors.
     func logIn(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
         let body = try Self.object(request)
-        let query = request.query
-        guard let identifier = try Self.string("username", in: body, query: query) ?? Self.string("email", in: body, query: query) else {
-            throw ParseError(ParseError.usernameMissing, "username/email is required.")
-        }
-        guard let password = try Self.string("password", in: body, query: query) else {
-            throw ParseError(ParseError.passwordMissing, "password is required.")
-        }
-        guard Self.isEmail(identifier) else { throw ParseError.invalidLogin }
+        let (identifier, password) = try Self.passwordCredentials(body, request)
         let mfa = try body["authData"].map { value throws(ParseError) in try ParseAuthData(value) }?.mfa
         let context = context(request, caller)
         let (session, token) = newSession(ProviderName.password.rawValue, request, now: context.now)
@@ -700,6 +693,41 @@ extension ParseRoutes {
             throw ParseError.invalidLogin
         }
         return SurfaceJSON.response(.object(ParseUser.full(account, sessionToken: token)), subject: account.id)
+    }
+
+    /// The `username` (or `email`) and `password` of a log-in or a password check, from the body or the query, with
+    /// Parse Server's answers when one is missing (200, 201); a username that is no email signs in to nothing (101).
+    private static func passwordCredentials(_ body: [String: JSONValue], _ request: HTTPRequest) throws -> (email: String, password: String) {
+        let query = request.query
+        guard let identifier = try Self.string("username", in: body, query: query) ?? Self.string("email", in: body, query: query) else {
+            throw ParseError(ParseError.usernameMissing, "username/email is required.")
+        }
+        guard let password = try Self.string("password", in: body, query: query) else {
+            throw ParseError(ParseError.passwordMissing, "password is required.")
+        }
+        guard Self.isEmail(identifier) else { throw ParseError.invalidLogin }
+        return (identifier, password)
+    }
+
+    /// `GET|POST /parse/verifyPassword` (Parse-Swift's `User.verifyPassword`, the JavaScript SDK's
+    /// `Parse.User.verifyPassword`): checks the password as a log-in does, under the same limits (a wrong one is a
+    /// failed sign-in: 101 `Invalid username/password.`), and answers the user without a session token. No
+    /// session opens and nothing changes; a second factor is not asked, since nothing is signed in to.
+    func verifyPassword(_ request: HTTPRequest, _ caller: Caller) async throws -> HTTPResponse {
+        let (email, password) = try Self.passwordCredentials(try Self.object(request), request)
+        let account: UserAccount
+        do {
+            let identity = try await commands.verifyPassword(email: email, password: password, context: context(request, caller))
+            guard let userId = try await owners(of: [identity]).values.first else { throw ParseError.invalidLogin }
+            account = try await accounts.read(userId)
+            guard account.exists, !account.isErased else { throw ParseError.invalidLogin }
+            if account.isDisabled { throw AccountError.userDisabled }
+        } catch let error as ParseError {
+            throw error
+        } catch {
+            throw ParseError(converting: error, provider: ProviderName.password.rawValue)
+        }
+        return SurfaceJSON.response(.object(ParseUser.full(account)), subject: account.id)
     }
 
     /// `POST /parse/logout`: ends the session of the token, and answers `{}` whatever the token.

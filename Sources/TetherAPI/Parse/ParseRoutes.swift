@@ -82,6 +82,9 @@ public struct ParseRoutes: Sendable {
         router.get("/parse/login") { request in
             try await answer(request) { caller in try await logIn(request, caller) }
         }
+        // Parse-Swift's `User.verifyPassword` sends a GET with the password in the query, or (`usingPost`) a POST.
+        router.get("/parse/verifyPassword") { request in try await answer(request) { caller in try await verifyPassword(request, caller) } }
+        router.post("/parse/verifyPassword") { request in try await answer(request) { caller in try await verifyPassword(request, caller) } }
         router.post("/parse/logout") { request in
             try await answer(request, writes: true, invalidSession: nil) { caller in try await logOut(request, caller) }
         }

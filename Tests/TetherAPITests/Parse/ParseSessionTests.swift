@@ -180,6 +180,41 @@ struct ParseSessionTests {
         }
     }
 
+    /// Parse-Swift's `User.verifyPassword` (GET with the query, or POST) answered 404. It checks the password as a
+    /// log-in does and answers the user without a session token: no session opens, and a wrong password is a
+    /// failed sign-in, counted against the same limits (here three a minute), the account's included: guesses from
+    /// three addresses use up its place for a fourth.
+    @Test func verifyPasswordChecksAPasswordAndOpensNoSession() async throws {
+        try await ParseApp.run(settings: ["TETHER_SIGN_IN_FAILURE_LIMIT": "3", "TETHER_TRUSTED_PROXIES": "127.0.0.1"]) { parse in
+            let signUp = try await parse.send("POST", "/users", json: .object(["username": "vera@example.com", "password": "vera's password"]))
+            let objectId = try #require(signUp.string("objectId")), session = signUp.string("sessionToken")
+            func sessions() async throws -> Int {
+                try await parse.app.admin.query("SELECT count(*)::int AS n FROM sessions WHERE ended_at IS NULL")[0].decode("n")
+            }
+            let before = try await sessions()
+            let byQuery = try await parse.send(
+                "GET", "/verifyPassword?username=vera%40example.com&password=vera%27s%20password", .init(session: session))
+            #expect(byQuery.status == 200 && byQuery.string("objectId") == objectId && byQuery.string("username") == "vera@example.com", "\(byQuery.text)")
+            #expect(byQuery.body["sessionToken"] == nil, "\(byQuery.text)")
+            let byBody = try await parse.send("POST", "/verifyPassword", json: .object(["username": "vera@example.com", "password": "vera's password"]))
+            #expect(byBody.status == 200 && byBody.string("objectId") == objectId, "\(byBody.text)")
+            #expect(try await sessions() == before, "no session opens")
+            #expect(try await parse.send("POST", "/verifyPassword", json: .object(["password": "x"])).code == 200)
+            #expect(try await parse.send("POST", "/verifyPassword", json: .object(["username": "vera@example.com"])).code == 201)
+            var codes: [Int?] = []
+            for address in ["198.51.100.1", "198.51.100.2", "198.51.100.3", "198.51.100.4"] {
+                let guess = try await parse.app.client.send(
+                    "POST", "/parse/verifyPassword",
+                    fields: [("X-Parse-Application-Id", ParseApp.appID), ("Content-Type", "application/json"), ("X-Forwarded-For", address)],
+                    body: Array(#"{"username":"vera@example.com","password":"a wrong guess"}"#.utf8))
+                codes.append(ParseAnswer(guess).code)
+            }
+            #expect(codes == [101, 101, 101, 155], "wrong passwords are failed sign-ins under the limits")
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "vera@example.com", "password": "vera's password"]))
+            #expect(logIn.status == 429, "the log-in shares the limit: \(logIn.text)")
+        }
+    }
+
     @Test func anotherUsersObjectShowsPublicFieldsOnlyAndTheMasterKeySeesAll() async throws {
         try await ParseApp.run { parse in
             let (_, adminKey) = try await AdminKeyStore(database: parse.app.admin).create(
