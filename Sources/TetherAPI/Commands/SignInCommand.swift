@@ -230,15 +230,19 @@ public struct AccountCommands: Sendable {
     }
 
     /// Checks a password without signing in (Parse's `verifyPassword`, an app's check before a sensitive step): under
-    /// a password sign-in's limits, a wrong one counted and recorded as a failed sign-in. Opens no session and
-    /// changes nothing; answers the verified identity.
-    public func verifyPassword(email: String, password: String, context: CommandContext) async throws -> ExternalIdentity {
-        let attempt = SignInLimits.Attempt(provider: ProviderName.password.rawValue, email: email, metadata: context.metadata)
+    /// a password sign-in's limits, keyed by the normalized address as a sign-in's are, a wrong one counted and
+    /// recorded as a failed sign-in, and so is what `account` refuses of the verified identity (a disabled user).
+    /// Opens no session and changes nothing; answers what `account` found.
+    public func verifyPassword(
+        email: String, password: String, context: CommandContext, account: (ExternalIdentity) async throws -> UserAccount
+    ) async throws -> UserAccount {
+        let attempt = SignInLimits.Attempt(
+            provider: ProviderName.password.rawValue, email: ExternalIdentity.normalize(email), metadata: context.metadata)
         let reservation = try await limits.reserve(attempt)
         do {
-            let identity = try await verify(.password(email: email, password: password))
+            let found = try await account(try await verify(.password(email: email, password: password)))
             await limits.release(reservation)
-            return identity
+            return found
         } catch {
             // Counted before the place goes back, as a sign-in's failure is (its place held meanwhile).
             try? await countFailure(error, of: attempt, checkedLimits: true)

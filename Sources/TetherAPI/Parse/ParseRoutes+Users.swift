@@ -717,13 +717,14 @@ extension ParseRoutes {
         let (email, password) = try Self.passwordCredentials(try Self.object(request), request)
         let account: UserAccount
         do {
-            let identity = try await commands.verifyPassword(email: email, password: password, context: context(request, caller))
-            guard let userId = try await owners(of: [identity]).values.first else { throw ParseError.invalidLogin }
-            account = try await accounts.read(userId)
-            guard account.exists, !account.isErased else { throw ParseError.invalidLogin }
-            if account.isDisabled { throw AccountError.userDisabled }
-        } catch let error as ParseError {
-            throw error
+            account = try await commands.verifyPassword(email: email, password: password, context: context(request, caller)) { identity in
+                // Its account gone meanwhile signs in to nothing; a disabled one is refused as its log-in is (119).
+                guard let userId = try await owners(of: [identity]).values.first else { throw AccountError.invalidCredential }
+                let account = try await accounts.read(userId)
+                guard account.exists else { throw AccountError.invalidCredential }
+                if account.isDisabled { throw AccountError.userDisabled }
+                return account
+            }
         } catch {
             throw ParseError(converting: error, provider: ProviderName.password.rawValue)
         }

@@ -212,6 +212,24 @@ struct ParseSessionTests {
             #expect(codes == [101, 101, 101, 155], "wrong passwords are failed sign-ins under the limits")
             let logIn = try await parse.send("POST", "/login", json: .object(["username": "vera@example.com", "password": "vera's password"]))
             #expect(logIn.status == 429, "the log-in shares the limit: \(logIn.text)")
+            // The account's limit is the address's, however it is written (each spelling had a count of its own).
+            let respelled = try await parse.send("POST", "/verifyPassword", json: .object(["username": " VERA@Example.com ", "password": "vera's password"]))
+            #expect(respelled.code == 155, "\(respelled.text)")
+            #expect(try await parse.app.eventCount("SignInFailed") == 3, "each wrong guess is in the account's history")
+        }
+    }
+
+    /// A disabled user's right password is refused as their log-in is (119), and counted as a failed sign-in too.
+    @Test func verifyPasswordRefusesADisabledUser() async throws {
+        try await ParseApp.run { parse in
+            _ = try await parse.send("POST", "/users", json: .object(["username": "dora@example.com", "password": "dora's password"]))
+            let userId = try await parse.app.signedIn(parse.app.password("dora@example.com", "dora's password")).user.id
+            let admin = try await parse.app.adminKey(.admin)
+            #expect(try await parse.app.adminPost("/v1/admin/users/\(userId)/disable", key: admin.secret).status == 200)
+            let failures = try await parse.app.eventCount("SignInFailed")
+            let refused = try await parse.send("POST", "/verifyPassword", json: .object(["username": "dora@example.com", "password": "dora's password"]))
+            #expect(refused.code == 119, "\(refused.text)")
+            #expect(try await parse.app.eventCount("SignInFailed") == failures + 1)
         }
     }
 
