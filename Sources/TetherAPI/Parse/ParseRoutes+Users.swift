@@ -190,7 +190,7 @@ extension ParseRoutes {
         if let passwordEmail, let password = credentials.password {
             passwordToLink = try await commands.passwordLink(email: passwordEmail, password: password, context: context)
         }
-        let (session, token) = newSession(primary.claim.provider, request, now: context.now)
+        var (session, token) = newSession(primary.claim.provider, request, now: context.now)
         let result: SignInResult
         held.handOver([primary.identity])
         do {
@@ -227,14 +227,28 @@ extension ParseRoutes {
             held.handOver(others.map(\.identity))
             do {
                 // The address rule again, under the user's lock: the user's email may have come meanwhile.
-                var passwordAddress: AccountService.FollowUp?
+                var steps: [AccountService.FollowUp] = []
                 if let passwordEmail {
-                    passwordAddress = { state in
+                    steps.append { state in
                         try state.checkPasswordAddress(passwordEmail)
                         return []
                     }
                 }
-                account = try await commands.link(links, to: account.id, context: self.context(request, caller), followUp: passwordAddress)
+                // A first password added to a returning user signs every other session out, as a PUT's does, so the
+                // owner notices; the log-in's own session goes on as a new one, whose token is the answer's.
+                let now = context.now
+                if passwordToLink != nil, !isNewUser {
+                    let loggedIn = session.id
+                    (session, token) = newSession(ProviderName.password.rawValue, request, now: now)
+                    let restarted = session
+                    steps.append { state in try state.restartingSessions(with: restarted, continuing: loggedIn, now: now) }
+                }
+                let decided = steps
+                var followUp: AccountService.FollowUp?
+                if !decided.isEmpty {
+                    followUp = { state in try state.deciding(decided, at: now) }
+                }
+                account = try await commands.link(links, to: account.id, context: self.context(request, caller), followUp: followUp)
             } catch let error as AccountError where error.reason == .emailAlreadyInUse {
                 throw try await emailTaken(passwordEmail, owner: account.id)
             } catch {

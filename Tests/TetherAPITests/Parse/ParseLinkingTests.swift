@@ -203,6 +203,26 @@ struct ParseLinkingTests {
         }
     }
 
+    /// A first password added by a log-in with `authData` left the user's other sessions live, where the same password
+    /// added by a `PUT` signs them out so that the owner notices. Both sign them out now; the log-in answers a live token.
+    @Test func aFirstPasswordAddedByALogInSignsOtherSessionsOut() async throws {
+        try await ParseApp.run { parse in
+            let token = { (sub: String) async throws -> String in try await parse.appleToken(sub, email: "kept@example.com") }
+            let earlier = try await parse.logIn("apple", ["id": "apple-first-pw", "token": try await token("apple-first-pw")])
+            let earlierSession = try #require(earlier.string("sessionToken"))
+            let withPassword = try await parse.send("POST", "/users", json: .object([
+                "authData": .object(["apple": ParseApp.strings(["id": "apple-first-pw", "token": try await token("apple-first-pw")])]),
+                "username": "kept@example.com", "password": "a first password",
+            ]))
+            #expect(withPassword.status == 200 && withPassword.string("objectId") == earlier.string("objectId"), "\(withPassword.text)")
+            let answered = try #require(withPassword.string("sessionToken"))
+            #expect(try await parse.send("GET", "/users/me", .init(session: earlierSession)).code == 209, "the other session ended")
+            #expect(try await parse.send("GET", "/users/me", .init(session: answered)).status == 200, "the answer's token is live")
+            let logIn = try await parse.send("POST", "/login", json: .object(["username": "kept@example.com", "password": "a first password"]))
+            #expect(logIn.status == 200, "\(logIn.text)")
+        }
+    }
+
     /// A `PUT` that links providers and a password, or unlinks several, and a log-in that links the request's
     /// other identities and a password, each write their changes as one command: all of them, or none.
     @Test func aPutsChangesAndALogInsLinksAreOneCommandEach() async throws {
