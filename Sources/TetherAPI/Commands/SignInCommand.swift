@@ -137,7 +137,8 @@ public struct AccountCommands: Sendable {
         case .anonymous:
             throw AccountError.invalidRequest("An anonymous identity is not linked: sign in anonymously to make an anonymous user.")
         case .password(let email, let password):
-            let steps = [Self.passwordAddress(email, becomesTheEmail: command.passwordBecomesTheEmail)] + (command.followUp.map { [$0] } ?? [])
+            let address = Self.passwordAddress(email, becomesTheEmail: command.passwordBecomesTheEmail, pointer: "/credential/email")
+            let steps = [address] + (command.followUp.map { [$0] } ?? [])
             let now = command.context.now
             let followUp: AccountService.FollowUp = { state in try state.deciding(steps, at: now) }
             return try await accounts.link(
@@ -152,11 +153,12 @@ public struct AccountCommands: Sendable {
         }
     }
 
-    /// The step that settles a linked password's address, on the state after the link (``LinkCommand/passwordBecomesTheEmail``).
-    static func passwordAddress(_ email: String, becomesTheEmail: Bool) -> AccountService.FollowUp {
+    /// The step that settles a linked password's address, on the state after the link (``LinkCommand/passwordBecomesTheEmail``);
+    /// a refusal points at `pointer`. Every surface's password link takes this step.
+    static func passwordAddress(_ email: String, becomesTheEmail: Bool = false, pointer: String? = nil) -> AccountService.FollowUp {
         guard becomesTheEmail else {
             return { state in
-                try state.checkPasswordAddress(email, pointer: "/credential/email")
+                try state.checkPasswordAddress(email, pointer: pointer)
                 return []
             }
         }

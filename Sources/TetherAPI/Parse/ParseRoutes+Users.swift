@@ -227,13 +227,7 @@ extension ParseRoutes {
             held.handOver(others.map(\.identity))
             do {
                 // The address rule again, under the user's lock: the user's email may have come meanwhile.
-                var steps: [AccountService.FollowUp] = []
-                if let passwordEmail {
-                    steps.append { state in
-                        try state.checkPasswordAddress(passwordEmail)
-                        return []
-                    }
-                }
+                var steps = passwordEmail.map { [AccountCommands.passwordAddress($0)] } ?? []
                 // A first password added to a returning user signs every other session out, as a PUT's does, so the
                 // owner notices; the log-in's own session goes on as a new one, whose token is the answer's.
                 let now = context.now
@@ -555,7 +549,7 @@ extension ParseRoutes {
             if let passwordLink {
                 links.append(passwordLink)
                 // On the user's own address (which it becomes for a user with none): checked after the link's recency.
-                after.append { state in try state.checkPasswordAddress(passwordLink.identity.uid); return [] }
+                after.append(AccountCommands.passwordAddress(passwordLink.identity.uid))
                 after.append { try $0.restartingSessions(with: session, continuing: callerSession, now: context.now) }
             } else if let passwordHash {
                 after.append { try $0.changePassword(passwordHash: passwordHash, session: session, continuing: callerSession, now: context.now) }
