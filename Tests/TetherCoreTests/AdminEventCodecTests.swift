@@ -21,6 +21,7 @@ struct AdminEventCodecTests {
         .historyViewed(.init(userId: id, after: 9_007_199_254_740_993, limit: 500, returned: 50, status: 200)),
         .historyViewed(.init(userId: nil, after: nil, limit: nil, returned: nil, status: 404)),
         .actionRequested(.init(userId: id, action: "revoke-sessions", reason: awkward, status: 200)),
+        .actionRequested(.init(userId: id, action: "end-session", sessionId: id, reason: nil, status: 404)),
         .eventsRead(.init(userId: id, after: "12-34", types: ["user.*", "session.started"], returned: 7, status: 200)),
         .eventsRead(.init(userId: nil, after: nil, types: nil, returned: nil, status: 401)),
     ]

@@ -175,6 +175,26 @@ struct UserAccountTests {
         #expect(throws: AccountError.self) { try UserAccount.create(id: UUID(), profile: profile) }
     }
 
+    /// One session ends from another live one of the user's, or by an admin; the end says which. A session that is
+    /// not the user's live one is `sessionNotFound`, and an erased user has nothing an admin can end.
+    @Test func oneSessionEndsFromALiveSessionOrByAnAdmin() throws {
+        let id = UUID()
+        let (phone, laptop) = (session("phone"), session("laptop"))
+        let registered = UserAccount.register(id: id, identity: apple, session: phone, now: now)
+        let user = account(registered + (try account(registered, id: id).signIn(with: apple, session: laptop, now: now)), id: id)
+        let ends = { (events: [AccountEvent]) in
+            events.compactMap { event -> String? in if case .sessionEnded(let ended) = event { "\(ended.sessionId) \(ended.reason)" } else { nil } }
+        }
+        #expect(ends(try user.endSession(laptop.id, by: .session(phone.id))) == ["\(laptop.id) sign_out"])
+        #expect(ends(try user.endSession(laptop.id, by: .admin)) == ["\(laptop.id) ended_by_admin"])
+        #expect(throws: AccountError.invalidToken) { try user.endSession(laptop.id, by: .session(UUID())) }
+        #expect(throws: AccountError.sessionNotFound) { try user.endSession(UUID(), by: .admin) }
+        let ended = account(registered + (try user.endSession(phone.id, by: .admin)), id: id)
+        #expect(throws: AccountError.sessionNotFound) { try ended.endSession(phone.id, by: .admin) }
+        let erased = account(registered + (try account(registered, id: id).erase(reason: nil)), id: id)
+        #expect(throws: AccountError.notFound) { try erased.endSession(phone.id, by: .admin) }
+    }
+
     @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
         let id = UUID()
         let first = session("h0")

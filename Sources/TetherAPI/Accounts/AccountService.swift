@@ -294,13 +294,15 @@ public struct AccountService: Sendable {
     /// Ends one session.
     @discardableResult
     public func signOut(userId: UUID, sessionId: UUID, context: CommandContext) async throws -> UserAccount {
-        try await endSession(sessionId, of: userId, by: sessionId, context: context)
+        try await endSession(sessionId, of: userId, by: .session(sessionId), context: context)
     }
 
-    /// Ends one of the user's sessions, from `caller`, a live session of theirs (``UserAccount/endSession(_:by:)``).
+    /// Ends one of the user's sessions, from a live session of theirs or by an admin (``UserAccount/endSession(_:by:)``).
     @discardableResult
-    public func endSession(_ sessionId: UUID, of userId: UUID, by caller: UUID, context: CommandContext) async throws -> UserAccount {
-        try await change(userId, context) { try $0.endSession(sessionId, by: caller) }
+    public func endSession(
+        _ sessionId: UUID, of userId: UUID, by ender: UserAccount.SessionEnder, context: CommandContext
+    ) async throws -> UserAccount {
+        try await change(userId, context) { try $0.endSession(sessionId, by: ender) }
     }
 
     /// Ends every session of the user and voids every earlier token.

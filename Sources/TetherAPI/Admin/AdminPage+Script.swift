@@ -39,6 +39,11 @@ extension AdminPage {
               button: "Revoke all sessions…", confirm: "Revoke all sessions", done: "signed out everywhere",
               explain: "Every session ends now and every token issued before now stops working; they can sign in again.",
             },
+            // One session of the list (a phone reported lost): its own button, next to it.
+            "end-session": {
+              button: "End…", confirm: "End session", done: "signed out of that session",
+              explain: "That session's tokens stop working now; their other sessions go on.",
+            },
           };
 
           const state = {
@@ -137,7 +142,7 @@ extension AdminPage {
             const headers = { "Authorization": "Bearer " + key, "Accept": "application/json" };
             const init = { method: "GET", headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" };
             if (options && options.json) {
-              init.method = "POST";
+              init.method = options.method || "POST";
               headers["Content-Type"] = "application/json";
               headers["Idempotency-Key"] = options.idempotencyKey;
               init.body = JSON.stringify(options.json);
@@ -344,6 +349,16 @@ extension AdminPage {
             };
           }
 
+          function activeSessionItem(session) {
+            const item = sessionItem(session);
+            item.main.push(" ", el("button", {
+              type: "button", class: "end-session", "data-action": "end-session", "data-session": session.id,
+              disabled: state.readOnly || state.busy,
+              onclick: () => { state.pending = { action: "end-session", sessionId: session.id, idempotencyKey: randomKey() }; renderActions(); $("reason").focus(); },
+            }, ACTIONS["end-session"].button));
+            return item;
+          }
+
           function renderUser() {
             const detail = state.detail;
             const user = detail.user;
@@ -367,7 +382,7 @@ extension AdminPage {
                 meta: [verified(identity.email, identity.emailVerified), "linked " + when(identity.linkedAt)],
               })), "No linked identity."),
               el("h3", null, "Active sessions (" + detail.activeSessionCount + ")"),
-              items(active.map(sessionItem), "No active session."),
+              items(active.map(state.detail.erasedAt ? sessionItem : activeSessionItem), "No active session."),
               ended.length === 0 ? null : el("details", null,
                 el("summary", null, ended.length + " ended session" + (ended.length === 1 ? "" : "s")),
                 items(ended.map(sessionItem), "")),
@@ -392,7 +407,7 @@ extension AdminPage {
             fill($("actions"),
               el("h3", null, "Actions"),
               state.readOnly ? el("p", { class: "read-only", id: "read-only-note" },
-                "This is a support key: it can look, not act. Disabling, enabling and revoking sessions need a key made with ",
+                "This is a support key: it can look, not act. Disabling, enabling, revoking and ending sessions need a key made with ",
                 el("code", null, "tether admin-keys create --role admin"), ".") : null,
               el("div", { class: "action-row" }, offered.map((action) => el("button", {
                 type: "button", "data-action": action, disabled: state.readOnly || state.busy,
@@ -404,7 +419,8 @@ extension AdminPage {
           function confirmation(user) {
             const action = ACTIONS[state.pending.action];
             return el("form", { class: "confirm", id: "confirm", method: "post", onsubmit: confirmAction },
-              el("p", null, el("strong", null, action.confirm + " " + userName(user) + "?"), " ", action.explain),
+              el("p", null, el("strong", null, action.confirm + " "
+                + (state.pending.sessionId ? short(state.pending.sessionId) + " of " : "") + userName(user) + "?"), " ", action.explain),
               el("label", { for: "reason" }, "Reason (recorded in the history)"),
               el("textarea", { id: "reason", maxlength: String(REASON_LIMIT), placeholder: "e.g. reported a stolen phone, ticket 1234" }),
               el("div", { class: "action-row" },
@@ -420,13 +436,15 @@ extension AdminPage {
               $("reason").focus();
               return;
             }
-            const { action, idempotencyKey } = state.pending;
+            const { action, sessionId, idempotencyKey } = state.pending;
             const generation = state.generation;
             const name = userName(state.detail.user);
             state.busy = true;
-            for (const button of $("actions").querySelectorAll("button")) button.disabled = true;
+            for (const button of $("user").querySelectorAll("#actions button, button[data-action]")) button.disabled = true;
+            const path = "/v1/admin/users/" + encodeURIComponent(state.userId)
+              + (sessionId ? "/sessions/" + encodeURIComponent(sessionId) : "/" + action);
             try {
-              await api("/v1/admin/users/" + encodeURIComponent(state.userId) + "/" + action, { json: { reason }, idempotencyKey });
+              await api(path, { json: { reason }, idempotencyKey, method: sessionId ? "DELETE" : "POST" });
               state.busy = false;
               state.pending = null;
               show(name + " " + ACTIONS[action].done + ".", "ok");

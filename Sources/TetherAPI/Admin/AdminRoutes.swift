@@ -20,6 +20,8 @@ public struct AdminRoutes: Sendable {
         case disable
         case enable
         case revokeSessions = "revoke-sessions"
+        /// `DELETE /v1/admin/users/{id}/sessions/{sessionId}`: one session, say a lost phone's.
+        case endSession = "end-session"
         /// `DELETE /v1/admin/users/{id}`.
         case erase
 
@@ -74,6 +76,7 @@ public struct AdminRoutes: Sendable {
             router.post("/v1/admin/users/{id}/\(action.rawValue)") { request in try await idempotent(action, request) }
         }
         router.delete("/v1/admin/users/{id}") { request in try await idempotent(.erase, request) }
+        router.delete("/v1/admin/users/{id}/sessions/{sessionId}") { request in try await idempotent(.endSession, request) }
     }
 
     // MARK: Handlers
@@ -270,8 +273,9 @@ public struct AdminRoutes: Sendable {
 
     private func act(_ action: Action, _ request: HTTPRequest) async throws -> HTTPResponse {
         let named = Self.namedUser(request)
+        let session = request.pathParameters["sessionId"].flatMap(UUID.init(text:))
         let failure = { (status: Int) in
-            AdminEvent.actionRequested(.init(userId: named, action: action.rawValue, reason: nil, status: status))
+            AdminEvent.actionRequested(.init(userId: named, action: action.rawValue, sessionId: session, reason: nil, status: status))
         }
         return try await audited(request, requires: .admin, failure: failure, changesState: true) { metadata in
             _ = try AdminQuery(request, accepting: [])
@@ -290,10 +294,11 @@ public struct AdminRoutes: Sendable {
             case .disable: try await accounts.setDisabled(true, userId: id, reason: reason, context: context)
             case .enable: try await accounts.setDisabled(false, userId: id, reason: reason, context: context)
             case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
+            case .endSession: try await accounts.endSession(try Self.sessionID(request), of: id, by: .admin, context: context)
             case .erase: try await accounts.erase(userId: id, reason: reason, context: context)
             }
             let user = UserBody(account).shownToAdmins
-            let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, reason: reason, status: 200))
+            let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, sessionId: session, reason: reason, status: 200))
             return (HTTPResponse.json(UserAnswer(user: user)), record)
         }
     }
@@ -390,6 +395,14 @@ public struct AdminRoutes: Sendable {
     private static func userID(_ request: HTTPRequest) throws(AdminError) -> UUID {
         guard let id = namedUser(request) else {
             throw .invalidRequest("'\(request.pathParameters["id"] ?? "")' is not a user id (a UUID).")
+        }
+        return id
+    }
+
+    /// The `{sessionId}` of the path as a session id, or 400.
+    private static func sessionID(_ request: HTTPRequest) throws(AdminError) -> UUID {
+        guard let id = request.pathParameters["sessionId"].flatMap(UUID.init(text:)) else {
+            throw .invalidRequest("'\(request.pathParameters["sessionId"] ?? "")' is not a session id (a UUID).")
         }
         return id
     }

@@ -107,7 +107,7 @@ public struct V1Routes: Sendable {
             // Ending the caller's own session ends the session the request came with: its retry gets the first 204.
             try await once(request, endsItsSession: true) { claims in
                 guard let id = UUID(text: request.pathParameters["id"] ?? "") else { throw AccountError.sessionNotFound }
-                try await accounts.endSession(id, of: claims.userId, by: claims.sessionId, context: context(request, claims.userId))
+                try await accounts.endSession(id, of: claims.userId, by: .session(claims.sessionId), context: context(request, claims.userId))
                 return .noContent()
             }
         }

@@ -177,7 +177,8 @@ public enum AccountEvent: Sendable, Hashable {
     public struct SessionEnded: Codable, Sendable, Hashable {
         public var sessionId: UUID
         /// `sign_out`, `revoked`, `reuse_detected`, `takeover`, `disabled`, `erased`, `replaced` (a new
-        /// session of the same app installation), `password_changed`.
+        /// session of the same app installation), `password_changed`, `provider_revoked`, `session_limit`, `ended_by_admin`
+        /// (this one session, by an admin).
         public var reason: String
     }
 

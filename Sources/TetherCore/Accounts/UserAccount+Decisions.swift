@@ -333,15 +333,27 @@ extension UserAccount {
 
     /// Ends one session (sign-out).
     public func signOut(session id: UUID) throws(AccountError) -> [AccountEvent] {
-        try endSession(id, by: id)
+        try endSession(id, by: .session(id))
     }
 
-    /// The user ends one of their live sessions from a live one, `caller`: another device's, or the caller's own (a
-    /// sign-out). A session that is none of the user's, or that has ended, is ``AccountError/sessionNotFound``.
-    public func endSession(_ id: UUID, by caller: UUID) throws(AccountError) -> [AccountEvent] {
-        guard sessions[caller]?.isActive == true else { throw .invalidToken }
+    /// Who ends one session with ``endSession(_:by:)``.
+    public enum SessionEnder: Sendable, Hashable {
+        /// The user, from a live session of theirs: another device's, or the caller's own (a sign-out).
+        case session(UUID)
+        /// An admin (a lost phone reported to support): the session's end says so.
+        case admin
+    }
+
+    /// Ends one of the user's live sessions. A session that is none of the user's, or that has ended, is
+    /// ``AccountError/sessionNotFound``; a caller's session that is not live, ``AccountError/invalidToken``; a user
+    /// that does not exist (or is erased) for an admin, ``AccountError/notFound``.
+    public func endSession(_ id: UUID, by ender: SessionEnder) throws(AccountError) -> [AccountEvent] {
+        switch ender {
+        case .session(let caller): guard sessions[caller]?.isActive == true else { throw .invalidToken }
+        case .admin: guard exists else { throw .notFound }
+        }
         guard sessions[id]?.isActive == true else { throw .sessionNotFound }
-        return [.sessionEnded(.init(sessionId: id, reason: "sign_out"))]
+        return [.sessionEnded(.init(sessionId: id, reason: ender == .admin ? "ended_by_admin" : "sign_out"))]
     }
 
     /// Ends every session and voids every token issued so far.

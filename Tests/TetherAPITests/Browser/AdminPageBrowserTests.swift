@@ -189,6 +189,17 @@ struct AdminPageBrowserTests {
             #expect(try await scenario.texts("#user-name") == [hostileName])
             #expect(try await page.evaluate("document.querySelectorAll('img').length") == .int(0), "the name made no element")
 
+            // One session ends from its own button, behind the same confirmation and reason.
+            let sessionId: UUID = try await scenario.owner.query("SELECT id FROM sessions WHERE user_id = \(mallory)")[0].decode("id")
+            try await page.click("#user button[data-action='end-session']")
+            try await page.waitUntil("document.getElementById('confirm') !== null", "the session's confirmation")
+            #expect(try await scenario.texts("#confirm strong") == ["End session \(sessionId.uuidString.lowercased().prefix(8)) of \(hostileName)?"])
+            try await page.type("phone reported lost, ticket 41", into: "#reason")
+            try await page.click("#confirm button.danger")
+            try await page.waitUntil("document.querySelectorAll('#user button[data-action=\\'end-session\\']').length === 0", "no session left to end")
+            let ended: String? = try await scenario.owner.query("SELECT end_reason FROM sessions WHERE id = \(sessionId)")[0].decode("end_reason")
+            #expect(ended == "ended_by_admin")
+
             // Disable asks first: cancelling sends nothing.
             try await page.click("#actions button[data-action='disable']")
             try await page.waitUntil("document.getElementById('confirm') !== null", "the confirmation")

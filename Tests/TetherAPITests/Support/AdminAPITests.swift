@@ -205,6 +205,70 @@ struct AdminAPITests {
         }
     }
 
+    /// Support ends one session, a lost phone's, and leaves the user's others: the session's end says an admin ended
+    /// it, the key's record names the session, and a session that is not the user's live one is 404 with nothing written.
+    @Test func adminKeyEndsOneSessionOfAUser() async throws {
+        try await SupportHarness.run { harness in
+            let laptop = try await harness.signedIn(try await harness.apple("apple-lost-phone"))
+            let phone = try await harness.signedIn(try await harness.apple("apple-lost-phone"))
+            let stranger = try await harness.signedIn(try await harness.apple("apple-lost-phone-stranger"))
+            let admin = try await harness.adminKey(.admin)
+            let support = try await harness.adminKey(.support)
+            let base = "/v1/admin/users/\(laptop.user.id)/sessions"
+            func end(_ session: String, key: String, reason: String? = nil, idempotencyKey: String? = nil) async throws -> HTTPTestClient.Response {
+                var headers: [(key: String, value: String)] = [("Authorization", "Bearer \(key)")]
+                if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
+                var body: [UInt8] = []
+                if let reason {
+                    headers.append(("Content-Type", "application/json"))
+                    body = Array(#"{"reason":"\#(reason)"}"#.utf8)
+                }
+                return try await harness.client.send("DELETE", "\(base)/\(session)", fields: headers, body: body)
+            }
+
+            let events = try await harness.totalEvents()
+            #expect(try await end(phone.session.id, key: support.secret).status == 403)
+            for (session, status) in [(stranger.session.id, 404), (UUID().uuidString, 404), ("not-a-session", 400)] {
+                let refused = try await end(session, key: admin.secret)
+                #expect(refused.status == status, "\(session): \(refused.bodyText)")
+            }
+            let unknownUser = try await harness.client.delete(
+                "/v1/admin/users/\(UUID().uuidString)/sessions/\(phone.session.id)", headers: ["Authorization": "Bearer \(admin.secret)"])
+            #expect(unknownUser.status == 404)
+            #expect(try await harness.eventCount("SessionEnded") == 0, "a refused end ends nothing")
+            #expect(try await harness.totalEvents() == events + 5, "only the five refusals' records")
+
+            let ended = try await end(phone.session.id, key: admin.secret, reason: "phone reported lost", idempotencyKey: "lost-1")
+            #expect(ended.status == 200, "\(ended.bodyText)")
+            #expect(try ended.json["user"]?["id"]?.string == laptop.user.id)
+            let retried = try await end(phone.session.id, key: admin.secret, reason: "phone reported lost", idempotencyKey: "lost-1")
+            #expect(retried.status == 200 && retried.headers.values(for: "Idempotent-Replayed") == ["true"])
+            #expect(try await harness.me(phone.session.accessToken).status == 401)
+            #expect(try await harness.refresh(phone.session.refreshToken).status == 401)
+            #expect(try await harness.me(laptop.session.accessToken).status == 200, "the user's other session stays")
+            #expect(try await harness.me(stranger.session.accessToken).status == 200)
+            let again = try await end(phone.session.id, key: admin.secret)
+            let code = try again.json["code"]?.string
+            #expect(again.status == 404 && code == "not_found", "an ended session: \(again.bodyText)")
+
+            let userId = try #require(UUID(uuidString: laptop.user.id))
+            let endings = try await harness.events(inStream: .user(userId)).filter { $0.type == "SessionEnded" }
+            #expect(endings.count == 1)
+            #expect(endings.first?.metadata.actor == .admin(keyId: admin.key.id))
+            let payload = try JSONDecoder().decode(AccountEvent.SessionEnded.self, from: try #require(endings.first).data)
+            #expect(payload.reason == "ended_by_admin" && payload.sessionId.uuidString.lowercased() == phone.session.id)
+            let records = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }
+            let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
+            #expect(actions.map(\.status) == [404, 404, 400, 404, 200, 404])
+            #expect(actions.allSatisfy { $0.action == "end-session" })
+            #expect(actions[4].sessionId?.uuidString.lowercased() == phone.session.id && actions[4].reason == "phone reported lost")
+            #expect(actions[2].sessionId == nil && actions[2].userId == userId, "the refused id is no session id")
+            let history = try await harness.adminGet("/v1/admin/users/\(laptop.user.id)/history?limit=500", key: admin.secret)
+            let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
+            #expect(summaries.contains("asked to end-session \(phone.session.id.prefix(8)): phone reported lost"), "\(summaries)")
+        }
+    }
+
     @Test func aRetriedActionWithTheSameIdempotencyKeyGetsTheFirstAnswerAndRecordsNothing() async throws {
         try await SupportHarness.run { harness in
             let user = try await harness.signUp("ada@example.com")
