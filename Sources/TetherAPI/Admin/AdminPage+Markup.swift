@@ -177,7 +177,7 @@ extension AdminPage {
         .items li { border-left: 3px solid var(--soft); padding-left: 0.55rem; min-width: 0; }
         .items li.live { border-left-color: #9fd8b5; }
         .item-main { overflow-wrap: anywhere; }
-        .item-main button.end-session { padding: 0.05rem 0.5rem; font-size: 0.85em; margin-left: 0.25rem; }
+        .item-main button.item-action { padding: 0.05rem 0.5rem; font-size: 0.85em; margin-left: 0.25rem; }
         .item-meta { font-size: 0.82rem; color: var(--muted); overflow-wrap: anywhere; }
         .uid { font-size: 0.8rem; }
         details { margin-top: 0.4rem; }

@@ -39,10 +39,16 @@ extension AdminPage {
               button: "Revoke all sessions…", confirm: "Revoke all sessions", done: "signed out everywhere",
               explain: "Every session ends now and every token issued before now stops working; they can sign in again.",
             },
-            // One session of the list (a phone reported lost): its own button, next to it.
+            // One item of a list, with its own button next to it: a session (a phone reported lost), an identity.
             "end-session": {
-              button: "End…", confirm: "End session", done: "signed out of that session",
-              explain: "That session's tokens stop working now; their other sessions go on.",
+              button: "End…", confirm: "End", done: "signed out of that session",
+              explain: "Tether refuses that session's tokens now; their other sessions go on. (A Firebase ID token a backend checks with firebase-admin lasts until it expires: revoke all sessions to stop those.)",
+              item: (id) => ({ path: "/sessions/" + encodeURIComponent(id), name: "session " + short(id) + " of" }),
+            },
+            "unlink": {
+              button: "Unlink…", confirm: "Unlink", done: "no longer signs in with that provider",
+              explain: "That provider no longer signs them in, even when it was their last way in; their sessions go on.",
+              item: (provider) => ({ path: "/identities/" + encodeURIComponent(provider), name: provider + " from" }),
             },
           };
 
@@ -349,13 +355,14 @@ extension AdminPage {
             };
           }
 
-          function activeSessionItem(session) {
-            const item = sessionItem(session);
+          // `item` with a button that asks to confirm `action` on `target` (a session's id, a provider).
+          function withAction(item, action, target) {
+            if (state.detail.erasedAt) return item;
             item.main.push(" ", el("button", {
-              type: "button", class: "end-session", "data-action": "end-session", "data-session": session.id,
+              type: "button", class: "item-action", "data-action": action, "data-target": target,
               disabled: state.readOnly || state.busy,
-              onclick: () => { state.pending = { action: "end-session", sessionId: session.id, idempotencyKey: randomKey() }; renderActions(); $("reason").focus(); },
-            }, ACTIONS["end-session"].button));
+              onclick: () => { state.pending = { action, target, idempotencyKey: randomKey() }; renderActions(); $("reason").focus(); },
+            }, ACTIONS[action].button));
             return item;
           }
 
@@ -377,12 +384,16 @@ extension AdminPage {
                 fact("Active sessions", String(detail.activeSessionCount)),
                 fact("Tokens valid since", detail.validSince ? when(detail.validSince) : "any time")),
               el("h3", null, "Identities (" + user.identities.length + ")"),
-              items(user.identities.map((identity) => ({
-                main: [el("strong", null, identity.provider), " ", el("span", { class: "mono uid" }, identity.uid)],
-                meta: [verified(identity.email, identity.emailVerified), "linked " + when(identity.linkedAt)],
-              })), "No linked identity."),
+              items(user.identities.map((identity) => {
+                const item = {
+                  main: [el("strong", null, identity.provider), " ", el("span", { class: "mono uid" }, identity.uid)],
+                  meta: [verified(identity.email, identity.emailVerified), "linked " + when(identity.linkedAt)],
+                };
+                // A developer's uid (Firebase custom tokens) is never unlinked.
+                return identity.provider === "custom" ? item : withAction(item, "unlink", identity.provider);
+              }), "No linked identity."),
               el("h3", null, "Active sessions (" + detail.activeSessionCount + ")"),
-              items(active.map(state.detail.erasedAt ? sessionItem : activeSessionItem), "No active session."),
+              items(active.map((session) => withAction(sessionItem(session), "end-session", session.id)), "No active session."),
               ended.length === 0 ? null : el("details", null,
                 el("summary", null, ended.length + " ended session" + (ended.length === 1 ? "" : "s")),
                 items(ended.map(sessionItem), "")),
@@ -420,9 +431,11 @@ extension AdminPage {
             const action = ACTIONS[state.pending.action];
             return el("form", { class: "confirm", id: "confirm", method: "post", onsubmit: confirmAction },
               el("p", null, el("strong", null, action.confirm + " "
-                + (state.pending.sessionId ? short(state.pending.sessionId) + " of " : "") + userName(user) + "?"), " ", action.explain),
+                + (state.pending.target ? action.item(state.pending.target).name + " " : "") + userName(user) + "?"), " ", action.explain),
               el("label", { for: "reason" }, "Reason (recorded in the history)"),
-              el("textarea", { id: "reason", maxlength: String(REASON_LIMIT), placeholder: "e.g. reported a stolen phone, ticket 1234" }),
+              // A retry after a failure keeps the reason: its Idempotency-Key is the same, so must its body be.
+              el("textarea", { id: "reason", maxlength: String(REASON_LIMIT), placeholder: "e.g. reported a stolen phone, ticket 1234" },
+                state.pending.reason || ""),
               el("div", { class: "action-row" },
                 el("button", { type: "submit", class: "danger", disabled: state.busy }, action.confirm),
                 el("button", { type: "button", disabled: state.busy, onclick: () => { state.pending = null; renderActions(); } }, "Cancel")));
@@ -436,19 +449,21 @@ extension AdminPage {
               $("reason").focus();
               return;
             }
-            const { action, sessionId, idempotencyKey } = state.pending;
+            const { action, target, idempotencyKey } = state.pending;
+            state.pending.reason = reason;
             const generation = state.generation;
             const name = userName(state.detail.user);
             state.busy = true;
             for (const button of $("user").querySelectorAll("#actions button, button[data-action]")) button.disabled = true;
             const path = "/v1/admin/users/" + encodeURIComponent(state.userId)
-              + (sessionId ? "/sessions/" + encodeURIComponent(sessionId) : "/" + action);
+              + (target ? ACTIONS[action].item(target).path : "/" + action);
             try {
-              await api(path, { json: { reason }, idempotencyKey, method: sessionId ? "DELETE" : "POST" });
+              await api(path, { json: { reason }, idempotencyKey, method: target ? "DELETE" : "POST" });
               state.busy = false;
               state.pending = null;
               show(name + " " + ACTIONS[action].done + ".", "ok");
               if (generation === state.generation) await openUser(state.userId);
+              else renderCard();  // another user, opened meanwhile, was drawn with its buttons disabled
             } catch (error) {
               state.busy = false;
               if (error.status === 401) return;
@@ -458,11 +473,25 @@ extension AdminPage {
                 state.pending = null;
                 render();
                 show("Refused: this key has the support role, which can look but not act.", "error");
+              } else if (error.status === 404 || error.status === 422) {
+                // What was asked no longer holds (a session ended or an identity unlinked meanwhile): the card is
+                // drawn again from the server, and the next try is a new request.
+                state.pending = null;
+                show(error.message, "error");
+                if (generation === state.generation) await openUser(state.userId);
+                return;
               } else {
                 show(error.message, "error");
               }
-              if (generation === state.generation && state.detail) renderActions();
+              renderCard();
             }
+          }
+
+          // The user's card and its actions again, with the buttons the request disabled enabled.
+          function renderCard() {
+            if (!state.detail) return;
+            renderUser();
+            renderActions();
           }
 
           // MARK: Timeline

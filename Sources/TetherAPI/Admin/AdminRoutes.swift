@@ -2,6 +2,7 @@ import Foundation
 import TetherCore
 import TetherHTTP
 import TetherPostgres
+import TetherProviders
 
 /// The support and admin API under `/v1/admin` (API.md "Support and admin API").
 ///
@@ -22,6 +23,8 @@ public struct AdminRoutes: Sendable {
         case revokeSessions = "revoke-sessions"
         /// `DELETE /v1/admin/users/{id}/sessions/{sessionId}`: one session, say a lost phone's.
         case endSession = "end-session"
+        /// `DELETE /v1/admin/users/{id}/identities/{provider}`: one way in, the last one too.
+        case unlink
         /// `DELETE /v1/admin/users/{id}`.
         case erase
 
@@ -77,6 +80,7 @@ public struct AdminRoutes: Sendable {
         }
         router.delete("/v1/admin/users/{id}") { request in try await idempotent(.erase, request) }
         router.delete("/v1/admin/users/{id}/sessions/{sessionId}") { request in try await idempotent(.endSession, request) }
+        router.delete("/v1/admin/users/{id}/identities/{provider}") { request in try await idempotent(.unlink, request) }
     }
 
     // MARK: Handlers
@@ -274,8 +278,10 @@ public struct AdminRoutes: Sendable {
     private func act(_ action: Action, _ request: HTTPRequest) async throws -> HTTPResponse {
         let named = Self.namedUser(request)
         let session = request.pathParameters["sessionId"].flatMap(UUID.init(text:))
+        let provider = Self.namedProvider(request)
         let failure = { (status: Int) in
-            AdminEvent.actionRequested(.init(userId: named, action: action.rawValue, sessionId: session, reason: nil, status: status))
+            AdminEvent.actionRequested(.init(
+                userId: named, action: action.rawValue, sessionId: session, provider: provider, reason: nil, status: status))
         }
         return try await audited(request, requires: .admin, failure: failure, changesState: true) { metadata in
             _ = try AdminQuery(request, accepting: [])
@@ -295,10 +301,12 @@ public struct AdminRoutes: Sendable {
             case .enable: try await accounts.setDisabled(false, userId: id, reason: reason, context: context)
             case .revokeSessions: try await accounts.revokeAllSessions(userId: id, context: context)
             case .endSession: try await accounts.endSession(try Self.sessionID(request), of: id, by: .admin, context: context)
+            case .unlink: try await accounts.unlink(provider: try Self.providerName(request), from: id, byAdmin: true, context: context)
             case .erase: try await accounts.erase(userId: id, reason: reason, context: context)
             }
             let user = UserBody(account).shownToAdmins
-            let record = AdminEvent.actionRequested(.init(userId: id, action: action.rawValue, sessionId: session, reason: reason, status: 200))
+            let record = AdminEvent.actionRequested(.init(
+                userId: id, action: action.rawValue, sessionId: session, provider: provider, reason: reason, status: 200))
             return (HTTPResponse.json(UserAnswer(user: user)), record)
         }
     }
@@ -405,6 +413,20 @@ public struct AdminRoutes: Sendable {
             throw .invalidRequest("'\(request.pathParameters["sessionId"] ?? "")' is not a session id (a UUID).")
         }
         return id
+    }
+
+    /// The `{provider}` of the path, when it names a provider: recorded even when the request is refused.
+    private static func namedProvider(_ request: HTTPRequest) -> String? {
+        request.pathParameters["provider"].flatMap { ProviderName(rawValue: $0)?.rawValue }
+    }
+
+    /// The `{provider}` of the path as a provider's name, or 400.
+    private static func providerName(_ request: HTTPRequest) throws(AdminError) -> String {
+        guard let provider = namedProvider(request) else {
+            let names = ProviderName.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalidRequest("'\(request.pathParameters["provider"] ?? "")' is not a provider (\(names)).")
+        }
+        return provider
     }
 
     /// The `{id}` of the path, when it is a UUID: recorded even when the request is refused.

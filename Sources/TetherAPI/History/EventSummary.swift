@@ -93,7 +93,7 @@ public struct EventSummary: Sendable, Hashable {
             text = payload.statusNote.isEmpty
                 ? "read the event feed (\(payload["returned"]) events after \(payload.text("after") ?? "0"))" : "asked for the event feed" + payload.statusNote
         case "AdminActionRequested":
-            text = "asked to \(payload["action"])" + (payload.text("sessionId") == nil ? "" : " \(payload.shortID("sessionId"))") + (payload.text("reason").map { ": \($0)" } ?? "") + payload.statusNote
+            text = "asked to \(payload["action"])" + (payload.text("sessionId") == nil ? "" : " \(payload.shortID("sessionId"))") + (payload.text("provider").map { " \($0)" } ?? "") + (payload.text("reason").map { ": \($0)" } ?? "") + payload.statusNote
         case "AdminUsersSearched":
             text = "searched users (\(payload.text("resultCount") ?? "0") found)" + payload.statusNote
         case "AdminKeyCreated":

@@ -109,17 +109,20 @@ public enum AdminEvent: Sendable, Hashable {
     /// `POST /v1/admin/users/{id}/disable`, `/enable` or `/revoke-sessions`, allowed or not.
     public struct ActionRequested: Codable, Sendable, Hashable {
         public var userId: UUID?
-        /// `disable`, `enable`, `revoke-sessions`, `end-session`, `erase` or `export`.
+        /// `disable`, `enable`, `revoke-sessions`, `end-session`, `unlink`, `erase` or `export`.
         public var action: String
         /// The session `end-session` named (absent for the other actions).
         public var sessionId: UUID?
+        /// The provider `unlink` named, when it is one (absent for the other actions).
+        public var provider: String?
         public var reason: String?
         public var status: Int
 
-        public init(userId: UUID?, action: String, sessionId: UUID? = nil, reason: String?, status: Int) {
+        public init(userId: UUID?, action: String, sessionId: UUID? = nil, provider: String? = nil, reason: String?, status: Int) {
             self.userId = userId
             self.action = action
             self.sessionId = sessionId
+            self.provider = provider
             self.reason = reason
             self.status = status
         }

@@ -189,16 +189,49 @@ struct AdminPageBrowserTests {
             #expect(try await scenario.texts("#user-name") == [hostileName])
             #expect(try await page.evaluate("document.querySelectorAll('img').length") == .int(0), "the name made no element")
 
-            // One session ends from its own button, behind the same confirmation and reason.
-            let sessionId: UUID = try await scenario.owner.query("SELECT id FROM sessions WHERE user_id = \(mallory)")[0].decode("id")
-            try await page.click("#user button[data-action='end-session']")
-            try await page.waitUntil("document.getElementById('confirm') !== null", "the session's confirmation")
-            #expect(try await scenario.texts("#confirm strong") == ["End session \(sessionId.uuidString.lowercased().prefix(8)) of \(hostileName)?"])
-            try await page.type("phone reported lost, ticket 41", into: "#reason")
+            // A session that ended while its confirmation was open: the page says so and draws the card again.
+            let again = try await scenario.client.post(
+                "/v1/sign-in", json: ["provider": JSONValue.string("password"),
+                                      "credential": ["email": "mallory@example.com", "password": "correct horse battery"]])
+            #expect(again.status == 200)
+            try await scenario.open(mallory)
+            let sessions: [UUID] = try await scenario.owner.query(
+                "SELECT id FROM sessions WHERE user_id = \(mallory) ORDER BY started_at, id").map { try $0.decode("id") }
+            let (sessionId, gone) = (sessions[0], sessions[1])
+            try await page.click("#user button[data-action='end-session'][data-target='\(gone.uuidString.lowercased())']")
+            try await page.waitUntil("document.getElementById('confirm') !== null", "the confirmation")
+            let admin = try await scenario.key(.admin)
+            let meanwhile = try await scenario.client.delete(
+                "/v1/admin/users/\(mallory.uuidString.lowercased())/sessions/\(gone.uuidString.lowercased())",
+                headers: ["Authorization": "Bearer \(admin)"])
+            #expect(meanwhile.status == 200)
+            try await page.type("lost phone, ticket 40", into: "#reason")
             try await page.click("#confirm button.danger")
-            try await page.waitUntil("document.querySelectorAll('#user button[data-action=\\'end-session\\']').length === 0", "no session left to end")
+            try await page.waitUntil("document.getElementById('confirm') === null", "the confirmation closed")
+            try await page.waitUntil("document.querySelectorAll('#user button[data-action=\\'end-session\\']').length === 1", "the card drawn again")
+            #expect(try await scenario.texts("#status").first?.contains("no live session") == true)
+            #expect(try await page.evaluate("Array.from(document.querySelectorAll('#user button[data-action]')).every((b) => !b.disabled)") == .bool(true))
+
+            // One session ends from its own button, behind the same confirmation and reason; so does one identity,
+            // the last one too.
+            func confirmItemAction(_ action: String, on target: String, asking question: String, reason: String) async throws {
+                try await page.click("#user button[data-action='\(action)'][data-target='\(target)']")
+                try await page.waitUntil("document.getElementById('confirm') !== null", "the confirmation of \(action)")
+                #expect(try await scenario.texts("#confirm strong") == [question])
+                try await page.type(reason, into: "#reason")
+                try await page.click("#confirm button.danger")
+                try await page.waitUntil("document.querySelectorAll('#user button[data-action=\\'\(action)\\']').length === 0", "no \(action) left")
+            }
+            let id = sessionId.uuidString.lowercased()
+            try await confirmItemAction(
+                "end-session", on: id, asking: "End session \(id.prefix(8)) of \(hostileName)?", reason: "phone reported lost, ticket 41")
             let ended: String? = try await scenario.owner.query("SELECT end_reason FROM sessions WHERE id = \(sessionId)")[0].decode("end_reason")
             #expect(ended == "ended_by_admin")
+
+            try await confirmItemAction(
+                "unlink", on: "password", asking: "Unlink password from \(hostileName)?", reason: "asked to close the password, ticket 43")
+            let identities: Int = try await scenario.owner.query("SELECT count(*)::int AS n FROM identities WHERE user_id = \(mallory)")[0].decode("n")
+            #expect(identities == 0)
 
             // Disable asks first: cancelling sends nothing.
             try await page.click("#actions button[data-action='disable']")

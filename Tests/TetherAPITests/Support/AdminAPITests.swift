@@ -216,14 +216,7 @@ struct AdminAPITests {
             let support = try await harness.adminKey(.support)
             let base = "/v1/admin/users/\(laptop.user.id)/sessions"
             func end(_ session: String, key: String, reason: String? = nil, idempotencyKey: String? = nil) async throws -> HTTPTestClient.Response {
-                var headers: [(key: String, value: String)] = [("Authorization", "Bearer \(key)")]
-                if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
-                var body: [UInt8] = []
-                if let reason {
-                    headers.append(("Content-Type", "application/json"))
-                    body = Array(#"{"reason":"\#(reason)"}"#.utf8)
-                }
-                return try await harness.client.send("DELETE", "\(base)/\(session)", fields: headers, body: body)
+                try await harness.adminDelete("\(base)/\(session)", key: key, reason: reason, idempotencyKey: idempotencyKey)
             }
 
             let events = try await harness.totalEvents()
@@ -266,6 +259,57 @@ struct AdminAPITests {
             let history = try await harness.adminGet("/v1/admin/users/\(laptop.user.id)/history?limit=500", key: admin.secret)
             let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
             #expect(summaries.contains("asked to end-session \(phone.session.id.prefix(8)): phone reported lost"), "\(summaries)")
+        }
+    }
+
+    /// Support removes one way in (a Facebook account the user lost), the last one too, which the user cannot; a
+    /// provider the user has none of, or a name that is no provider, changes nothing.
+    @Test func adminKeyUnlinksAProviderEvenTheLastOne() async throws {
+        try await SupportHarness.run { harness in
+            let user = try await harness.signUp("ada@example.com")
+            try await harness.linkFacebook(user.accessToken, facebookUserID: "fb-ada-lost", email: "ada@example.com")
+            let admin = try await harness.adminKey(.admin)
+            let support = try await harness.adminKey(.support)
+            let base = "/v1/admin/users/\(user.id.uuidString.lowercased())/identities"
+            func unlink(_ provider: String, key: String, reason: String? = nil, idempotencyKey: String? = nil) async throws -> HTTPTestClient.Response {
+                try await harness.adminDelete("\(base)/\(provider)", key: key, reason: reason, idempotencyKey: idempotencyKey)
+            }
+            func providers(_ response: HTTPTestClient.Response) throws -> [String] {
+                try response.json["user"]?["identities"]?.elements.compactMap { $0["provider"]?.string } ?? []
+            }
+
+            #expect(try await unlink("facebook", key: support.secret).status == 403)
+            let google = try await unlink("google", key: admin.secret)
+            let code = try google.json["code"]?.string
+            #expect(google.status == 404 && code == "no_such_provider", "\(google.bodyText)")
+            for name in ["twitter", "Facebook", "facebook%00x"] {
+                let refused = try await unlink(name, key: admin.secret)
+                #expect(refused.status == 400, "\(name): \(refused.bodyText)")
+            }
+            #expect(try await harness.eventCount("IdentityUnlinked") == 0, "a refused unlink unlinks nothing")
+
+            let facebook = try await unlink("facebook", key: admin.secret, reason: "lost the Facebook account, ticket 7", idempotencyKey: "fb-1")
+            #expect(facebook.status == 200, "\(facebook.bodyText)")
+            #expect(try providers(facebook) == ["password"])
+            let retried = try await unlink("facebook", key: admin.secret, reason: "lost the Facebook account, ticket 7", idempotencyKey: "fb-1")
+            #expect(retried.status == 200 && retried.headers.values(for: "Idempotent-Replayed") == ["true"])
+            // The last way in, which the user may not remove themselves.
+            let password = try await unlink("password", key: admin.secret)
+            let left = try providers(password)
+            #expect(password.status == 200 && left == [], "\(password.bodyText)")
+            let signIn = try await harness.client.post(
+                "/v1/sign-in", json: ["provider": JSONValue.string("password"),
+                                      "credential": ["email": "ada@example.com", "password": "correct horse battery"]])
+            #expect(signIn.status == 401, "\(signIn.bodyText)")
+
+            let unlinked = try await harness.events(inStream: .user(user.id)).filter { $0.type == "IdentityUnlinked" }
+            #expect(unlinked.count == 2 && unlinked.allSatisfy { $0.metadata.actor == .admin(keyId: admin.key.id) })
+            #expect(unlinked.allSatisfy { String(decoding: $0.data, as: UTF8.self).contains(#""reason":"admin""#) })
+            let records = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }
+            let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
+            #expect(actions.map(\.status) == [404, 400, 400, 400, 200, 200])
+            #expect(actions.map(\.provider) == ["google", nil, nil, nil, "facebook", "password"])
+            #expect(actions.allSatisfy { $0.action == "unlink" && $0.userId == user.id })
         }
     }
 

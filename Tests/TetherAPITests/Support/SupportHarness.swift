@@ -56,6 +56,18 @@ extension DevService {
         return try await client.post(target, headers: ["Authorization": "Bearer \(key)"], body: [])
     }
 
+    /// `DELETE` with an admin key, and a `{"reason"}` body and an `Idempotency-Key` when given.
+    func adminDelete(_ target: String, key: String, reason: String? = nil, idempotencyKey: String? = nil) async throws -> HTTPTestClient.Response {
+        var headers: [(key: String, value: String)] = [("Authorization", "Bearer \(key)")]
+        if let idempotencyKey { headers.append(("Idempotency-Key", idempotencyKey)) }
+        var body: [UInt8] = []
+        if let reason {
+            headers.append(("Content-Type", "application/json"))
+            body = try JSONEncoder().encode(["reason": reason]).map { $0 }
+        }
+        return try await client.send("DELETE", target, fields: headers, body: body)
+    }
+
     /// `pg_dump` of the service's database as plain SQL: what someone who copied the database holds.
     func dump() throws -> String {
         let binaries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().reversed()
