@@ -418,7 +418,7 @@ extension AdminPage {
             fill($("actions"),
               el("h3", null, "Actions"),
               state.readOnly ? el("p", { class: "read-only", id: "read-only-note" },
-                "This is a support key: it can look, not act. Disabling, enabling, revoking and ending sessions need a key made with ",
+                "This is a support key: it can look, not act. Disabling, enabling, revoking or ending sessions and unlinking need a key made with ",
                 el("code", null, "tether admin-keys create --role admin"), ".") : null,
               el("div", { class: "action-row" }, offered.map((action) => el("button", {
                 type: "button", "data-action": action, disabled: state.readOnly || state.busy,

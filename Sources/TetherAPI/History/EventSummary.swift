@@ -93,7 +93,10 @@ public struct EventSummary: Sendable, Hashable {
             text = payload.statusNote.isEmpty
                 ? "read the event feed (\(payload["returned"]) events after \(payload.text("after") ?? "0"))" : "asked for the event feed" + payload.statusNote
         case "AdminActionRequested":
-            text = "asked to \(payload["action"])" + (payload.text("sessionId") == nil ? "" : " \(payload.shortID("sessionId"))") + (payload.text("provider").map { " \($0)" } ?? "") + (payload.text("reason").map { ": \($0)" } ?? "") + payload.statusNote
+            // What the action was about beyond the user: the session it ended, the provider it unlinked.
+            let item = payload.text("sessionId") == nil ? payload.text("provider") : payload.shortID("sessionId")
+            text = "asked to \(payload["action"])" + (item.map { " \($0)" } ?? "") + (payload.text("reason").map { ": \($0)" } ?? "")
+                + payload.statusNote
         case "AdminUsersSearched":
             text = "searched users (\(payload.text("resultCount") ?? "0") found)" + payload.statusNote
         case "AdminKeyCreated":

@@ -310,6 +310,9 @@ struct AdminAPITests {
             #expect(actions.map(\.status) == [404, 400, 400, 400, 200, 200])
             #expect(actions.map(\.provider) == ["google", nil, nil, nil, "facebook", "password"])
             #expect(actions.allSatisfy { $0.action == "unlink" && $0.userId == user.id })
+            let history = try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())/history?limit=500", key: admin.secret)
+            let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
+            #expect(summaries.contains("asked to unlink facebook: lost the Facebook account, ticket 7"), "\(summaries)")
         }
     }
 
