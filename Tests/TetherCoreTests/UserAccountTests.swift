@@ -195,6 +195,21 @@ struct UserAccountTests {
         #expect(throws: AccountError.notFound) { try erased.endSession(phone.id, by: .admin) }
     }
 
+    /// A reissue continues the caller's sign-in: a session that would start the recent-sign-in window again (no sign-in
+    /// time of its own, or a later one) is refused, whichever route asks.
+    @Test func aReissueNeverSignsInLaterThanItsCaller() throws {
+        let id = UUID()
+        let caller = session("caller")
+        let user = account(UserAccount.register(id: id, identity: apple, session: caller, now: now), id: id)
+        var next = session("next")
+        #expect(throws: AccountError.invalidToken) { try user.reissue(next, provider: "apple", continuing: caller.id, now: now) }
+        next.authTime = now.addingTimeInterval(1)
+        #expect(throws: AccountError.invalidToken) { try user.reissue(next, provider: "apple", continuing: caller.id, now: now) }
+        next.authTime = now
+        #expect(try user.reissue(next, provider: "apple", continuing: caller.id, now: now.addingTimeInterval(60)).contains { $0.type == "SessionStarted" })
+        #expect(throws: AccountError.invalidToken) { try user.reissue(next, provider: "apple", continuing: UUID(), now: now) }
+    }
+
     @Test func refreshRotatesAndAnOldTokenIsReuse() throws {
         let id = UUID()
         let first = session("h0")

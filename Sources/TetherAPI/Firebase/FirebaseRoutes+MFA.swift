@@ -167,12 +167,14 @@ extension FirebaseRoutes {
     }
 }
 
-/// The new tokens a factor change answers with (the SDKs put them in place of the user's): a new session of the
-/// caller's sign-in method, opened by the same command as the change, and only while the session the caller
-/// proved is still live under the user's lock (``UserAccount/reissue(_:provider:continuing:now:)``).
+/// The new tokens a factor change or a link answers with (the SDKs put them in place of the user's): a new session
+/// opened by the same command as the change, and only while the session the caller proved is still live under the
+/// user's lock (``UserAccount/reissue(_:provider:continuing:now:)``).
 ///
 /// The new session continues the caller's: its sign-in time, methods (a second factor included) and developer
-/// claims carry over, so a reissue never renews the recent-sign-in window.
+/// claims carry over, so a reissue never renews the recent-sign-in window: a link proves the linked provider, not
+/// the caller, and a stolen ID token that links the thief's own Facebook must not come out of it as a fresh sign-in
+/// without the second factor, able to withdraw the factor and unlink the rest.
 struct Reissue: Sendable {
     let claims: FirebaseIDTokenClaims
     /// A factor whose code the request just checked: it becomes the session's second factor.
@@ -202,11 +204,16 @@ struct Reissue: Sendable {
         return session
     }
 
+    /// Opens the session on `account`, the state after the change, recorded as a sign-in with `provider` (the
+    /// caller's method unless given: a link names the linked provider).
+    func decision(on account: UserAccount, as provider: String? = nil) throws -> [AccountEvent] {
+        try account.reissue(
+            session(in: account), provider: provider ?? FirebaseRoutes.tetherProvider(claims), continuing: claims.sessionId, now: now)
+    }
+
     /// The command's follow-up: opens the session on the state after the factor change.
     var decide: AccountService.FollowUp {
-        { [self] account in
-            try account.reissue(session(in: account), provider: FirebaseRoutes.tetherProvider(claims), continuing: claims.sessionId, now: now)
-        }
+        { [self] account in try decision(on: account) }
     }
 
     /// The answer: tokens of the session the command opened.

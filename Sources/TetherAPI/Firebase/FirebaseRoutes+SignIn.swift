@@ -30,9 +30,11 @@ extension FirebaseRoutes {
         do { try UserAccount.checkProfile(displayName: displayName, photoURL: nil) } catch { throw FirebaseError(converting: error) }
         let (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
         let account: UserAccount
+        var answered = session
         if let idToken = try body.string("idToken") {
             let caller = try await authenticate(idToken: idToken)
             let context = context(request, user: caller.account.id)
+            let reissue = Reissue(claims: caller.claims, proved: nil, base: (session, refreshToken), now: context.now)
             do {
                 // A password added to a user who is not anonymous needs a recent sign-in, as on /v1. The name,
                 // and new tokens (the caller just proved the password and a live session), come in the same command.
@@ -45,13 +47,12 @@ extension FirebaseRoutes {
                 ) { linked in
                     try linked.deciding([
                         { state in try displayName.map { try state.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [] },
-                        { [caller = caller.claims.sessionId] state in
-                            try state.reissue(session, provider: ProviderName.password.rawValue, continuing: caller, now: context.now)
-                        },
+                        { state in try reissue.decision(on: state, as: ProviderName.password.rawValue) },
                     ], at: context.now)
                 }
                 link.passwordBecomesTheEmail = true
                 account = try await commands.link(link)
+                answered = reissue.session(in: account)
             } catch let error as AccountError where error.reason == .providerAlreadyLinked {
                 throw FirebaseError("PROVIDER_ALREADY_LINKED")
             }
@@ -65,7 +66,7 @@ extension FirebaseRoutes {
         }
         answer["email"] = .string(email)
         if let name = account.displayName { answer["displayName"] = .string(name) }
-        return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: "password")) { $1 })
+        return .object(answer.merging(try await tokens(account, session: answered, refreshToken: refreshToken, signInProvider: "password")) { $1 })
     }
 
     /// `WEAK_PASSWORD : <the policy's reason>` for a password the policy refuses (at least 8 characters, where
@@ -173,12 +174,12 @@ extension FirebaseRoutes {
         if let caller {
             let context = self.context(request, user: caller.account.id)
             let account: UserAccount
+            // Linked: new tokens for the caller in the same command, continuing the caller's sign-in (its time and
+            // second factor), with no second sign-in (which a second factor would stop).
+            let reissue = Reissue(claims: caller.claims, proved: nil, base: (session, refreshToken), now: context.now)
             do {
-                // Linked: new tokens for the caller in the same command, with no second sign-in (which a second
-                // factor would stop).
-                account = try await commands.link(identity, to: caller.account.id, context: context) {
-                    [provider = identity.provider, caller = caller.claims.sessionId] linked in
-                    try linked.reissue(session, provider: provider, continuing: caller, now: context.now)
+                account = try await commands.link(identity, to: caller.account.id, context: context) { [provider = identity.provider] linked in
+                    try reissue.decision(on: linked, as: provider)
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)
@@ -186,7 +187,8 @@ extension FirebaseRoutes {
             } catch {
                 throw FirebaseError(converting: error)
             }
-            return .object(answer.merging(try await tokens(account, session: session, refreshToken: refreshToken, signInProvider: providerId)) { $1 })
+            return .object(answer.merging(
+                try await tokens(account, session: reissue.session(in: account), refreshToken: refreshToken, signInProvider: providerId)) { $1 })
         }
         if try request.body.bool("autoCreate") == false,
            try await accounts.database.query(try AccountProjection.identityOwner(

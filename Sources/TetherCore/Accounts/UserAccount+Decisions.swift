@@ -286,11 +286,16 @@ extension UserAccount {
     ///
     /// - Parameter caller: the session the caller proved before the command: it must still be live here, under
     ///   the user's lock, so a token whose session a revocation or a sign-out ended meanwhile gets nothing. It
-    ///   stays live, as Firebase's refresh tokens do (a client whose answer was lost keeps its old tokens).
+    ///   stays live, as Firebase's refresh tokens do (a client whose answer was lost keeps its old tokens). The new
+    ///   session continues it: signed in no later than the caller was, so a reissue never renews the recent-sign-in
+    ///   window (a session that would is refused, as a token that proves nothing more).
     public func reissue(_ session: NewSession, provider: String, continuing caller: UUID? = nil, now: Date) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard !isDisabled else { throw .userDisabled }
-        if let caller, sessions[caller]?.isActive != true { throw .invalidToken }
+        if let caller {
+            guard let live = sessions[caller], live.isActive else { throw .invalidToken }
+            guard let authTime = session.authTime, authTime <= live.authTime else { throw .invalidToken }
+        }
         return starting(session, provider: provider, outcome: "reissued", now: now)
     }
 
