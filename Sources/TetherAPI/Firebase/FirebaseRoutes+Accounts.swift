@@ -192,8 +192,10 @@ extension FirebaseRoutes {
         if let customClaims { steps.append { try $0.setCustomClaims(customClaims) } }
         if let disable { steps.append { try $0.setDisabled(disable, reason: "firebase accounts:update", now: now) } }
         // A changed address voids every earlier token, as Firebase's `validSince` moves with it; so does an admin's
-        // `validSince`. One revocation, at the later of the two (it never moves back).
-        let revokedAt = [newEmail.map { _ in now }, validSince.map { Date(timeIntervalSince1970: TimeInterval($0)) }].compactMap { $0 }.max()
+        // `validSince`, no later than now (the minute allowed for a caller's clock ahead of ours would otherwise void
+        // every token issued until it came). One revocation, at the later of the two (it never moves back).
+        let given = validSince.map { min(Date(timeIntervalSince1970: TimeInterval($0)), now) }
+        let revokedAt = [newEmail.map { _ in now }, given].compactMap { $0 }.max()
         if let revokedAt { steps.append { try $0.revokeAllSessions(now: revokedAt) } }
         var answer: [String: JSONValue] = ["kind": "identitytoolkit#SetAccountInfoResponse"]
         var opened: (session: NewSession, refreshToken: String)?

@@ -241,6 +241,31 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// firebase-admin's `revoke_refresh_tokens` sends the caller's clock, which may run ahead of the server's: a
+    /// `validSince` up to a minute ahead is taken as now. Stored as given, it refused every token issued until it came,
+    /// while sign-ins and refreshes went on handing them out.
+    @Test func aValidSinceAheadOfTheServersClockIsTakenAsNow() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object(["email": "ahead@example.com", "password": "ahead password 1"]))
+            let localId = try #require(signUp.string("localId"))
+            try await Task.sleep(for: .milliseconds(1_100))  // the sign-up's token a second older than the revocation
+            let ahead = Int(Date().timeIntervalSince1970) + 50
+            let revoked = try await firebase.admin("accounts:update", .object(["localId": .string(localId), "validSince": .int(ahead)]))
+            #expect(revoked.status == 200, "\(revoked.text)")
+            let looked = try await firebase.admin("accounts:lookup", .object(["localId": .array([.string(localId)])]))
+            let stored = try #require(looked.users.first?["validSince"]?.string.flatMap { Int($0) }, "\(looked.text)")
+            #expect(stored <= Int(Date().timeIntervalSince1970), "\(stored) is no later than now")
+            let old = try #require(signUp.string("idToken"))
+            #expect(try await firebase.call("accounts:lookup", .object(["idToken": .string(old)])).errorMessage == "TOKEN_EXPIRED")
+
+            // A token issued from now on is good.
+            let signIn = try await firebase.call("accounts:signInWithPassword", .object(["email": "ahead@example.com", "password": "ahead password 1"]))
+            let fresh = try #require(signIn.string("idToken"), "\(signIn.text)")
+            let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(fresh)]))
+            #expect(lookup.status == 200, "\(lookup.text)")
+        }
+    }
+
     @Test func destructiveClientChangesNeedARecentSignIn() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
