@@ -57,6 +57,12 @@ struct UserAccountTests {
         #expect(throws: AccountError.lastSignInMethod) { try user.unlink(provider: "apple", byAdmin: false) }
         #expect(throws: AccountError.noSuchProvider("google")) { try user.unlink(provider: "google", byAdmin: false) }
         #expect(try user.unlink(provider: "apple", byAdmin: true).map(\.type) == ["IdentityUnlinked"])
+        // An anonymous user's id is its last way in for the user, and kept from an admin: unlinked, the user would
+        // stop being anonymous, and never be swept.
+        let anonymous = account(UserAccount.register(
+            id: id, identity: ExternalIdentity(provider: ExternalIdentity.anonymousProvider, uid: "client-id"), session: nil, now: now), id: id)
+        #expect(throws: AccountError.lastSignInMethod) { try anonymous.unlink(provider: "anonymous", byAdmin: false) }
+        #expect(throws: AccountError.anonymousIdentityKept) { try anonymous.unlink(provider: "anonymous", byAdmin: true) }
     }
 
     /// Several decisions as one command: each step decides on the state after the ones before it, and one

@@ -389,8 +389,8 @@ extension AdminPage {
                   main: [el("strong", null, identity.provider), " ", el("span", { class: "mono uid" }, identity.uid)],
                   meta: [verified(identity.email, identity.emailVerified), "linked " + when(identity.linkedAt)],
                 };
-                // A developer's uid (Firebase custom tokens) is never unlinked.
-                return identity.provider === "custom" ? item : withAction(item, "unlink", identity.provider);
+                // A developer's uid (Firebase custom tokens) and an anonymous user's id are never unlinked.
+                return ["custom", "anonymous"].includes(identity.provider) ? item : withAction(item, "unlink", identity.provider);
               }), "No linked identity."),
               el("h3", null, "Active sessions (" + detail.activeSessionCount + ")"),
               items(active.map((session) => withAction(sessionItem(session), "end-session", session.id)), "No active session."),
@@ -479,6 +479,7 @@ extension AdminPage {
                 state.pending = null;
                 show(error.message, "error");
                 if (generation === state.generation) await openUser(state.userId);
+                else renderCard();
                 return;
               } else {
                 show(error.message, "error");

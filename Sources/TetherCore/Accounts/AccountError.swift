@@ -87,6 +87,8 @@ public struct AccountError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let totpSecretInUse = AccountError(.invalidRequest, "This TOTP secret is already a second factor of the user.")
     public static let customIdentityKept = AccountError(
         .invalidRequest, "The custom identity is the uid the developer gave this user (its Firebase localId); it cannot be removed.")
+    public static let anonymousIdentityKept = AccountError(
+        .invalidRequest, "An anonymous user's identity is its only way in and what makes it anonymous (and swept); it is not removed: disable or erase the user instead.")
     public static let invalidToken = AccountError(.invalidToken, "The token is invalid, expired or revoked.")
     public static let refreshTokenReused = AccountError(
         .refreshTokenReused, "This refresh token was already used; the session has been ended.")

@@ -301,12 +301,16 @@ extension UserAccount {
 
     /// Removes a provider; the last way to sign in may only be removed by an admin. A developer's uid (the
     /// `custom` identity, Firebase's `localId`) is never removed, by an admin neither: the developer's backend
-    /// names the user by it, and Firebase's own routes have no way to remove or set it again.
+    /// names the user by it, and Firebase's own routes have no way to remove or set it again. Nor is an anonymous
+    /// user's identity (a real way in replaces it when linked).
     public func unlink(provider: String, byAdmin: Bool) throws(AccountError) -> [AccountEvent] {
         guard exists else { throw .notFound }
         guard let identity = identities[provider] else { throw .noSuchProvider(provider) }
         guard provider != Self.customProvider else { throw .customIdentityKept }
         guard byAdmin || identities.count > 1 else { throw .lastSignInMethod }
+        // Unlinked by an admin, it would leave a user who is no longer anonymous, keeps the anonymous client's
+        // sessions and is never swept: the opposite of shutting that client out.
+        guard provider != ExternalIdentity.anonymousProvider else { throw .anonymousIdentityKept }
         return unlinking(identity, reason: byAdmin ? "admin" : "user")
     }
 

@@ -286,6 +286,11 @@ struct AdminAPITests {
                 let refused = try await unlink(name, key: admin.secret)
                 #expect(refused.status == 400, "\(name): \(refused.bodyText)")
             }
+            // An anonymous user's id stays: unlinked, the user would stop being anonymous and never be swept.
+            let anonymous = try await harness.client.post("/v1/sign-in", json: ["provider": JSONValue.string("anonymous")])
+            let anonymousId = try #require(try anonymous.json["user"]?["id"]?.string, "\(anonymous.bodyText)")
+            let kept = try await harness.adminDelete("/v1/admin/users/\(anonymousId)/identities/anonymous", key: admin.secret)
+            #expect(kept.status == 400 && kept.bodyText.contains("anonymous"), "\(kept.bodyText)")
             #expect(try await harness.eventCount("IdentityUnlinked") == 0, "a refused unlink unlinks nothing")
 
             let facebook = try await unlink("facebook", key: admin.secret, reason: "lost the Facebook account, ticket 7", idempotencyKey: "fb-1")
@@ -307,9 +312,9 @@ struct AdminAPITests {
             #expect(unlinked.allSatisfy { String(decoding: $0.data, as: UTF8.self).contains(#""reason":"admin""#) })
             let records = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }
             let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
-            #expect(actions.map(\.status) == [404, 400, 400, 400, 200, 200])
-            #expect(actions.map(\.provider) == ["google", nil, nil, nil, "facebook", "password"])
-            #expect(actions.allSatisfy { $0.action == "unlink" && $0.userId == user.id })
+            #expect(actions.map(\.status) == [404, 400, 400, 400, 400, 200, 200])
+            #expect(actions.map(\.provider) == ["google", nil, nil, nil, "anonymous", "facebook", "password"])
+            #expect(actions.allSatisfy { $0.action == "unlink" })
             let history = try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())/history?limit=500", key: admin.secret)
             let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
             #expect(summaries.contains("asked to unlink facebook: lost the Facebook account, ticket 7"), "\(summaries)")
