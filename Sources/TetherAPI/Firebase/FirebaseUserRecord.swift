@@ -36,8 +36,11 @@ enum FirebaseUserRecord {
             let rawId = identity.provider == "password" ? identity.email ?? identity.uid : identity.uid
             var info: [String: JSONValue] = ["providerId": .string(providerId), "rawId": .string(rawId), "federatedId": .string(rawId)]
             if let email = identity.email { info["email"] = .string(email) }
-            if let name = identity.displayName { info["displayName"] = .string(name) }
-            if let photo = identity.photoURL { info["photoUrl"] = .string(photo) }
+            // A password's entry shows the user's name and photo as they are now, as Firebase rebuilds it on every
+            // change; a provider's, what the provider said.
+            let isPassword = identity.provider == "password"
+            if let name = isPassword ? account.displayName : identity.displayName { info["displayName"] = .string(name) }
+            if let photo = isPassword ? account.photoURL : identity.photoURL { info["photoUrl"] = .string(photo) }
             return .object(info)
         }
     }

@@ -266,6 +266,32 @@ struct FirebaseHardeningTests {
         }
     }
 
+    /// The password's `providerUserInfo` entry carries the user's name and photo as they are now, as Firebase rebuilds
+    /// it at every change (the iOS SDK's `providerData` is made of these entries); it kept the sign-up's name.
+    @Test func thePasswordEntryShowsTheUsersNameAndPhotoAsTheyAreNow() async throws {
+        try await FirebaseApp.run { firebase in
+            let signUp = try await firebase.call("accounts:signUp", .object([
+                "email": "renamed@example.com", "password": "renamed password 1", "displayName": "First Name",
+            ]))
+            let idToken = try #require(signUp.string("idToken"), "\(signUp.text)")
+            func passwordEntry() async throws -> [String: JSONValue] {
+                let lookup = try await firebase.call("accounts:lookup", .object(["idToken": .string(idToken)]))
+                guard case .array(let entries)? = lookup.users.first?["providerUserInfo"],
+                      case .object(let entry)? = entries.first(where: { $0["providerId"] == "password" }) else { return [:] }
+                return entry
+            }
+            let updated = try await firebase.call("accounts:update", .object([
+                "idToken": .string(idToken), "displayName": "Second Name", "photoUrl": "https://example.com/p.png",
+            ]))
+            #expect(updated.status == 200, "\(updated.text)")
+            var entry = try await passwordEntry()
+            #expect(entry["displayName"] == "Second Name" && entry["photoUrl"] == "https://example.com/p.png", "\(entry)")
+            _ = try await firebase.call("accounts:update", .object(["idToken": .string(idToken), "deleteAttribute": ["DISPLAY_NAME", "PHOTO_URL"]]))
+            entry = try await passwordEntry()
+            #expect(entry["displayName"] == nil && entry["photoUrl"] == nil && entry["rawId"] == "renamed@example.com", "\(entry)")
+        }
+    }
+
     @Test func destructiveClientChangesNeedARecentSignIn() async throws {
         try await FirebaseApp.run { firebase in
             let signUp = try await firebase.call("accounts:signUp", .object(["email": "old@example.com", "password": "old password 1"]))
