@@ -53,10 +53,12 @@ extension FirebaseRoutes {
                 """).map { try $0.decode("id", as: UUID.self) }
         }
         for federated in try body.objects("federatedUserId") {
-            guard case .string(let providerId)? = federated["providerId"], case .string(let rawId)? = federated["rawId"],
-                  let provider = FirebaseProviders.tetherName(providerId) else {
-                throw FirebaseError("INVALID_ARGUMENT", "federatedUserId entries need a known providerId and a rawId.")
+            guard case .string(let providerId)? = federated["providerId"], case .string(let rawId)? = federated["rawId"] else {
+                throw FirebaseError("INVALID_ARGUMENT", "federatedUserId entries need a providerId and a rawId.")
             }
+            // A provider Tether does not serve (github.com, say) holds nobody: no match, as a lookup of nobody is,
+            // so firebase-admin's get_users lists it in not_found and answers the rest.
+            guard let provider = FirebaseProviders.tetherName(providerId) else { continue }
             let uid = provider == "password" ? ExternalIdentity.normalize(rawId) : rawId
             ids += try await accounts.database.query(try AccountProjection.identityOwner(provider: provider, uid: uid, seal: seal))
                 .map { try $0.decode("user_id", as: UUID.self) }

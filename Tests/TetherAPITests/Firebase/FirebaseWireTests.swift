@@ -425,6 +425,15 @@ struct FirebaseWireTests {
             #expect(try await firebase.admin("accounts:lookup", .object([
                 "federatedUserId": .array([.object(["providerId": "password", "rawId": "dan@example.com"])]),
             ])).users.first?["localId"] == "custom-uid-1")
+            // A provider Tether does not serve holds nobody: the rest of the lookup is answered (firebase-admin's
+            // get_users then lists it in not_found); an entry without its members is still refused.
+            let mixed = try await firebase.admin("accounts:lookup", .object([
+                "localId": ["custom-uid-1"], "federatedUserId": .array([.object(["providerId": "github.com", "rawId": "123"])]),
+            ]))
+            #expect(mixed.status == 200 && mixed.users.map { $0["localId"] } == ["custom-uid-1"], "\(mixed.text)")
+            #expect(try await firebase.admin("accounts:lookup", .object([
+                "federatedUserId": .array([.object(["providerId": "github.com"])]),
+            ])).errorMessage?.hasPrefix("INVALID_ARGUMENT") == true)
 
             // Claims, disable, name; then the password signs in and the claims ride in the ID token.
             #expect(try await firebase.admin("accounts:update", .object(["localId": "custom-uid-1", "customAttributes": #"{"admin":true}"#])).status == 200)
