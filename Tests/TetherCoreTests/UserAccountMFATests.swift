@@ -457,10 +457,13 @@ struct UserAccountMFATests {
         let passed = applying(try signedIn.verifyChallenge(
             pending.id, factor: nil, check: .recoveryCode(codeHashes: ["r1"]), session: first, now: now).events, to: signedIn)
         #expect(passed.sessions[first.id]?.isActive == true)
-        let reissued = try passed.reissue(newSession(), provider: "apple", continuing: first.id, now: now)
+        // The new session continues the caller's sign-in (``aReissueNeverSignsInLaterThanItsCaller``).
+        var next = newSession()
+        next.authTime = try #require(passed.sessions[first.id]).authTime
+        let reissued = try passed.reissue(next, provider: "apple", continuing: first.id, now: now)
         #expect(!reissued.contains { if case .sessionEnded = $0 { true } else { false } })
         let revoked = applying(try passed.revokeAllSessions(now: now), to: passed)
-        #expect(throws: AccountError.invalidToken) { try revoked.reissue(newSession(), provider: "apple", continuing: first.id, now: now) }
+        #expect(throws: AccountError.invalidToken) { try revoked.reissue(next, provider: "apple", continuing: first.id, now: now) }
     }
 
     @Test func phoneHintsMaskAllButTheLastFourDigits() {
