@@ -579,6 +579,51 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// An intruder who moved the account away reset its password through the new address, linked their own Google
+    /// and enrolled a factor. The owner's undo took the address back and signed everyone out, but kept all three:
+    /// the intruder's Google signed in again, past the owner's own reset too (the address stays proved). What was
+    /// added since the change now goes with the undo; the owner resets the password through their own address.
+    @Test func anUndoneChangeTakesBackTheWaysInAddedSinceIt() async throws {
+        try await DevService.run { service in
+            let ada = try await signUp(service, "ada@example.com")
+            try await service.verifyEmail("ada@example.com", accessToken: ada.session.accessToken)
+            let userId = try #require(UUID(uuidString: ada.user.id))
+            #expect(try await service.link(try await service.apple("apple-ada-own"), to: ada.session.accessToken).status == 200, "before the change")
+
+            // The intruder, holding ada's session, moves the account, resets its password there, links and enrols.
+            #expect(try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "thief@example.com"]).status == 202)
+            let moved = try await service.client.post("/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "thief@example.com").code])
+            #expect(moved.status == 200)
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "thief@example.com"]).status == 202)
+            let reset = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": try await service.lastMail(to: "thief@example.com").code, "newPassword": "the thief's password"])
+            #expect(reset.status == 200, "\(reset.bodyText)")
+            let thief = try await service.signedIn(service.password("thief@example.com", "the thief's password"))
+            #expect(try await service.link(try await service.google("google-thief", email: "thief@gmail.com"), to: thief.session.accessToken).status == 200)
+            try await service.enrolTOTP(accessToken: thief.session.accessToken)
+
+            let undone = try await service.client.post("/v1/email-change/undo", json: ["code": try await service.lastMail(to: "ada@example.com").code])
+            #expect(undone.status == 200, "\(undone.bodyText)")
+            let account = try await service.service.accounts.read(userId)
+            #expect(account.email == "ada@example.com" && account.isEmailVerified)
+            #expect(account.identities.keys.sorted() == ["apple"], "ada's Apple id stays; the thief's Google and password go: \(account.identities.keys)")
+            #expect(account.mfa.factors.isEmpty)
+
+            // The thief's ways in lead nowhere; ada's own does, and her reset gives her a password again.
+            let google = try await service.signIn(try await service.google("google-thief", email: "thief@gmail.com"))
+            #expect(try google.decodeJSON(SignedIn.self).user.id != ada.user.id, "a new user, not ada's account")
+            #expect(try await service.signIn(service.password("ada@example.com", "the thief's password")).status == 401)
+            #expect(try await service.signIn(service.password("thief@example.com", "the thief's password")).status == 401)
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "ada@example.com"]).status == 202)
+            let own = try await service.client.post(
+                "/v1/password-reset/confirm", json: ["code": try await service.lastMail(to: "ada@example.com").code, "newPassword": "ada's own password"])
+            #expect(own.status == 200, "\(own.bodyText)")
+            let back = try await service.signIn(service.password("ada@example.com", "ada's own password"))
+            #expect(back.status == 200, "\(back.bodyText)")
+            #expect(try back.decodeJSON(SignedIn.self).user.id == ada.user.id)
+        }
+    }
+
     @Test func aResetOfAnUnprovedAddressKeepsOnlyIdentitiesThatProvedThatAddress() async throws {
         try await DevService.run { service in
             let squatter = try await signUp(service, "victim@example.com")

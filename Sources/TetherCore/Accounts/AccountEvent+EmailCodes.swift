@@ -238,9 +238,10 @@ extension UserAccount {
             return changed + revoking(now: now, reason: "revoked", after: changed)
         case .undoEmailChange:
             // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
-            // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn.
+            // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn. What was
+            // added since the change goes too (``takingBack(since:)``): the intruder's ways in and factors.
             let undone = [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id)
-                + (try changeEmail(to: bound, verified: code.restoresVerified))
+                + (try changeEmail(to: bound, verified: code.restoresVerified)) + takingBack(since: code.issuedAt)
             return undone + revoking(now: now, reason: "revoked", after: undone)
         case .passwordReset:
             throw .invalidCode("This code is not for this; use the link of the mail that brought it.")
@@ -249,6 +250,23 @@ extension UserAccount {
 }
 
 extension UserAccount {
+    /// What an undone email change takes back: the identities linked and the second factors enrolled after the
+    /// change's command (which issued the undo code, and moved the password's identity to the new address), and a
+    /// password reset through the new address. Whoever moved the account away could reset its password there and
+    /// link their own ways in; left, they would sign in again after the owner took the address back, past a reset
+    /// too, since the address stays proved. The owner signs in as before the change, or resets the password
+    /// through their own address (which links it again).
+    func takingBack(since change: Date) -> [AccountEvent] {
+        let kept: Set<String> = [Self.customProvider, ExternalIdentity.anonymousProvider]
+        let resetSince = emailCodes.values.contains { $0.purpose == .passwordReset && $0.isUsed && $0.issuedAt >= change }
+        let added = identities.values.filter { identity in
+            !kept.contains(identity.provider) && (identity.linkedAt > change || (identity.provider == "password" && resetSince))
+        }
+        let enrolled = mfa.factors.values.filter { $0.enrolledAt > change }.sorted { $0.id.sortsBefore($1.id) }
+        return added.sorted { $0.provider < $1.provider }.flatMap { unlinking($0, reason: "email_change_undone") }
+            + enrolled.map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "email_change_undone", pending: Self.pending($0))) }
+    }
+
     /// A new password: every reset code still pending is withdrawn first, so that a link mailed before the
     /// change cannot set another password after it (Parse drops its `_perishable_token` on any password change).
     func settingPassword(_ passwordHash: String, except code: UUID? = nil) -> [AccountEvent] {
