@@ -358,11 +358,14 @@ public struct AccountService: Sendable {
         _ userId: UUID, recording: [PostgresQuery] = [], claim: String?, context: CommandContext,
         _ decide: @escaping @Sendable (UserAccount) throws -> [AccountEvent]
     ) async throws -> UserAccount {
-        // The short-lived send counts name the user beside a hash of their number or address, and the
-        // answers kept for their retries hold what they were told: both go with them.
+        // The short-lived send counts name the user beside a hash of their number or address: the user's name goes,
+        // and a place of an address or number keeps counting for it until it leaves the window (within the hour),
+        // so that erasing one's own account does not start an inbox's or a phone's allowance again. The answers kept
+        // for their retries hold what they were told: they go with them.
         let afterwards: [PostgresQuery] = [
             PersonalDataVault.destroyKeyStatement(of: userId), AccountSnapshot.deleteStatement(of: userId),
-            "DELETE FROM code_sends WHERE user_id = \(userId)",
+            "DELETE FROM code_sends WHERE user_id = \(userId) AND address_hash IS NULL",
+            "UPDATE code_sends SET user_id = NULL WHERE user_id = \(userId)",
             "DELETE FROM idempotent_responses WHERE user_id = \(userId) AND scope IS DISTINCT FROM \(claim)",
         ]
         return try await execute(user: .id(userId), known: { cache.entry(for: userId) }, writingAfter: afterwards + recording, context) { account, _ in

@@ -68,6 +68,30 @@ struct ErasureCleanupTests {
         }
     }
 
+    /// Erasing one's own account dropped the counts of the mails its address had been sent, so sign-up, five mails,
+    /// erasure, again, sent one inbox a mail every few seconds. The counts stay, without the user's name, until they
+    /// leave the window.
+    @Test func erasingOneselfDoesNotStartAnAddressesMailAllowanceAgain() async throws {
+        try await DevService.run { service in
+            let first = try await signUp(service, "inbox@example.com")
+            let bearer: KeyValuePairs<String, String> = ["Authorization": "Bearer \(first.session.accessToken)"]
+            var answers: [Int] = []
+            for _ in 0..<6 { answers.append(try await service.client.post("/v1/users/me/email-verification", headers: bearer, body: []).status) }
+            #expect(answers == [202, 202, 202, 202, 202, 429])
+            #expect(try await service.client.delete("/v1/users/me", headers: bearer).status == 204)
+            let named: Int = try await service.admin.query(
+                "SELECT count(*)::int AS n FROM code_sends WHERE user_id = \(first.user.id)::uuid")[0].decode("n")
+            #expect(named == 0, "the erased user is named nowhere")
+
+            let again = try await signUp(service, "inbox@example.com")
+            let asked = try await service.client.post(
+                "/v1/users/me/email-verification", headers: ["Authorization": "Bearer \(again.session.accessToken)"], body: [])
+            #expect(asked.status == 429, "\(asked.bodyText)")
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "inbox@example.com"]).status == 429)
+            #expect(try await service.mails(to: "inbox@example.com").count == 5)
+        }
+    }
+
     /// A sign-in answered `account_exists_with_different_credential` names an account's address and sign-in methods:
     /// its kept copy outlived the account's erasure, and its retry said for a day that the account had existed.
     @Test func aKeptAccountExistsAnswerGoesWithTheErasure() async throws {
