@@ -98,7 +98,11 @@ extension Commands {
                 } catch let refusal as WebhookStore.Refusal {
                     throw CommandFailure(refusal.description)
                 }
-                print("webhook \(id.lowercasedText) delivers again from \(changed.cursor)")
+                if changed.status == .disabled {
+                    print("webhook \(id.lowercasedText) will deliver again from \(changed.cursor) once enabled: it is disabled (tether webhooks enable ID)")
+                } else {
+                    print("webhook \(id.lowercasedText) delivers again from \(changed.cursor)")
+                }
             default:
                 throw UsageError("unknown action \"\(action)\" (\(actions))")
             }

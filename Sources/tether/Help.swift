@@ -268,9 +268,10 @@ enum Help {
                        alone on the last line, this once.
         list           every subscription: status (active, disabled, failing), cursor, attempts
         disable/enable stops or restarts delivery; enable forgets the failures
-        delete         removes the subscription and its delivery records
+        delete         removes the subscription and its delivery records for good (disable keeps them)
         rotate-secret  a new secret; the old one signs too for 24 hours
-        replay         delivers again every event after --from
+        replay         delivers again every event after --from; a failing subscription is active
+                       again, a disabled one stays disabled until enabled
         """
 
     static let sweep = """

@@ -186,8 +186,9 @@ public struct WebhookStore: Sendable {
         return try rows.first.map { (secret, try decode($0)) }
     }
 
-    /// Delivers again from `cursor` (the events after it), now, whatever failed before: the subscription is
+    /// Delivers again from `cursor` (the events after it), now, whatever failed before: a failing subscription is
     /// active again, and a delivery in flight loses its lease, so it cannot move the cursor back over the replay.
+    /// A disabled one (by an admin, or by its receiver's 410) stays disabled, its cursor moved: `enable` starts it.
     @discardableResult
     public func replay(_ id: UUID, from cursor: EventFeed.Cursor) async throws -> WebhookSubscription? {
         // An unknown subscription is nil (404) whatever the cursor.
@@ -196,7 +197,9 @@ public struct WebhookStore: Sendable {
         let rows = try await database.query("""
             UPDATE webhook_subscriptions SET cursor_tx = \(cursor.checkpoint.transactionId)::xid8,
                 cursor_position = \(cursor.checkpoint.position), attempts = 0, failing_since = NULL, next_attempt_at = now(),
-                status = 'active', status_reason = NULL, lease_owner = NULL, lease_until = NULL, updated_at = now()
+                status = CASE WHEN status = 'disabled' THEN 'disabled' ELSE 'active' END,
+                status_reason = CASE WHEN status = 'disabled' THEN status_reason END,
+                lease_owner = NULL, lease_until = NULL, updated_at = now()
             WHERE id = \(id) RETURNING \(unsafeSQL: Self.columns)
             """)
         return try rows.first.map(decode)

@@ -30,6 +30,11 @@ struct WebhookCommandLineTests {
             #expect(rotated.status == 0)
             #expect(rotated.lines.last != secret && rotated.lines.last?.hasPrefix("whsec_") == true)
             #expect(try await tether(["webhooks", "disable", id], url).stdout.contains("disabled"))
+            // A replay of a disabled subscription moves its cursor and leaves it disabled: an operator's disable (or a
+            // receiver's 410) is not undone by it, and nothing, personal data included, goes out until it is enabled.
+            let whileDisabled = try await tether(["webhooks", "replay", id, "--from", "start"], url)
+            #expect(whileDisabled.status == 0 && whileDisabled.stdout.contains("once enabled"), "\(whileDisabled.stdout)\(whileDisabled.stderr)")
+            #expect(try await tether(["webhooks", "list"], url).stdout.contains("disabled"))
             #expect(try await tether(["webhooks", "enable", id], url).stdout.contains("active"))
             let replayed = try await tether(["webhooks", "replay", id, "--from", "start"], url)
             #expect(replayed.stdout.contains("delivers again from 0"), "\(replayed.stdout)\(replayed.stderr)")
