@@ -31,7 +31,14 @@ extension Commands {
             let new: MasterKey
             do { new = try MasterKey(file: path) } catch { throw CommandFailure("--new \(path): \(sentence(error))") }
             let count = try await explainingMissingTables { try await MasterKeyRotation.rotate(on: database, from: ring, to: new) }
-            print("re-wrapped \(count) keys with the master key of \(path); TETHER_MASTER_KEY_FILE may now name it alone")
+            print("re-wrapped \(count) keys with the master key of \(path)")
+            // A server still run with the old key alone wraps the keys of new users with it: the old file may go
+            // only once none is left (found by a review: the message said it could go at once).
+            print("""
+                keep the old key file until every server runs with \(path) first (TETHER_MASTER_KEY_FILE=\(path),OLD) \
+                and `tether keys check` with \(path) alone finds no key wrapped by an unknown master key: \
+                a server run with the old key alone goes on wrapping new keys with it
+                """)
         default:
             throw UsageError("tether keys takes check, or rotate-master --new FILE")
         }
