@@ -253,6 +253,24 @@ struct V1EmailFlowTests {
         }
     }
 
+    /// A request refused for what the account is (its address verified already, a change to its own address) sends
+    /// nothing, and spends none of the address's mails: five such refusals used up the hour, and the owner's password
+    /// reset was then 429 with one mail sent.
+    @Test func aRefusedMailRequestSpendsNoneOfTheAddressesMails() async throws {
+        try await DevService.run { service in
+            let owner = try await signUp(service, "owner@example.com")
+            try await service.verifyEmail("owner@example.com", accessToken: owner.session.accessToken)
+            for _ in 0..<5 {
+                let verified = try await service.client.post("/v1/users/me/email-verification", headers: bearer(owner), body: [])
+                #expect(verified.status == 409 && verified.bodyText.contains("email_already_verified"), "\(verified.bodyText)")
+                let same = try await service.client.post("/v1/users/me/email", headers: bearer(owner), json: ["email": "OWNER@example.com"])
+                #expect(same.status == 400, "\(same.bodyText)")
+            }
+            #expect(try await service.client.post("/v1/password-reset", json: ["email": "owner@example.com"]).status == 202)
+            #expect(try await service.mails(to: "owner@example.com").map(\.template) == ["verify_email", "password_reset"])
+        }
+    }
+
     /// A reset's revocation is dated when it is written, after the password's hash, not when the request came: tokens
     /// a session refreshed while the hash ran would otherwise be dated after it, and a backend checking `iat` against
     /// `validSince` (firebase-admin's check_revoked) would take them.

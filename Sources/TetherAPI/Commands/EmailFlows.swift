@@ -184,8 +184,9 @@ public struct EmailFlows: Sendable {
         let mail = try sender()
         // Counted against the address too (five an hour), as every other mail to it is: an account made with
         // someone else's address must not send that inbox more than its owner's own requests can.
-        let address = try await accounts.read(userId).email.map(ExternalIdentity.normalize)
-        try await reserveUserSend(userId, request, address: address)
+        let account = try await accounts.read(userId)
+        try Self.refuseBeforeCounting(.verifyEmail, by: account, to: account.email ?? "", request)
+        try await reserveUserSend(userId, request, address: account.email.map(ExternalIdentity.normalize))
         let code = newCode(.verifyEmail, for: userId, lifetime: verificationLifetime, request)
         try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
     }
@@ -196,8 +197,9 @@ public struct EmailFlows: Sendable {
         let newEmail = try AccountCommands.validate(email: newEmail)
         try UserAccount.requireRecentSignIn(authTime: authTime, now: request.context.now)
         let mail = try sender()
-        // Before the address is looked up: an anonymous user's change is refused whatever it names.
-        try await accounts.read(userId).checkEmailChange()
+        // Before the address is looked up: an anonymous user's change is refused whatever it names, and so is one to
+        // the account's own address.
+        try Self.refuseBeforeCounting(.changeEmail, by: try await accounts.read(userId), to: newEmail, request)
         // An address another account holds is refused without spending one of that address's mails (a stranger's
         // refused changes would otherwise use up its owner's password resets for the hour), but with one of the
         // caller's: each answer says whether the address has an account, and asking must stay limited.
@@ -210,6 +212,14 @@ public struct EmailFlows: Sendable {
         var code = newCode(.changeEmail, for: userId, lifetime: verificationLifetime, request)
         code.email = newEmail
         try await issueAndDeliverReporting(code, to: "\(userId)", mail: mail, request)
+    }
+
+    /// What the command would refuse `account` a code of `purpose` to `email` for (an address verified already, the
+    /// account's own address for a change, an anonymous user's change), refused before the send takes a place of the
+    /// address's or the user's: a request that mails nothing spends none of their mails. The command decides again
+    /// under the user's lock.
+    static func refuseBeforeCounting(_ purpose: EmailCodePurpose, by account: UserAccount, to email: String, _ request: Request) throws {
+        _ = try account.issueEmailCode(purpose, codeId: UUID(), codeHash: "", email: email, expiresAt: request.context.now)
     }
 
     /// Issues a code of `purpose` for the user holding `email` and answers its link instead of mailing
