@@ -156,6 +156,12 @@ enum Commands {
                 print("version \(version)  applied, but no file (the database is newer than this build)")
             }
             if !status.isCurrent { throw CommandFailure("migrations are not current", status: 1) }
+            // Applied migrations may still wait for the rebuild they asked for (one run without the master key):
+            // servers answer 503 until it runs, so a deploy that waits on this must not go ahead.
+            // (Every file is applied: the table of migration 027 is there.)
+            if let pending = try RebuildPending(try await client.query(RebuildPending.statement)) {
+                throw CommandFailure("\(pending) with TETHER_MASTER_KEY_FILE set; servers answer 503 until then", status: 1)
+            }
             return
         }
         let report = try await runner.migrate(.init(url: url))
@@ -163,7 +169,16 @@ enum Commands {
             print("applied \(migration.fileName)")
         }
         print("\(report.applied.count) applied, \(report.alreadyApplied) already applied")
-        for outcome in try await runPendingRebuilds(url: url, configuration: configuration) {
+        let outcomes: [ReplayOutcome]
+        do {
+            outcomes = try await runPendingRebuilds(url: url, configuration: configuration)
+        } catch {
+            // The migrations stand; the rebuild they asked for waits, and servers answer 503 until it runs.
+            throw CommandFailure(
+                "the migrations are applied, but the read-model rebuild they ask for did not run: \(sentence(error)); "
+                    + "run tether migrate again (with TETHER_MASTER_KEY_FILE set); servers answer 503 until it has run")
+        }
+        for outcome in outcomes {
             print("rebuilt \(outcome.projection) from \(outcome.events) events, as a migration asked")
         }
     }

@@ -114,7 +114,8 @@ enum Help {
         tether replay does, with the master key of TETHER_MASTER_KEY_FILE; until that
         is done GET /readyz answers 503 and a starting server refuses commands.
 
-        --status   only report: exit 0 when every migration is applied, 1 otherwise
+        --status   only report: exit 0 when every migration is applied and no rebuild they
+                   asked for waits, 1 otherwise
         """
 
     static let replay = """

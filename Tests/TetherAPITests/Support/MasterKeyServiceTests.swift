@@ -122,6 +122,30 @@ struct MasterKeyServiceTests {
         }
     }
 
+    /// A rebuild a migration asked for needs the master key: run without it, `migrate` failed with the key's message
+    /// alone, and `migrate --status` then said all was current while servers answered 503. The failure now says that
+    /// the migrations stand and what to run, and `--status` fails while a rebuild waits.
+    @Test func aRebuildThatWaitsForTheMasterKeyIsNamedByMigrateAndItsStatus() async throws {
+        let path = try keyFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try await DevService.run(settings: ["TETHER_MASTER_KEY_FILE": path]) { service in
+            #expect(try await service.client.post("/v1/sign-up", json: ["email": "rebuild@example.com", "password": "a long password"]).status == 201)
+            let url = service.database.url
+            #expect(try await TetherCommandLine.run(["migrate", "--status"], databaseURL: url).status == 0)
+            try await service.admin.query("INSERT INTO read_model_rebuilds (projection, reason) VALUES ('accounts', 'a test asks for it')")
+
+            let status = try await TetherCommandLine.run(["migrate", "--status"], databaseURL: url)
+            #expect(status.status == 1 && status.stderr.contains("wait for the rebuild"), "\(status.stdout)\(status.stderr)")
+            let withoutKey = try await TetherCommandLine.run(["migrate"], databaseURL: url)
+            #expect(withoutKey.status != 0)
+            #expect(withoutKey.stderr.contains("the migrations are applied, but the read-model rebuild") && withoutKey.stderr.contains("TETHER_MASTER_KEY_FILE"),
+                    "\(withoutKey.stderr)")
+            let withKey = try await TetherCommandLine.run(["migrate"], databaseURL: url, environment: ["TETHER_MASTER_KEY_FILE": path])
+            #expect(withKey.status == 0 && withKey.stdout.contains("rebuilt accounts"), "\(withKey.stdout)\(withKey.stderr)")
+            #expect(try await TetherCommandLine.run(["migrate", "--status"], databaseURL: url).status == 0)
+        }
+    }
+
     @Test func aDumpWithoutTheKeyFileReadsNoEmailNameOrProviderIdInTheReadModels() async throws {
         let path = try keyFile()
         defer { try? FileManager.default.removeItem(atPath: path) }
