@@ -8,6 +8,12 @@ import TetherPostgres
 extension Commands {
     static func keys(_ arguments: [String]) async throws {
         let options = try Arguments(arguments, valueFlags: ["config", "new"], switchFlags: [])
+        // The action and its options are checked before the database is reached: a mistake is a usage error.
+        switch options.positionals {
+        case ["check"]: try options.refusingOptions(but: [], of: "tether keys check")
+        case ["rotate-master"]: try options.refusingOptions(but: ["new"], of: "tether keys rotate-master")
+        default: throw UsageError("tether keys takes check, or rotate-master --new FILE")
+        }
         let configuration = try loadConfiguration(options)
         guard let url = configuration.databaseURL else { throw CommandFailure("TETHER_DATABASE_URL is not set: tether keys works on the database") }
         let ring = try masterKeys(configuration)

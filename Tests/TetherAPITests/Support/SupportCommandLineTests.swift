@@ -138,6 +138,10 @@ struct SupportCommandLineTests {
                 expectOneLineFailure(try await Self.tether(call, databaseURL: url), status: 2, mentioning: "unexpected argument \(word)")
             }
             expectOneLineFailure(try await Self.tether(["webhooks", "list", "all"], databaseURL: url), status: 2, mentioning: "takes no arguments")
+            // keys checks its action and options before the database: an option of the other action is refused, not
+            // ignored, and an unknown action is a usage error even where no database is set.
+            expectOneLineFailure(try await Self.tether(["keys", "check", "--new", "x"], databaseURL: url), status: 2, mentioning: "--new does not apply")
+            expectOneLineFailure(try await Self.tether(["keys", "bogus"], databaseURL: nil), status: 2, mentioning: "takes check, or rotate-master")
             // tether dev's identity provider names its own address: a port the kernel would pick is refused before anything starts.
             // (Spawned with a watchdog: a dev that started instead would serve until killed.)
             let dev = try TetherCommandLine.spawn(["dev", "--no-seeds"], databaseURL: url, environment: ["TETHER_LISTEN": "127.0.0.1:0"])
