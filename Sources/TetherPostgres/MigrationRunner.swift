@@ -125,16 +125,21 @@ public struct MigrationRunner: Sendable {
     }
 
     /// Applies every pending migration through a connection of its own.
-    public func migrate(_ configuration: PostgresClient.Configuration) async throws -> MigrationReport {
+    ///
+    /// - Parameter waiting: told, once, when pending migrations wait for a running `tether replay` to finish (it
+    ///   may run for minutes: an operator is not left looking at a command that says nothing).
+    public func migrate(
+        _ configuration: PostgresClient.Configuration, waiting: @Sendable (String) -> Void = { _ in }
+    ) async throws -> MigrationReport {
         var ownerConfiguration = configuration
         ownerConfiguration.role = nil // migrations run as the login role, which owns the tables
         let connection = try await PostgresConnection.connect(ownerConfiguration)
         return try await connection.around("SELECT pg_advisory_lock(\(Self.lockKey))", "SELECT pg_advisory_unlock(\(Self.lockKey))") {
-            try await migrateHoldingLock(connection)
+            try await migrateHoldingLock(connection, waiting: waiting)
         }
     }
 
-    private func migrateHoldingLock(_ connection: PostgresConnection) async throws -> MigrationReport {
+    private func migrateHoldingLock(_ connection: PostgresConnection, waiting: @Sendable (String) -> Void) async throws -> MigrationReport {
         try await connection.execute(simple: """
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version    integer PRIMARY KEY,
@@ -154,7 +159,10 @@ public struct MigrationRunner: Sendable {
         // them (029 dropped two foreign keys) would be undone by its swap. Migrations wait for it to finish,
         // and a replay does not start while they are applied.
         let replays = ProjectionReplay.runLockKey
-        return try await connection.around("SELECT pg_advisory_lock(\(replays))", "SELECT pg_advisory_unlock(\(replays))") {
+        let held: Bool = try await connection.query("SELECT pg_try_advisory_lock(\(replays)) AS held")[0].decode("held")
+        if !held { waiting("a tether replay is running: the pending migrations wait for it to finish") }
+        let lock: PostgresQuery = held ? "SELECT 1" : "SELECT pg_advisory_lock(\(replays))"
+        return try await connection.around(lock, "SELECT pg_advisory_unlock(\(replays))") {
             try await apply(status.pending, on: connection)
         }
     }

@@ -164,7 +164,7 @@ enum Commands {
             }
             return
         }
-        let report = try await runner.migrate(.init(url: url))
+        let report = try await runner.migrate(.init(url: url)) { notice in print(notice) }
         for migration in report.applied {
             print("applied \(migration.fileName)")
         }

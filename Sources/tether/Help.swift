@@ -107,8 +107,8 @@ enum Help {
         TETHER_DATABASE_URL, each in its own transaction, recorded with a SHA-256
         checksum in schema_migrations. Concurrent runs are safe (an advisory lock makes
         one wait for the other). Pending migrations also wait for a running tether
-        replay to finish (its swap would undo them), and a replay does not start while
-        they are applied. A file changed after it was applied is refused.
+        replay to finish (its swap would undo them; migrate says so while it waits), and
+        a replay does not start while they are applied. A file changed after it was applied is refused.
         A migration that changes how read models are written asks for them to be rebuilt
         (027 seals their personal data): migrate then rebuilds them from the log, as
         tether replay does, with the master key of TETHER_MASTER_KEY_FILE; until that

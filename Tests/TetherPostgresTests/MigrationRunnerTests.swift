@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import TetherPostgres
 import TetherTesting
@@ -103,10 +104,12 @@ struct MigrationRunnerTests {
         }
         try await client.withConnection { replay in
             try await replay.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
-            let migrating = Task { try await migrations.migrate(database.configuration()) }
+            let notices = Mutex<[String]>([])
+            let migrating = Task { try await migrations.migrate(database.configuration()) { notice in notices.withLock { $0.append(notice) } } }
             let deadline = ContinuousClock.now + .seconds(30)
             while try await waiting() == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(try await waiting() == 1, "migrate waits for the replay's lock")
+            #expect(notices.withLock { $0 } == ["a tether replay is running: the pending migrations wait for it to finish"], "and says so")
             #expect(try await appliedVersions(database) == [])
             try await replay.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
             #expect(try await migrating.value.applied.map(\.version) == [1])
@@ -115,7 +118,7 @@ struct MigrationRunnerTests {
         // With nothing pending, migrate does not wait for a replay.
         try await client.withConnection { replay in
             try await replay.query("SELECT pg_advisory_lock(\(ProjectionReplay.runLockKey))")
-            #expect(try await migrations.migrate(database.configuration()).applied.isEmpty)
+            #expect(try await migrations.migrate(database.configuration()) { notice in Issue.record("no wait to tell: \(notice)") }.applied.isEmpty)
             try await replay.query("SELECT pg_advisory_unlock(\(ProjectionReplay.runLockKey))")
         }
     }
