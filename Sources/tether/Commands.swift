@@ -197,7 +197,9 @@ enum Commands {
         guard let action = options.positionals.first, options.positionals.count == 1 else {
             throw UsageError("tether postgres needs one action: start or stop")
         }
-        guard let data = options["data"] else { throw UsageError("tether postgres \(action) needs --data DIR") }
+        guard let data = options["data"], !data.isEmpty else { throw UsageError("tether postgres \(action) needs --data DIR") }
+        // stop finds the cluster's port in its directory, and stops it whatever it was started as.
+        if action == "stop" { try options.refusingOptions(but: ["data"], of: "tether postgres stop") }
         var port = 0
         if let text = options["port"] {
             guard let value = Int(text), (1...65535).contains(value) else { throw UsageError("--port must be a port number") }

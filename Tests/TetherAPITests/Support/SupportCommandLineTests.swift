@@ -132,6 +132,10 @@ struct SupportCommandLineTests {
             }
             let nothing = try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg"], databaseURL: nil)
             expectOneLineFailure(nothing, status: 1, mentioning: "no PostgreSQL cluster at /nonexistent/tether-pg")
+            expectOneLineFailure(
+                try await Self.tether(["postgres", "stop", "--data", "/nonexistent/tether-pg", "--port", "5"], databaseURL: nil), status: 2,
+                mentioning: "--port does not apply")
+            expectOneLineFailure(try await Self.tether(["postgres", "start", "--data="], databaseURL: nil), status: 2, mentioning: "needs --data DIR")
             // A stray word is a mistake, not something to ignore: `migrate status` is not `migrate --status`. (`serve`
             // and `dev` refuse theirs the same way; a test of theirs would serve until killed if that broke.)
             for (call, word) in [(["migrate", "status"], "status"), (["replay", "all"], "all")] {
