@@ -179,6 +179,9 @@ struct Reissue: Sendable {
     let claims: FirebaseIDTokenClaims
     /// A factor whose code the request just checked: it becomes the session's second factor.
     let proved: (id: UUID, type: MFAFactorType)?
+    /// The method a link just added (its provider's): the session's first method from now on, as Firebase issues a
+    /// link's tokens, and their refreshes, under the linked provider; an anonymous caller's method goes.
+    var linked: String? = nil
     /// A fresh session of the caller's method, and its refresh token.
     let base: (session: NewSession, refreshToken: String)
     /// The command's time.
@@ -196,19 +199,23 @@ struct Reissue: Sendable {
             // A factor withdrawn by this very command is not named: FirebaseIDTokens names confirmed ones only.
             session.secondFactorId = caller.secondFactorId
         }
+        let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]
+        if let linked {
+            // The sign-in's second factor stays; its first method is the linked one.
+            session.amr = AccountCommands.authenticationMethods(provider: linked) + session.amr.filter { secondFactorMethods.contains($0) }
+        }
         if let proved {
-            let secondFactorMethods: Set<String> = [MFAMethod.totp.amr, MFAMethod.sms.amr, MFAMethod.recoveryCode.amr, "mfa"]
             session.amr = session.amr.filter { !secondFactorMethods.contains($0) } + [(proved.type == .phone ? MFAMethod.sms : .totp).amr, "mfa"]
             session.secondFactorId = proved.id
         }
         return session
     }
 
-    /// Opens the session on `account`, the state after the change, recorded as a sign-in with `provider` (the
-    /// caller's method unless given: a link names the linked provider).
-    func decision(on account: UserAccount, as provider: String? = nil) throws -> [AccountEvent] {
+    /// Opens the session on `account`, the state after the change, recorded as a sign-in with the linked provider,
+    /// or else the caller's method.
+    func decision(on account: UserAccount) throws -> [AccountEvent] {
         try account.reissue(
-            session(in: account), provider: provider ?? FirebaseRoutes.tetherProvider(claims), continuing: claims.sessionId, now: now)
+            session(in: account), provider: linked ?? FirebaseRoutes.tetherProvider(claims), continuing: claims.sessionId, now: now)
     }
 
     /// The command's follow-up: opens the session on the state after the factor change.

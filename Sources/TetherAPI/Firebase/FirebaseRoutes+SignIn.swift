@@ -34,7 +34,7 @@ extension FirebaseRoutes {
         if let idToken = try body.string("idToken") {
             let caller = try await authenticate(idToken: idToken)
             let context = context(request, user: caller.account.id)
-            let reissue = Reissue(claims: caller.claims, proved: nil, base: (session, refreshToken), now: context.now)
+            let reissue = Reissue(claims: caller.claims, proved: nil, linked: ProviderName.password.rawValue, base: (session, refreshToken), now: context.now)
             do {
                 // A password added to a user who is not anonymous needs a recent sign-in, as on /v1. The name,
                 // and new tokens (the caller just proved the password and a live session), come in the same command.
@@ -47,7 +47,7 @@ extension FirebaseRoutes {
                 ) { linked in
                     try linked.deciding([
                         { state in try displayName.map { try state.updateProfile(displayName: $0, photoURL: nil, clearing: [], emailVerified: nil) } ?? [] },
-                        { state in try reissue.decision(on: state, as: ProviderName.password.rawValue) },
+                        { state in try reissue.decision(on: state) },
                     ], at: context.now)
                 }
                 link.passwordBecomesTheEmail = true
@@ -176,10 +176,10 @@ extension FirebaseRoutes {
             let account: UserAccount
             // Linked: new tokens for the caller in the same command, continuing the caller's sign-in (its time and
             // second factor), with no second sign-in (which a second factor would stop).
-            let reissue = Reissue(claims: caller.claims, proved: nil, base: (session, refreshToken), now: context.now)
+            let reissue = Reissue(claims: caller.claims, proved: nil, linked: identity.provider, base: (session, refreshToken), now: context.now)
             do {
-                account = try await commands.link(identity, to: caller.account.id, context: context) { [provider = identity.provider] linked in
-                    try reissue.decision(on: linked, as: provider)
+                account = try await commands.link(identity, to: caller.account.id, context: context) { linked in
+                    try reissue.decision(on: linked)
                 }
             } catch let error as AccountError where [.credentialAlreadyInUse, .emailAlreadyInUse].contains(error.reason) && returnsCredential {
                 answer["errorMessage"] = .string(FirebaseError(converting: error).code)

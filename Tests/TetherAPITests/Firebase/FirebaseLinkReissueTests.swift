@@ -43,6 +43,10 @@ struct FirebaseLinkReissueTests {
             #expect(linked.idTokenClaims["auth_time"] == .int(Int(stolen.authTime.timeIntervalSince1970)), "\(linked.idTokenClaims)")
             guard case .object(let firebaseClaims)? = linked.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
             #expect(firebaseClaims["sign_in_second_factor"] == "totp", "\(firebaseClaims)")
+            #expect(Self.signInProvider(linked) == "facebook.com")
+            let refreshed = try await firebase.refresh(try #require(linked.string("refreshToken")))
+            guard case .object(let refreshedClaims)? = refreshed.idTokenClaims["firebase"] else { Issue.record("no firebase claim"); return }
+            #expect(refreshedClaims["sign_in_provider"] == "facebook.com" && refreshedClaims["sign_in_second_factor"] == "totp", "\(refreshedClaims)")
 
             // The new tokens are as old as the stolen one: they neither withdraw the factor nor remove a way in.
             let idToken = try #require(linked.string("idToken"))
@@ -69,6 +73,31 @@ struct FirebaseLinkReissueTests {
             ]))
             #expect(upgraded.status == 200, "\(upgraded.text)")
             #expect(upgraded.idTokenClaims["auth_time"] == .int(Int(old.authTime.timeIntervalSince1970)), "\(upgraded.idTokenClaims)")
+            // Its refreshes name the password too: the upgraded user is no longer anonymous to rules and backends.
+            let refreshed = try await firebase.refresh(try #require(upgraded.string("refreshToken")))
+            #expect(Self.signInProvider(refreshed) == "password", "\(refreshed.idTokenClaims)")
+        }
+    }
+
+    /// `firebase.sign_in_provider` of an answer's ID token.
+    private static func signInProvider(_ answer: FirebaseAnswer) -> String? {
+        guard case .object(let claims)? = answer.idTokenClaims["firebase"], case .string(let provider)? = claims["sign_in_provider"] else { return nil }
+        return provider
+    }
+
+    /// An anonymous user who links Google is a Google user from the link on, its refreshes included (they named the
+    /// anonymous sign-in the session continued, and rules that keep anonymous users out let it in only for an hour).
+    @Test func aLinkedProviderIsTheSessionsSignInMethodFromTheLinkOn() async throws {
+        try await FirebaseApp.run { firebase in
+            let anonymous = try await firebase.call("accounts:signUp", .object(["returnSecureToken": true]))
+            let idToken = try #require(anonymous.string("idToken"))
+            let linked = try await firebase.signInWithIdp(
+                "providerId=google.com&id_token=\(try firebase.app.token("idToken", of: try await firebase.app.google("google-upgrade", email: "up@gmail.com")))",
+                idToken: idToken)
+            #expect(linked.status == 200 && Self.signInProvider(linked) == "google.com", "\(linked.text)")
+            let refreshed = try await firebase.refresh(try #require(linked.string("refreshToken")))
+            #expect(Self.signInProvider(refreshed) == "google.com", "\(refreshed.idTokenClaims)")
+            #expect(refreshed.idTokenClaims["provider_id"] == nil, "no longer anonymous: \(refreshed.idTokenClaims)")
         }
     }
 }
