@@ -72,10 +72,11 @@ struct AccountSnapshotTests {
         func labels(_ value: Any) -> [String] { Mirror(reflecting: value).children.compactMap(\.label) }
         let user = try richState()
         let mfa = user.mfa
-        #expect(AccountSnapshot.format == 5)
+        #expect(AccountSnapshot.format == 6)
         #expect(labels(user) == [
             "id", "version", "email", "isEmailVerified", "displayName", "photoURL", "isDisabled", "isErased", "createdAt",
-            "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "sessions", "mfa", "customClaims", "emailCodes",
+            "lastSignInAt", "updatedAt", "validSince", "identities", "passwordHash", "passwordSetAt", "sessions", "mfa", "customClaims",
+            "emailCodes",
         ])
         #expect(labels(try #require(user.identities["google"])) == [
             "provider", "uid", "email", "isEmailVerified", "displayName", "photoURL", "linkedAt", "emailForwarding", "grant",

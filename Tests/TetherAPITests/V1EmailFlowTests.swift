@@ -608,8 +608,10 @@ struct V1EmailFlowTests {
             let userId = try #require(UUID(uuidString: ada.user.id))
             #expect(try await service.link(try await service.apple("apple-ada-own"), to: ada.session.accessToken).status == 200, "before the change")
 
-            // The intruder, holding ada's session, moves the account, resets its password there, links and enrols.
+            // The intruder, holding ada's session, asks to move the account, links their Google while the mail is on
+            // its way, moves it, resets its password there and enrols a factor.
             #expect(try await service.client.post("/v1/users/me/email", headers: bearer(ada), json: ["email": "thief@example.com"]).status == 202)
+            #expect(try await service.link(try await service.google("google-thief", email: "thief@gmail.com"), to: ada.session.accessToken).status == 200)
             let moved = try await service.client.post("/v1/email-verification/confirm", json: ["code": try await service.lastMail(to: "thief@example.com").code])
             #expect(moved.status == 200)
             #expect(try await service.client.post("/v1/password-reset", json: ["email": "thief@example.com"]).status == 202)
@@ -617,7 +619,6 @@ struct V1EmailFlowTests {
                 "/v1/password-reset/confirm", json: ["code": try await service.lastMail(to: "thief@example.com").code, "newPassword": "the thief's password"])
             #expect(reset.status == 200, "\(reset.bodyText)")
             let thief = try await service.signedIn(service.password("thief@example.com", "the thief's password"))
-            #expect(try await service.link(try await service.google("google-thief", email: "thief@gmail.com"), to: thief.session.accessToken).status == 200)
             try await service.enrolTOTP(accessToken: thief.session.accessToken)
 
             let undone = try await service.client.post("/v1/email-change/undo", json: ["code": try await service.lastMail(to: "ada@example.com").code])
@@ -626,6 +627,10 @@ struct V1EmailFlowTests {
             #expect(account.email == "ada@example.com" && account.isEmailVerified)
             #expect(account.identities.keys.sorted() == ["apple"], "ada's Apple id stays; the thief's Google and password go: \(account.identities.keys)")
             #expect(account.mfa.factors.isEmpty)
+            // The undo's events: the password goes once, from the thief's address, and is not moved back to ada's first.
+            let events = try await PostgresEventStore(client: service.admin).readStream(.user(userId), after: 0)
+            let undo = try #require(events.lastIndex { $0.type == "EmailCodeUsed" })
+            #expect(events[undo...].map(\.type).filter { $0.hasPrefix("Identity") } == ["IdentityUnlinked", "IdentityUnlinked"], "google and password")
 
             // The thief's ways in lead nowhere; ada's own does, and her reset gives her a password again.
             let google = try await service.signIn(try await service.google("google-thief", email: "thief@gmail.com"))

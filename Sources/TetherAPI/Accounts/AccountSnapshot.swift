@@ -21,7 +21,7 @@ enum AccountSnapshot {
     /// properties or to how an event folds into it takes a new number: snapshots of another are passed over
     /// and written again. (A new optional property would otherwise read as nil from an older snapshot;
     /// `AccountSnapshotTests` lists the properties of this format and fails when they change.)
-    static let format = 5
+    static let format = 6
 
     /// The statements of the extra round trip a user's load takes when its first read did not reach a
     /// state it can start from: their snapshot, and their stream's events before `version` from the later

@@ -240,8 +240,11 @@ extension UserAccount {
             // Someone else may have moved the account away: it goes back, everyone is signed out, and every other
             // pending change or undo (one mailed to an address the intruder holds, say) is withdrawn. What was
             // added since the change goes too (``takingBack(since:)``): the intruder's ways in and factors.
-            let undone = [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id)
-                + (try changeEmail(to: bound, verified: code.restoresVerified)) + takingBack(since: code.issuedAt)
+            // What goes is decided first, and the address moves back on the state after it: a password taken back is
+            // not moved to the old address first.
+            let back = takingBack(since: askedForChange(undoneBy: code))
+            let undone = [used] + withdrawing([.changeEmail, .undoEmailChange], except: code.id) + back
+                + (try appending(back.map { ($0, now) }, version: version).changeEmail(to: bound, verified: code.restoresVerified))
             return undone + revoking(now: now, reason: "revoked", after: undone)
         case .passwordReset:
             throw .invalidCode("This code is not for this; use the link of the mail that brought it.")
@@ -250,19 +253,28 @@ extension UserAccount {
 }
 
 extension UserAccount {
-    /// What an undone email change takes back: the identities linked and the second factors enrolled after the
-    /// change's command (which issued the undo code, and moved the password's identity to the new address), and a
-    /// password reset through the new address. Whoever moved the account away could reset its password there and
-    /// link their own ways in; left, they would sign in again after the owner took the address back, past a reset
-    /// too, since the address stays proved. The owner signs in as before the change, or resets the password
-    /// through their own address (which links it again).
-    func takingBack(since change: Date) -> [AccountEvent] {
+    /// When the change `undo` undoes was asked for: its change code's issue (the undo code is issued by the command
+    /// that confirmed it). Whoever moved the account away could act from there, with the session that asked.
+    func askedForChange(undoneBy undo: EmailCode) -> Date {
+        emailCodes.values.filter { $0.purpose == .changeEmail && $0.isUsed && $0.issuedAt <= undo.issuedAt }.map(\.issuedAt).max()
+            ?? undo.issuedAt
+    }
+
+    /// What an undone email change takes back: the identities linked, the second factors enrolled and a password
+    /// set (reset or changed) after the change was asked for (`since`). Whoever moved the account away could link
+    /// their own ways in while the confirmation was on its way, and reset the password through the new address
+    /// after; left, they would sign in again after the owner took the address back, past a reset too, since the
+    /// address stays proved. The owner signs in as before the change, or resets the password through their own
+    /// address (which links it again).
+    func takingBack(since asked: Date) -> [AccountEvent] {
         let kept: Set<String> = [Self.customProvider, ExternalIdentity.anonymousProvider]
-        let resetSince = emailCodes.values.contains { $0.purpose == .passwordReset && $0.isUsed && $0.issuedAt >= change }
         let added = identities.values.filter { identity in
-            !kept.contains(identity.provider) && (identity.linkedAt > change || (identity.provider == "password" && resetSince))
+            guard !kept.contains(identity.provider) else { return false }
+            // The change itself moved the password to the new address: it counts from when it was set.
+            if identity.provider == "password" { return (passwordSetAt ?? identity.linkedAt) > asked }
+            return identity.linkedAt > asked
         }
-        let enrolled = mfa.factors.values.filter { $0.enrolledAt > change }.sorted { $0.id.sortsBefore($1.id) }
+        let enrolled = mfa.factors.values.filter { $0.enrolledAt > asked }.sorted { $0.id.sortsBefore($1.id) }
         return added.sorted { $0.provider < $1.provider }.flatMap { unlinking($0, reason: "email_change_undone") }
             + enrolled.map { .mfaFactorRemoved(.init(factorId: $0.id, reason: "email_change_undone", pending: Self.pending($0))) }
     }

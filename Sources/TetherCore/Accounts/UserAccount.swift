@@ -61,6 +61,9 @@ public struct UserAccount: Sendable, Hashable, Codable {
     /// Linked identities by provider (`password` included).
     public private(set) var identities: [String: Identity] = [:]
     public private(set) var passwordHash: String?
+    /// When the password last became another one (set, reset or changed; not when an email change moved it to the
+    /// new address): an undone email change takes back a password set after the change was asked for.
+    public private(set) var passwordSetAt: Date?
     /// Live sessions by id (an ended one leaves the state: see `SessionEnded`).
     public private(set) var sessions: [UUID: Session] = [:]
     /// Second factors, recovery codes and open challenges.
@@ -130,11 +133,14 @@ public struct UserAccount: Sendable, Hashable, Codable {
             }
         case .identityUnlinked(let payload):
             identities[payload.provider] = nil
-            if payload.provider == "password" { passwordHash = nil }
+            // An email change moves the password to the new address (unlinked, linked, set again with the same hash):
+            // it is the same password, set when it was.
+            if payload.provider == "password", payload.reason != "email_changed" { (passwordHash, passwordSetAt) = (nil, nil) }
         case .emailVerified(let payload):
             email = payload.personal.email ?? email
             isEmailVerified = true
         case .passwordSet(let payload):
+            if payload.personal.passwordHash != passwordHash { passwordSetAt = date }
             passwordHash = payload.personal.passwordHash
         case .signedIn:
             lastSignInAt = date
@@ -167,6 +173,7 @@ public struct UserAccount: Sendable, Hashable, Codable {
             photoURL = nil
             identities = [:]
             passwordHash = nil
+            passwordSetAt = nil
             sessions = [:]
             mfa = MFAState()
             customClaims = nil
