@@ -207,8 +207,13 @@ extension FirebaseRoutes {
             } else {
                 // The client's own change: every session ends and the answer carries the new one's tokens.
                 var (session, refreshToken) = newSession(provider: ProviderName.password.rawValue)
-                // It continues the caller's session: its ID token says the sign-in that session had, not now.
-                if let claims { session.authTime = account.sessions[claims.sessionId]?.authTime ?? claims.authTime }
+                // It continues the caller's session as it is before the change (which ends it): its ID token says the
+                // sign-in that session had, its second factor included, not a password sign-in of now.
+                if let claims {
+                    session = Reissue(
+                        claims: claims, proved: nil, linked: ProviderName.password.rawValue, base: (session, refreshToken), now: now
+                    ).session(in: account)
+                }
                 opened = (session, refreshToken)
                 let caller = claims?.sessionId
                 steps.append { [session] in try $0.changePassword(passwordHash: hash, session: session, continuing: caller, now: now) }

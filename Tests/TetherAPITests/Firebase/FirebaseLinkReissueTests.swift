@@ -12,9 +12,9 @@ struct FirebaseLinkReissueTests {
     /// A session of `userId` signed in ten minutes ago with `provider` (and `factor` as its second factor), opened
     /// as the Firebase surface opens one, and an ID token of it: what a thief holding that token has.
     private func oldSession(
-        _ firebase: FirebaseApp, of userId: UUID, provider: String, signInProvider: String, factor: UUID?
+        _ firebase: FirebaseApp, of userId: UUID, provider: String, signInProvider: String, factor: UUID?, secondsAgo: TimeInterval = 600
     ) async throws -> (idToken: String, authTime: Date) {
-        let signedInAt = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down) - 600)
+        let signedInAt = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down) - secondsAgo)
         let methods = AccountCommands.authenticationMethods(provider: provider) + (factor == nil ? [] : [MFAMethod.totp.amr, "mfa"])
         var (session, _) = FirebaseTokenFormat().newSession(amr: methods, jkt: nil)
         session.authTime = signedInAt
@@ -76,6 +76,25 @@ struct FirebaseLinkReissueTests {
             // Its refreshes name the password too: the upgraded user is no longer anonymous to rules and backends.
             let refreshed = try await firebase.refresh(try #require(upgraded.string("refreshToken")))
             #expect(Self.signInProvider(refreshed) == "password", "\(refreshed.idTokenClaims)")
+        }
+    }
+
+    /// A client's password change answers tokens of a new session (it ends every other): they continue the caller's
+    /// sign-in, its second factor included, as a link's do (they named a password sign-in without the factor).
+    @Test func aPasswordChangesTokensKeepTheSecondFactor() async throws {
+        try await FirebaseApp.run { firebase in
+            let signedUp = try await firebase.app.client.post("/v1/sign-up", json: ["email": "mfa.change@example.com", "password": "first password 1"])
+            let user = try signedUp.decodeJSON(SignedIn.self)
+            try await firebase.app.verifyEmail("mfa.change@example.com", accessToken: user.session.accessToken)
+            let (factorId, _) = try await firebase.app.enrolTOTP(accessToken: user.session.accessToken)
+            let userId = try #require(UUID(uuidString: user.user.id))
+            let recent = try await oldSession(
+                firebase, of: userId, provider: "password", signInProvider: "password", factor: UUID(uuidString: factorId), secondsAgo: 30)
+            let changed = try await firebase.call("accounts:update", .object(["idToken": .string(recent.idToken), "password": "second password 2"]))
+            #expect(changed.status == 200, "\(changed.text)")
+            #expect(changed.idTokenClaims["auth_time"] == .int(Int(recent.authTime.timeIntervalSince1970)))
+            guard case .object(let claims)? = changed.idTokenClaims["firebase"] else { Issue.record("no firebase claim: \(changed.text)"); return }
+            #expect(claims["sign_in_provider"] == "password" && claims["sign_in_second_factor"] == "totp", "\(claims)")
         }
     }
 
