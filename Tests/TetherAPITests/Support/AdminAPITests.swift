@@ -250,14 +250,12 @@ struct AdminAPITests {
             #expect(endings.first?.metadata.actor == .admin(keyId: admin.key.id))
             let payload = try JSONDecoder().decode(AccountEvent.SessionEnded.self, from: try #require(endings.first).data)
             #expect(payload.reason == "ended_by_admin" && payload.sessionId.uuidString.lowercased() == phone.session.id)
-            let records = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }
-            let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
+            let actions = try await harness.actionRecords(of: admin.key.id)
             #expect(actions.map(\.status) == [404, 404, 400, 404, 200, 404])
             #expect(actions.allSatisfy { $0.action == "end-session" })
             #expect(actions[4].sessionId?.uuidString.lowercased() == phone.session.id && actions[4].reason == "phone reported lost")
             #expect(actions[2].sessionId == nil && actions[2].userId == userId, "the refused id is no session id")
-            let history = try await harness.adminGet("/v1/admin/users/\(laptop.user.id)/history?limit=500", key: admin.secret)
-            let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
+            let summaries = try await harness.historySummaries(of: laptop.user.id, key: admin.secret)
             #expect(summaries.contains("asked to end-session \(phone.session.id.prefix(8)): phone reported lost"), "\(summaries)")
         }
     }
@@ -310,13 +308,11 @@ struct AdminAPITests {
             let unlinked = try await harness.events(inStream: .user(user.id)).filter { $0.type == "IdentityUnlinked" }
             #expect(unlinked.count == 2 && unlinked.allSatisfy { $0.metadata.actor == .admin(keyId: admin.key.id) })
             #expect(unlinked.allSatisfy { String(decoding: $0.data, as: UTF8.self).contains(#""reason":"admin""#) })
-            let records = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }
-            let actions = try records.map { try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data) }
+            let actions = try await harness.actionRecords(of: admin.key.id)
             #expect(actions.map(\.status) == [404, 400, 400, 400, 400, 200, 200])
             #expect(actions.map(\.provider) == ["google", nil, nil, nil, "anonymous", "facebook", "password"])
             #expect(actions.allSatisfy { $0.action == "unlink" })
-            let history = try await harness.adminGet("/v1/admin/users/\(user.id.uuidString.lowercased())/history?limit=500", key: admin.secret)
-            let summaries = try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
+            let summaries = try await harness.historySummaries(of: user.id.uuidString.lowercased(), key: admin.secret)
             #expect(summaries.contains("asked to unlink facebook: lost the Facebook account, ticket 7"), "\(summaries)")
         }
     }
@@ -365,9 +361,7 @@ struct AdminAPITests {
             #expect(try await harness.adminGet("/v1/admin/events?userId=\(user.id.uuidString.lowercased())%00zz", key: admin.secret).status == 400)
 
             #expect(try await harness.events(inStream: .user(user.id)).allSatisfy { $0.type != "UserDisabled" })
-            let statuses = try await harness.events(inStream: .adminKey(admin.key.id)).filter { $0.type == "AdminActionRequested" }.map {
-                try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data).status
-            }
+            let statuses = try await harness.actionRecords(of: admin.key.id).map(\.status)
             #expect(statuses == [400, 400, 400, 404, 400, 400])
         }
     }

@@ -68,6 +68,19 @@ extension DevService {
         return try await client.send("DELETE", target, fields: headers, body: body)
     }
 
+    /// The actions the admin key `keyId` was asked for, as its stream records them (`AdminActionRequested`), in order.
+    func actionRecords(of keyId: UUID) async throws -> [AdminEvent.ActionRequested] {
+        try await events(inStream: .adminKey(keyId)).filter { $0.type == "AdminActionRequested" }.map {
+            try JSONDecoder().decode(AdminEvent.ActionRequested.self, from: $0.data)
+        }
+    }
+
+    /// The `summary` of every event of `userId`'s history, as `key` reads it (a page of 500).
+    func historySummaries(of userId: String, key: String) async throws -> [String] {
+        let history = try await adminGet("/v1/admin/users/\(userId)/history?limit=500", key: key)
+        return try history.json["events"]?.elements.compactMap { $0["summary"]?.string } ?? []
+    }
+
     /// `pg_dump` of the service's database as plain SQL: what someone who copied the database holds.
     func dump() throws -> String {
         let binaries = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().reversed()
